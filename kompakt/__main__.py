@@ -1,0 +1,5 @@
+import sys
+
+from kompakt.cli import main
+
+sys.exit(main())

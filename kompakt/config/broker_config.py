@@ -1,0 +1,317 @@
+"""Broker configuration: Kafka's `server.properties` keys, defaults and types.
+
+Role: one table (`BROKER_KEYS`) of every broker key Kompakt understands, with Kafka's default and
+type; `BrokerConfig.load()` layers, lowest first: defaults, the properties file, `KOMPAKT_*`
+environment variables (`KOMPAKT_LOG_DIRS` -> `log.dirs`: strip the prefix, lower-case, `_` -> `.`),
+then `--override key=value` pairs. Keys a single node has no use for (KRaft quorum, replication,
+inter-broker, SASL...) are accepted and logged as ignored; unknown keys are logged too, never fatal.
+
+Invariants: every value in a BrokerConfig has been parsed to the key's type and checked against its
+range; a bad value raises `ConfigError` naming the key, the value and what is allowed.
+Owners of other packages add their keys to the table (group them by section).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+log = logging.getLogger(__name__)
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+DOUBLE_MAX = 1.7976931348623157e308
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names key, value and allowed range."""
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    type: str  # int | long | double | bool | string | list | password
+    default: Any
+    doc: str = ""
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    def parse(self, raw: Any) -> Any:
+        """Parse a raw (usually string) value to this key's type, checking range and choices."""
+        if raw is None:
+            return None
+        try:
+            value = _PARSERS[self.type](raw)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"Invalid value {raw!r} for configuration {self.name}: "
+                              f"expected {self.type} ({exc})") from None
+        self.check(value)
+        return value
+
+    def check(self, value: Any) -> None:
+        if value is None:
+            return
+        if self.min is not None and value < self.min:
+            raise ConfigError(f"Invalid value {value} for configuration {self.name}: "
+                              f"value must be at least {self.min:g}")
+        if self.max is not None and value > self.max:
+            raise ConfigError(f"Invalid value {value} for configuration {self.name}: "
+                              f"value must be no more than {self.max:g}")
+        if self.choices is not None:
+            items = value if isinstance(value, list) else [value]
+            for item in items:
+                if item not in self.choices:
+                    raise ConfigError(f"Invalid value {item} for configuration {self.name}: "
+                                      f"String must be one of: {', '.join(self.choices)}")
+
+
+def _parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError("expected true or false")
+
+
+def _parse_list(raw: Any) -> list[str]:
+    if isinstance(raw, (list, tuple)):
+        return [str(x).strip() for x in raw if str(x).strip()]
+    return [x.strip() for x in str(raw).split(",") if x.strip()]
+
+
+_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "int": lambda r: int(str(r).strip()),
+    "long": lambda r: int(str(r).strip()),
+    "double": lambda r: float(str(r).strip()),
+    "bool": _parse_bool,
+    "string": lambda r: str(r).strip(),
+    "password": lambda r: str(r),
+    "list": _parse_list,
+}
+
+
+def _k(name, type_, default, doc="", **kw) -> ConfigKey:
+    return ConfigKey(name, type_, default, doc, **kw)
+
+
+BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
+    # --- server ---
+    _k("node.id", "int", 1, "This broker's id (also the controller id).", min=0),
+    _k("broker.id", "int", None, "Legacy synonym of node.id.", min=-1),
+    _k("cluster.id", "string", None, "Cluster id; generated and stored in meta.properties when unset."),
+    _k("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Listeners, NAME://host:port."),
+    _k("advertised.listeners", "list", None, "Listeners advertised to clients (default: listeners)."),
+    _k("log.dirs", "list", None, "Directories holding partition logs."),
+    _k("log.dir", "string", "./kompakt-data", "Log directory used when log.dirs is unset."),
+    _k("num.partitions", "int", 1, "Partitions of auto-created topics.", min=1),
+    _k("default.replication.factor", "int", 1, "Accepted; a single node keeps one replica.", min=1),
+    _k("auto.create.topics.enable", "bool", True, "Create unknown topics on Metadata requests."),
+    _k("delete.topic.enable", "bool", True, "Allow DeleteTopics."),
+    _k("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", min=1),
+    _k("message.max.bytes", "int", 1048588, "Default max.message.bytes of topics.", min=0),
+    _k("replica.fetch.max.bytes", "int", 1048576, "Accepted for compatibility.", min=0),
+    _k("connections.max.idle.ms", "long", 600000, "Close connections idle this long.", min=-1),
+    _k("queued.max.requests", "int", 500, "In-flight requests per connection before reads pause.", min=1),
+    _k("shutdown.timeout.ms", "long", 10000, "Time graceful shutdown waits for in-flight requests.", min=0),
+    # --- metrics / admin ---
+    _k("metrics.port", "int", 9644, "Port of the HTTP admin API and /metrics (0 disables).", min=0, max=65535),
+    _k("metrics.host", "string", "127.0.0.1", "Address the HTTP admin API binds."),
+    _k("metrics.partition.labels", "bool", True, "Label per-partition metrics by partition."),
+    # --- log ---
+    _k("log.segment.bytes", "int", 1073741824, "Segment size.", min=14),
+    _k("log.roll.ms", "long", None, "Roll a segment after this time (overrides log.roll.hours).", min=1),
+    _k("log.roll.hours", "int", 168, "Roll a segment after this many hours.", min=1),
+    _k("log.roll.jitter.ms", "long", None, "Jitter subtracted from roll time.", min=0),
+    _k("log.roll.jitter.hours", "int", 0, "Jitter in hours.", min=0),
+    _k("log.retention.ms", "long", None, "Retention time (-1 unlimited).", min=-1),
+    _k("log.retention.minutes", "int", None, "Retention time in minutes.", min=-1),
+    _k("log.retention.hours", "int", 168, "Retention time in hours.", min=-1),
+    _k("log.retention.bytes", "long", -1, "Retention size per partition (-1 unlimited)."),
+    _k("log.retention.check.interval.ms", "long", 300000, "How often retention runs.", min=1),
+    _k("log.index.size.max.bytes", "int", 10485760, "Offset/time index size.", min=4),
+    _k("log.index.interval.bytes", "int", 4096, "Bytes between index entries.", min=0),
+    _k("log.flush.interval.messages", "long", LONG_MAX, "Flush after this many messages.", min=1),
+    _k("log.flush.interval.ms", "long", None, "Flush after this time.", min=0),
+    _k("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks logs.", min=1),
+    _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, "Recovery-point checkpoint interval.", min=0),
+    _k("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "Log-start checkpoint interval.", min=0),
+    _k("log.segment.delete.delay.ms", "long", 60000, "Delay before a .deleted file is unlinked.", min=0),
+    _k("log.cleanup.policy", "list", ["delete"], "Default cleanup.policy.", choices=("delete", "compact")),
+    _k("log.message.timestamp.type", "string", "CreateTime", "Default message.timestamp.type.",
+       choices=("CreateTime", "LogAppendTime")),
+    _k("log.message.timestamp.before.max.ms", "long", LONG_MAX, "Default message.timestamp.before.max.ms.", min=0),
+    _k("log.message.timestamp.after.max.ms", "long", 3600000, "Default message.timestamp.after.max.ms.", min=0),
+    _k("log.preallocate", "bool", False, "Preallocate segment files."),
+    _k("compression.type", "string", "producer", "Default compression.type.",
+       choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    _k("num.recovery.threads.per.data.dir", "int", 2, "Threads loading logs per dir.", min=1),
+    _k("log.initial.task.delay.ms", "long", 30000, "Delay before background log tasks first run.", min=0),
+    _k("log.message.format.version", "string", None, "Ignored: only magic v2 exists."),
+    # --- cleaner ---
+    _k("log.cleaner.enable", "bool", True, "Run the log cleaner."),
+    _k("log.cleaner.threads", "int", 1, "Cleaner worker processes.", min=0),
+    _k("log.cleaner.dedupe.buffer.size", "long", 134217728, "Offset map memory over all workers.", min=0),
+    _k("log.cleaner.io.buffer.size", "int", 524288, "I/O buffer per worker.", min=0),
+    _k("log.cleaner.io.buffer.load.factor", "double", 0.9, "Offset map load factor.", min=0.0, max=1.0),
+    _k("log.cleaner.io.max.bytes.per.second", "double", DOUBLE_MAX, "Cleaner I/O throttle (all workers).", min=0.0),
+    _k("log.cleaner.backoff.ms", "long", 15000, "Sleep when no log needs cleaning.", min=0),
+    _k("log.cleaner.min.cleanable.ratio", "double", 0.5, "Default min.cleanable.dirty.ratio.", min=0.0, max=1.0),
+    _k("log.cleaner.min.compaction.lag.ms", "long", 0, "Default min.compaction.lag.ms.", min=0),
+    _k("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Default max.compaction.lag.ms.", min=1),
+    _k("log.cleaner.delete.retention.ms", "long", 86400000, "Default delete.retention.ms.", min=0),
+    # --- group coordinator ---
+    _k("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of an empty group.", min=0),
+    _k("group.min.session.timeout.ms", "int", 6000, "Smallest session.timeout.ms a member may ask.", min=0),
+    _k("group.max.session.timeout.ms", "int", 1800000, "Largest session.timeout.ms a member may ask.", min=0),
+    _k("group.max.size", "int", INT_MAX, "Members per group.", min=1),
+    _k("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", min=1),
+    _k("offsets.topic.segment.bytes", "int", 104857600, "segment.bytes of __consumer_offsets.", min=1),
+    _k("offsets.topic.replication.factor", "int", 1, "Accepted; single replica.", min=1),
+    _k("offsets.retention.minutes", "int", 10080, "Committed offsets of empty groups expire after this.", min=1),
+    _k("offsets.retention.check.interval.ms", "long", 600000, "How often offsets expire.", min=1),
+    _k("offsets.commit.timeout.ms", "int", 5000, "Time an offset commit may wait for its append.", min=1),
+    _k("offset.metadata.max.bytes", "int", 4096, "Largest commit metadata string.", min=0),
+    # --- producer state ---
+    _k("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire after this.", min=1),
+    _k("producer.id.expiration.check.interval.ms", "int", 600000, "How often producer ids expire.", min=1),
+    _k("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions kept (0 = sessionless).", min=0),
+]}
+
+# Keys that are meaningful to a Kafka cluster but not to a single node; accepted and logged.
+IGNORED_PREFIXES = (
+    "process.roles", "controller.", "inter.broker.", "listener.security.protocol.map", "zookeeper.",
+    "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
+    "transaction.state.log.", "transaction.", "replica.", "min.insync.replicas", "unclean.leader.",
+    "sasl.", "ssl.", "security.", "authorizer.", "super.users", "group.coordinator.", "share.",
+    "num.replica.", "leader.imbalance.", "auto.leader.rebalance.", "metadata.", "quota.",
+    "log.local.", "remote.", "confluent.", "kafka.metrics.", "metric.reporters", "metrics.num.samples",
+    "metrics.recording.level", "metrics.sample.window.ms", "node.metadata.",
+)
+
+
+def _ignored(key: str) -> bool:
+    return key.startswith(IGNORED_PREFIXES)
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """Parse a Java .properties file (`key=value` or `key: value`, `#`/`!` comments, `\\` continuations)."""
+    props: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        pending = ""
+        for raw in fh:
+            line = raw.rstrip("\n").rstrip("\r")
+            if not pending and line.lstrip().startswith(("#", "!")):
+                continue
+            if line.endswith("\\") and not line.endswith("\\\\"):
+                pending += line[:-1].lstrip()
+                continue
+            line = (pending + line.lstrip()).strip()
+            pending = ""
+            if not line:
+                continue
+            for i, ch in enumerate(line):
+                if ch in "=:":
+                    key, value = line[:i].strip(), line[i + 1:].strip()
+                    break
+            else:
+                key, value = line, ""
+            props[key] = value
+    return props
+
+
+class BrokerConfig:
+    """Typed, validated broker configuration; `cfg[key]` gives the key's value or Kafka's default."""
+
+    ENV_PREFIX = "KOMPAKT_"
+
+    def __init__(self, props: Mapping[str, Any] | None = None):
+        self._values: dict[str, Any] = {}
+        self.originals: dict[str, str] = {}
+        self.ignored: list[str] = []
+        for key, raw in (props or {}).items():
+            self.set(key, raw)
+
+    @classmethod
+    def load(cls, path: str | None = None, overrides: Iterable[str] = (),
+             environ: Mapping[str, str] | None = None) -> "BrokerConfig":
+        """Defaults <- properties file <- KOMPAKT_* environment <- key=value overrides."""
+        layered: dict[str, Any] = {}
+        if path:
+            layered.update(read_properties(path))
+        env = os.environ if environ is None else environ
+        for name, value in env.items():
+            if name.startswith(cls.ENV_PREFIX) and name != "KOMPAKT_CONFIG":
+                layered[name[len(cls.ENV_PREFIX):].lower().replace("_", ".")] = value
+        for item in overrides:
+            if "=" not in item:
+                raise ConfigError(f"Override {item!r} is not of the form key=value")
+            key, value = item.split("=", 1)
+            layered[key.strip()] = value.strip()
+        return cls(layered)
+
+    def set(self, key: str, raw: Any) -> None:
+        spec = BROKER_KEYS.get(key)
+        if spec is None:
+            self.ignored.append(key)
+            why = "not used by a single-node broker" if _ignored(key) else "unknown key"
+            log.info("ignoring configuration %s=%s (%s)", key, raw, why)
+            return
+        self._values[key] = spec.parse(raw)
+        self.originals[key] = str(raw)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._values:
+            return self._values[key]
+        try:
+            return BROKER_KEYS[key].default
+        except KeyError:
+            raise KeyError(f"no broker configuration key {key!r}") from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def is_set(self, key: str) -> bool:
+        return key in self._values
+
+    # Derived values following Kafka's precedence rules (ms over minutes over hours).
+    @property
+    def node_id(self) -> int:
+        return self["node.id"] if self.is_set("node.id") or self["broker.id"] is None else self["broker.id"]
+
+    @property
+    def log_dirs(self) -> list[str]:
+        dirs = self["log.dirs"]
+        return [os.path.abspath(d) for d in (dirs if dirs else [self["log.dir"]])]
+
+    @property
+    def log_retention_ms(self) -> int:
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self["log.retention.minutes"] * 60_000
+        return self["log.retention.hours"] * 3_600_000
+
+    @property
+    def log_roll_ms(self) -> int:
+        return self["log.roll.ms"] if self["log.roll.ms"] is not None else self["log.roll.hours"] * 3_600_000
+
+    @property
+    def log_roll_jitter_ms(self) -> int:
+        if self["log.roll.jitter.ms"] is not None:
+            return self["log.roll.jitter.ms"]
+        return self["log.roll.jitter.hours"] * 3_600_000
+
+    @property
+    def log_flush_interval_ms(self) -> int:
+        value = self["log.flush.interval.ms"]
+        return value if value is not None else self["log.flush.scheduler.interval.ms"]
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        for key in BROKER_KEYS:
+            yield key, self[key]
