@@ -1,0 +1,79 @@
+"""ProducerIdManager: ids are unique across restarts and crashes; the block file is crash-safe."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from kompakt.broker.producer_ids import (FILE_NAME, MAX_EPOCH, ProducerIdFileError, ProducerIdManager,
+                                         read_block_file)
+
+
+def test_ids_are_sequential_and_block_reserved_before_use(tmp_path):
+    mgr = ProducerIdManager(str(tmp_path), block_size=10)
+    assert mgr.needs_reservation()
+    assert [mgr.generate() for _ in range(3)] == [0, 1, 2]
+    # The whole first block is on disk before id 0 was returned.
+    assert read_block_file(str(tmp_path / FILE_NAME)) == 10
+    assert (tmp_path / FILE_NAME).read_text() == "0\n10\n"
+    ids = [mgr.generate() for _ in range(10)]
+    assert ids == list(range(3, 13))
+    assert read_block_file(str(tmp_path / FILE_NAME)) == 20
+
+
+def test_restart_never_reuses_an_id(tmp_path):
+    first = ProducerIdManager(str(tmp_path), block_size=100)
+    issued = {first.generate() for _ in range(5)}
+    second = ProducerIdManager(str(tmp_path), block_size=100)   # a restart: same dir
+    again = {second.generate() for _ in range(150)}
+    assert not issued & again
+    assert min(again) == 100
+
+
+def test_sigkill_after_ids_handed_out_never_reuses(tmp_path):
+    # A real process hands out ids, prints them, and is killed without any shutdown.
+    code = ("import sys; from kompakt.broker.producer_ids import ProducerIdManager;"
+            "m = ProducerIdManager(sys.argv[1], block_size=7);"
+            "print(','.join(str(m.generate()) for _ in range(9)), flush=True);"
+            "import time; time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+    handed = {int(x) for x in line.strip().split(",")}
+    assert handed == set(range(9))
+    after = ProducerIdManager(str(tmp_path), block_size=7)
+    assert after.generate() == 14   # the second block (7..13) was reserved before 7 was used
+
+
+def test_leftover_tmp_file_is_ignored(tmp_path):
+    (tmp_path / (FILE_NAME + ".tmp")).write_text("garbage")
+    mgr = ProducerIdManager(str(tmp_path), block_size=5)
+    assert mgr.generate() == 0
+    assert not (tmp_path / (FILE_NAME + ".tmp")).exists()
+
+
+def test_corrupt_file_is_a_clear_error(tmp_path):
+    (tmp_path / FILE_NAME).write_text("0\nnot-a-number\n")
+    with pytest.raises(ProducerIdFileError, match="corrupt"):
+        ProducerIdManager(str(tmp_path))
+
+
+def test_floor_lifts_start_above_ids_found_in_logs(tmp_path):
+    mgr = ProducerIdManager(str(tmp_path), block_size=10, floor=5000)
+    assert mgr.generate() == 5000
+    assert read_block_file(str(tmp_path / FILE_NAME)) == 5010
+
+
+def test_epoch_bump_keeps_id_kip_360(tmp_path):
+    mgr = ProducerIdManager(str(tmp_path), block_size=10)
+    pid, epoch = mgr.init_producer()
+    assert (pid, epoch) == (0, 0)
+    assert mgr.init_producer(pid, 0) == (pid, 1)
+    assert mgr.init_producer(pid, 5) == (pid, 6)
+    # An exhausted epoch gets a fresh id with epoch 0.
+    assert mgr.init_producer(pid, MAX_EPOCH - 1) == (1, 0)
+    # An id we never issued is not bumped: a fresh id instead.
+    assert mgr.init_producer(10_000, 3) == (2, 0)
