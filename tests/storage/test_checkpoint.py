@@ -1,0 +1,85 @@
+"""Checkpoint files: Kafka's text format byte for byte, tolerant reads, atomic writes."""
+import logging
+import os
+
+import pytest
+
+from kompakt.storage import TopicPartition
+from kompakt.storage.checkpoint import (
+    CheckpointCorruptError, LeaderEpochCheckpointFile, OffsetCheckpointFile, OFFSET_FORMATTER, parse)
+
+
+def test_golden_offset_checkpoint_bytes(tmp_path):
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    OffsetCheckpointFile(str(path)).write({TopicPartition("orders", 1): 105640, ("orders", 0): 105823})
+    # version line, entry-count line, then "topic partition offset" lines (sorted by topic, partition)
+    assert path.read_bytes() == b"0\n2\norders 0 105823\norders 1 105640\n"
+    assert OffsetCheckpointFile(str(path)).read() == {("orders", 0): 105823, ("orders", 1): 105640}
+    assert not (tmp_path / "recovery-point-offset-checkpoint.tmp").exists()
+
+
+def test_golden_leader_epoch_bytes(tmp_path):
+    path = tmp_path / "leader-epoch-checkpoint"
+    LeaderEpochCheckpointFile(str(path)).write([(0, 0), (3, 1200)])
+    assert path.read_bytes() == b"0\n2\n0 0\n3 1200\n"
+    assert LeaderEpochCheckpointFile(str(path)).read() == [(0, 0), (3, 1200)]
+
+
+def test_empty_and_missing(tmp_path):
+    path = tmp_path / "log-start-offset-checkpoint"
+    assert OffsetCheckpointFile(str(path)).read() == {}
+    OffsetCheckpointFile(str(path)).write({})
+    assert path.read_bytes() == b"0\n0\n"
+    assert OffsetCheckpointFile(str(path)).read() == {}
+
+
+def test_reads_kafka_written_file_with_topic_dots_and_dashes(tmp_path):
+    path = tmp_path / "cleaner-offset-checkpoint"
+    path.write_bytes(b"0\n3\n__consumer_offsets 49 7\nmy.topic-x 0 0\nt 12 9223372036854775807\n")
+    assert OffsetCheckpointFile(str(path)).read() == {
+        ("__consumer_offsets", 49): 7, ("my.topic-x", 0): 0, ("t", 12): 2**63 - 1}
+
+
+@pytest.mark.parametrize("content,why", [
+    (b"", "version line"),
+    (b"1\n0\n", "unrecognised version 1"),
+    (b"0\n2\na 0 1\n", "expected 2 entries but found 1"),
+    (b"0\n1\na 0\n", "malformed line 3"),
+    (b"0\n1\na x 1\n", "malformed line 3"),
+    (b"0\nzz\n", "malformed entry count"),
+    (b"\xff\xfe\x00garbage", "not UTF-8"),
+    (b"0\n2\na 0 1\nb 0", "malformed line 4"),  # torn final line: never half-read
+])
+def test_garbage_reads_as_empty_and_is_logged(tmp_path, caplog, content, why):
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    path.write_bytes(content)
+    f = OffsetCheckpointFile(str(path))
+    with pytest.raises(CheckpointCorruptError, match=why):
+        f.read_strict()
+    with caplog.at_level(logging.WARNING):
+        assert f.read() == {}
+    assert "corrupt checkpoint" in caplog.text and str(path) in caplog.text
+
+
+def test_write_replaces_atomically_and_overwrites_stale_tmp(tmp_path):
+    path = tmp_path / "recovery-point-offset-checkpoint"
+    (tmp_path / "recovery-point-offset-checkpoint.tmp").write_bytes(b"half a file")
+    f = OffsetCheckpointFile(str(path))
+    f.write({("a", 0): 1})
+    inode = os.stat(path).st_ino
+    f.write({("a", 0): 2})
+    assert f.read() == {("a", 0): 2}
+    assert os.stat(path).st_ino != inode  # replaced by rename, never rewritten in place
+    assert sorted(os.listdir(tmp_path)) == ["recovery-point-offset-checkpoint"]
+
+
+def test_refuses_to_write_unparseable_entries(tmp_path):
+    with pytest.raises(ValueError):
+        OffsetCheckpointFile(str(tmp_path / "x")).write({("bad topic", 0): 1})
+    assert not (tmp_path / "x").exists()
+
+
+def test_parse_roundtrip_many():
+    entries = [(TopicPartition(f"t{i}", i % 7), i * 1000) for i in range(100)]
+    text = "0\n100\n" + "".join(f"{tp.topic} {tp.partition} {off}\n" for tp, off in entries)
+    assert parse(text, OFFSET_FORMATTER) == entries
