@@ -1,0 +1,135 @@
+"""Retention rules (UnifiedLog.deleteOldSegments) as pure functions over a log's segment list.
+
+Role: decide *which* segments retention deletes; the LogManager does the deleting under the log's
+lock. Segments are any objects with `base_offset`, `size` and `largest_timestamp` (a LogSegment;
+largest_timestamp is the max record timestamp, or the file's mtime when the segment has none).
+
+Rules, in Kafka's order (each run sees the log as the previous one left it):
+  1. log-start breach   the *next* segment's base offset <= log_start_offset (the whole segment is
+                        below the start offset, e.g. after DeleteRecords). Runs for every policy.
+  2. retention.bytes    walking oldest-first, delete while (log size - retention.bytes) still covers
+                        the segment's size. Only with cleanup.policy containing `delete`.
+  3. retention.ms       now - segment.largest_timestamp > retention.ms. Only with `delete`.
+Every rule walks oldest-first and stops at the first segment that fails it (deletion is a prefix).
+
+Guards (invariants of the result):
+  - never the active (last) segment: the log always keeps at least one segment to append to;
+  - never a segment whose upper bound (next segment's base offset) is above the high watermark,
+    so the log start offset can never pass the high watermark.
+A segment with a timestamp in the future is never old enough (Kafka logs it and keeps it).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+log = logging.getLogger(__name__)
+
+LOG_START_BREACH = "log-start-offset breach"
+RETENTION_SIZE_BREACH = "retention.bytes breach"
+RETENTION_MS_BREACH = "retention.ms breach"
+
+Predicate = Callable[[Any, Any], bool]  # (segment, next_segment) -> delete?
+
+
+def deletable_segments(segments: Sequence[Any], high_watermark: int, predicate: Predicate) -> list[Any]:
+    """The oldest-first prefix of non-active segments satisfying `predicate` and below the HW."""
+    out = []
+    for i, segment in enumerate(segments[:-1]):  # the last segment is the active one: never deleted
+        upper_bound = segments[i + 1].base_offset
+        if high_watermark >= upper_bound and predicate(segment, segments[i + 1]):
+            out.append(segment)
+        else:
+            break
+    return out
+
+
+def log_start_breached(segments: Sequence[Any], log_start_offset: int, high_watermark: int) -> list[Any]:
+    return deletable_segments(segments, high_watermark, lambda seg, nxt: nxt.base_offset <= log_start_offset)
+
+
+def retention_size_breached(segments: Sequence[Any], retention_bytes: int, high_watermark: int) -> list[Any]:
+    if retention_bytes < 0:
+        return []
+    diff = sum(s.size for s in segments) - retention_bytes
+    if diff <= 0:
+        return []
+
+    def over(seg, _nxt) -> bool:
+        nonlocal diff
+        if diff - seg.size >= 0:
+            diff -= seg.size
+            return True
+        return False
+
+    return deletable_segments(segments, high_watermark, over)
+
+
+def retention_ms_breached(segments: Sequence[Any], retention_ms: int, now_ms: int, high_watermark: int) -> list[Any]:
+    if retention_ms < 0:
+        return []
+
+    def expired(seg, _nxt) -> bool:
+        ts = seg.largest_timestamp
+        if ts > now_ms:
+            log.warning("segment %s has a largest timestamp %d in the future (now %d): retention.ms "
+                        "cannot delete it until then", getattr(seg, "base_offset", "?"), ts, now_ms)
+        return now_ms - ts > retention_ms
+
+    return deletable_segments(segments, high_watermark, expired)
+
+
+@dataclass
+class RetentionPlan:
+    """Segments to delete, oldest first, each with the rule that selected it."""
+    steps: list[tuple[str, list[Any]]] = field(default_factory=list)
+    _next_base: int | None = None
+
+    @property
+    def segments(self) -> list[Any]:
+        return [s for _, segs in self.steps for s in segs]
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def __bool__(self) -> bool:
+        return bool(self.segments)
+
+    @property
+    def new_log_start_offset(self) -> int | None:
+        """Base offset of the first surviving segment (what the log start offset rises to)."""
+        return self._next_base
+
+
+def plan_retention(segments: Sequence[Any], *, compact: bool, delete: bool, retention_ms: int,
+                   retention_bytes: int, log_start_offset: int, high_watermark: int,
+                   now_ms: int) -> RetentionPlan:
+    """Run the three rules in order, each over what the previous left (as deleteOldSegments does)."""
+    remaining = list(segments)
+    plan = RetentionPlan()
+    start = log_start_offset
+
+    def take(reason: str, chosen: list[Any]) -> None:
+        nonlocal remaining, start
+        if chosen:
+            plan.steps.append((reason, chosen))
+            remaining = remaining[len(chosen):]
+            start = max(start, remaining[0].base_offset)
+
+    take(LOG_START_BREACH, log_start_breached(remaining, start, high_watermark))
+    if delete:
+        take(RETENTION_SIZE_BREACH, retention_size_breached(remaining, retention_bytes, high_watermark))
+        take(RETENTION_MS_BREACH, retention_ms_breached(remaining, retention_ms, now_ms, high_watermark))
+    plan._next_base = remaining[0].base_offset if plan and remaining else None
+    return plan
+
+
+def plan_for_log(log_obj: Any, now_ms: int) -> RetentionPlan:
+    """`plan_retention` for a Log (reads its config, segments, offsets; call under the log's lock)."""
+    cfg = log_obj.config
+    return plan_retention(list(log_obj.segments), compact=cfg.compact, delete=cfg.delete,
+                          retention_ms=cfg.retention_ms, retention_bytes=cfg.retention_bytes,
+                          log_start_offset=log_obj.log_start_offset,
+                          high_watermark=log_obj.high_watermark, now_ms=now_ms)
