@@ -1,0 +1,370 @@
+"""The per-batch seam of the cleaner: index a batch into the offset map, filter a batch.
+
+Role: every piece of per-record work in a clean goes through the two functions here (plus the
+map's `put_many` / `get_many`): scanning a batch's keys and offsets, hashing keys, map insert and
+lookup, and writing the retained records of a batch. Everything above works on whole batches and
+files. A compiled implementation can replace this module (and `offset_map.SkimpyOffsetMap`)
+without touching `cleaner.py`: same signatures, same results, byte for byte.
+
+Why hand-written parsing: Kafka's record layout (see kompakt.protocol.records) needs a varint
+walk per record; a generic decoder builds a Record object per record, this one only keeps slices
+of the batch bytes and inlines the one- and two-byte varint cases that make up nearly every record.
+
+Rules (Kafka's Cleaner.shouldRetainRecord and MemoryRecords.filterTo, decided per record):
+  * offset > map.latest_offset                    -> retain (past the mapped range of this pass)
+  * no key                                         -> drop, counted as invalid (keyless)
+  * offset < map.get(key)                          -> drop (a later record has the key)
+  * value null and batch horizon passed            -> drop (tombstone past delete.retention.ms)
+  * otherwise                                      -> retain
+A batch whose records are all retained and that needs no delete horizon is written byte for byte.
+A rebuilt batch keeps base offset, last offset delta (so the batch still covers the producer's
+sequence range), producer id/epoch/base sequence, leader epoch and codec (unless the topic's
+compression.type names another codec); its max timestamp is the largest retained timestamp
+(CREATE_TIME) or the original (LOG_APPEND_TIME). A batch that keeps tombstones (or is a marker that
+may later go) and has no delete horizon is stamped (KIP-534): attribute bit 6 and baseTimestamp =
+now + delete.retention.ms, record timestamp deltas rewritten against the new base.
+"""
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import crc32c as _crc32c
+
+from kompakt.protocol.records import compress, decompress, encode_varint
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = 61
+assert HEADER.size == HEADER_SIZE
+_CRC_PART = struct.Struct(">hiqqqhii")   # attributes .. recordsCount, the start of the CRC range
+assert _CRC_PART.size == HEADER_SIZE - 21
+_PREFIX = struct.Struct(">qiib")         # baseOffset, batchLength, leaderEpoch, magic
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+# indexes into a HEADER tuple
+H_BASE_OFFSET, H_LENGTH, H_EPOCH, H_MAGIC, H_CRC, H_ATTRS, H_LAST_DELTA, H_BASE_TS, H_MAX_TS, \
+    H_PID, H_PEPOCH, H_BASE_SEQ, H_COUNT = range(13)
+
+_md5 = hashlib.md5
+
+
+def _varint_slow(d, p):
+    """Zigzag varint at p -> (value, next position); the general case of the inline fast paths."""
+    result = 0
+    shift = 0
+    while True:
+        b = d[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), p
+        shift += 7
+        if shift > 63:
+            raise ValueError(f"varint at {p} is longer than 10 bytes")
+
+
+def records_of(batch: bytes, hdr) -> bytes:
+    """The decompressed records payload of a batch (the batch bytes themselves when uncompressed)."""
+    codec = hdr[H_ATTRS] & COMPRESSION_MASK
+    if codec == 0:
+        return batch
+    return decompress(codec, memoryview(batch)[HEADER_SIZE:])
+
+
+# ---------------------------------------------------------------------------------------------
+# Pass 1: index
+
+def index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int) -> tuple[int, int, bool]:
+    """Put (MD5(key), offset) of each keyed record at or past start_offset into the map.
+
+    Returns (records read, keyless records, full). `full` means the map reached `limit` entries
+    before a record of this batch: the records up to it were put, `map.latest_offset` is the last
+    mapped offset, and the clean covers only up to there (Kafka's partial pass).
+    """
+    data = records_of(batch, hdr)
+    p = HEADER_SIZE if data is batch else 0
+    base = hdr[H_BASE_OFFSET]
+    count = hdr[H_COUNT]
+    digests = []
+    offsets = []
+    dappend = digests.append
+    oappend = offsets.append
+    keyless = 0
+    for _ in range(count):
+        # length
+        b = data[p]
+        if b < 0x80:
+            ln = b >> 1
+            p += 1
+        else:
+            b2 = data[p + 1]
+            if b2 < 0x80:
+                ln = ((b & 0x7F) | (b2 << 7)) >> 1
+                p += 2
+            else:
+                ln, p = _varint_slow(data, p)
+        rec_end = p + ln
+        q = p + 1                      # attributes byte
+        while data[q] >= 0x80:         # timestampDelta: skipped in pass 1
+            q += 1
+        q += 1
+        b = data[q]                    # offsetDelta
+        if b < 0x80:
+            od = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            od, q = _varint_slow(data, q)
+        b = data[q]                    # keyLength
+        if b < 0x80:
+            kl = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            kl, q = _varint_slow(data, q)
+        if kl >= 0:
+            off = base + od
+            if off >= start_offset:
+                dappend(_md5(data[q:q + kl]).digest())
+                oappend(off)
+        else:
+            keyless += 1
+        p = rec_end
+    put = offset_map.put_many(digests, offsets, limit)
+    if put < len(digests):
+        return count, keyless, True
+    return count, keyless, False
+
+
+# ---------------------------------------------------------------------------------------------
+# Pass 2: filter
+
+class FilterResult:
+    """What filter_batch did with one batch. `output` is None when the batch is dropped."""
+
+    __slots__ = ("output", "read", "retained", "tombstones", "keyless", "copied", "stamped")
+
+    def __init__(self, output, read, retained, tombstones, keyless, copied, stamped):
+        self.output = output
+        self.read = read
+        self.retained = retained
+        self.tombstones = tombstones   # tombstones retained
+        self.keyless = keyless         # keyless records dropped
+        self.copied = copied           # True when output is the input batch byte for byte
+        self.stamped = stamped         # True when a delete horizon was stamped in this pass
+
+
+def build_header_bytes(base_offset: int, leader_epoch: int, attrs: int, last_delta: int,
+                       base_ts: int, max_ts: int, pid: int, pepoch: int, base_seq: int,
+                       count: int, payload) -> bytes:
+    """A complete batch: header with CRC-32C over [attributes, end) followed by payload."""
+    crc_part = _CRC_PART.pack(attrs, last_delta, base_ts, max_ts, pid, pepoch, base_seq, count)
+    crc = _crc32c.crc32c(payload, _crc32c.crc32c(crc_part))
+    length = HEADER_SIZE - 12 + len(payload)
+    return _PREFIX.pack(base_offset, length, leader_epoch, 2) + struct.pack(">I", crc) + crc_part + bytes(payload)
+
+
+def filter_batch(batch: bytes, hdr, offset_map, now_ms: int, delete_retention_ms: int, *,
+                 discard_records: bool = False, retain_empty: bool = False,
+                 stamp_marker: bool = False, target_codec: int | None = None) -> FilterResult:
+    """Decide each record of a data batch (control batches: pass discard_records / stamp_marker).
+
+    discard_records: drop every record (aborted transaction data, or a marker past its horizon
+    whose transaction has no records left). retain_empty: keep the batch even with no records
+    (last batch of an active producer, last batch before the first uncleanable offset).
+    stamp_marker: a control batch that may be removed once its horizon passes gets one now.
+    """
+    attrs = hdr[H_ATTRS]
+    count = hdr[H_COUNT]
+    has_horizon = bool(attrs & DELETE_HORIZON_MASK)
+    base_ts = hdr[H_BASE_TS]
+    if attrs & CONTROL_MASK:
+        if discard_records:
+            if retain_empty:
+                return FilterResult(_rebuild(batch, hdr, b"", 0, attrs, base_ts, hdr[H_MAX_TS]),
+                                    count, 0, 0, 0, False, False)
+            return FilterResult(None, count, 0, 0, 0, False, False)
+        if stamp_marker and not has_horizon:
+            horizon = now_ms + delete_retention_ms
+            data = records_of(batch, hdr)
+            recs, max_ts = _restamp_all(data, 0 if data is not batch else HEADER_SIZE, count, base_ts, horizon)
+            out = _rebuild(batch, hdr, recs, count, attrs | DELETE_HORIZON_MASK, horizon, hdr[H_MAX_TS],
+                           target_codec)
+            return FilterResult(out, count, count, 0, 0, False, True)
+        return FilterResult(batch, count, count, 0, 0, True, False)
+
+    if discard_records:
+        if retain_empty:
+            return FilterResult(_rebuild(batch, hdr, b"", 0, attrs, base_ts, hdr[H_MAX_TS]),
+                                count, 0, 0, 0, False, False)
+        return FilterResult(None, count, 0, 0, 0, False, False)
+
+    data = records_of(batch, hdr)
+    p = HEADER_SIZE if data is batch else 0
+    base = hdr[H_BASE_OFFSET]
+    latest = offset_map.latest_offset
+    horizon_passed = has_horizon and now_ms >= base_ts
+    # per record: start, end, position after timestampDelta, timestampDelta, offset, digest|None, tombstone
+    starts = []
+    ends = []
+    after_ts = []
+    ts_deltas = []
+    offs = []
+    digests = []
+    tomb = []
+    keyless_idx = []
+    for i in range(count):
+        start = p
+        b = data[p]
+        if b < 0x80:
+            ln = b >> 1
+            p += 1
+        else:
+            b2 = data[p + 1]
+            if b2 < 0x80:
+                ln = ((b & 0x7F) | (b2 << 7)) >> 1
+                p += 2
+            else:
+                ln, p = _varint_slow(data, p)
+        rec_end = p + ln
+        q = p + 1
+        b = data[q]                    # timestampDelta
+        if b < 0x80:
+            td = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            td, q = _varint_slow(data, q)
+        aq = q
+        b = data[q]                    # offsetDelta
+        if b < 0x80:
+            od = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            od, q = _varint_slow(data, q)
+        b = data[q]                    # keyLength
+        if b < 0x80:
+            kl = (b >> 1) ^ -(b & 1)
+            q += 1
+        else:
+            kl, q = _varint_slow(data, q)
+        starts.append(start)
+        ends.append(rec_end)
+        after_ts.append(aq)
+        ts_deltas.append(td)
+        offs.append(base + od)
+        if kl >= 0:
+            digests.append(_md5(data[q:q + kl]).digest())
+            q += kl
+            tomb.append(data[q] == 1)  # valueLength varint -1 is the single byte 0x01
+        else:
+            digests.append(None)
+            tomb.append(False)
+            keyless_idx.append(i)
+        p = rec_end
+
+    found = offset_map.get_many([d for d in digests if d is not None]) if digests else []
+    keep = []
+    keyless = 0
+    tombstones = 0
+    fi = 0
+    for i in range(count):
+        off = offs[i]
+        d = digests[i]
+        if d is not None:
+            f = found[fi]
+            fi += 1
+        if off > latest:
+            keep.append(i)
+            if tomb[i]:
+                tombstones += 1
+            continue
+        if d is None:
+            keyless += 1
+            continue
+        if off < f:
+            continue
+        if tomb[i]:
+            if horizon_passed:
+                continue
+            tombstones += 1
+        keep.append(i)
+
+    need_stamp = tombstones > 0 and not has_horizon
+    kept = len(keep)
+    if kept == count and not need_stamp and (target_codec is None or target_codec == attrs & COMPRESSION_MASK):
+        return FilterResult(batch, count, count, tombstones, 0, True, False)
+    if kept == 0 and not retain_empty:
+        return FilterResult(None, count, 0, 0, keyless, False, False)
+
+    ts_create = not (attrs & TIMESTAMP_TYPE_MASK)
+    if need_stamp:
+        horizon = now_ms + delete_retention_ms
+        parts = []
+        max_ts = -1
+        for i in keep:
+            ts = base_ts + ts_deltas[i]
+            if ts > max_ts:
+                max_ts = ts
+            body = b"\x00" + encode_varint(ts - horizon) + data[after_ts[i]:ends[i]]
+            parts.append(encode_varint(len(body)))
+            parts.append(body)
+        payload = b"".join(parts)
+        new_attrs = attrs | DELETE_HORIZON_MASK
+        new_base_ts = horizon
+    else:
+        payload = b"".join([data[starts[i]:ends[i]] for i in keep])
+        max_ts = max(base_ts + ts_deltas[i] for i in keep) if keep else -1
+        new_attrs = attrs
+        new_base_ts = base_ts
+    if not ts_create or kept == 0:
+        max_ts = hdr[H_MAX_TS]
+    out = _rebuild(batch, hdr, payload, kept, new_attrs, new_base_ts, max_ts, target_codec)
+    return FilterResult(out, count, kept, tombstones, keyless, False, need_stamp)
+
+
+def _restamp_all(data, p: int, count: int, base_ts: int, horizon: int):
+    """Re-encode every record of a batch against a new base timestamp; (payload, max_ts)."""
+    parts = []
+    max_ts = -1
+    for _ in range(count):
+        ln, p = _varint_slow(data, p)
+        rec_end = p + ln
+        td, q = _varint_slow(data, p + 1)
+        ts = base_ts + td
+        max_ts = max(max_ts, ts)
+        body = b"\x00" + encode_varint(ts - horizon) + bytes(data[q:rec_end])
+        parts.append(encode_varint(len(body)))
+        parts.append(body)
+        p = rec_end
+    return b"".join(parts), max_ts
+
+
+def _rebuild(batch, hdr, payload, count: int, attrs: int, base_ts: int, max_ts: int,
+             target_codec: int | None = None) -> bytes:
+    codec = attrs & COMPRESSION_MASK
+    if target_codec is not None and target_codec != codec and not attrs & CONTROL_MASK:
+        attrs = (attrs & ~COMPRESSION_MASK) | target_codec
+        codec = target_codec
+    if codec and payload:
+        payload = compress(codec, payload)
+    return build_header_bytes(hdr[H_BASE_OFFSET], hdr[H_EPOCH], attrs, hdr[H_LAST_DELTA], base_ts,
+                              max_ts, hdr[H_PID], hdr[H_PEPOCH], hdr[H_BASE_SEQ], count, payload)
+
+
+# ---------------------------------------------------------------------------------------------
+# Control batches
+
+def control_type(batch: bytes, hdr) -> int:
+    """The marker type of a control batch: 0 ABORT, 1 COMMIT (key: version int16, type int16)."""
+    data = records_of(batch, hdr)
+    p = HEADER_SIZE if data is batch else 0
+    ln, p = _varint_slow(data, p)
+    _, q = _varint_slow(data, p + 1)    # timestampDelta
+    _, q = _varint_slow(data, q)        # offsetDelta
+    kl, q = _varint_slow(data, q)
+    if kl < 4:
+        return -1
+    return struct.unpack_from(">h", data, q + 2)[0]
