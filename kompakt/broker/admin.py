@@ -1,0 +1,603 @@
+"""The admin HTTP API on the metrics port: Prometheus `/metrics`, health, and compaction control.
+
+Role: an aiohttp application running on the broker's own event loop, bound to
+`metrics.host:metrics.port` (`metrics.port=0` disables it). It answers the questions Kafka users
+cannot answer without reading broker logs (seed 000: "Can I trigger compaction? No." / "When did
+compaction last run?" / "How many records are on a topic?"):
+
+| method | path                                         | what                                          |
+|--------|----------------------------------------------|-----------------------------------------------|
+| GET    | /metrics                                     | Prometheus text format (kompakt.broker.metrics)|
+| GET    | /health                                      | 200 while the process serves HTTP (liveness)  |
+| GET    | /ready                                       | 200 once logs are loaded and listeners bound, else 503 |
+| GET    | /openapi.json                                | OpenAPI 3 description of all of this          |
+| GET    | /v1/partitions                               | every partition: sizes, offsets, cleaner state|
+| GET    | /v1/partitions/{topic}/{partition}           | one partition, with segments and cleaner detail|
+| POST   | /v1/partitions/{topic}/{partition}/compact   | clean now (ignores min.cleanable.dirty.ratio, never the active segment, LSO or min.compaction.lag.ms); 200 with stats if done within `?wait=` seconds (default 5), else 202 + Location of a job |
+| GET    | /v1/jobs/{id}                                | a compact job: running / done (stats) / failed |
+| POST   | /v1/partitions/{topic}/{partition}/pause     | pause cleaning (reentrant: n pauses need n resumes) |
+| POST   | /v1/partitions/{topic}/{partition}/resume    | undo one pause; 409 when not paused           |
+| POST   | /v1/partitions/{topic}/{partition}/adopt     | body {"staging_dir": ...}: swap in a pipeline-compacted staging dir with cleaning paused |
+| GET    | /v1/cleaner                                  | workers, current jobs, throttle, Kafka cleaner figures |
+
+Errors are JSON `{"error": <kind>, "message": <sentence saying what and how to fix>, "status": n}`
+(plus `"kafka_error"` when a Kafka error code is behind it): 400 bad input, 404 unknown topic or
+partition out of range, 409 a request the partition's state forbids (compact on a delete-policy
+topic, resume when not paused), 501/503 a missing or disabled component.
+
+Invariants: handlers never block the loop on disk work (pause waits and adoption run in threads);
+a failing handler answers 500 JSON and never takes the broker down; `start_admin` binds its socket
+before returning, so a port clash fails the broker's start, not a later scrape.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import inspect
+import itertools
+import logging
+import os
+import socket
+import time
+from collections import OrderedDict
+from typing import Any, Awaitable, Callable, Mapping
+
+from aiohttp import web
+
+from kompakt.broker.metrics import CONTENT_TYPE, log_size
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMPACT_WAIT_S = 5.0
+MAX_COMPACT_WAIT_S = 300.0
+MAX_JOBS_KEPT = 256
+
+# Kafka error code name -> HTTP status, for KafkaErrors raised by storage / cleaner.
+_KAFKA_STATUS = {
+    "UNKNOWN_TOPIC_OR_PARTITION": 404,
+    "INVALID_REQUEST": 400,
+    "INVALID_CONFIG": 400,
+    "POLICY_VIOLATION": 409,
+    "KAFKA_STORAGE_ERROR": 500,
+}
+
+
+class ApiError(Exception):
+    """An error answered as JSON with `status`; `kind` is a short machine-readable word."""
+
+    def __init__(self, status: int, kind: str, message: str, kafka_error: str | None = None):
+        super().__init__(message)
+        self.status, self.kind, self.message, self.kafka_error = status, kind, message, kafka_error
+
+    def body(self) -> dict[str, Any]:
+        out = {"error": self.kind, "message": self.message, "status": self.status}
+        if self.kafka_error:
+            out["kafka_error"] = self.kafka_error
+        return out
+
+
+def jsonable(value: Any) -> Any:
+    """Plain JSON data from dicts, dataclasses, namedtuples, slotted objects, enums, sets, paths."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if hasattr(value, "name") and hasattr(value, "value") and type(value).__module__ != "builtins" \
+            and type(value).__mro__[1].__name__ in ("Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"):
+        return value.name
+    if isinstance(value, Mapping):
+        return {str(k if not isinstance(k, tuple) else "-".join(map(str, k))): jsonable(v) for k, v in value.items()}
+    if hasattr(value, "_asdict"):
+        return jsonable(value._asdict())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [jsonable(v) for v in value]
+        return sorted(items, key=str) if isinstance(value, (set, frozenset)) else items
+    if hasattr(value, "to_dict") and callable(value.to_dict):
+        return jsonable(value.to_dict())
+    if hasattr(value, "__dict__"):
+        return jsonable({k: v for k, v in vars(value).items() if not k.startswith("_")})
+    slots = getattr(type(value), "__slots__", None)
+    if slots:
+        return jsonable({k: getattr(value, k, None) for k in slots if not k.startswith("_")})
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return str(value)
+
+
+def _kafka_error_of(exc: BaseException) -> ApiError | None:
+    code = getattr(exc, "code", None)
+    if code is None:
+        return None
+    try:
+        from kompakt.protocol.errors import ErrorCode
+        name = ErrorCode(int(code)).name
+    except (ImportError, ValueError, TypeError):
+        name = str(code)
+    status = _KAFKA_STATUS.get(name, 409)
+    return ApiError(status, name.lower(), str(exc) or name, kafka_error=name)
+
+
+# --- the handle ----------------------------------------------------------------------------------
+class AdminHandle:
+    """A started admin server. `await handle` waits until it serves (start_admin binds at once)."""
+
+    def __init__(self, app: web.Application | None, sock: socket.socket | None):
+        self.app, self.sock = app, sock
+        self.runner: web.AppRunner | None = None
+        self.host: str | None = None
+        self.port: int | None = None
+        if sock is not None:
+            self.host, self.port = sock.getsockname()[:2]
+        self._task: asyncio.Task | None = None
+
+    @property
+    def url(self) -> str | None:
+        if self.port is None:
+            return None
+        host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+    async def _serve(self) -> "AdminHandle":
+        self.runner = web.AppRunner(self.app, handle_signals=False)
+        await self.runner.setup()
+        await web.SockSite(self.runner, self.sock).start()
+        log.info("admin API and /metrics listening on %s", self.url)
+        return self
+
+    def __await__(self):
+        if self._task is None:
+            return _done(self).__await__()
+        return self._task.__await__()
+
+
+async def _done(value):
+    return value
+
+
+def start_admin(broker: Any, *, host: str | None = None, port: int | None = None) -> AdminHandle:
+    """Bind `metrics.host:metrics.port` now and start serving on the running loop.
+
+    Call from a coroutine on the broker's loop. `port`/`host` override the config (tests use 0 for
+    an ephemeral port); a configured `metrics.port` of 0 disables the server (the handle's port is None).
+    """
+    config = getattr(broker, "config", None)
+    if port is None:
+        port = int(config["metrics.port"]) if config is not None else 0
+        if port == 0:
+            log.info("admin API disabled (metrics.port=0)")
+            return AdminHandle(None, None)
+    if host is None:
+        host = str(config["metrics.host"]) if config is not None else "127.0.0.1"
+    metrics = getattr(broker, "metrics", None)
+    if metrics is not None and hasattr(metrics, "attach"):
+        metrics.attach(broker)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.create_server((host, port), family=family, reuse_port=False)
+    except OSError as exc:
+        raise OSError(exc.errno, f"cannot bind the admin API to {host}:{port} ({exc.strerror}); "
+                                 f"set metrics.port to a free port or 0 to disable it") from exc
+    sock.setblocking(False)
+    handle = AdminHandle(make_app(broker), sock)
+    handle._task = asyncio.get_running_loop().create_task(handle._serve(), name="kompakt-admin")
+    return handle
+
+
+async def stop_admin(handle: AdminHandle | None) -> None:
+    """Stop serving; idempotent."""
+    if handle is None or handle.app is None:
+        return
+    if handle._task is not None and not handle._task.done():
+        try:
+            await handle._task
+        except Exception:
+            log.exception("admin API failed to start")
+    if handle.runner is not None:
+        await handle.runner.cleanup()
+        handle.runner = None
+    if handle.sock is not None:
+        handle.sock.close()
+        handle.sock = None
+
+
+# --- application ---------------------------------------------------------------------------------
+BROKER_KEY = web.AppKey("broker", object)
+JOBS_KEY = web.AppKey("jobs", object)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return web.json_response(exc.body(), status=exc.status)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kind = {404: "not_found", 405: "method_not_allowed"}.get(exc.status, "http_error")
+        message = {404: f"no such endpoint {request.path}; see /openapi.json",
+                   405: f"{request.method} is not allowed on {request.path}; see /openapi.json"}.get(exc.status, exc.reason)
+        return web.json_response({"error": kind, "message": message, "status": exc.status}, status=exc.status,
+                                 headers={k: v for k, v in exc.headers.items() if k.lower() == "allow"})
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # never take the broker down; tell the caller what broke
+        mapped = _kafka_error_of(exc)
+        if mapped is not None:
+            return web.json_response(mapped.body(), status=mapped.status)
+        log.exception("admin request %s %s failed", request.method, request.path)
+        return web.json_response({"error": "internal", "message": f"{type(exc).__name__}: {exc}",
+                                  "status": 500}, status=500)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def _broker(request: web.Request) -> Any:
+    return request.app[BROKER_KEY]
+
+
+def _log_manager(broker: Any) -> Any:
+    manager = getattr(broker, "log_manager", None)
+    if manager is None:
+        raise ApiError(503, "not_ready", "the broker has not loaded its logs yet; retry when /ready answers 200")
+    return manager
+
+
+def _cleaner(broker: Any, what: str) -> Any:
+    cleaner = getattr(broker, "cleaner", None)
+    if cleaner is None:
+        raise ApiError(503, "cleaner_disabled", f"cannot {what}: the log cleaner is not running "
+                                                "(log.cleaner.enable=false or log.cleaner.threads=0)")
+    return cleaner
+
+
+def _topic_partitions(manager: Any) -> dict[str, int]:
+    """topic -> partition count, from LogManager.topics (falls back to the logs present)."""
+    topics = getattr(manager, "topics", None)
+    if isinstance(topics, Mapping) and topics:
+        return {name: int(getattr(meta, "partitions", meta) if not isinstance(meta, int) else meta)
+                for name, meta in topics.items()}
+    counts: dict[str, int] = {}
+    for tp in manager.all_logs():
+        counts[tp[0]] = max(counts.get(tp[0], 0), tp[1] + 1)
+    return counts
+
+
+def _tp(topic: str, partition: int) -> Any:
+    try:
+        from kompakt.storage import TopicPartition
+        return TopicPartition(topic, partition)
+    except ImportError:  # before storage lands a plain tuple hashes and compares the same
+        return (topic, partition)
+
+
+def resolve_partition(broker: Any, topic: str, partition_text: str) -> tuple[Any, Any]:
+    """(tp, log) for a path's topic and partition, or the 400/404 ApiError saying what is wrong."""
+    try:
+        partition = int(partition_text)
+    except ValueError:
+        raise ApiError(400, "bad_partition", f"partition must be a non-negative integer, got {partition_text!r}")
+    if partition < 0:
+        raise ApiError(400, "bad_partition", f"partition must be a non-negative integer, got {partition}")
+    manager = _log_manager(broker)
+    counts = _topic_partitions(manager)
+    if topic not in counts:
+        raise ApiError(404, "unknown_topic", f"unknown topic {topic!r}; GET /v1/partitions lists the topics",
+                       kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
+    if partition >= counts[topic]:
+        raise ApiError(404, "unknown_partition", f"partition {partition} is out of range: topic {topic!r} has "
+                                                 f"{counts[topic]} partition(s), 0..{counts[topic] - 1}",
+                       kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
+    tp = _tp(topic, partition)
+    lg = manager.get_log(tp)
+    if lg is None:
+        raise ApiError(404, "unknown_partition", f"partition {topic}-{partition} has no log on this broker",
+                       kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
+    return tp, lg
+
+
+def _policy(lg: Any) -> list[str]:
+    cfg = getattr(lg, "config", None)
+    policy = getattr(cfg, "cleanup_policy", None)
+    if policy is None:
+        return []
+    return sorted(policy) if not isinstance(policy, str) else [p.strip() for p in policy.split(",")]
+
+
+def _is_compacted(lg: Any) -> bool:
+    cfg = getattr(lg, "config", None)
+    compact = getattr(cfg, "compact", None)
+    return bool(compact) if compact is not None else "compact" in _policy(lg)
+
+
+def cleaner_view(broker: Any, tp: Any, lg: Any) -> dict[str, Any]:
+    """The cleaner's view of one partition (LogCleaner.partition_status) as JSON."""
+    cleaner = getattr(broker, "cleaner", None)
+    if cleaner is None:
+        return {"enabled": False}
+    if not callable(getattr(cleaner, "partition_status", None)):
+        return {"enabled": True}
+    try:
+        status = cleaner.partition_status(tp)
+    except Exception as exc:  # one broken status must not hide the partition
+        log.warning("cleaner status of %s-%s failed: %s", tp[0], tp[1], exc)
+        return {"enabled": True, "status_error": f"{type(exc).__name__}: {exc}"}
+    out = {"enabled": True}
+    status = jsonable(status)
+    if isinstance(status, dict):
+        out.update(status)
+    elif status is not None:
+        out["state"] = status
+    return out
+
+
+def partition_view(broker: Any, tp: Any, lg: Any, *, detail: bool = False) -> dict[str, Any]:
+    segments = list(getattr(lg, "segments", ()) or ())
+    active = getattr(lg, "active_segment", None)
+    out: dict[str, Any] = {
+        "topic": tp[0], "partition": tp[1],
+        "cleanup_policy": _policy(lg),
+        "log_start_offset": getattr(lg, "log_start_offset", None),
+        "log_end_offset": getattr(lg, "log_end_offset", None),
+        "high_watermark": getattr(lg, "high_watermark", None),
+        "last_stable_offset": getattr(lg, "last_stable_offset", None),
+        "size_bytes": log_size(lg),
+        "segment_count": len(segments),
+        "cleaner": cleaner_view(broker, tp, lg),
+    }
+    if detail:
+        out["dir"] = os.fspath(getattr(lg, "dir", "")) or None
+        topic_id = getattr(lg, "topic_id", None)
+        out["topic_id"] = str(topic_id) if topic_id is not None else None
+        out["recovery_point"] = getattr(lg, "recovery_point", None)
+        out["segments"] = [{
+            "base_offset": getattr(seg, "base_offset", None),
+            "size_bytes": getattr(seg, "size", None),
+            "largest_timestamp_ms": getattr(seg, "largest_timestamp", None),
+            "last_modified_ms": _ms(getattr(seg, "last_modified", None)),
+            "active": seg is active,
+        } for seg in segments]
+        manager = getattr(broker, "log_manager", None)
+        meta = (getattr(manager, "topics", None) or {}).get(tp[0]) if manager is not None else None
+        out["config_overrides"] = jsonable(getattr(meta, "configs", None) or {})
+    return out
+
+
+def _ms(value: Any) -> Any:
+    if isinstance(value, float):  # seconds since the epoch (os.stat style) -> ms
+        return int(value * 1000)
+    return value
+
+
+async def _maybe_await(value: Any) -> Any:
+    if isinstance(value, concurrent.futures.Future):
+        return await asyncio.wrap_future(value)
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """Call a cleaner hook: coroutine functions are awaited on the loop; plain functions (which may
+    block, e.g. abort_and_pause_cleaning waiting for a running clean to stop) run in a thread."""
+    if inspect.iscoroutinefunction(fn):
+        return await fn(*args)
+    return await _maybe_await(await asyncio.to_thread(fn, *args))
+
+
+def _wait_param(request: web.Request) -> float:
+    raw = request.query.get("wait", str(DEFAULT_COMPACT_WAIT_S))
+    try:
+        wait = float(raw)
+    except ValueError:
+        raise ApiError(400, "bad_wait", f"wait must be a number of seconds, got {raw!r}")
+    if not 0 <= wait <= MAX_COMPACT_WAIT_S:
+        raise ApiError(400, "bad_wait", f"wait must be between 0 and {MAX_COMPACT_WAIT_S:g} seconds, got {wait:g}")
+    return wait
+
+
+# --- routes --------------------------------------------------------------------------------------
+routes = web.RouteTableDef()
+
+
+@routes.get("/metrics")
+async def metrics(request: web.Request) -> web.Response:
+    m = getattr(_broker(request), "metrics", None)
+    if m is None:
+        raise ApiError(503, "no_metrics", "the broker has no metrics registry")
+    return web.Response(body=m.render(), headers={"Content-Type": CONTENT_TYPE})
+
+
+@routes.get("/health")
+async def health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+@routes.get("/ready")
+async def ready(request: web.Request) -> web.Response:
+    if getattr(_broker(request), "ready", False):
+        return web.json_response({"ready": True})
+    return web.json_response({"ready": False, "message": "logs are loading or listeners are not bound yet"},
+                             status=503)
+
+
+@routes.get("/openapi.json")
+async def openapi(request: web.Request) -> web.Response:
+    from kompakt.broker.admin_openapi import OPENAPI
+    return web.json_response(OPENAPI)
+
+
+@routes.get("/v1/partitions")
+async def list_partitions(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    manager = _log_manager(broker)
+    topic = request.query.get("topic")
+    logs = manager.all_logs()
+    items = sorted(logs.items(), key=lambda kv: (kv[0][0], kv[0][1]))
+    if topic is not None:
+        if topic not in _topic_partitions(manager):
+            raise ApiError(404, "unknown_topic", f"unknown topic {topic!r}", kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
+        items = [kv for kv in items if kv[0][0] == topic]
+    return web.json_response({"partitions": [partition_view(broker, tp, lg) for tp, lg in items]})
+
+
+@routes.get("/v1/partitions/{topic}/{partition}")
+async def get_partition(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
+    return web.json_response(partition_view(broker, tp, lg, detail=True))
+
+
+class Jobs:
+    """Compact jobs that outlived the request's wait, for GET /v1/jobs/{id}. Bounded: oldest go first."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self.jobs: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def add(self, tp: Any, task: asyncio.Future) -> dict[str, Any]:
+        job_id = str(next(self._ids))
+        job = {"id": job_id, "topic": tp[0], "partition": tp[1], "state": "running",
+               "started_ms": int(time.time() * 1000), "status_url": f"/v1/jobs/{job_id}"}
+        self.jobs[job_id] = job
+        while len(self.jobs) > MAX_JOBS_KEPT:
+            self.jobs.popitem(last=False)
+        task.add_done_callback(lambda t: self._finish(job, t))
+        return job
+
+    @staticmethod
+    def _finish(job: dict[str, Any], task: asyncio.Future) -> None:
+        job["finished_ms"] = int(time.time() * 1000)
+        if task.cancelled():
+            job.update(state="failed", error={"error": "cancelled", "message": "the clean was cancelled"})
+        elif task.exception() is not None:
+            job.update(state="failed", error=_error_body(task.exception()))
+        else:
+            job.update(state="done", stats=jsonable(task.result()))
+
+
+def _error_body(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, ApiError):
+        return exc.body()
+    mapped = _kafka_error_of(exc)
+    if mapped is not None:
+        return mapped.body()
+    return {"error": "internal", "message": f"{type(exc).__name__}: {exc}", "status": 500}
+
+
+@routes.post("/v1/partitions/{topic}/{partition}/compact")
+async def compact(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
+    wait = _wait_param(request)
+    if not _is_compacted(lg):
+        raise ApiError(409, "not_compacted", f"{tp[0]}-{tp[1]} has cleanup.policy={','.join(_policy(lg)) or 'delete'}; "
+                                             "only cleanup.policy=compact logs are compacted (alter the topic's "
+                                             "cleanup.policy to compact first)",
+                       kafka_error="INVALID_CONFIG")
+    cleaner = _cleaner(broker, "compact")
+    task = asyncio.ensure_future(_maybe_await(cleaner.clean_now(tp)))
+    done, _ = await asyncio.wait({task}, timeout=wait)
+    if task in done:
+        exc = task.exception()
+        if exc is not None:
+            body = _error_body(exc)
+            if body["status"] == 500:
+                log.error("compact-now of %s-%s failed: %s", tp[0], tp[1], body["message"], exc_info=exc)
+            return web.json_response(body, status=body["status"])
+        return web.json_response({"topic": tp[0], "partition": tp[1], "state": "done",
+                                  "stats": jsonable(task.result())})
+    job = request.app[JOBS_KEY].add(tp, task)
+    return web.json_response(job, status=202, headers={"Location": job["status_url"]})
+
+
+@routes.get("/v1/jobs/{job_id}")
+async def get_job(request: web.Request) -> web.Response:
+    job = request.app[JOBS_KEY].jobs.get(request.match_info["job_id"])
+    if job is None:
+        raise ApiError(404, "unknown_job", f"no compact job {request.match_info['job_id']!r} "
+                                           f"(the last {MAX_JOBS_KEPT} jobs are kept)")
+    return web.json_response(job)
+
+
+@routes.post("/v1/partitions/{topic}/{partition}/pause")
+async def pause(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
+    cleaner = _cleaner(broker, "pause cleaning")
+    await _call(cleaner.abort_and_pause_cleaning, tp)
+    log.info("cleaning of %s-%s paused through the admin API", tp[0], tp[1])
+    return web.json_response({"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)})
+
+
+@routes.post("/v1/partitions/{topic}/{partition}/resume")
+async def resume(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
+    cleaner = _cleaner(broker, "resume cleaning")
+    try:
+        await _call(cleaner.resume_cleaning, tp)
+    except Exception as exc:
+        if _kafka_error_of(exc) is not None:
+            raise
+        # Kafka's resumeCleaning raises IllegalStateException when the partition is not paused.
+        raise ApiError(409, "not_paused", f"cannot resume cleaning of {tp[0]}-{tp[1]}: {exc}") from exc
+    log.info("cleaning of %s-%s resumed through the admin API", tp[0], tp[1])
+    return web.json_response({"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)})
+
+
+@routes.get("/v1/cleaner")
+async def cleaner_status(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    cleaner = getattr(broker, "cleaner", None)
+    if cleaner is None:
+        return web.json_response({"enabled": False})
+    status = jsonable(cleaner.status()) if callable(getattr(cleaner, "status", None)) else {}
+    out = {"enabled": True}
+    out.update(status if isinstance(status, dict) else {"status": status})
+    return web.json_response(out)
+
+
+@routes.post("/v1/partitions/{topic}/{partition}/adopt")
+async def adopt(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
+    try:
+        body = await request.json()
+    except ValueError:
+        raise ApiError(400, "bad_body", 'the body must be JSON: {"staging_dir": "<path>"}')
+    staging = body.get("staging_dir") if isinstance(body, dict) else None
+    if not isinstance(staging, str) or not staging:
+        raise ApiError(400, "bad_body", 'the body must be JSON with a "staging_dir" path: {"staging_dir": "<path>"}')
+    if not os.path.isdir(staging):
+        raise ApiError(400, "bad_staging_dir", f"staging_dir {staging!r} is not a directory on the broker's host")
+    try:
+        from kompakt.pipeline.adopt import adopt_staging
+    except ImportError as exc:
+        raise ApiError(501, "not_available", f"adoption is not available in this build: {exc}")
+    cleaner = getattr(broker, "cleaner", None)
+    if cleaner is not None:
+        await _call(cleaner.abort_and_pause_cleaning, tp)
+    try:
+        result = await asyncio.to_thread(adopt_staging, lg, staging)
+    except (ValueError, OSError) as exc:
+        if _kafka_error_of(exc) is not None:
+            raise
+        raise ApiError(400, "adopt_failed", f"cannot adopt {staging!r} into {tp[0]}-{tp[1]}: {exc}; "
+                                            "the live log is unchanged") from exc
+    finally:
+        if cleaner is not None:
+            await _call(cleaner.resume_cleaning, tp)
+    log.info("adopted staging dir %s into %s-%s", staging, tp[0], tp[1])
+    return web.json_response({"topic": tp[0], "partition": tp[1], "adopted": staging,
+                              "result": jsonable(result), "partition_state": partition_view(broker, tp, lg)})
+
+
+def make_app(broker: Any) -> web.Application:
+    app = web.Application(middlewares=[_errors], client_max_size=1 << 20)
+    app[BROKER_KEY] = broker
+    app[JOBS_KEY] = Jobs()
+    app.add_routes(routes)
+    return app

@@ -1,0 +1,508 @@
+"""Every Prometheus metric of the broker: names, help texts and the registry that serves them.
+
+Role: one module holds every metric name as a constant (STYLE habit 9) and registers it exactly once
+in a `CollectorRegistry` owned by one `Metrics` object (never prometheus-client's global default, so
+two brokers in one test process never share figures). Other packages append their metrics here.
+
+Conventions (https://prometheus.io/docs/practices/naming/):
+- every name starts with `kompakt_`; values are in base units (seconds, bytes, ratios 0..1 where
+  Kafka reports a percent); counters end in `_total`;
+- every help text names the Kafka JMX metric it corresponds to, so a Kafka operator can map a
+  dashboard over (`Kafka: kafka.log:type=Log,name=Size`);
+- labels never explode: `api` and `error` take values from Kafka's fixed API and error-code tables;
+  `topic` only on topic families; `partition` only on log and per-partition cleaner families, and
+  dropped (values summed, or the maximum taken, per topic) when `metrics.partition.labels=false`.
+
+Two kinds of figures:
+1. Events counted on the hot path (requests, bytes in/out, connections): plain prometheus-client
+   counters and histograms; the helpers below cache the labelled child per label value so the
+   request path pays one dict lookup and one lock-free-ish `inc`.
+2. State that lives in other objects (log sizes and offsets, cleaner state): read at scrape time by
+   `LiveCollector` from the broker's `log_manager` and `cleaner`, so the hot path pays nothing.
+   It reads, never locks: a scrape must not wait for a cleaner swap holding a log's lock.
+
+What LiveCollector reads (duck-typed; dicts or objects with these attribute names both work):
+- `broker.log_manager.all_logs() -> {TopicPartition: Log}`; from each `Log`: `segments` (each with
+  `.size`), `log_start_offset`, `log_end_offset`, `config.compact` (optional).
+- `broker.cleaner.status()` -> mapping with any of: `max_dirty_percent` (0..100),
+  `max_clean_time_secs`, `max_compaction_delay_secs`, `max_buffer_utilization_percent` (0..100),
+  `cleaner_recopy_percent` (0..100), `uncleanable_partitions_count` (`{log_dir: n}` or int),
+  `uncleanable_bytes` (`{log_dir: bytes}` or int), `dead_thread_count`, `time_since_last_run_ms`,
+  `workers` (int or list), and cumulative counters `cleanings_total`, `bytes_read_total`,
+  `bytes_written_total`, `messages_read_total`, `messages_written_total`.
+- `broker.cleaner.partition_status(tp)` -> mapping (or None) with any of: `state`, `dirty_ratio`
+  (0..1), `cleaner_point` (or `first_dirty_offset`), `last_clean_time_ms` (epoch ms),
+  `last_clean_duration_ms`, `records_after_last_clean`, `distinct_keys_after_last_clean`,
+  `tombstones_retained`, `paused_count`, `uncleanable_reason`.
+A missing key is simply not exported; a collector failure is logged and never fails the scrape.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import disable_created_metrics, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.process_collector import ProcessCollector
+
+log = logging.getLogger(__name__)
+
+# `*_created` series double every counter's output and no dashboard of ours reads them. This is a
+# process-wide switch of prometheus-client's exposition (not a registry), so it is safe to flip here.
+disable_created_metrics()
+
+# Every name here is a classic (legacy-charset) Prometheus name, so the 0.0.4 text format that
+# every Prometheus server (Debian's 2.x included) parses is exact; newer clients' 1.0.0 adds nothing.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# --- broker family -------------------------------------------------------------------------------
+BROKER_INFO = "kompakt_broker"  # exported as kompakt_broker_info
+BROKER_UPTIME = "kompakt_broker_uptime_seconds"
+BROKER_CONNECTIONS = "kompakt_broker_connections"
+BROKER_CONNECTIONS_CREATED = "kompakt_broker_connections_created_total"
+BROKER_READY = "kompakt_broker_ready"
+
+# --- request family ------------------------------------------------------------------------------
+REQUESTS = "kompakt_requests_total"
+REQUEST_DURATION = "kompakt_request_duration_seconds"
+REQUEST_ERRORS = "kompakt_request_errors_total"
+REQUEST_BYTES = "kompakt_request_bytes_total"
+RESPONSE_BYTES = "kompakt_response_bytes_total"
+
+# --- topic family --------------------------------------------------------------------------------
+TOPIC_BYTES_IN = "kompakt_topic_bytes_in_total"
+TOPIC_BYTES_OUT = "kompakt_topic_bytes_out_total"
+TOPIC_MESSAGES_IN = "kompakt_topic_messages_in_total"
+TOPIC_MESSAGES_OUT = "kompakt_topic_messages_out_total"
+
+# --- log family (scrape time) --------------------------------------------------------------------
+LOG_SIZE = "kompakt_log_size_bytes"
+LOG_SEGMENTS = "kompakt_log_segments"
+LOG_START_OFFSET = "kompakt_log_start_offset"
+LOG_END_OFFSET = "kompakt_log_end_offset"
+LOG_PARTITIONS = "kompakt_log_partitions"
+
+# --- cleaner family (scrape time) ----------------------------------------------------------------
+CLEANER_MAX_DIRTY_RATIO = "kompakt_cleaner_max_dirty_ratio"
+CLEANER_MAX_CLEAN_TIME = "kompakt_cleaner_max_clean_time_seconds"
+CLEANER_MAX_COMPACTION_DELAY = "kompakt_cleaner_max_compaction_delay_seconds"
+CLEANER_MAX_BUFFER_UTILIZATION = "kompakt_cleaner_max_buffer_utilization_ratio"
+CLEANER_RECOPY_RATIO = "kompakt_cleaner_recopy_ratio"
+CLEANER_UNCLEANABLE_PARTITIONS = "kompakt_cleaner_uncleanable_partitions"
+CLEANER_UNCLEANABLE_BYTES = "kompakt_cleaner_uncleanable_bytes"
+CLEANER_DEAD_WORKERS = "kompakt_cleaner_dead_workers"
+CLEANER_WORKERS = "kompakt_cleaner_workers"
+CLEANER_TIME_SINCE_LAST_RUN = "kompakt_cleaner_time_since_last_run_seconds"
+CLEANER_CLEANINGS = "kompakt_cleaner_cleanings_total"
+CLEANER_BYTES_READ = "kompakt_cleaner_read_bytes_total"
+CLEANER_BYTES_WRITTEN = "kompakt_cleaner_written_bytes_total"
+CLEANER_MESSAGES_READ = "kompakt_cleaner_read_messages_total"
+CLEANER_MESSAGES_WRITTEN = "kompakt_cleaner_written_messages_total"
+# per partition (or per topic without partition labels)
+CLEANER_PARTITION_DIRTY_RATIO = "kompakt_cleaner_partition_dirty_ratio"
+CLEANER_PARTITION_CLEANER_POINT = "kompakt_cleaner_partition_cleaner_point_offset"
+CLEANER_PARTITION_LAST_CLEAN_TIME = "kompakt_cleaner_partition_last_clean_timestamp_seconds"
+CLEANER_PARTITION_LAST_CLEAN_DURATION = "kompakt_cleaner_partition_last_clean_duration_seconds"
+CLEANER_PARTITION_RECORDS = "kompakt_cleaner_partition_records_after_last_clean"
+CLEANER_PARTITION_DISTINCT_KEYS = "kompakt_cleaner_partition_distinct_keys_after_last_clean"
+CLEANER_PARTITION_TOMBSTONES = "kompakt_cleaner_partition_tombstones_retained"
+CLEANER_PARTITION_PAUSED = "kompakt_cleaner_partition_paused"
+CLEANER_PARTITION_UNCLEANABLE = "kompakt_cleaner_partition_uncleanable"
+
+# Request latency buckets in seconds: sub-millisecond produce up to long-polling fetches
+# (fetch.max.wait.ms defaults to 500 ms; clients may ask for more).
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                   10.0, 30.0)
+
+
+def _error_name(code: int) -> str:
+    try:
+        from kompakt.protocol.errors import ErrorCode
+        return ErrorCode(code).name
+    except (ImportError, ValueError):
+        return str(code)
+
+
+class Metrics:
+    """The broker's metrics. Hot-path helpers: `observe_request`, `record_produce`, `record_fetch`,
+    `connection_opened`, `connection_closed`. `attach(broker)` adds the scrape-time collector."""
+
+    def __init__(self, partition_labels: bool = True, *, clock: Callable[[], float] = time.monotonic,
+                 process_metrics: bool = True):
+        self.partition_labels = partition_labels
+        self.registry = CollectorRegistry()
+        self._clock = clock
+        self._started = clock()
+        self._live: LiveCollector | None = None
+        r = self.registry
+
+        self.broker_info = Info(BROKER_INFO, "Broker identity: version, node id, cluster id. "
+                                "Kafka: kafka.server:type=app-info (version, commit-id).", registry=r)
+        self.uptime = Gauge(BROKER_UPTIME, "Seconds since this broker process started. "
+                            "Kafka: java.lang:type=Runtime,name=Uptime (ms there).", registry=r)
+        self.uptime.set_function(lambda: self._clock() - self._started)
+        self.ready = Gauge(BROKER_READY, "1 once logs are loaded and listeners are bound, else 0. "
+                           "Kafka: kafka.server:type=KafkaServer,name=BrokerState.", registry=r)
+        self.connections = Gauge(BROKER_CONNECTIONS, "Open client connections. "
+                                 "Kafka: kafka.server:type=socket-server-metrics,name=connection-count.",
+                                 registry=r)
+        self.connections_created = Counter(
+            BROKER_CONNECTIONS_CREATED, "Client connections accepted since start. "
+            "Kafka: kafka.server:type=socket-server-metrics,name=connection-creation-total.", registry=r)
+
+        self.requests = Counter(REQUESTS, "Requests handled, by Kafka API name. "
+                                "Kafka: kafka.network:type=RequestMetrics,name=RequestsPerSec,request=<api>.",
+                                ["api"], registry=r)
+        self.request_duration = Histogram(
+            REQUEST_DURATION, "Time from a request's arrival to its response being queued, by API. "
+            "Kafka: kafka.network:type=RequestMetrics,name=TotalTimeMs,request=<api> (ms there).",
+            ["api"], buckets=LATENCY_BUCKETS, registry=r)
+        self.request_errors = Counter(
+            REQUEST_ERRORS, "Error codes returned, by API and Kafka error name (partition-level errors "
+            "included). Kafka: kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=<api>,error=<error>.",
+            ["api", "error"], registry=r)
+        self.request_bytes = Counter(REQUEST_BYTES, "Request bytes received, by API. "
+                                     "Kafka: kafka.network:type=RequestMetrics,name=RequestBytes,request=<api>.",
+                                     ["api"], registry=r)
+        self.response_bytes = Counter(RESPONSE_BYTES, "Response bytes sent, by API. "
+                                      "Kafka: kafka.network:type=RequestMetrics,name=ResponseSendTimeMs (bytes here).",
+                                      ["api"], registry=r)
+
+        self.bytes_in = Counter(TOPIC_BYTES_IN, "Record-batch bytes appended by producers, by topic. "
+                                "Kafka: kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=<topic>.",
+                                ["topic"], registry=r)
+        self.bytes_out = Counter(TOPIC_BYTES_OUT, "Record-batch bytes served to fetchers, by topic. "
+                                 "Kafka: kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec,topic=<topic>.",
+                                 ["topic"], registry=r)
+        self.messages_in = Counter(TOPIC_MESSAGES_IN, "Records appended by producers, by topic. "
+                                   "Kafka: kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=<topic>.",
+                                   ["topic"], registry=r)
+        self.messages_out = Counter(TOPIC_MESSAGES_OUT, "Records served to fetchers, by topic (counted "
+                                    "from batch headers). Kafka has no direct twin; closest: "
+                                    "kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec.",
+                                    ["topic"], registry=r)
+        if process_metrics:
+            ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+
+        self._req_children: dict[str, tuple[Any, Any]] = {}
+        self._err_children: dict[tuple[str, int], Any] = {}
+        self._topic_in: dict[str, tuple[Any, Any]] = {}
+        self._topic_out: dict[str, tuple[Any, Any]] = {}
+
+    # --- identity ---------------------------------------------------------------------------------
+    def set_info(self, *, node_id: Any = "", cluster_id: Any = "", version: str | None = None) -> None:
+        if version is None:
+            from kompakt import __version__ as version
+        self.broker_info.info({"version": str(version), "node_id": str(node_id),
+                               "cluster_id": str(cluster_id or "")})
+
+    # --- hot path ---------------------------------------------------------------------------------
+    def observe_request(self, api: str, seconds: float, error_code: int = 0,
+                        request_bytes: int = 0, response_bytes: int = 0) -> None:
+        """One request handled: count it, time it, and count its top-level error code if any."""
+        children = self._req_children.get(api)
+        if children is None:
+            children = (self.requests.labels(api), self.request_duration.labels(api),
+                        self.request_bytes.labels(api), self.response_bytes.labels(api))
+            self._req_children[api] = children
+        children[0].inc()
+        children[1].observe(seconds)
+        if request_bytes:
+            children[2].inc(request_bytes)
+        if response_bytes:
+            children[3].inc(response_bytes)
+        if error_code:
+            self.record_error(api, error_code)
+
+    def record_error(self, api: str, error_code: int, count: int = 1) -> None:
+        """An error code put on the wire (top-level or per partition)."""
+        key = (api, int(error_code))
+        child = self._err_children.get(key)
+        if child is None:
+            child = self._err_children[key] = self.request_errors.labels(api, _error_name(key[1]))
+        child.inc(count)
+
+    def record_produce(self, topic: str, nbytes: int, nmessages: int) -> None:
+        children = self._topic_in.get(topic)
+        if children is None:
+            children = self._topic_in[topic] = (self.bytes_in.labels(topic), self.messages_in.labels(topic))
+        children[0].inc(nbytes)
+        children[1].inc(nmessages)
+
+    def record_fetch(self, topic: str, nbytes: int, nmessages: int | None = None) -> None:
+        children = self._topic_out.get(topic)
+        if children is None:
+            children = self._topic_out[topic] = (self.bytes_out.labels(topic), self.messages_out.labels(topic))
+        children[0].inc(nbytes)
+        if nmessages:
+            children[1].inc(nmessages)
+
+    def connection_opened(self) -> None:
+        self.connections.inc()
+        self.connections_created.inc()
+
+    def connection_closed(self) -> None:
+        self.connections.dec()
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's series so dashboards stop showing it."""
+        for fam, cache in ((self.bytes_in, self._topic_in), (self.messages_in, None),
+                           (self.bytes_out, self._topic_out), (self.messages_out, None)):
+            try:
+                fam.remove(topic)
+            except KeyError:
+                pass
+            if cache is not None:
+                cache.pop(topic, None)
+
+    # --- scrape -----------------------------------------------------------------------------------
+    def attach(self, broker: Any) -> None:
+        """Register the scrape-time collector reading `broker.log_manager` and `broker.cleaner`.
+        Idempotent: a second call only re-targets the broker."""
+        if self._live is None:
+            self._live = LiveCollector(broker, self.partition_labels)
+            self.registry.register(self._live)
+        else:
+            self._live.broker = broker
+
+    def render(self) -> bytes:
+        """The Prometheus text exposition of every metric (what GET /metrics serves)."""
+        if self._live is not None:
+            self.ready.set(1 if getattr(self._live.broker, "ready", False) else 0)
+        return generate_latest(self.registry)
+
+
+def _get(obj: Any, *names: str, default: Any = None) -> Any:
+    """First present field among `names`, from a mapping or an object's attributes."""
+    if obj is None:
+        return default
+    for name in names:
+        if isinstance(obj, Mapping):
+            if name in obj and obj[name] is not None:
+                return obj[name]
+        else:
+            value = getattr(obj, name, None)
+            if value is not None:
+                return value
+    return default
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def log_size(log_obj: Any) -> int:
+    """Bytes of every segment of a partition log (Kafka's Log.size)."""
+    size = getattr(log_obj, "size", None)
+    if isinstance(size, int):
+        return size
+    return sum(int(getattr(seg, "size", 0) or 0) for seg in list(getattr(log_obj, "segments", ()) or ()))
+
+
+class LiveCollector:
+    """Reads log and cleaner state at scrape time. Never raises out of `collect()`."""
+
+    def __init__(self, broker: Any, partition_labels: bool = True):
+        self.broker = broker
+        self.partition_labels = partition_labels
+
+    def describe(self) -> Iterable[Any]:
+        return []
+
+    def collect(self) -> Iterable[Any]:
+        try:
+            yield from self._collect_logs()
+        except Exception:  # a scrape must never take the broker down or lose the other families
+            log.exception("collecting log metrics failed")
+        try:
+            yield from self._collect_cleaner()
+        except Exception:
+            log.exception("collecting cleaner metrics failed")
+
+    # -- logs --
+    def _logs(self) -> list[tuple[Any, Any]]:
+        manager = getattr(self.broker, "log_manager", None)
+        if manager is None:
+            return []
+        logs = manager.all_logs()
+        items = list(logs.items()) if isinstance(logs, Mapping) else [(lg.tp, lg) for lg in logs]
+        return sorted(items, key=lambda kv: (kv[0][0], kv[0][1]))
+
+    def _labels(self) -> list[str]:
+        return ["topic", "partition"] if self.partition_labels else ["topic"]
+
+    def _collect_logs(self) -> Iterable[Any]:
+        labels = self._labels()
+        size = GaugeMetricFamily(LOG_SIZE, "Bytes of all segments of the partition log. "
+                                 "Kafka: kafka.log:type=Log,name=Size,topic=<t>,partition=<p>.", labels=labels)
+        segs = GaugeMetricFamily(LOG_SEGMENTS, "Segments of the partition log. "
+                                 "Kafka: kafka.log:type=Log,name=NumLogSegments.", labels=labels)
+        start = GaugeMetricFamily(LOG_START_OFFSET, "First offset of the partition log (summed over "
+                                  "partitions without partition labels). Kafka: kafka.log:type=Log,name=LogStartOffset.",
+                                  labels=labels)
+        end = GaugeMetricFamily(LOG_END_OFFSET, "Next offset to be written (summed over partitions without "
+                                "partition labels). Kafka: kafka.log:type=Log,name=LogEndOffset.", labels=labels)
+        parts = GaugeMetricFamily(LOG_PARTITIONS, "Partitions of the topic on this broker. "
+                                  "Kafka: kafka.server:type=ReplicaManager,name=PartitionCount (per topic here).",
+                                  labels=["topic"])
+        per_topic: dict[str, list[float]] = {}
+        for tp, lg in self._logs():
+            topic, partition = tp[0], tp[1]
+            try:
+                values = [log_size(lg), len(list(lg.segments)), lg.log_start_offset, lg.log_end_offset]
+            except Exception:  # a log being deleted or replaced under us: skip it this scrape
+                log.debug("skipping metrics of %s-%s", topic, partition, exc_info=True)
+                continue
+            acc = per_topic.setdefault(topic, [0, 0, 0, 0, 0])
+            for i, v in enumerate(values):
+                acc[i] += v
+            acc[4] += 1
+            if self.partition_labels:
+                lv = [topic, str(partition)]
+                for fam, v in zip((size, segs, start, end), values):
+                    fam.add_metric(lv, v)
+        for topic, acc in per_topic.items():
+            if not self.partition_labels:
+                for fam, v in zip((size, segs, start, end), acc):
+                    fam.add_metric([topic], v)
+            parts.add_metric([topic], acc[4])
+        yield from (size, segs, start, end, parts)
+
+    # -- cleaner --
+    def _collect_cleaner(self) -> Iterable[Any]:
+        cleaner = getattr(self.broker, "cleaner", None)
+        if cleaner is None:
+            return
+        status = cleaner.status() if callable(getattr(cleaner, "status", None)) else None
+        if status is not None:
+            yield from self._cleaner_globals(status)
+        if callable(getattr(cleaner, "partition_status", None)):
+            yield from self._cleaner_partitions(cleaner)
+
+    def _cleaner_globals(self, status: Any) -> Iterable[Any]:
+        def gauge(name: str, help_text: str, value: Any, scale: float = 1.0):
+            v = _num(value)
+            if v is not None:
+                yield GaugeMetricFamily(name, help_text, value=v * scale)
+
+        yield from gauge(CLEANER_MAX_DIRTY_RATIO, "Dirty ratio of the filthiest compacted log at the last "
+                         "cleaner pass (0..1). Kafka: kafka.log:type=LogCleanerManager,name=max-dirty-percent.",
+                         _get(status, "max_dirty_percent"), 0.01)
+        yield from gauge(CLEANER_MAX_CLEAN_TIME, "Duration of the longest clean in the last cleaner pass. "
+                         "Kafka: kafka.log:type=LogCleaner,name=max-clean-time-secs.", _get(status, "max_clean_time_secs"))
+        yield from gauge(CLEANER_MAX_COMPACTION_DELAY, "Largest delay past max.compaction.lag.ms of a log "
+                         "cleaned in the last pass. Kafka: kafka.log:type=LogCleaner,name=max-compaction-delay-secs.",
+                         _get(status, "max_compaction_delay_secs"))
+        yield from gauge(CLEANER_MAX_BUFFER_UTILIZATION, "Largest fill of a worker's offset map in the last "
+                         "pass (0..1). Kafka: kafka.log:type=LogCleaner,name=max-buffer-utilization-percent.",
+                         _get(status, "max_buffer_utilization_percent"), 0.01)
+        yield from gauge(CLEANER_RECOPY_RATIO, "Bytes written / bytes read by the cleaner in the last pass "
+                         "(0..1). Kafka: kafka.log:type=LogCleaner,name=cleaner-recopy-percent.",
+                         _get(status, "cleaner_recopy_percent"), 0.01)
+        yield from gauge(CLEANER_DEAD_WORKERS, "Cleaner workers that died. "
+                         "Kafka: kafka.log:type=LogCleaner,name=DeadThreadCount.", _get(status, "dead_thread_count"))
+        workers = _get(status, "workers", "num_workers")
+        if isinstance(workers, (list, tuple)):
+            workers = len(workers)
+        yield from gauge(CLEANER_WORKERS, "Cleaner worker processes configured (log.cleaner.threads). "
+                         "Kafka: log.cleaner.threads (no metric).", workers)
+        yield from gauge(CLEANER_TIME_SINCE_LAST_RUN, "Seconds since the cleaner last finished a pass. "
+                         "Kafka: kafka.log:type=LogCleanerManager,name=time-since-last-run-ms (ms there).",
+                         _get(status, "time_since_last_run_ms"), 0.001)
+        for name, key, text in (
+                (CLEANER_UNCLEANABLE_PARTITIONS, "uncleanable_partitions_count", "Partitions marked uncleanable "
+                 "after a cleaner error, by log dir. Kafka: kafka.log:type=LogCleanerManager,"
+                 "name=uncleanable-partitions-count,logDirectory=<dir>."),
+                (CLEANER_UNCLEANABLE_BYTES, "uncleanable_bytes", "Cleanable bytes of uncleanable partitions, "
+                 "by log dir. Kafka: kafka.log:type=LogCleanerManager,name=uncleanable-bytes,logDirectory=<dir>.")):
+            value = _get(status, key)
+            if value is None:
+                continue
+            fam = GaugeMetricFamily(name, text, labels=["log_dir"])
+            if isinstance(value, Mapping):
+                for d, v in sorted(value.items()):
+                    if _num(v) is not None:
+                        fam.add_metric([str(d)], _num(v))
+            elif _num(value) is not None:
+                fam.add_metric([""], _num(value))
+            yield fam
+        for name, key, text in (
+                (CLEANER_CLEANINGS, "cleanings_total", "Cleans completed. Kafka: logged per clean "
+                 "(\"Cleaner 0: Log ... cleaned\"), no JMX counter."),
+                (CLEANER_BYTES_READ, "bytes_read_total", "Bytes read by the cleaner. Kafka: CleanerStats.bytesRead."),
+                (CLEANER_BYTES_WRITTEN, "bytes_written_total", "Bytes written by the cleaner. "
+                 "Kafka: CleanerStats.bytesWritten."),
+                (CLEANER_MESSAGES_READ, "messages_read_total", "Records read by the cleaner. "
+                 "Kafka: CleanerStats.messagesRead."),
+                (CLEANER_MESSAGES_WRITTEN, "messages_written_total", "Records written by the cleaner. "
+                 "Kafka: CleanerStats.messagesWritten.")):
+            v = _num(_get(status, key))
+            if v is not None:
+                yield CounterMetricFamily(name[:-len("_total")], text, value=v)
+
+    def _cleaner_partitions(self, cleaner: Any) -> Iterable[Any]:
+        labels = self._labels()
+        fams = {
+            "dirty": GaugeMetricFamily(CLEANER_PARTITION_DIRTY_RATIO, "Dirty bytes / cleanable bytes of a "
+                                       "compacted log (max over partitions without partition labels). Kafka: "
+                                       "computed by LogCleanerManager, exported only as max-dirty-percent.", labels=labels),
+            "point": GaugeMetricFamily(CLEANER_PARTITION_CLEANER_POINT, "Cleaner checkpoint: first dirty offset. "
+                                       "Kafka: cleaner-offset-checkpoint file (no metric).", labels=labels),
+            "time": GaugeMetricFamily(CLEANER_PARTITION_LAST_CLEAN_TIME, "Unix time the last clean of the log "
+                                      "finished (latest over partitions without partition labels). Kafka: broker "
+                                      "log line only.", labels=labels),
+            "duration": GaugeMetricFamily(CLEANER_PARTITION_LAST_CLEAN_DURATION, "Duration of the last clean. "
+                                          "Kafka: max-clean-time-secs (max over logs).", labels=labels),
+            "records": GaugeMetricFamily(CLEANER_PARTITION_RECORDS, "Records in the cleaned part after the last "
+                                         "clean. Kafka: CleanerStats.messagesWritten (log line).", labels=labels),
+            "keys": GaugeMetricFamily(CLEANER_PARTITION_DISTINCT_KEYS, "Distinct keys in the offset map of the "
+                                      "last clean. Kafka: none.", labels=labels),
+            "tomb": GaugeMetricFamily(CLEANER_PARTITION_TOMBSTONES, "Tombstones kept by the last clean (within "
+                                      "delete.retention.ms). Kafka: none.", labels=labels),
+            "paused": GaugeMetricFamily(CLEANER_PARTITION_PAUSED, "1 while cleaning of the log is paused. "
+                                        "Kafka: LogCleaningPaused state (no metric).", labels=labels),
+            "unclean": GaugeMetricFamily(CLEANER_PARTITION_UNCLEANABLE, "1 when the log is marked uncleanable. "
+                                         "Kafka: uncleanable-partitions-count (per dir).", labels=labels),
+        }
+        keys = {"dirty": ("dirty_ratio",), "point": ("cleaner_point", "first_dirty_offset"),
+                "time": ("last_clean_time_ms",), "duration": ("last_clean_duration_ms",),
+                "records": ("records_after_last_clean",), "keys": ("distinct_keys_after_last_clean",),
+                "tomb": ("tombstones_retained",)}
+        scale = {"time": 0.001, "duration": 0.001}
+        combine_max = {"dirty", "time", "duration", "point"}
+        per_topic: dict[str, dict[str, float]] = {}
+        for tp, lg in self._logs():
+            cfg = getattr(lg, "config", None)
+            if cfg is not None and getattr(cfg, "compact", True) is False:
+                continue
+            try:
+                st = cleaner.partition_status(tp)
+            except Exception:
+                log.debug("no cleaner status for %s", tp, exc_info=True)
+                continue
+            if st is None:
+                continue
+            row: dict[str, float] = {}
+            for key, names in keys.items():
+                v = _num(_get(st, *names))
+                if v is not None:
+                    row[key] = v * scale.get(key, 1.0)
+            state = str(_get(st, "state", default="")).lower()
+            row["paused"] = 1.0 if ("pause" in state or (_num(_get(st, "paused_count")) or 0) > 0) else 0.0
+            row["unclean"] = 1.0 if (_get(st, "uncleanable_reason") or "uncleanable" in state) else 0.0
+            if self.partition_labels:
+                for key, v in row.items():
+                    fams[key].add_metric([tp[0], str(tp[1])], v)
+            else:
+                acc = per_topic.setdefault(tp[0], {})
+                for key, v in row.items():
+                    acc[key] = max(acc.get(key, v), v) if key in combine_max else acc.get(key, 0.0) + v
+        for topic, acc in per_topic.items():
+            for key, v in acc.items():
+                fams[key].add_metric([topic], v)
+        yield from fams.values()

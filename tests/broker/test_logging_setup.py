@@ -1,0 +1,74 @@
+"""logging_setup: one line per event in both formats, JSON fields, extras, idempotent configure."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+
+from kompakt.broker import logging_setup
+
+
+@pytest.fixture
+def restore_root():
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for h in list(root.handlers):
+        if h not in handlers:
+            root.removeHandler(h)
+    root.setLevel(level)
+
+
+def test_json_one_object_per_line_with_extras_and_traceback(restore_root):
+    out = io.StringIO()
+    logging_setup.configure("INFO", "json", stream=out)
+    lg = logging.getLogger("kompakt.cleaner")
+    lg.info("Cleaner 0: cleaned %s", "t-0", extra={"topic": "t", "partition": 0, "records": 12, "level": "x"})
+    lg.debug("hidden")
+    try:
+        raise ValueError("bad\nthing")
+    except ValueError:
+        lg.exception("clean failed\nbadly")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    first, second = (json.loads(line) for line in lines)
+    assert first["level"] == "INFO" and first["logger"] == "kompakt.cleaner"
+    assert first["msg"] == "Cleaner 0: cleaned t-0"
+    assert first["records"] == 12 and first["topic"] == "t" and first["partition"] == 0
+    assert first["extra_level"] == "x"
+    assert first["ts"].endswith("Z") and "T" in first["ts"]
+    assert second["level"] == "ERROR" and "ValueError: bad\nthing" in second["exc"]
+    assert second["msg"] == "clean failed\nbadly"
+
+
+def test_text_one_line_per_event(restore_root):
+    out = io.StringIO()
+    logging_setup.configure("debug", "text", stream=out)
+    lg = logging.getLogger("kompakt.test")
+    lg.debug("two\nlines", extra={"k": "v"})
+    try:
+        1 / 0
+    except ZeroDivisionError:
+        lg.exception("boom")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2
+    assert "DEBUG kompakt.test: two\\nlines k=v" in lines[0]
+    assert "ERROR kompakt.test: boom exc=Traceback" in lines[1] and "ZeroDivisionError" in lines[1]
+
+
+def test_configure_twice_replaces_its_handler(restore_root):
+    a, b = io.StringIO(), io.StringIO()
+    logging_setup.configure("INFO", "text", stream=a)
+    logging_setup.configure("INFO", "json", stream=b)
+    logging.getLogger("kompakt.x").warning("once")
+    assert a.getvalue() == ""
+    assert len(b.getvalue().splitlines()) == 1
+
+
+def test_bad_level_or_format_is_a_clear_error(restore_root):
+    with pytest.raises(ValueError, match="unknown log format 'xml'"):
+        logging_setup.configure("INFO", "xml")
+    with pytest.raises(ValueError, match="unknown log level 'LOUD'"):
+        logging_setup.configure("LOUD", "text")
