@@ -1,0 +1,191 @@
+"""`kompakt admin ...`: the admin HTTP API from a shell.
+
+Role: one sub-command per endpoint of kompakt.broker.admin (partitions, partition, compact, pause,
+resume, cleaner, adopt), each printing a short human summary or, with `--json`, the API's JSON.
+Uses only the standard library (urllib), so it starts fast and needs no event loop.
+
+Exit status: 0 success; 1 the API answered an error (its message is printed); 2 the API could not be
+reached (the message says which URL and how to point elsewhere). `compact` follows a 202 answer by
+polling the job's status URL until the clean ends, unless `--no-follow`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:9644"
+POLL_INTERVAL_S = 0.5
+
+
+class AdminError(Exception):
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=os.environ.get("KOMPAKT_ADMIN_URL", DEFAULT_URL),
+                        help=f"admin API base URL (default {DEFAULT_URL}, or $KOMPAKT_ADMIN_URL)")
+    parser.add_argument("--json", action="store_true", help="print the API's JSON answer")
+    parser.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout in seconds")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser("partitions", help="list partitions: offsets, sizes, cleaner state")
+    p.add_argument("--topic", help="only this topic")
+    for name, help_text in (("partition", "one partition in detail (segments, cleaner)"),
+                            ("pause", "pause cleaning of a partition (reentrant)"),
+                            ("resume", "undo one pause of a partition's cleaning")):
+        p = sub.add_parser(name, help=help_text)
+        _tp_args(p)
+    p = sub.add_parser("compact", help="clean a partition now (ignores min.cleanable.dirty.ratio)")
+    _tp_args(p)
+    p.add_argument("--wait", type=float, default=5.0, help="seconds the broker waits before answering 202")
+    p.add_argument("--no-follow", action="store_true", help="do not poll a 202 job until it ends")
+    sub.add_parser("cleaner", help="cleaner workers, current jobs, throttle and figures")
+    p = sub.add_parser("adopt", help="swap a pipeline-compacted staging dir into a live partition")
+    _tp_args(p)
+    p.add_argument("staging_dir", help="staging directory on the broker's host")
+
+
+def _tp_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("topic")
+    p.add_argument("partition", type=int)
+
+
+def request(base: str, method: str, path: str, body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:
+    """(status, JSON) of one call; AdminError(exit 2) when the broker cannot be reached."""
+    url = base.rstrip("/") + path
+    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, _decode(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, _decode(exc.read())
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise AdminError(f"cannot reach the Kompakt admin API at {base} ({reason}); is the broker running, "
+                         f"and is --url (or $KOMPAKT_ADMIN_URL) its metrics.host:metrics.port?", 2) from None
+
+
+def _decode(raw: bytes) -> Any:
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError:
+        return {"message": raw.decode("utf-8", "replace")}
+
+
+def _check(status: int, body: Any) -> Any:
+    if status >= 400:
+        message = body.get("message") if isinstance(body, dict) else None
+        raise AdminError(f"error {status}: {message or body}")
+    return body
+
+
+def _tp_path(args: argparse.Namespace, suffix: str = "") -> str:
+    return f"/v1/partitions/{urllib.parse.quote(args.topic, safe='')}/{args.partition}{suffix}"
+
+
+def _fmt_time_ms(ms: Any) -> str:
+    if not isinstance(ms, (int, float)) or ms <= 0:
+        return "-"
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
+
+
+def _fmt(value: Any, spec: str = "") -> str:
+    if value is None:
+        return "-"
+    return format(value, spec) if spec else str(value)
+
+
+def print_partitions(parts: list[dict[str, Any]], out=sys.stdout) -> None:
+    header = ("TOPIC", "PART", "POLICY", "START", "END", "BYTES", "SEGS", "DIRTY", "LAST-CLEAN", "STATE")
+    rows = [header]
+    for p in parts:
+        c = p.get("cleaner") or {}
+        rows.append((p["topic"], str(p["partition"]), ",".join(p.get("cleanup_policy") or []) or "-",
+                     _fmt(p.get("log_start_offset")), _fmt(p.get("log_end_offset")), _fmt(p.get("size_bytes")),
+                     _fmt(p.get("segment_count")),
+                     _fmt(c.get("dirty_ratio"), ".2f") if c.get("dirty_ratio") is not None else "-",
+                     _fmt_time_ms(c.get("last_clean_time_ms")),
+                     str(c.get("state") or ("disabled" if c.get("enabled") is False else "-"))))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip(), file=out)
+
+
+def print_mapping(data: Any, out=sys.stdout, indent: str = "") -> None:
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if isinstance(value, (dict, list)) and value:
+                print(f"{indent}{key}:", file=out)
+                print_mapping(value, out, indent + "  ")
+            else:
+                print(f"{indent}{key}: {_fmt(value)}", file=out)
+    elif isinstance(data, list):
+        for item in data:
+            if isinstance(item, dict):
+                print(f"{indent}- " + ", ".join(f"{k}={_fmt(v)}" for k, v in item.items()), file=out)
+            else:
+                print(f"{indent}- {item}", file=out)
+    else:
+        print(f"{indent}{data}", file=out)
+
+
+def _follow(args: argparse.Namespace, job: dict[str, Any]) -> dict[str, Any]:
+    print(f"cleaning {args.topic}-{args.partition} (job {job.get('id')}); waiting ...", file=sys.stderr)
+    while job.get("state") == "running":
+        time.sleep(POLL_INTERVAL_S)
+        job = _check(*request(args.url, "GET", job["status_url"], timeout=args.timeout))
+    if job.get("state") == "failed":
+        err = job.get("error") or {}
+        raise AdminError(f"compaction of {args.topic}-{args.partition} failed: {err.get('message', err)}")
+    return job
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except AdminError as exc:
+        print(f"kompakt admin: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+def _run(args: argparse.Namespace) -> int:
+    a = args.action
+    if a == "partitions":
+        path = "/v1/partitions" + (f"?topic={urllib.parse.quote(args.topic)}" if args.topic else "")
+        body = _check(*request(args.url, "GET", path, timeout=args.timeout))
+        if args.json:
+            print(json.dumps(body, indent=2))
+        else:
+            print_partitions(body["partitions"])
+        return 0
+    if a == "partition":
+        body = _check(*request(args.url, "GET", _tp_path(args), timeout=args.timeout))
+    elif a == "cleaner":
+        body = _check(*request(args.url, "GET", "/v1/cleaner", timeout=args.timeout))
+    elif a in ("pause", "resume"):
+        body = _check(*request(args.url, "POST", _tp_path(args, "/" + a), timeout=args.timeout))
+    elif a == "adopt":
+        body = _check(*request(args.url, "POST", _tp_path(args, "/adopt"),
+                               {"staging_dir": os.path.abspath(args.staging_dir)}, timeout=args.timeout))
+    elif a == "compact":
+        status, body = request(args.url, "POST", _tp_path(args, f"/compact?wait={args.wait:g}"),
+                               timeout=max(args.timeout, args.wait + 10))
+        body = _check(status, body)
+        if status == 202 and not args.no_follow:
+            body = _follow(args, body)
+    else:  # argparse keeps us from getting here
+        raise AdminError(f"unknown action {a!r}")
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        print_mapping(body)
+    return 0
