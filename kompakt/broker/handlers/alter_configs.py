@@ -1,0 +1,119 @@
+"""AlterConfigs (API key 33), versions 0-2: the legacy, replace-everything config update.
+
+Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.legacyAlterConfigs):
+* A resource named twice: INVALID_REQUEST "Each resource must appear at most once." for each copy.
+* A key named twice in one resource: INVALID_REQUEST "Error due to duplicate config keys"; a null
+  value: INVALID_REQUEST "Null value not supported for : <key>".
+* TOPIC: the given configs *replace the topic's whole override set* (keys not listed return to
+  their defaults), exactly as Kafka's legacy API does. Unknown topic ->
+  UNKNOWN_TOPIC_OR_PARTITION; unknown key or bad value -> INVALID_CONFIG with the message. The new
+  set is persisted and applied to the live logs (retention, segment size, cleanup.policy, ...)
+  by the log manager before we answer.
+* BROKER: Kompakt has no dynamic broker configs; answered INVALID_REQUEST naming the keys and
+  saying to set them in server.properties (or `--override`) and restart. Broker name checks as in
+  DescribeConfigs.
+* BROKER_LOGGER: only IncrementalAlterConfigs changes loggers (as in Kafka): INVALID_REQUEST.
+* validate_only: every check, nothing changed.
+
+Version notes: v2 flexible; v0-2 otherwise identical.
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.admin.configs import AlterConfigsResponse
+
+from kompakt.broker.handlers.create_topics import error_code_of, run_storage
+from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, RESOURCE_TYPE_NAMES, TOPIC,
+                                                      ResourceError, check_broker_name, topic_meta)
+from kompakt.config import topic_config
+from kompakt.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 33
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+log = logging.getLogger(__name__)
+
+
+def duplicate_resources(resources) -> set[tuple[int, str]]:
+    seen, dups = set(), set()
+    for r in resources:
+        key = (r.resource_type, r.resource_name)
+        (dups if key in seen else seen).add(key)
+    return dups
+
+
+def check_keys(configs, needs_value) -> None:
+    """Kafka's per-resource request checks: no key twice; no null where a value is needed."""
+    names = [c.name for c in configs]
+    if len(set(names)) != len(names):
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    for c in configs:
+        if c.value is None and needs_value(c):
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
+
+
+def refuse_broker_alter(ctx, name: str, keys) -> None:
+    """Kompakt reads broker configs once, at start: say so, naming the keys."""
+    check_broker_name(name, ctx.config.node_id)
+    keys = sorted(keys)
+    if not keys:
+        return   # nothing to change: Kafka answers success
+    raise ResourceError(ErrorCode.INVALID_REQUEST,
+                        f"Kompakt has no dynamic broker configs; cannot update {', '.join(keys)} "
+                        f"at runtime. Set them in server.properties (or kompakt serve --override key=value) "
+                        f"and restart the broker; topic configs can be altered live.")
+
+
+async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
+    """Validate a topic's complete new override set and, unless validating only, persist and apply it."""
+    try:
+        topic_config.validate_topic_configs(new_configs)
+    except KafkaError as exc:
+        raise ResourceError(error_code_of(exc), str(exc)) from None
+    if validate_only:
+        return
+    try:
+        await run_storage(ctx.log_manager.alter_topic_config, name, dict(new_configs))
+    except KafkaError as exc:
+        raise ResourceError(error_code_of(exc), str(exc)) from None
+    log.info("topic %s configs are now %s (client %s)", name, new_configs or "default", ctx.client_id)
+
+
+async def _alter_one(ctx, resource, validate_only: bool) -> None:
+    rtype, name = resource.resource_type, resource.resource_name
+    check_keys(resource.configs, lambda c: True)
+    if rtype == TOPIC:
+        topic_meta(ctx.log_manager, name)
+        await apply_topic_configs(ctx, name, {c.name: c.value for c in resource.configs}, validate_only)
+    elif rtype == BROKER:
+        refuse_broker_alter(ctx, name, [c.name for c in resource.configs])
+    elif rtype == BROKER_LOGGER:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            "AlterConfigs does not change BROKER_LOGGER resources; use IncrementalAlterConfigs")
+    else:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
+
+
+async def alter_resources(ctx, request, result_cls, alter_one) -> list:
+    """The loop both AlterConfigs APIs share: one result per resource, failures per resource."""
+    dups = duplicate_resources(request.resources)
+    results = []
+    for resource in request.resources:
+        result = result_cls(error_code=0, error_message=None, resource_type=resource.resource_type,
+                            resource_name=resource.resource_name)
+        try:
+            if (resource.resource_type, resource.resource_name) in dups:
+                raise ResourceError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            await alter_one(ctx, resource, bool(request.validate_only))
+        except ResourceError as exc:
+            result.error_code, result.error_message = int(exc.code), exc.message
+        results.append(result)
+    return results
+
+
+async def handle(ctx, request) -> AlterConfigsResponse:
+    results = await alter_resources(ctx, request, AlterConfigsResponse.AlterConfigsResourceResponse, _alter_one)
+    return AlterConfigsResponse(throttle_time_ms=0, responses=results)

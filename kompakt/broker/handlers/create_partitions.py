@@ -1,0 +1,91 @@
+"""CreatePartitions (API key 37), versions 0-3.
+
+Behaviour (Kafka's ControllerApis.createPartitions + ReplicationControlManager.createPartitions):
+* A topic named twice: INVALID_REQUEST "Duplicate topic name." (once per name).
+* Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+* count == current: INVALID_PARTITIONS "Topic already has N partition(s)."; count < current:
+  INVALID_PARTITIONS "The topic T currently has N partition(s); C would not be an increase."
+* assignments (optional): exactly count - current lists, each [this node], else
+  INVALID_REPLICA_ASSIGNMENT.
+* More than 10000 new partitions in one request: POLICY_VIOLATION (Kafka's per-operation bound).
+* validate_only: every check, nothing created. Otherwise the log manager adds the partitions
+  (new dirs, persisted topic metadata) before we answer.
+
+Version notes: v2+ flexible; v0-3 otherwise identical.
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.admin.topics import CreatePartitionsResponse
+
+from kompakt.broker.handlers.create_topics import (MAX_PARTITIONS_PER_REQUEST, TopicError, error_code_of,
+                                                   run_storage)
+from kompakt.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 37
+MIN_VERSION = 0
+MAX_VERSION = 3
+
+log = logging.getLogger(__name__)
+
+Result = CreatePartitionsResponse.CreatePartitionsTopicResult
+
+
+def _check(topic, current: int, node_id: int) -> int:
+    """Validate one topic's request against its current partition count; returns partitions added."""
+    if topic.count == current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if topic.count < current:
+        raise TopicError(ErrorCode.INVALID_PARTITIONS,
+                         f"The topic {topic.name} currently has {current} partition(s); "
+                         f"{topic.count} would not be an increase.")
+    added = topic.count - current
+    if topic.assignments is not None:
+        if len(topic.assignments) != added:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                             f"Attempted to add {added} additional partition(s), but only "
+                             f"{len(topic.assignments)} assignment(s) were specified.")
+        for assignment in topic.assignments:
+            if list(assignment.broker_ids) != [node_id]:
+                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                 f"The manual partition assignment includes broker(s) "
+                                 f"{list(assignment.broker_ids)}, but this single-node cluster has "
+                                 f"only broker {node_id} and one replica per partition.")
+    return added
+
+
+async def handle(ctx, request) -> CreatePartitionsResponse:
+    lm = ctx.log_manager
+    node_id = ctx.config.node_id
+    names = [t.name for t in request.topics]
+    results, reported_duplicates = [], set()
+    budget = MAX_PARTITIONS_PER_REQUEST
+    for topic in request.topics:
+        name = topic.name
+        if names.count(name) > 1:
+            if name not in reported_duplicates:
+                reported_duplicates.add(name)
+                results.append(Result(name=name, error_code=int(ErrorCode.INVALID_REQUEST),
+                                      error_message="Duplicate topic name."))
+            continue
+        try:
+            meta = lm.topics.get(name)
+            if meta is None:
+                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                 "This server does not host this topic-partition.")
+            added = _check(topic, meta.partitions, node_id)
+            if added > budget:
+                raise TopicError(ErrorCode.POLICY_VIOLATION,
+                                 "Unable to perform excessively large batch operation.")
+            budget -= added
+            if not request.validate_only:
+                await run_storage(lm.create_partitions, name, topic.count)
+                log.info("topic %s now has %d partitions (was %d) for client %s",
+                         name, topic.count, meta.partitions, ctx.client_id)
+            results.append(Result(name=name, error_code=0, error_message=None))
+        except TopicError as exc:
+            results.append(Result(name=name, error_code=int(exc.code), error_message=exc.message))
+        except KafkaError as exc:
+            results.append(Result(name=name, error_code=int(error_code_of(exc)), error_message=str(exc)))
+    return CreatePartitionsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,114 @@
+"""DeleteTopics (API key 20), versions 1-6.
+
+Behaviour (Kafka's ControllerApis.deleteTopics):
+* `delete.topic.enable=false`: every topic fails with TOPIC_DELETION_DISABLED (v3+) or
+  INVALID_REQUEST "Topic deletion is disabled." (v1-2).
+* v0-5 name topics in `topic_names`; v6 sends `topics` entries with a name *or* a topic id:
+  both set -> INVALID_REQUEST "You may not specify both topic name and topic id.", neither ->
+  INVALID_REQUEST; a name or id given twice -> INVALID_REQUEST "Duplicate topic name." /
+  "Duplicate topic id."; a name and an id naming the same topic -> INVALID_REQUEST.
+* Unknown name: UNKNOWN_TOPIC_OR_PARTITION; unknown id: UNKNOWN_TOPIC_ID.
+* Internal topics (`__consumer_offsets`): Kafka lets an authorized admin delete them; here the
+  group coordinator holds that log open, so we refuse with INVALID_REQUEST and say why.
+* Success: the log manager deletes the topic (partition dirs renamed `-delete`, removed in the
+  background); the answer carries name and topic id (v6).
+
+Version notes: v0 is below Kafka 4's floor; v4+ flexible; v5 adds error_message; v6 topic ids.
+"""
+from __future__ import annotations
+
+import logging
+import uuid
+
+from kafka.protocol.admin.topics import DeleteTopicsResponse
+
+from kompakt.broker.handlers.create_topics import error_code_of, is_internal, run_storage
+from kompakt.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 20
+MIN_VERSION = 1
+MAX_VERSION = 6
+
+log = logging.getLogger(__name__)
+
+ZERO_UUID = uuid.UUID(int=0)
+Result = DeleteTopicsResponse.DeletableTopicResult
+
+
+def _result(name, topic_id, code: ErrorCode = ErrorCode.NONE, message: str | None = None) -> Result:
+    return Result(name=name, topic_id=topic_id or ZERO_UUID, error_code=int(code), error_message=message)
+
+
+def _requested(request, version: int) -> tuple[list[tuple[str | None, uuid.UUID | None]], list[Result]]:
+    """(name, id) pairs to delete, plus the results of malformed entries."""
+    if version < 6:
+        return [(name, None) for name in request.topic_names], []
+    wanted, errors = [], []
+    for state in request.topics:
+        has_id = state.topic_id is not None and state.topic_id != ZERO_UUID
+        if state.name is not None and has_id:
+            errors.append(_result(state.name, state.topic_id, ErrorCode.INVALID_REQUEST,
+                                  "You may not specify both topic name and topic id."))
+        elif state.name is None and not has_id:
+            errors.append(_result(None, None, ErrorCode.INVALID_REQUEST,
+                                  "Neither topic name nor id were specified."))
+        else:
+            wanted.append((state.name, state.topic_id if has_id else None))
+    return wanted, errors
+
+
+async def handle(ctx, request) -> DeleteTopicsResponse:
+    version = ctx.api_version
+    lm = ctx.log_manager
+    wanted, results = _requested(request, version)
+    if not ctx.config["delete.topic.enable"]:
+        code, message = ((ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.") if version >= 3
+                         else (ErrorCode.INVALID_REQUEST, "Topic deletion is disabled."))
+        results += [_result(name, tid, code, message) for name, tid in wanted]
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+
+    names = [n for n, _ in wanted if n is not None]
+    ids = [t for _, t in wanted if t is not None]
+    by_id = {meta.topic_id: name for name, meta in lm.topics.items()}
+    targets: dict[str, tuple[str | None, uuid.UUID | None]] = {}   # topic name -> as requested
+    for name, tid in wanted:
+        if name is not None and names.count(name) > 1:
+            results.append(_result(name, None, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            continue
+        if tid is not None and ids.count(tid) > 1:
+            results.append(_result(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
+            continue
+        if tid is not None:
+            resolved = by_id.get(tid)
+            if resolved is None:
+                results.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID,
+                                       f"Topic id {tid} does not exist."))
+                continue
+        else:
+            resolved = name
+            if resolved not in lm.topics:
+                results.append(_result(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                       "This server does not host this topic-partition."))
+                continue
+        if resolved in targets:
+            results.append(_result(name, tid, ErrorCode.INVALID_REQUEST,
+                                   "The provided topic name maps to an ID that was already supplied."))
+            continue
+        targets[resolved] = (name, tid)
+
+    for topic, (name, tid) in targets.items():
+        meta = lm.topics.get(topic)
+        topic_id = meta.topic_id if meta is not None else tid
+        if is_internal(topic):
+            results.append(_result(topic, topic_id, ErrorCode.INVALID_REQUEST,
+                                   f"Kompakt does not delete the internal topic {topic}: the group "
+                                   f"coordinator keeps committed offsets in it."))
+            continue
+        try:
+            await run_storage(lm.delete_topic, topic)
+        except KafkaError as exc:
+            results.append(_result(topic, topic_id, error_code_of(exc), str(exc)))
+            continue
+        log.info("deleted topic %s (id %s) for client %s", topic, topic_id, ctx.client_id)
+        results.append(_result(topic, topic_id))
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,201 @@
+"""DescribeConfigs (API key 32), versions 1-4.
+
+Behaviour (Kafka's ConfigHelper.describeConfigs):
+* TOPIC (2): an illegal name -> INVALID_TOPIC_EXCEPTION; unknown -> UNKNOWN_TOPIC_OR_PARTITION;
+  else every topic key (Kafka's LogConfig set, internal keys only when overridden) with its
+  effective value and source: DYNAMIC_TOPIC_CONFIG (the topic's override), STATIC_BROKER_CONFIG
+  (a `log.*` synonym set in server.properties) or DEFAULT_CONFIG. Synonyms, when asked, list the
+  override, the broker keys set, then the broker defaults (`log.retention.hours=168`), as Kafka does.
+* BROKER (4): name "" -> the cluster-wide dynamic defaults (none: Kompakt has no dynamic broker
+  configs), name == node.id -> every broker key we know with STATIC_BROKER_CONFIG or
+  DEFAULT_CONFIG; synonyms are the other spellings of the same setting (log.retention.ms /
+  .minutes / .hours); every broker key is read-only (AlterConfigs on BROKER is refused). A name
+  that is not an integer or not our id -> INVALID_REQUEST with Kafka's message.
+* BROKER_LOGGER (8): the broker's Python loggers (`kompakt.*`) with their levels, source
+  DYNAMIC_BROKER_LOGGER_CONFIG; IncrementalAlterConfigs can change them.
+* Other types (GROUP, CLIENT_METRICS): INVALID_REQUEST "Unsupported resource type".
+* `configuration_keys` null or empty: all keys; otherwise only those (unknown names are skipped).
+* Password-typed keys are sensitive: value null.
+
+Version notes: v0 (below Kafka 4's floor) had is_default; v1 adds config_source and synonyms;
+v3 adds config_type and documentation (when include_documentation); v4 flexible.
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.admin.configs import DescribeConfigsResponse
+
+from kompakt.broker.handlers.create_topics import invalid_topic_reason
+from kompakt.config import topic_config
+from kompakt.config.broker_config import BROKER_KEYS
+from kompakt.protocol.errors import ErrorCode
+
+API_KEY = 32
+MIN_VERSION = 1
+MAX_VERSION = 4
+
+log = logging.getLogger(__name__)
+
+# ConfigResource.Type ids.
+TOPIC = 2
+BROKER = 4
+BROKER_LOGGER = 8
+CLIENT_METRICS = 16
+GROUP = 32
+RESOURCE_TYPE_NAMES = {TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
+                       CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}
+SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG = 6
+LOGGER_PREFIX = "kompakt"
+
+Result = DescribeConfigsResponse.DescribeConfigsResult
+Row = Result.DescribeConfigsResourceResult
+Synonym = Row.DescribeConfigsSynonym
+
+
+class ResourceError(Exception):
+    """A whole resource fails: error code and message for its result."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None):
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+def check_broker_name(name: str | None, node_id: int, *, allow_empty: bool = True) -> bool:
+    """True for our node id, False for "" (cluster default); raises ResourceError otherwise."""
+    if name is None or name == "":
+        if allow_empty:
+            return False
+        raise ResourceError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Broker id must be an integer, but it is: {name}") from None
+    if broker_id != node_id:
+        expected = f"{node_id} or empty string" if allow_empty else str(node_id)
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Unexpected broker id, expected {expected}, but received {name}")
+    return True
+
+
+def topic_meta(lm, name: str):
+    """The topic's metadata, or ResourceError as Kafka answers for bad and unknown names."""
+    reason = invalid_topic_reason(name)
+    if reason:
+        raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    meta = lm.topics.get(name)
+    if meta is None:
+        raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+    return meta
+
+
+def format_broker_value(spec, value) -> str | None:
+    if value is None or spec.type == "password":
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _broker_synonym_group(name: str) -> list[str]:
+    """Other broker keys that set the same thing, highest priority first (from TOPIC_KEYS' synonyms)."""
+    for key in topic_config.TOPIC_KEYS.values():
+        group = [syn for syn, _factor in key.synonyms]
+        if name in group:
+            return group
+    return [name]
+
+
+def _topic_rows(meta, cfg, keys, synonyms: bool, docs: bool, version: int) -> list[Row]:
+    rows = []
+    for entry in topic_config.describe(meta.configs, cfg, keys):
+        rows.append(Row(
+            name=entry.name, value=entry.value, read_only=entry.read_only, config_source=entry.source,
+            is_default=entry.source == topic_config.SOURCE_DEFAULT_CONFIG, is_sensitive=entry.is_sensitive,
+            synonyms=[Synonym(name=s.name, value=s.value, source=s.source) for s in entry.synonyms]
+            if synonyms else [],
+            config_type=entry.config_type, documentation=entry.documentation if docs else None))
+    return rows
+
+
+def _broker_rows(cfg, keys, synonyms: bool, docs: bool) -> list[Row]:
+    names = sorted(BROKER_KEYS) if keys is None else [k for k in keys if k in BROKER_KEYS]
+    rows = []
+    for name in names:
+        spec = BROKER_KEYS[name]
+        value = format_broker_value(spec, cfg[name])
+        source = (topic_config.SOURCE_STATIC_BROKER_CONFIG if cfg.is_set(name)
+                  else topic_config.SOURCE_DEFAULT_CONFIG)
+        syns = []
+        if synonyms:
+            ordered = _broker_synonym_group(name)   # Kafka lists the whole group, by priority
+            for syn in ordered:
+                syn_spec = BROKER_KEYS.get(syn)
+                if syn_spec is None:
+                    continue
+                if cfg.is_set(syn):
+                    syns.append(Synonym(name=syn, value=format_broker_value(syn_spec, cfg[syn]),
+                                        source=topic_config.SOURCE_STATIC_BROKER_CONFIG))
+            for syn in ordered:
+                syn_spec = BROKER_KEYS.get(syn)
+                if syn_spec is not None and syn_spec.default is not None:
+                    syns.append(Synonym(name=syn, value=format_broker_value(syn_spec, syn_spec.default),
+                                        source=topic_config.SOURCE_DEFAULT_CONFIG))
+        rows.append(Row(name=name, value=value, read_only=True, config_source=source,
+                        is_default=not cfg.is_set(name), is_sensitive=spec.type == "password",
+                        synonyms=syns, config_type=topic_config.CONFIG_TYPES.get(spec.type, 0),
+                        documentation=spec.doc if docs else None))
+    return rows
+
+
+def broker_loggers() -> dict[str, str]:
+    """Logger name -> effective level name for the broker's own loggers (and root)."""
+    names = sorted(n for n in logging.root.manager.loggerDict
+                   if n == LOGGER_PREFIX or n.startswith(LOGGER_PREFIX + "."))
+    out = {"root": logging.getLevelName(logging.root.getEffectiveLevel())}
+    for name in names:
+        out[name] = logging.getLevelName(logging.getLogger(name).getEffectiveLevel())
+    return out
+
+
+def _logger_rows(keys, docs: bool) -> list[Row]:
+    loggers = broker_loggers()
+    names = list(loggers) if keys is None else [k for k in keys if k in loggers]
+    return [Row(name=n, value=loggers[n], read_only=False, config_source=SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG,
+                is_default=False, is_sensitive=False, synonyms=[], config_type=topic_config.CONFIG_TYPES["string"],
+                documentation=None) for n in names]
+
+
+def describe_resource(ctx, resource, synonyms: bool, docs: bool) -> list[Row]:
+    keys = list(resource.configuration_keys) if resource.configuration_keys else None
+    rtype, name = resource.resource_type, resource.resource_name
+    if rtype == TOPIC:
+        meta = topic_meta(ctx.log_manager, name)
+        return _topic_rows(meta, ctx.config, keys, synonyms, docs, ctx.api_version)
+    if rtype == BROKER:
+        if not check_broker_name(name, ctx.config.node_id):
+            return []   # cluster-wide dynamic defaults: Kompakt has none
+        return _broker_rows(ctx.config, keys, synonyms, docs)
+    if rtype == BROKER_LOGGER:
+        check_broker_name(name, ctx.config.node_id, allow_empty=False)
+        return _logger_rows(keys, docs)
+    raise ResourceError(ErrorCode.INVALID_REQUEST,
+                        f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
+
+
+async def handle(ctx, request) -> DescribeConfigsResponse:
+    results = []
+    for resource in request.resources:
+        result = Result(error_code=0, error_message=None, resource_type=resource.resource_type,
+                        resource_name=resource.resource_name, configs=[])
+        try:
+            result.configs = describe_resource(ctx, resource, bool(request.include_synonyms),
+                                               bool(request.include_documentation))
+        except ResourceError as exc:
+            result.error_code, result.error_message = int(exc.code), exc.message
+        results.append(result)
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)

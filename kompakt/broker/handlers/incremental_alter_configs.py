@@ -1,0 +1,147 @@
+"""IncrementalAlterConfigs (API key 44), versions 0-1.
+
+Behaviour (Kafka's ConfigAdminManager + ConfigurationControlManager.incrementalAlterConfigResource):
+* Request checks as AlterConfigs: a resource twice -> INVALID_REQUEST for each copy; a key twice in
+  a resource -> INVALID_REQUEST "Error due to duplicate config keys"; a null value for SET, APPEND
+  or SUBTRACT -> INVALID_REQUEST; an operation other than 0-3 -> INVALID_REQUEST.
+* TOPIC, starting from the topic's current overrides, each key in turn:
+    SET (0)       key = value
+    DELETE (1)    remove the override (back to the broker/Kafka default)
+    APPEND (2)    list keys only: add each comma-separated item not yet present to the current
+                  value (the override, else the effective default)
+    SUBTRACT (3)  list keys only: remove each item
+  APPEND/SUBTRACT on a non-list key: INVALID_CONFIG "Config value append is not allowed for config
+  key: <key>". The resulting set is validated as a whole (INVALID_CONFIG with the message), then
+  persisted and applied to the live logs before we answer. Unknown topic:
+  UNKNOWN_TOPIC_OR_PARTITION.
+* BROKER: refused with INVALID_REQUEST (no dynamic broker configs; see alter_configs).
+* BROKER_LOGGER (name = node.id): SET a logger's level (TRACE, DEBUG, INFO, WARN, ERROR, FATAL,
+  OFF, or Python's names), DELETE resets it to inherit from its parent; APPEND/SUBTRACT are
+  INVALID_REQUEST. Only `root` and `kompakt.*` loggers; others -> INVALID_CONFIG.
+* validate_only: every check, nothing changed.
+
+Version notes: v1 flexible; otherwise identical.
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
+
+from kompakt.broker.handlers.alter_configs import (alter_resources, apply_topic_configs, check_keys,
+                                                   refuse_broker_alter)
+from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, LOGGER_PREFIX, RESOURCE_TYPE_NAMES,
+                                                      TOPIC, ResourceError, check_broker_name, topic_meta)
+from kompakt.config import topic_config
+from kompakt.protocol.errors import ErrorCode
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+log = logging.getLogger(__name__)
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+OP_NAMES = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+
+# Kafka's log4j level names -> Python levels.
+LEVELS = {"TRACE": 5, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+          "WARNING": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
+          "CRITICAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+
+
+def _parts(value: str | None) -> list[str]:
+    return [p.strip() for p in (value or "").split(",") if p.strip()]
+
+
+def _current_value(name: str, overrides: dict[str, str], cfg) -> str | None:
+    if name in overrides:
+        return overrides[name]
+    key = topic_config.TOPIC_KEYS[name]
+    return topic_config.format_value(key, topic_config.default_value(key, cfg))
+
+
+def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
+    """Apply SET/DELETE/APPEND/SUBTRACT to a copy of a topic's overrides (Kafka's order: as listed)."""
+    result = dict(overrides)
+    for op in ops:
+        name, value = op.name, op.value
+        if op.config_operation == SET:
+            result[name] = value
+        elif op.config_operation == DELETE:
+            result.pop(name, None)
+        else:
+            verb = "append" if op.config_operation == APPEND else "subtract"
+            key = topic_config.TOPIC_KEYS.get(name)
+            if key is None:
+                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            if key.type != "list":
+                raise ResourceError(ErrorCode.INVALID_CONFIG,
+                                    f"Config value {verb} is not allowed for config key: {name}")
+            items = _parts(_current_value(name, result, cfg))
+            for item in _parts(value):
+                if op.config_operation == APPEND and item not in items:
+                    items.append(item)
+                elif op.config_operation == SUBTRACT and item in items:
+                    items.remove(item)
+            result[name] = ",".join(items)
+    return result
+
+
+def _check_ops(configs) -> None:
+    for c in configs:
+        if c.config_operation not in OP_NAMES:
+            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}")
+    check_keys(configs, lambda c: c.config_operation != DELETE)
+
+
+def _alter_loggers(ctx, name: str, ops, validate_only: bool) -> None:
+    check_broker_name(name, ctx.config.node_id, allow_empty=False)
+    changes = []
+    for op in ops:
+        if op.config_operation in (APPEND, SUBTRACT):
+            raise ResourceError(ErrorCode.INVALID_REQUEST,
+                                f"{OP_NAMES[op.config_operation]} operation is not allowed for the "
+                                f"BROKER_LOGGER resource")
+        logger = op.name
+        if logger != "root" and logger != LOGGER_PREFIX and not logger.startswith(LOGGER_PREFIX + "."):
+            raise ResourceError(ErrorCode.INVALID_CONFIG,
+                                f"Logger {logger} is not a broker logger (root or {LOGGER_PREFIX}.*)")
+        if op.config_operation == DELETE:
+            if logger == "root":
+                raise ResourceError(ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
+            changes.append((logger, logging.NOTSET))
+            continue
+        level = LEVELS.get(str(op.value).strip().upper())
+        if level is None:
+            raise ResourceError(ErrorCode.INVALID_CONFIG,
+                                f"Cannot set the log level of {logger} to {op.value} as it is not a supported "
+                                f"log level. Valid log4j levels are {', '.join(k for k in LEVELS if k not in ('WARNING', 'CRITICAL'))}")
+        changes.append((logger, level))
+    if validate_only:
+        return
+    for logger, level in changes:
+        (logging.getLogger() if logger == "root" else logging.getLogger(logger)).setLevel(level)
+        log.info("logger %s level set to %s by client %s", logger, logging.getLevelName(level), ctx.client_id)
+
+
+async def _alter_one(ctx, resource, validate_only: bool) -> None:
+    rtype, name = resource.resource_type, resource.resource_name
+    _check_ops(resource.configs)
+    if rtype == TOPIC:
+        meta = topic_meta(ctx.log_manager, name)
+        new = new_topic_configs(dict(meta.configs), resource.configs, ctx.config)
+        await apply_topic_configs(ctx, name, new, validate_only)
+    elif rtype == BROKER:
+        refuse_broker_alter(ctx, name, [c.name for c in resource.configs])
+    elif rtype == BROKER_LOGGER:
+        _alter_loggers(ctx, name, resource.configs, validate_only)
+    else:
+        raise ResourceError(ErrorCode.INVALID_REQUEST,
+                            f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
+
+
+async def handle(ctx, request) -> IncrementalAlterConfigsResponse:
+    results = await alter_resources(ctx, request, IncrementalAlterConfigsResponse.AlterConfigsResourceResponse,
+                                    _alter_one)
+    return IncrementalAlterConfigsResponse(throttle_time_ms=0, responses=results)

@@ -1,0 +1,63 @@
+"""InitProducerId (API key 22), versions 0-5: producer ids for idempotent producers.
+
+Behaviour:
+* No transactional id (idempotent producer, the default of kafka-python 3.x, the Java client
+  and librdkafka with enable.idempotence): a producer id from `broker/producer_ids.py`, never
+  reused across restarts, epoch 0.
+* producer_id and producer_epoch (v3+, KIP-360): both -1 asks for a new id; both set asks for an
+  epoch bump — a producer id we issued keeps its id with epoch + 1 (fencing its own older
+  in-flight batches); an exhausted epoch or an id we never issued gets a fresh id with epoch 0.
+  One set and the other -1: INVALID_REQUEST.
+* A transactional id: Kompakt does not implement transactions (no transaction coordinator, no
+  markers), and ApiVersions does not advertise AddPartitionsToTxn/EndTxn. We answer
+  INVALID_REQUEST (whose Kafka text reads "...sent to an incompatible broker. See the broker logs
+  for more details.") and log why, naming the transactional id and the client.
+* transaction_timeout_ms is ignored for idempotent producers (as Kafka does).
+
+Version notes: v2+ flexible; v3 adds producer_id/producer_epoch; v4 allows the
+PRODUCER_FENCED-era error codes; v5 is identical; v6 (KIP-939 2PC, unstable in Kafka) not served.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kafka.protocol.producer.transaction import InitProducerIdResponse
+
+from kompakt.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, get_manager
+from kompakt.protocol.errors import ErrorCode
+
+API_KEY = 22
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+log = logging.getLogger(__name__)
+
+
+def _answer(code: ErrorCode = ErrorCode.NONE, producer_id: int = NO_PRODUCER_ID,
+            producer_epoch: int = NO_PRODUCER_EPOCH) -> InitProducerIdResponse:
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=int(code), producer_id=producer_id,
+                                  producer_epoch=producer_epoch)
+
+
+async def handle(ctx, request) -> InitProducerIdResponse:
+    if request.transactional_id is not None:
+        log.warning("InitProducerId with transactional.id=%r from client %r (%s) refused: Kompakt does "
+                    "not support transactions; use an idempotent producer (enable.idempotence=true "
+                    "without transactional.id)", request.transactional_id, ctx.client_id, ctx.peer)
+        return _answer(ErrorCode.INVALID_REQUEST)
+    pid, epoch = (request.producer_id, request.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
+    if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
+        log.info("InitProducerId from %r with producer_id=%d and producer_epoch=%d: both or neither "
+                 "must be -1", ctx.client_id, pid, epoch)
+        return _answer(ErrorCode.INVALID_REQUEST)
+    manager = get_manager(ctx.broker)
+    if manager.needs_reservation():
+        # The next id starts a block: its reservation fsyncs a file, so keep it off the loop.
+        new_pid, new_epoch = await asyncio.to_thread(manager.init_producer, pid, epoch)
+    else:
+        new_pid, new_epoch = manager.init_producer(pid, epoch)
+    if pid != NO_PRODUCER_ID:
+        log.info("producer %d epoch %d of client %r -> producer %d epoch %d",
+                 pid, epoch, ctx.client_id, new_pid, new_epoch)
+    return _answer(producer_id=new_pid, producer_epoch=new_epoch)
