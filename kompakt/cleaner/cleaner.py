@@ -1,0 +1,459 @@
+"""Cleaner: the two-pass clean of one log, run inside a worker process over immutable segment files.
+
+Role: Kafka's Cleaner.doClean -> buildOffsetMap -> groupSegmentsBySize -> cleanSegments, minus the
+swap. Input is a `CleanJob` (plain data: paths, sizes, offsets, config values, the clock reading);
+output is `.cleaned` segment files next to the originals plus a `CleanResult` naming, for each
+group, the cleaned base offset and the old segments it replaces. The broker process swaps them in
+(`manager.swap_in`, under the log's lock) so appends and reads never wait for a clean.
+
+Only the segments below the first uncleanable offset are read; they are immutable (never the active
+segment; retention, truncation and deletion abort the clean before touching them), so a worker can
+read them without any lock. Per-batch work goes through `batch_ops` (the seam for a compiled
+implementation); this module only walks files and batch headers.
+
+Files written per group (Kafka's layout, suffix `.cleaned` after the extension):
+
+    <base:020d>.log.cleaned        retained batches, byte for byte or rebuilt by batch_ops
+    <base:020d>.index.cleaned      offset index: entries (relative offset int32, position int32),
+                                   one when more than index.interval.bytes were written since the last
+    <base:020d>.timeindex.cleaned  time index: entries (timestamp int64, relative offset int32) when the
+                                   max timestamp so far grew, plus a final entry (Kafka's
+                                   onBecomeInactiveSegment)
+All three are flushed and fsynced before the result is reported; the .log's mtime is set to the
+last replaced segment's (Kafka keeps the last-modified time of the originals for retention).
+
+Abort: `check_done()` is called between batches (every CHECK_EVERY batches) and inside throttle
+sleeps; it raises CleaningAbortedError, and every `.cleaned` file this clean wrote is deleted.
+
+Transactions: a header-only prescan of the whole log finds the markers (producer id, offset,
+COMMIT/ABORT) and each producer's last batch. Data batches whose next marker is an ABORT are
+dropped (and never mapped); markers are kept until no record of their transaction remains in this
+pass and their delete horizon (stamped on first sight, like tombstones) has passed; the last batch
+of each producer is kept, empty if need be, so its sequence state survives; so is the batch whose
+next offset is the first uncleanable offset (last-offset information).
+"""
+from __future__ import annotations
+
+import bisect
+import mmap
+import os
+import struct
+import time as _time
+from dataclasses import dataclass, field
+
+from kompakt.cleaner import batch_ops
+from kompakt.cleaner.batch_ops import (CONTROL_MASK, H_ATTRS, H_BASE_OFFSET, H_COUNT, H_LAST_DELTA,
+                                       H_LENGTH, H_MAX_TS, H_PEPOCH, H_PID, HEADER, HEADER_SIZE,
+                                       TRANSACTIONAL_MASK)
+from kompakt.cleaner.stats import CleanerStats
+
+CLEANED_SUFFIX = ".cleaned"
+OFFSET_ENTRY = struct.Struct(">ii")
+TIME_ENTRY = struct.Struct(">qi")
+assert OFFSET_ENTRY.size == 8 and TIME_ENTRY.size == 12
+INT32_MAX = 2**31 - 1
+CHECK_EVERY = 64
+ABORT_MARKER = 0
+COMMIT_MARKER = 1
+
+
+class CleaningAbortedError(Exception):
+    """The clean of a partition was aborted (pause/abort from the broker); output is deleted."""
+
+
+@dataclass
+class SegmentInfo:
+    base_offset: int
+    log_path: str
+    size: int                  # bytes of the .log when the job was made
+    offset_index_bytes: int = 0
+    time_index_bytes: int = 0
+    last_modified: float = 0.0
+
+
+@dataclass
+class CleanJob:
+    tp: tuple
+    dir: str
+    segments: list             # SegmentInfo of every segment with base < first_uncleanable_offset
+    tail: list                 # SegmentInfo of the rest (active included), read for the prescan only
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    log_start_offset: int
+    now_ms: int
+    delete_retention_ms: int
+    segment_bytes: int = 1 << 30
+    max_index_size: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    target_codec: int | None = None
+    # pid -> (last data offset or -1, producer epoch); None: derive from the prescan
+    active_producers: dict | None = None
+
+
+@dataclass
+class CleanedGroup:
+    base_offset: int
+    replaces: list             # base offsets of the replaced segments
+    log_path: str              # the .log.cleaned
+    size: int
+
+
+@dataclass
+class CleanResult:
+    tp: tuple
+    end_offset: int            # the new first dirty offset (cleaner point)
+    groups: list = field(default_factory=list)
+    stats: CleanerStats = field(default_factory=CleanerStats)
+    map_size: int = 0
+
+
+def segment_file(dir_: str, base_offset: int, ext: str, suffix: str = "") -> str:
+    return os.path.join(dir_, f"{base_offset:020d}{ext}{suffix}")
+
+
+# ---------------------------------------------------------------------------------------------
+# file access
+
+class _Mapped:
+    """A read-only view of the first `size` bytes of a segment's .log."""
+
+    def __init__(self, path: str, size: int):
+        self.size = 0
+        self.mm = None
+        self._f = open(path, "rb")
+        real = os.fstat(self._f.fileno()).st_size
+        self.size = min(size, real)
+        if self.size > 0:
+            self.mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def close(self):
+        if self.mm is not None:
+            self.mm.close()
+        self._f.close()
+
+    def batches(self, start_pos: int = 0):
+        """(position, header tuple) of each complete batch; stops at a torn tail."""
+        mm, end, pos = self.mm, self.size, start_pos
+        unpack = HEADER.unpack_from
+        while end - pos >= HEADER_SIZE:
+            h = unpack(mm, pos)
+            size = h[H_LENGTH] + 12
+            if size < HEADER_SIZE or pos + size > end:
+                return
+            yield pos, h
+            pos += size
+
+
+def prescan(segments) -> tuple[dict, dict]:
+    """Markers per producer {pid: ([offsets], [types])} and last batch per producer
+    {pid: (last data offset or -1, epoch)} over every segment, reading headers only."""
+    markers: dict = {}
+    last: dict = {}
+    for seg in segments:
+        try:
+            f = _Mapped(seg.log_path, seg.size)
+        except FileNotFoundError:
+            continue
+        try:
+            if f.mm is None:
+                continue
+            for pos, h in f.batches():
+                pid = h[H_PID]
+                if pid < 0:
+                    continue
+                attrs = h[H_ATTRS]
+                if attrs & CONTROL_MASK:
+                    kind = batch_ops.control_type(f.mm[pos:pos + h[H_LENGTH] + 12], h)
+                    offs, types = markers.setdefault(pid, ([], []))
+                    offs.append(h[H_BASE_OFFSET])
+                    types.append(kind)
+                    last[pid] = (-1, h[H_PEPOCH])
+                else:
+                    last[pid] = (h[H_BASE_OFFSET] + h[H_LAST_DELTA], h[H_PEPOCH])
+        finally:
+            f.close()
+    return markers, last
+
+
+def _is_aborted(markers: dict, h) -> bool:
+    if not h[H_ATTRS] & TRANSACTIONAL_MASK:
+        return False
+    m = markers.get(h[H_PID])
+    if m is None:
+        return False
+    offs, types = m
+    i = bisect.bisect_right(offs, h[H_BASE_OFFSET])
+    return i < len(offs) and types[i] == ABORT_MARKER
+
+
+# ---------------------------------------------------------------------------------------------
+# the clean
+
+class Cleaner:
+    """One worker's cleaner: its offset map, throttle, clock and abort check, reused across logs."""
+
+    def __init__(self, worker_id: int, offset_map, throttler=None, check_done=None,
+                 monotonic=_time.monotonic):
+        self.id = worker_id
+        self.offset_map = offset_map
+        self.throttler = throttler
+        self.check_done = check_done or (lambda: None)
+        self.monotonic = monotonic
+
+    def _throttle(self, n: int) -> None:
+        if self.throttler is not None:
+            self.throttler.maybe_throttle(n, self.check_done)
+
+    def clean(self, job: CleanJob) -> CleanResult:
+        stats = CleanerStats(monotonic=self.monotonic)
+        markers, last_batches = prescan(list(job.segments) + list(job.tail))
+        producers = job.active_producers if job.active_producers is not None else last_batches
+        self.build_offset_map(job, markers, stats)
+        omap = self.offset_map
+        end_offset = omap.latest_offset + 1 if omap.latest_offset >= 0 else job.first_dirty_offset
+        end_offset = max(end_offset, job.first_dirty_offset)
+        stats.index_done()
+        to_clean = [s for s in job.segments if s.base_offset < end_offset]
+        groups = group_segments_by_size(to_clean, job.segment_bytes, job.max_index_size,
+                                        job.first_uncleanable_offset)
+        result = CleanResult(job.tp, end_offset, stats=stats, map_size=omap.size)
+        txn_state: dict = {}
+        written: list[str] = []
+        try:
+            for group in groups:
+                result.groups.append(self.clean_segments(job, group, markers, producers, txn_state,
+                                                         stats, written))
+        except BaseException:
+            for path in written:
+                _unlink(path)
+            raise
+        stats.buffer_utilization = omap.utilization()
+        stats.all_done()
+        return result
+
+    # pass 1 ------------------------------------------------------------------------------------
+    def build_offset_map(self, job: CleanJob, markers: dict, stats: CleanerStats) -> bool:
+        omap = self.offset_map
+        omap.clear()
+        start = job.first_dirty_offset
+        end = job.first_uncleanable_offset
+        limit = omap.max_desired_size
+        dirty = [s for i, s in enumerate(job.segments)
+                 if s.base_offset < end and _next_base(job.segments, i, end) > start]
+        for i, seg in enumerate(dirty):
+            next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            self.check_done()
+            if self._map_segment(seg, start, end, limit, markers, stats):
+                return True
+            omap.update_latest_offset(next_base - 1)
+        return False
+
+    def _map_segment(self, seg: SegmentInfo, start: int, end: int, limit: int, markers, stats) -> bool:
+        omap = self.offset_map
+        f = _Mapped(seg.log_path, seg.size)
+        try:
+            if f.mm is None:
+                return False
+            mm = f.mm
+            n = 0
+            chunk = 0
+            for pos, h in f.batches():
+                last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
+                if last < start:
+                    continue
+                if h[H_BASE_OFFSET] >= end:
+                    break
+                size = h[H_LENGTH] + 12
+                n += 1
+                if n % CHECK_EVERY == 0:
+                    self.check_done()
+                chunk += size
+                if chunk >= 1 << 20:
+                    self._throttle(chunk)
+                    chunk = 0
+                stats.map_bytes_read += size
+                if h[H_ATTRS] & CONTROL_MASK or _is_aborted(markers, h):
+                    stats.map_messages_read += h[H_COUNT]
+                else:
+                    read, _, full = batch_ops.index_batch(mm[pos:pos + size], h, omap, start, limit)
+                    stats.map_messages_read += read
+                    if full:
+                        return True
+                omap.update_latest_offset(last)
+            self._throttle(chunk)
+            return False
+        finally:
+            f.close()
+
+    # pass 2 ------------------------------------------------------------------------------------
+    def clean_segments(self, job: CleanJob, group: list, markers, producers, txn_state, stats,
+                       written: list) -> CleanedGroup:
+        base = group[0].base_offset
+        log_path = segment_file(job.dir, base, ".log", CLEANED_SUFFIX)
+        idx_path = segment_file(job.dir, base, ".index", CLEANED_SUFFIX)
+        tim_path = segment_file(job.dir, base, ".timeindex", CLEANED_SUFFIX)
+        for p in (log_path, idx_path, tim_path):
+            _unlink(p)
+            written.append(p)
+        out = open(log_path, "wb", buffering=1 << 20)
+        offset_entries = bytearray()
+        time_entries = bytearray()
+        position = 0
+        since_index = 0
+        max_ts_so_far = -1
+        offset_of_max_ts = base
+        last_time_entry_ts = -1
+        omap = self.offset_map
+        now_ms = job.now_ms
+        drm = job.delete_retention_ms
+        upper = job.first_uncleanable_offset
+        codec = job.target_codec
+        try:
+            n = 0
+            for seg in group:
+                f = _Mapped(seg.log_path, seg.size)
+                try:
+                    if f.mm is None:
+                        continue
+                    mm = f.mm
+                    chunk = 0
+                    for pos, h in f.batches():
+                        size = h[H_LENGTH] + 12
+                        n += 1
+                        if n % CHECK_EVERY == 0:
+                            self.check_done()
+                        chunk += size
+                        if chunk >= 1 << 20:
+                            self._throttle(chunk)
+                            chunk = 0
+                        raw = mm[pos:pos + size]
+                        res = self._filter(raw, h, markers, producers, txn_state, now_ms, drm, upper, codec)
+                        stats.messages_read += res.read
+                        stats.bytes_read += size
+                        stats.invalid_messages += res.keyless
+                        stats.tombstones_retained += res.tombstones
+                        if res.output is None:
+                            continue
+                        data = res.output
+                        last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
+                        if last - base > INT32_MAX:
+                            raise ValueError(f"offset {last} does not fit the index of cleaned segment {base}")
+                        bts = h[H_MAX_TS] if res.copied else HEADER.unpack_from(data, 0)[H_MAX_TS]
+                        if bts > max_ts_so_far:
+                            max_ts_so_far = bts
+                            offset_of_max_ts = last
+                        if since_index > job.index_interval_bytes:
+                            offset_entries += OFFSET_ENTRY.pack(last - base, position)
+                            if max_ts_so_far > last_time_entry_ts:
+                                time_entries += TIME_ENTRY.pack(max_ts_so_far, offset_of_max_ts - base)
+                                last_time_entry_ts = max_ts_so_far
+                            since_index = 0
+                        out.write(data)
+                        position += len(data)
+                        since_index += len(data)
+                        stats.messages_written += res.retained
+                        stats.bytes_written += len(data)
+                        chunk += len(data)
+                    self._throttle(chunk)
+                finally:
+                    f.close()
+            if max_ts_so_far > last_time_entry_ts and position > 0:
+                time_entries += TIME_ENTRY.pack(max_ts_so_far, offset_of_max_ts - base)
+            out.flush()
+            os.fsync(out.fileno())
+        finally:
+            out.close()
+        for path, content in ((idx_path, offset_entries), (tim_path, time_entries)):
+            with open(path, "wb") as fh:
+                fh.write(content)
+                fh.flush()
+                os.fsync(fh.fileno())
+        mtime = group[-1].last_modified
+        if mtime:
+            os.utime(log_path, (mtime, mtime))
+        return CleanedGroup(base, [s.base_offset for s in group], log_path, position)
+
+    def _filter(self, raw, h, markers, producers, txn_state, now_ms, drm, upper, codec):
+        attrs = h[H_ATTRS]
+        pid = h[H_PID]
+        last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
+        retain_empty = False
+        if pid >= 0:
+            p = producers.get(pid)
+            if p is not None:
+                if p[0] >= 0:
+                    retain_empty = last == p[0]
+                else:
+                    retain_empty = bool(attrs & CONTROL_MASK) and h[H_PEPOCH] == p[1]
+        if last + 1 == upper:
+            retain_empty = True
+        if attrs & CONTROL_MASK:
+            # a marker may go once no record of its transaction remains and its horizon passed
+            can_discard = not txn_state.pop(pid, False)
+            horizon_passed = bool(attrs & batch_ops.DELETE_HORIZON_MASK) and h[batch_ops.H_BASE_TS] <= now_ms
+            return batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm,
+                                          discard_records=can_discard and horizon_passed,
+                                          retain_empty=retain_empty, stamp_marker=can_discard,
+                                          target_codec=None)
+        if _is_aborted(markers, h):
+            return batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, discard_records=True,
+                                          retain_empty=retain_empty)
+        res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, retain_empty=retain_empty,
+                                     target_codec=codec)
+        if attrs & TRANSACTIONAL_MASK and res.retained:
+            txn_state[pid] = True
+        return res
+
+
+def _next_base(segments, i, end):
+    return segments[i + 1].base_offset if i + 1 < len(segments) else end
+
+
+def group_segments_by_size(segments: list, max_size: int, max_index_size: int,
+                           first_uncleanable_offset: int) -> list:
+    """Kafka's groupSegmentsBySize: consecutive segments whose log bytes, offset-index bytes and
+    time-index bytes each stay within the limits and whose offsets span at most 2^31 - 1."""
+    groups = []
+    i = 0
+    n = len(segments)
+    while i < n:
+        group = [segments[i]]
+        log_size = segments[i].size
+        idx = segments[i].offset_index_bytes
+        tidx = segments[i].time_index_bytes
+        i += 1
+        while i < n:
+            s = segments[i]
+            last_of_s = segments[i + 1].base_offset - 1 if i + 1 < n else first_uncleanable_offset - 1
+            if not (log_size + s.size <= max_size and idx + s.offset_index_bytes <= max_index_size
+                    and tidx + s.time_index_bytes <= max_index_size
+                    and (s.size == 0 or last_of_s - group[0].base_offset <= INT32_MAX)):
+                break
+            group.append(s)
+            log_size += s.size
+            idx += s.offset_index_bytes
+            tidx += s.time_index_bytes
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def delete_cleaned_files(dir_: str) -> int:
+    """Remove every `.cleaned` file of a partition dir (partial output of an aborted clean)."""
+    n = 0
+    try:
+        names = os.listdir(dir_)
+    except FileNotFoundError:
+        return 0
+    for name in names:
+        if name.endswith(CLEANED_SUFFIX):
+            _unlink(os.path.join(dir_, name))
+            n += 1
+    return n

@@ -1,0 +1,152 @@
+"""Cleaner (worker side): the two passes over real segment files, partial passes, grouping, abort."""
+import os
+
+import pytest
+
+from kompakt.cleaner import cleaner as C
+from kompakt.cleaner.offset_map import SkimpyOffsetMap
+from kompakt.protocol import records as R
+
+from .segfiles import job_for, read_all, segment_offsets, swap_files, write_segment
+
+NOW = 1_700_000_000_000
+DAY = 86_400_000
+
+
+def b(recs, base, **kw):
+    return R.build_batch([(k, v, [], NOW) for k, v in recs], base_offset=base, base_timestamp=NOW, **kw)
+
+
+def test_fruit_prices_walkthrough_at_file_level(tmp_path):
+    d = str(tmp_path)
+    write_segment(d, 0, [b([(b"grape", b"$2.69")], 0), b([(b"lime", b"$0.49")], 1),
+                         b([(b"grape", None)], 2), b([(b"lime", b"$1.59")], 3)])
+    write_segment(d, 4, [b([(b"lime", b"$1.99")], 4)])
+    cl = C.Cleaner(0, SkimpyOffsetMap(24 * 1000))
+    res = cl.clean(job_for(d, 0, NOW))
+    assert res.end_offset == 4 and [g.replaces for g in res.groups] == [[0]]
+    swap_files(d, res)
+    # grape's tombstone (2) and lime@3 stay; lime@3 is kept because lime@4 is in the active segment
+    assert segment_offsets(d) == {0: [2, 3], 4: [4]}
+    assert res.stats.tombstones_retained == 1 and res.stats.messages_read == 4
+    with open(C.segment_file(d, 4, ".log"), "ab") as f:
+        for i, (k, v) in enumerate([(b"guava", b"1"), (b"guava", b"2"), (b"kiwi", b"3")]):
+            f.write(b([(k, v)], 5 + i))
+    write_segment(d, 8, [b([(b"guava", b"4")], 8)])
+    # before delete.retention.ms the tombstone survives the second clean
+    res2 = C.Cleaner(0, SkimpyOffsetMap(24 * 1000)).clean(job_for(d, 4, NOW + 1000, segment_bytes=10**9))
+    assert res2.end_offset == 8
+    swap_files(d, res2)
+    assert segment_offsets(d) == {0: [2, 4, 6, 7], 8: [8]}
+    # after it, the next clean drops it (and nothing else: the dirty range is empty of duplicates)
+    write_segment(d, 9, [b([(b"kiwi", b"5")], 9)])
+    res3 = C.Cleaner(0, SkimpyOffsetMap(24 * 1000)).clean(job_for(d, 8, NOW + DAY + 2000))
+    swap_files(d, res3)
+    # guava@6 goes too: guava@8 was in the dirty segment 8
+    assert [o for o, _, _ in read_all(d)] == [4, 7, 8, 9]
+
+
+def test_partial_passes_with_tiny_map(tmp_path):
+    d = str(tmp_path)
+    recs = [(b"k%d" % (i % 7), b"v%d" % i) for i in range(60)]
+    for s in range(6):
+        write_segment(d, s * 10, [b([recs[s * 10 + j]], s * 10 + j) for j in range(10)])
+    write_segment(d, 60, [])
+    first_dirty = 0
+    passes = 0
+    while first_dirty < 60:
+        cl = C.Cleaner(0, SkimpyOffsetMap(24 * 5, 0.9))   # 5 slots -> 4 keys per pass
+        res = cl.clean(job_for(d, first_dirty, NOW, segment_bytes=10**9))
+        assert res.end_offset > first_dirty
+        swap_files(d, res)
+        first_dirty = res.end_offset
+        passes += 1
+    assert passes > 1
+    latest = {}
+    for i, (k, v) in enumerate(recs):
+        latest[k] = (i, v)
+    got = read_all(d)
+    assert {k: (o, v) for o, k, v in got} == latest
+    assert len(got) == 7
+
+
+def test_groups_respect_segment_bytes(tmp_path):
+    d = str(tmp_path)
+    for s in range(4):
+        write_segment(d, s * 2, [b([(b"a%d" % s, b"x" * 100)], s * 2), b([(b"b%d" % s, b"y" * 100)], s * 2 + 1)])
+    write_segment(d, 8, [])
+    size = os.path.getsize(C.segment_file(d, 0, ".log"))
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW, segment_bytes=2 * size))
+    assert [g.replaces for g in res.groups] == [[0, 2], [4, 6]]
+    swap_files(d, res)
+    assert len(read_all(d)) == 8
+
+
+def test_index_files_are_written(tmp_path):
+    d = str(tmp_path)
+    write_segment(d, 0, [b([(b"k%d" % i, b"v" * 300)], i) for i in range(50)])
+    write_segment(d, 50, [])
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW, index_interval_bytes=1000))
+    idx = open(C.segment_file(d, 0, ".index", ".cleaned"), "rb").read()
+    tim = open(C.segment_file(d, 0, ".timeindex", ".cleaned"), "rb").read()
+    entries = [C.OFFSET_ENTRY.unpack_from(idx, i) for i in range(0, len(idx), 8)]
+    assert len(entries) > 5
+    data = open(C.segment_file(d, 0, ".log", ".cleaned"), "rb").read()
+    for rel, pos in entries:
+        h = R.read_header(data, pos)
+        assert h.last_offset == rel
+    assert len(tim) == 12 and C.TIME_ENTRY.unpack(tim) == (NOW, 0)  # first offset reaching the max timestamp
+
+
+def test_abort_deletes_partial_output(tmp_path):
+    d = str(tmp_path)
+    write_segment(d, 0, [b([(b"k%d" % i, b"v")], i) for i in range(500)])
+    write_segment(d, 500, [])
+    calls = []
+
+    def check_done():
+        calls.append(1)
+        if len(calls) > 5:
+            raise C.CleaningAbortedError()
+
+    with pytest.raises(C.CleaningAbortedError):
+        C.Cleaner(0, SkimpyOffsetMap(24 * 1000), check_done=check_done).clean(job_for(d, 0, NOW))
+    assert not [n for n in os.listdir(d) if n.endswith(".cleaned")]
+
+
+def test_keyless_dropped_and_counted(tmp_path):
+    d = str(tmp_path)
+    write_segment(d, 0, [b([(None, b"x"), (b"a", b"1")], 0)])
+    write_segment(d, 2, [])
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW))
+    swap_files(d, res)
+    assert read_all(d) == [(1, b"a", b"1")] and res.stats.invalid_messages == 1
+
+
+def test_transactions_aborted_data_dropped_markers_kept_then_removed(tmp_path):
+    d = str(tmp_path)
+
+    def marker(kind, base, pid):
+        return R.build_batch([(b"\x00\x00" + kind.to_bytes(2, "big"), b"\x00\x00\x00\x00\x00\x00", [], NOW)],
+                             base_offset=base, is_control=True, is_transactional=True,
+                             producer_id=pid, producer_epoch=0, base_timestamp=NOW)
+    write_segment(d, 0, [
+        b([(b"a", b"committed")], 0, producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True),
+        b([(b"b", b"aborted")], 1, producer_id=2, producer_epoch=0, base_sequence=0, is_transactional=True),
+        marker(1, 2, 1), marker(0, 3, 2),
+        b([(b"a", b"plain")], 4),
+    ])
+    write_segment(d, 5, [b([(b"z", b"1")], 5, producer_id=1, producer_epoch=0, base_sequence=1)])
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW))
+    swap_files(d, res)
+    assert read_all(d) == [(4, b"a", b"plain"), (5, b"z", b"1")]
+    data = open(C.segment_file(d, 0, ".log"), "rb").read()
+    kinds = [(h.base_offset, h.is_control, h.records_count, h.has_delete_horizon) for _, h in R.iter_batches(data)]
+    # pid 1's committed batch emptied but its marker stays until the horizon; pid 2's marker the same
+    assert (2, True, 1, False) in kinds or (2, True, 1, True) in kinds
+    assert any(k[0] == 3 and k[1] for k in kinds)
+    res2 = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW + DAY + 1))
+    swap_files(d, res2)
+    data = open(C.segment_file(d, 0, ".log"), "rb").read()
+    # pid 1's marker is gone; pid 2's marker is that producer's last batch: kept, emptied (epoch fencing)
+    assert [(h.base_offset, h.records_count) for _, h in R.iter_batches(data) if h.is_control] == [(3, 0)]
