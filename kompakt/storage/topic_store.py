@@ -17,10 +17,8 @@ leaves `kompakt-topics.json.tmp`, ignored and overwritten later). A corrupt or m
 logged and the LogManager rebuilds what it can from the partition dirs (`partition.metadata`
 carries the topic id; configs of such topics fall back to the broker defaults, logged).
 
-Per partition dir, `partition.metadata` (Kafka's PartitionMetadataFile, text):
-
-    version: 0
-    topic_id: <kafka uuid>
+Per partition dir, `partition.metadata` (Kafka's PartitionMetadataFile; format and writer in
+kompakt.storage.loader): "version: 0\ntopic_id: <kafka uuid>".
 
 Ordering rules that keep the two consistent (the LogManager follows them):
   create: 1. save the store with the topic, 2. create the partition dirs (+ partition.metadata).
@@ -31,7 +29,6 @@ Ordering rules that keep the two consistent (the LogManager follows them):
 """
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -44,13 +41,14 @@ import crc32c
 
 from kompakt.protocol.errors import InvalidTopicExceptionError
 from kompakt.storage.checkpoint import atomic_write
+from kompakt.storage.loader import read_partition_metadata as _read_partition_metadata
+from kompakt.storage.loader import topic_id_from_string, topic_id_to_string
+from kompakt.storage.loader import write_partition_metadata  # noqa: F401 - re-exported for the LogManager
 
 log = logging.getLogger(__name__)
 
 STORE_FILE = "kompakt-topics.json"
 STORE_VERSION = 1
-PARTITION_METADATA_FILE = "partition.metadata"
-PARTITION_METADATA_VERSION = 0
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -68,17 +66,16 @@ class TopicStoreCorruptError(ValueError):
     """The store file exists but cannot be trusted; the message says why."""
 
 
-# --- Kafka Uuid text form -------------------------------------------------------------------
+# --- Kafka Uuid text form (shared with the loader, which owns partition.metadata) ---------------
 
-def uuid_to_str(u: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
+uuid_to_str = topic_id_to_string
 
 
 def uuid_from_str(text: str) -> uuid.UUID:
     text = text.strip()
     if len(text) != 22:
         raise ValueError(f"a Kafka uuid has 22 characters, got {len(text)}: {text!r}")
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+    return topic_id_from_string(text)
 
 
 def random_topic_id() -> uuid.UUID:
@@ -119,27 +116,14 @@ def colliding_topic(name: str, existing: Iterable[str]) -> str | None:
     return None
 
 
-# --- partition.metadata -----------------------------------------------------------------------
-
-def write_partition_metadata(partition_dir: str, topic_id: uuid.UUID) -> None:
-    text = f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {uuid_to_str(topic_id)}\n"
-    atomic_write(os.path.join(partition_dir, PARTITION_METADATA_FILE), text.encode("ascii"))
-
+# --- partition.metadata (format and writer live in the loader) --------------------------------
 
 def read_partition_metadata(partition_dir: str) -> uuid.UUID | None:
     """The topic id in a partition dir's partition.metadata; None if missing or unreadable (logged)."""
-    path = os.path.join(partition_dir, PARTITION_METADATA_FILE)
     try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-        fields = dict(line.split(":", 1) for line in lines if ":" in line)
-        if int(fields["version"].strip()) != PARTITION_METADATA_VERSION:
-            raise ValueError(f"unsupported version {fields['version'].strip()}")
-        return uuid_from_str(fields["topic_id"])
-    except FileNotFoundError:
-        return None
-    except (OSError, KeyError, ValueError, UnicodeDecodeError) as exc:
-        log.warning("ignoring unreadable %s: %s", path, exc)
+        return _read_partition_metadata(partition_dir)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        log.warning("ignoring unreadable partition.metadata in %s: %s", partition_dir, exc)
         return None
 
 

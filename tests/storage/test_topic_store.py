@@ -26,7 +26,7 @@ def test_kafka_uuid_text():
 def test_partition_metadata_golden(tmp_path):
     u = uuid.UUID("00000000-0000-0000-0000-000000000001")
     write_partition_metadata(str(tmp_path), u)
-    assert (tmp_path / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
+    assert (tmp_path / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
     assert read_partition_metadata(str(tmp_path)) == u
     (tmp_path / "partition.metadata").write_bytes(b"garbage\x00")
     assert read_partition_metadata(str(tmp_path)) is None
