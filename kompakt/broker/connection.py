@@ -1,0 +1,186 @@
+"""One client connection: frames in, handlers run concurrently, responses out in request order.
+
+Role: an `asyncio.BufferedProtocol`; the event loop reads straight into the FrameReader's buffer
+(a large produce request into a buffer of its own, see protocol/framing.py). Each complete frame
+is parsed at once (dispatch.prepare) and its handler runs as a task; a deque of slots, one per
+request in arrival order, holds finished responses until every earlier one is written, because
+Kafka clients match responses to requests by order as well as correlation id.
+
+Flow control (uvicorn's shape): reading pauses while `queued.max.requests` requests are in flight
+on this connection, or while the transport's write buffer is above its high-water mark
+(`pause_writing`), and resumes when both clear. A slow consumer therefore throttles its own
+connection and nobody else's.
+
+Failure policy: an oversized or negative size prefix, a malformed header or body, an unknown API
+key, an unsupported version (other than ApiVersions) or a handler bug closes this connection
+with one WARNING line naming the peer and the reason. Nothing a client sends reaches past its
+own connection.
+
+Shutdown: `close_when_idle()` stops reading and closes the transport once every in-flight
+response has been written; the server waits for that with a timeout, then `abort()`s.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+
+from kompakt.broker.dispatch import ProtocolViolation
+from kompakt.protocol.framing import FrameReader, InvalidFrameError
+
+log = logging.getLogger(__name__)
+
+
+class _Slot:
+    __slots__ = ("done", "data", "task")
+
+    def __init__(self):
+        self.done = False
+        self.data = None
+        self.task = None
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    def __init__(self, broker, dispatcher, *, max_request_bytes: int, max_in_flight: int):
+        self.broker = broker
+        self.dispatcher = dispatcher
+        self.reader = FrameReader(max_request_bytes)
+        self.max_in_flight = max_in_flight
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.pending: collections.deque[_Slot] = collections.deque()
+        self.closed = asyncio.get_running_loop().create_future()
+        self.last_active = time.monotonic()
+        self._loop = asyncio.get_running_loop()
+        self._reading_paused = False
+        self._write_paused = False
+        self._closing = False
+
+    # -- transport callbacks ---------------------------------------------------------------------
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+        self.broker.connections.add(self)
+        if self.broker.metrics is not None:
+            self.broker.metrics.connection_opened()
+
+    def connection_lost(self, exc) -> None:
+        self.broker.connections.discard(self)
+        if self.broker.metrics is not None:
+            self.broker.metrics.connection_closed()
+        for slot in self.pending:
+            if slot.task is not None and not slot.task.done():
+                slot.task.cancel()
+        self.pending.clear()
+        self.transport = None
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.reader.buffer_updated(nbytes)
+        self.last_active = time.monotonic()
+        reader = self.reader
+        while not self._closing:
+            try:
+                frame = reader.next_frame()
+            except InvalidFrameError as exc:
+                self._violation(str(exc))
+                return
+            if frame is None:
+                return
+            self._start(frame)
+
+    def eof_received(self):
+        return False   # close our side too
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    # -- requests ------------------------------------------------------------------------------
+    def _start(self, frame) -> None:
+        try:
+            prepared = self.dispatcher.prepare(frame, self.peer)
+        except ProtocolViolation as exc:
+            self._violation(str(exc))
+            return
+        slot = _Slot()
+        self.pending.append(slot)
+        if isinstance(prepared, (bytes, bytearray)):
+            slot.done, slot.data = True, prepared
+            self._flush()
+        else:
+            slot.task = self._loop.create_task(self._run(slot, *prepared))
+        self._update_reading()
+
+    async def _run(self, slot: _Slot, ctx, module, request) -> None:
+        try:
+            slot.data = await self.dispatcher.run(ctx, module, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("closing connection from %s: handler for %r failed", self.peer, ctx)
+            self.abort()
+            return
+        slot.done = True
+        self._flush()
+
+    def _flush(self) -> None:
+        pending = self.pending
+        transport = self.transport
+        while pending and pending[0].done:
+            data = pending.popleft().data
+            if data is not None and transport is not None:
+                if isinstance(data, list):
+                    transport.writelines(data)
+                else:
+                    transport.write(data)
+        if self._closing and not pending and transport is not None:
+            transport.close()
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self._closing:
+            return
+        should_pause = self._write_paused or len(self.pending) >= self.max_in_flight
+        if should_pause and not self._reading_paused:
+            self._reading_paused = True
+            transport.pause_reading()
+        elif not should_pause and self._reading_paused:
+            self._reading_paused = False
+            transport.resume_reading()
+
+    # -- closing ---------------------------------------------------------------------------------
+    def _violation(self, reason: str) -> None:
+        log.warning("closing connection from %s: %s", self.peer, reason)
+        self.abort()
+
+    def abort(self) -> None:
+        self._closing = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    def close_when_idle(self) -> None:
+        """Stop reading; close once every request already read has been answered."""
+        if self._closing or self.transport is None:
+            return
+        self._closing = True
+        if not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        if not self.pending:
+            self.transport.close()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.pending)

@@ -1,0 +1,95 @@
+"""From a request frame to a handler and back to response bytes.
+
+Role: parse the request header, find the API's handler module, gate the version, decode the body
+(the handler's own `decode(header, frame)` when it has one, e.g. Produce's zero-copy path, else
+kafka-python's schema), run `handle(ctx, request)`, and encode what it returns:
+
+  handler returns            sent to the client
+  -------------------------  --------------------------------------------------------------
+  kafka-python response obj  framed response header + body (codec.encode_response)
+  bytes / list of buffers    as-is (already framed, e.g. Fetch's zero-copy encoder)
+  None                       nothing (Produce with acks=0)
+
+Client errors that Kafka answers by closing the connection raise `ProtocolViolation` here:
+malformed headers or bodies, unknown API keys, and versions outside the handler's range, except
+ApiVersions, which answers UNSUPPORTED_VERSION with our ranges in v0 form (KIP-511) so clients
+can retry lower.
+
+Invariant: `prepare` is synchronous and does all parsing, so a bad frame is rejected before any
+later frame on the connection is looked at; `run` never raises for a handler's KafkaError (those
+become error codes inside the handler) - anything else escaping a handler is a bug, logged with
+the request, and closes only that connection.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from kompakt.broker.context import RequestContext
+from kompakt.broker.handlers import load_handlers, version_ranges
+from kompakt.protocol import codec, registry
+from kompakt.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+class ProtocolViolation(Exception):
+    """The client sent something Kafka answers by closing the connection."""
+
+
+class Dispatcher:
+    def __init__(self, broker, handlers=None):
+        self.broker = broker
+        self.handlers = load_handlers() if handlers is None else handlers
+        self.ranges = version_ranges(self.handlers)
+        self.names = {key: (registry.API[key].name if key in registry.API else str(key))
+                      for key in self.handlers}
+
+    def warm(self) -> int:
+        """Compile kafka-python's codecs for every served (API, version)."""
+        return registry.warm({key: (lo, hi) for key, lo, hi in self.ranges})
+
+    def prepare(self, frame, peer: str = ""):
+        """Parse and decode one frame: returns (ctx, handler module, request) or an immediate
+        encoded response (bytes). Raises ProtocolViolation."""
+        try:
+            header = codec.read_request_header(frame)
+        except codec.MalformedRequestError as exc:
+            raise ProtocolViolation(str(exc)) from None
+        module = self.handlers.get(header.api_key)
+        if module is None:
+            raise ProtocolViolation(f"unknown or unsupported API key {header.api_key} "
+                                    f"(correlation id {header.correlation_id})")
+        version = header.api_version
+        if not module.MIN_VERSION <= version <= module.MAX_VERSION:
+            if header.api_key == registry.API_VERSIONS_KEY:
+                return codec.encode_api_versions_error(header.correlation_id,
+                                                       ErrorCode.UNSUPPORTED_VERSION, self.ranges)
+            raise ProtocolViolation(f"{self.names[header.api_key]} v{version} is not supported "
+                                    f"(we serve v{module.MIN_VERSION}-v{module.MAX_VERSION})")
+        decode = getattr(module, "decode", None) or codec.decode_request
+        try:
+            request = decode(header, frame)
+        except codec.MalformedRequestError as exc:
+            raise ProtocolViolation(str(exc)) from None
+        return RequestContext(self.broker, header, peer, len(frame)), module, request
+
+    async def run(self, ctx: RequestContext, module, request):
+        """Run the handler and encode its answer (see the table above)."""
+        started = time.perf_counter()
+        response = await module.handle(ctx, request)
+        if response is None:
+            out = None
+            size = 0
+        elif isinstance(response, (bytes, bytearray)):
+            out, size = response, len(response)
+        elif isinstance(response, list):
+            out, size = response, sum(len(c) for c in response)
+        else:
+            out = codec.encode_response(ctx.header, response)
+            size = len(out)
+        metrics = self.broker.metrics
+        if metrics is not None:
+            metrics.observe_request(self.names[ctx.header.api_key], time.perf_counter() - started,
+                                    getattr(response, "error_code", 0) or 0, ctx.frame_size + 4, size)
+        return out

@@ -1,0 +1,65 @@
+"""Long-poll support for Fetch: wake waiting fetches when their partitions get new data.
+
+Role: `FetchWaiters.wait(tps, timeout)` parks a fetch until an append to any of `tps` or the
+timeout; `notify(tp)` is installed as `LogManager.append_listener` and wakes every fetch waiting
+on `tp`. The fetch handler re-reads after waking (a wake-up is a hint, never data).
+
+Invariants: waiters live in the event loop thread; `notify` may be called from any thread (an
+append done in a worker thread hops to the loop with call_soon_threadsafe). A waiter is removed
+from every partition it registered on when it wakes or times out, so nothing accumulates for
+fetches that went away.
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+
+class FetchWaiters:
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
+        self._loop = loop
+        self._thread = threading.get_ident()
+        self._waiters: dict[object, set[asyncio.Future]] = {}
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.get_ident()
+
+    def notify(self, tp) -> None:
+        """An append happened on `tp` (callable from any thread)."""
+        if threading.get_ident() != self._thread:
+            if self._loop is not None and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._wake, tp)
+            return
+        self._wake(tp)
+
+    def _wake(self, tp) -> None:
+        futures = self._waiters.pop(tp, None)
+        if futures:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_result(tp)
+
+    async def wait(self, tps, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for an append to any of `tps`; True if woken."""
+        if timeout <= 0:
+            return False
+        fut = asyncio.get_running_loop().create_future()
+        for tp in tps:
+            self._waiters.setdefault(tp, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            for tp in tps:
+                waiters = self._waiters.get(tp)
+                if waiters is not None:
+                    waiters.discard(fut)
+                    if not waiters:
+                        del self._waiters[tp]
+
+    @property
+    def waiting(self) -> int:
+        return len({id(f) for fs in self._waiters.values() for f in fs})

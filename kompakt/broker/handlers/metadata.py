@@ -1,0 +1,136 @@
+"""Metadata (key 3), versions 0-13.
+
+Behaviour: one broker, which is the controller and the leader (and only replica and ISR member)
+of every partition, advertised at `advertised.listeners` (else the bound listener). Topics are
+listed from LogManager.topics with their topic ids. Unknown topics are created on the spot with
+`num.partitions` when `auto.create.topics.enable` is true and the request allows it
+(v4+ AllowAutoTopicCreation); names Kafka would refuse get INVALID_TOPIC_EXCEPTION, unknown names
+otherwise UNKNOWN_TOPIC_OR_PARTITION. Internal topics (`__consumer_offsets`) are never
+auto-created here and are flagged is_internal.
+
+Version notes:
+- v0: an empty topic list means every topic; v1+: null means every topic, empty means none.
+- v1 adds rack, controller_id and is_internal; v2 cluster_id; v3 throttle_time_ms; v5 offline
+  replicas; v7 leader epoch; v8-10 authorized operations (we answer -2147483648, "not asked");
+  v9 flexible; v10 topic ids (request topics may name a topic by id only); v13 top-level error.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+from kafka.protocol.metadata.metadata import MetadataResponse
+
+from kompakt.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+
+API_KEY = 3
+MIN_VERSION = 0
+MAX_VERSION = 13
+
+log = logging.getLogger(__name__)
+
+_Broker = MetadataResponse.MetadataResponseBroker
+_Topic = MetadataResponse.MetadataResponseTopic
+_Partition = _Topic.MetadataResponsePartition
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_NAME_LENGTH = 249
+# authorized operations: kafka-python models the int32 as a bit set; None encodes -2147483648 ("not asked")
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why Kafka would refuse `name` as a topic name (Topic.validate), or None if it is legal."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters"
+    if not _LEGAL.match(name):
+        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
+                f"alphanumerics, '.', '_' and '-'")
+    return None
+
+
+def _topic_response(ctx, meta, error_code=0):
+    node = ctx.broker.node_id
+    partitions = [_Partition(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,
+                             replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+                  for i in range(meta.partitions)]
+    return _Topic(error_code=error_code, name=meta.name, topic_id=meta.topic_id,
+                  is_internal=meta.name in INTERNAL_TOPICS, partitions=partitions,
+                  authorized_operations=None)
+
+
+def _error_topic(code, name=None, topic_id=None):
+    return _Topic(error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[],
+                  authorized_operations=None)
+
+
+def _auto_create(ctx, name: str):
+    """Create `name` with the broker defaults; returns (TopicMeta | None, error code)."""
+    lm = ctx.log_manager
+    try:
+        meta = lm.create_topic(name, ctx.config["num.partitions"], {})
+        log.info("auto-created topic %s with %d partitions (requested by %s)", name, meta.partitions,
+                 ctx.client_id)
+        return meta, 0
+    except TopicAlreadyExistsError:
+        return lm.topics.get(name), 0
+    except KafkaError as exc:
+        return None, exc.code
+
+
+async def handle(ctx, request):
+    version = ctx.api_version
+    lm = ctx.log_manager
+    topics = lm.topics
+    requested = request.topics
+    if version == 0 and not requested:
+        requested = None
+    allow_create = ctx.config["auto.create.topics.enable"] and (version < 4 or request.allow_auto_topic_creation)
+
+    out = []
+    if requested is None:
+        out = [_topic_response(ctx, meta) for _, meta in sorted(topics.items())]
+    else:
+        by_id = None
+        for req_topic in requested:
+            name = req_topic.name
+            topic_id = req_topic.topic_id if version >= 10 else None
+            if name is None:
+                if topic_id is None:
+                    out.append(_error_topic(ErrorCode.INVALID_REQUEST))
+                    continue
+                if by_id is None:
+                    by_id = {m.topic_id: m for m in topics.values()}
+                meta = by_id.get(topic_id)
+                out.append(_topic_response(ctx, meta) if meta is not None
+                           else _error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                continue
+            meta = topics.get(name)
+            if meta is not None:
+                out.append(_topic_response(ctx, meta))
+                continue
+            if topic_name_error(name) is not None:
+                out.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
+                continue
+            if not allow_create or name in INTERNAL_TOPICS:
+                out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
+                continue
+            meta, code = _auto_create(ctx, name)
+            out.append(_topic_response(ctx, meta) if meta is not None else _error_topic(code, name))
+            topics = lm.topics
+
+    host, port = ctx.broker.advertised
+    return MetadataResponse(
+        version=version,
+        throttle_time_ms=0,
+        brokers=[_Broker(node_id=ctx.broker.node_id, host=host, port=port, rack=None)],
+        cluster_id=ctx.broker.cluster_id,
+        controller_id=ctx.broker.node_id,
+        topics=out,
+        authorized_operations=None,
+        error_code=0,
+    )

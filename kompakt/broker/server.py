@@ -1,0 +1,205 @@
+"""The broker: owns the storage, cleaner, groups, metrics and the listeners, and their lifecycle.
+
+Role: `Broker(config)` constructs every component by its contract name; `await start()` brings
+them up in dependency order and binds the listeners last, so a client that can connect is served
+by loaded logs; `await stop()` takes them down in reverse:
+
+  start                                        stop (SIGTERM / SIGINT)
+  1. LogManager.startup() (thread: recovery)   1. ready = False; close the listening sockets
+  2. append_listener -> fetch long-poll wake   2. each connection: stop reading, answer what it
+  3. LogManager.start_background(loop)            read, close; after shutdown.timeout.ms abort
+  4. LogCleaner.start (log.cleaner.enable)     3. admin HTTP stops
+  5. GroupCoordinator.start()                  4. groups stop, cleaner shuts down,
+  6. compile the served codecs                    LogManager.stop_background()
+  7. bind listeners (asyncio.Protocol)         5. LogManager.shutdown() (thread): flush,
+  8. admin HTTP on metrics.port (if != 0)         checkpoints, clean-shutdown marker, unlock
+  9. ready = True
+
+Invariants: at most one `start()`; `stop()` is idempotent and safe after a failed start (it stops
+whatever did start). Every connection is in `self.connections` until its transport is gone.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import socket
+import time
+import uuid
+
+from kompakt.broker.connection import KafkaConnection
+from kompakt.broker.dispatch import Dispatcher
+from kompakt.broker.fetch_wait import FetchWaiters
+from kompakt.config.broker_config import BrokerConfig, ConfigError
+
+log = logging.getLogger(__name__)
+
+
+def parse_listener(spec: str) -> tuple[str, str, int]:
+    """`NAME://host:port` -> (name, host, port); an empty host means every interface."""
+    if "://" not in spec:
+        raise ConfigError(f"Invalid listener {spec!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
+    name, rest = spec.split("://", 1)
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"Invalid listener {spec!r}: expected NAME://host:port")
+    host = host.strip("[]")
+    return name.strip().upper(), host, int(port)
+
+
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, time_source=time):
+        self.config = config
+        self.time = time_source
+        self.node_id = config.node_id
+        self.listeners = [parse_listener(s) for s in config["listeners"]]
+        for name, _, _ in self.listeners:
+            if name not in ("PLAINTEXT", "INTERNAL", "EXTERNAL", "CLIENT", "BROKER"):
+                log.warning("listener %s is served as PLAINTEXT (Kompakt has no TLS or SASL)", name)
+        advertised = config["advertised.listeners"]
+        self.advertised_listeners = [parse_listener(s) for s in advertised] if advertised else None
+        self.ready = False
+        self.connections: set[KafkaConnection] = set()
+        self.fetch_waiters = FetchWaiters()
+        self.cluster_id: str | None = config["cluster.id"]
+        self.advertised: tuple[str, int] | None = None
+        self.bound: list[tuple[str, str, int]] = []   # (listener name, host, actual port)
+
+        from kompakt.broker.metrics import Metrics
+        self.metrics = Metrics(partition_labels=config["metrics.partition.labels"])
+
+        from kompakt.storage.log_manager import LogManager
+        self.log_manager = LogManager(config, time=time_source)
+
+        self.cleaner = None
+        if config["log.cleaner.enable"]:
+            from kompakt.cleaner import LogCleaner
+            self.cleaner = LogCleaner(config, self.log_manager, time=time_source)
+            self.log_manager.cleaner = self.cleaner
+
+        from kompakt.broker.groups.coordinator import GroupCoordinator
+        self.groups = GroupCoordinator(self)
+
+        self.dispatcher = Dispatcher(self)
+        self._servers: list[asyncio.AbstractServer] = []
+        self._admin = None
+        self._started = {"logs": False, "background": False, "cleaner": False, "groups": False}
+        self._reaper: asyncio.Task | None = None
+        self._stopping = False
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        t0 = time.monotonic()
+        self.fetch_waiters.bind(loop)
+        await asyncio.to_thread(self.log_manager.startup)
+        self._started["logs"] = True
+        self.cluster_id = getattr(self.log_manager, "cluster_id", None) or self.cluster_id or _new_cluster_id()
+        self.log_manager.append_listener = self.fetch_waiters.notify
+        self.log_manager.start_background(loop)
+        self._started["background"] = True
+        if self.cleaner is not None:
+            self.cleaner.start(loop)
+            self._started["cleaner"] = True
+        await self.groups.start()
+        self._started["groups"] = True
+        self.dispatcher.warm()
+        await self._bind(loop)
+        if self.config["metrics.port"] != 0:
+            from kompakt.broker.admin import start_admin
+            self._admin = start_admin(self)
+            await self._admin
+        self.metrics.set_info(node_id=self.node_id, cluster_id=self.cluster_id)
+        idle_ms = self.config["connections.max.idle.ms"]
+        if idle_ms and idle_ms > 0:
+            self._reaper = loop.create_task(self._reap_idle(idle_ms / 1000.0), name="kompakt-idle-reaper")
+        self.ready = True
+        log.info("Kompakt broker %s ready in %.2fs: listening on %s, advertising %s:%s, cluster id %s, "
+                 "%d logs in %s", self.node_id, time.monotonic() - t0,
+                 ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in self.bound),
+                 *self.advertised, self.cluster_id, len(self.log_manager.all_logs()),
+                 ",".join(self.config.log_dirs))
+
+    async def _bind(self, loop) -> None:
+        max_bytes = self.config["socket.request.max.bytes"]
+        max_in_flight = self.config["queued.max.requests"]
+
+        def factory():
+            return KafkaConnection(self, self.dispatcher, max_request_bytes=max_bytes,
+                                   max_in_flight=max_in_flight)
+
+        for name, host, port in self.listeners:
+            try:
+                server = await loop.create_server(factory, host or None, port, reuse_address=True,
+                                                  backlog=1024)
+            except OSError as exc:
+                raise OSError(exc.errno, f"cannot listen on {name}://{host}:{port} ({exc.strerror}); "
+                                         f"change `listeners` or stop what holds the port") from exc
+            self._servers.append(server)
+            actual = server.sockets[0].getsockname()[1]
+            self.bound.append((name, host, actual))
+        name, host, port = self.bound[0]
+        if self.advertised_listeners:
+            match = [a for a in self.advertised_listeners if a[0] == name] or self.advertised_listeners
+            _, ahost, aport = match[0]
+            self.advertised = (ahost or socket.gethostname(), aport or port)
+        else:
+            self.advertised = (host if host not in ("", "0.0.0.0", "::") else socket.gethostname(), port)
+
+    async def _reap_idle(self, idle_s: float) -> None:
+        while True:
+            await asyncio.sleep(min(idle_s / 2, 30.0))
+            cutoff = time.monotonic() - idle_s
+            for conn in list(self.connections):
+                if conn.last_active < cutoff and not conn.in_flight:
+                    log.info("closing connection from %s: idle longer than connections.max.idle.ms", conn.peer)
+                    conn.close_when_idle()
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        self.ready = False
+        log.info("Kompakt broker %s shutting down", self.node_id)
+        for server in self._servers:
+            server.close()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        await self._drain_connections(self.config["shutdown.timeout.ms"] / 1000.0)
+        if self._admin is not None:
+            from kompakt.broker.admin import stop_admin
+            await _logged(stop_admin(self._admin), "stopping the admin API")
+        if self._started["groups"]:
+            await _logged(self.groups.stop(), "stopping the group coordinator")
+        if self._started["cleaner"]:
+            await _logged(self.cleaner.shutdown(), "stopping the log cleaner")
+        if self._started["background"]:
+            await _logged(self.log_manager.stop_background(), "stopping log background tasks")
+        if self._started["logs"]:
+            await _logged(asyncio.to_thread(self.log_manager.shutdown), "shutting down the log manager")
+        for server in self._servers:
+            await server.wait_closed()
+        log.info("Kompakt broker %s stopped", self.node_id)
+
+    async def _drain_connections(self, timeout: float) -> None:
+        conns = list(self.connections)
+        for conn in conns:
+            conn.close_when_idle()
+        if conns:
+            done, pending = await asyncio.wait([conn.closed for conn in conns], timeout=timeout)
+            if pending:
+                log.warning("aborting %d connections still busy after shutdown.timeout.ms", len(pending))
+                for conn in conns:
+                    if not conn.closed.done():
+                        conn.abort()
+
+
+async def _logged(awaitable, what: str) -> None:
+    try:
+        await awaitable
+    except Exception:
+        log.exception("error while %s", what)

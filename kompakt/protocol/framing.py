@@ -1,0 +1,138 @@
+"""Kafka request framing: a 4-byte big-endian size prefix, then that many bytes of request.
+
+Role: turn a TCP byte stream into whole request frames, sans-io. The connection hands us the
+socket's bytes (`feed`), or lets the event loop read straight into our buffer
+(`get_buffer`/`buffer_updated`, the `asyncio.BufferedProtocol` shape); `next_frame()` pops each
+complete frame.
+
+Wire format (every request on a connection):
+
+    offset  size  field
+    0       4     int32 size    -- bytes that follow; 0 <= size <= socket.request.max.bytes
+    4       size  request       -- request header + body (see codec.py)
+
+Buffers: small frames accumulate in one reused `bytearray` and are copied out (a small copy beats
+keeping the shared buffer pinned by a handler still working on it). A frame larger than
+`LARGE_FRAME` gets a buffer of its own, exactly `size` bytes, and the loop reads the rest of it
+directly there: a 1 MiB produce request is read once and never copied again; the records go to
+storage as a writable memoryview into that buffer.
+
+Invariants: a frame handed out is a `bytearray` holding exactly one request (no size prefix) and
+is never touched again by the reader. A size < 0 or > max_bytes raises `InvalidFrameError`
+before any of the frame is buffered; the caller closes the connection (Kafka's
+InvalidReceiveException), and the reader must not be used afterwards.
+"""
+from __future__ import annotations
+
+import struct
+
+SIZE = struct.Struct(">i")
+assert SIZE.size == 4
+
+LARGE_FRAME = 64 * 1024          # frames above this get their own buffer
+INITIAL_BUFFER = 128 * 1024      # the shared buffer; grows only for a burst of small frames
+MIN_READ = 16 * 1024             # never offer the loop less room than this
+
+
+class InvalidFrameError(Exception):
+    """A size prefix out of range; the connection must be closed."""
+
+
+class FrameReader:
+    """Accumulates stream bytes and yields complete frames (payload without the size prefix)."""
+
+    __slots__ = ("max_bytes", "_buf", "_view", "_start", "_end", "_large", "_large_view", "_large_fill")
+
+    def __init__(self, max_bytes: int = 104857600, initial: int = INITIAL_BUFFER):
+        self.max_bytes = max_bytes
+        self._buf = bytearray(initial)
+        self._view = memoryview(self._buf)
+        self._start = 0      # first unconsumed byte
+        self._end = 0        # end of received bytes
+        self._large: bytearray | None = None   # frame being filled in place
+        self._large_view: memoryview | None = None
+        self._large_fill = 0
+
+    # -- BufferedProtocol side ---------------------------------------------------------------
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Writable room for the next read: the rest of a large frame, or the shared buffer's tail."""
+        if self._large is not None:
+            return self._large_view[self._large_fill:]
+        if self._start == self._end:
+            self._start = self._end = 0
+        room = len(self._buf) - self._end
+        if room < MIN_READ:
+            self._compact(MIN_READ)
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._large is not None:
+            self._large_fill += nbytes
+        else:
+            self._end += nbytes
+
+    # -- Protocol / test side ----------------------------------------------------------------
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Copy `data` in (for `asyncio.Protocol.data_received` and tests)."""
+        data = memoryview(data)
+        while len(data):
+            dest = self.get_buffer(len(data))
+            n = min(len(dest), len(data))
+            dest[:n] = data[:n]
+            self.buffer_updated(n)
+            data = data[n:]
+
+    # -- frames ---------------------------------------------------------------------------------
+    def next_frame(self) -> bytearray | None:
+        """The next complete frame, or None until more bytes arrive. Raises InvalidFrameError."""
+        if self._large is not None:
+            if self._large_fill < len(self._large):
+                return None
+            frame = self._large
+            self._large = self._large_view = None
+            self._large_fill = 0
+            return frame
+        avail = self._end - self._start
+        if avail < 4:
+            return None
+        (size,) = SIZE.unpack_from(self._buf, self._start)
+        if size < 0 or size > self.max_bytes:
+            raise InvalidFrameError(
+                f"Invalid receive (size = {size}; socket.request.max.bytes = {self.max_bytes})")
+        body = self._start + 4
+        if avail - 4 >= size:
+            frame = self._buf[body:body + size]
+            self._start = body + size
+            return frame
+        if size > LARGE_FRAME:
+            # give the frame its own buffer and move what we already have into it
+            have = avail - 4
+            frame = bytearray(size)
+            frame[:have] = self._view[body:self._end]
+            self._start = self._end = 0
+            self._large, self._large_view, self._large_fill = frame, memoryview(frame), have
+            return None
+        if body + size > len(self._buf):
+            self._compact(size + 4)
+        return None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet handed out as frames."""
+        return (self._end - self._start) + self._large_fill
+
+    def _compact(self, need: int) -> None:
+        """Move unconsumed bytes to the front, growing the buffer if `need` bytes still won't fit."""
+        pending = self._end - self._start
+        if pending + need > len(self._buf):
+            new = bytearray(max(len(self._buf) * 2, pending + need))
+            new[:pending] = self._view[self._start:self._end]
+            self._buf, self._view = new, memoryview(new)
+        elif self._start:
+            self._buf[:pending] = self._view[self._start:self._end]
+        self._start, self._end = 0, pending
+
+
+def frame(payload: bytes | bytearray | memoryview) -> bytes:
+    """Prefix `payload` with its size (tests and clients of our own)."""
+    return SIZE.pack(len(payload)) + bytes(payload)

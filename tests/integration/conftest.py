@@ -1,0 +1,196 @@
+"""Integration-test harness: real `python -m kompakt serve` processes on free ports.
+
+Contract (docs/contracts.md, "Test harness"):
+- `start_broker(**overrides) -> BrokerProcess` starts a broker subprocess with a fresh log dir
+  under the test's tmp_path, a free Kafka port and a free metrics port, and returns once it answers
+  ApiVersions (and /ready on the metrics port). Overrides are broker keys with `_` for `.`
+  (`log_segment_bytes=1000`) and/or `config={"log.segment.bytes": "1000"}`.
+- `BrokerProcess`: `.bootstrap` ("127.0.0.1:PORT"), `.port`, `.metrics_port`, `.metrics_url`,
+  `.log_dir`, `.pid`, `.stop()` (SIGTERM, wait, returns the exit code), `.kill()` (SIGKILL),
+  `.restart()` (same dirs and ports), `.start()`, `.log_text()` (the broker's stderr so far).
+- `broker`: `start_broker()` with defaults.
+Every broker started is stopped at teardown. Never port 9092, never ./kompakt-data.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ApiVersions v0 request: size, api_key 18, version 0, correlation id 1, client_id "ready"
+_API_VERSIONS_V0 = struct.pack(">ihhih5s", 2 + 2 + 4 + 2 + 5, 18, 0, 1, 5, b"ready")
+
+
+def _answers_api_versions(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as s:
+            s.sendall(_API_VERSIONS_V0)
+            head = b""
+            while len(head) < 8:
+                chunk = s.recv(8 - len(head))
+                if not chunk:
+                    return False
+                head += chunk
+            size, correlation_id = struct.unpack(">ii", head)
+            return correlation_id == 1 and size > 4
+    except OSError:
+        return False
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2.0) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class BrokerProcess:
+    def __init__(self, base_dir: Path, config: dict[str, str]):
+        self.base_dir = Path(base_dir)
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir = str(self.base_dir / "kompakt-data")
+        self.port = free_port()
+        self.metrics_port = free_port()
+        self.config = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": self.log_dir,
+            "metrics.port": str(self.metrics_port),
+            "metrics.host": "127.0.0.1",
+            # tests expect a quick, deterministic broker: no 30 s background delay
+            "log.initial.task.delay.ms": "0",
+        }
+        self.config.update({k: str(v) for k, v in config.items()})
+        if str(self.config.get("metrics.port")) == "0":
+            self.metrics_port = 0
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}" if self.metrics_port else None
+        self.stderr_path = self.base_dir / "broker.log"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "kompakt", "serve", "--log-level", "INFO"]
+        for key, value in self.config.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self) -> "BrokerProcess":
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
+        env["PYTHONUNBUFFERED"] = "1"
+        self.starts += 1
+        log = open(self.stderr_path, "ab")
+        log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(self.command(), cwd=self.base_dir, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n"
+                                   f"{self.log_text()[-4000:]}")
+            if _answers_api_versions(self.port) and (
+                    not self.metrics_port or _http_ok(f"{self.metrics_url}/ready")):
+                return
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"broker not ready after {START_TIMEOUT_S:.0f}s:\n{self.log_text()[-4000:]}")
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM and wait; returns the exit code (SIGKILL after `timeout`)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError(f"broker did not stop within {timeout}s of SIGTERM:\n{self.log_text()[-4000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no checkpoints, no clean-shutdown marker."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self, *, kill: bool = False) -> "BrokerProcess":
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    # -- introspection -----------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return None if self.proc is None else self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log_text(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def __repr__(self) -> str:
+        return f"BrokerProcess({self.bootstrap}, pid={self.pid}, log_dir={self.log_dir})"
+
+
+def _keys(overrides: dict) -> dict[str, str]:
+    config = dict(overrides.pop("config", None) or {})
+    for key, value in overrides.items():
+        config[key.replace("_", ".")] = value
+    return config
+
+
+@pytest.fixture
+def start_broker(tmp_path):
+    started: list[BrokerProcess] = []
+
+    def factory(**overrides) -> BrokerProcess:
+        base = tmp_path / f"broker{len(started)}"
+        proc = BrokerProcess(base, _keys(overrides))
+        started.append(proc)
+        return proc.start()
+
+    yield factory
+    for proc in started:
+        try:
+            proc.stop()
+        except RuntimeError:
+            proc.kill()
+
+
+@pytest.fixture
+def broker(start_broker) -> BrokerProcess:
+    return start_broker()
