@@ -242,7 +242,7 @@ class Bounds:
                     and self.min_timestamp > self.max_timestamp))
 
 
-def _segment_chunks(seg: Segment, next_base: int | None, is_last: bool, bounds: Bounds,
+def segment_chunks(seg: Segment, next_base: int | None, is_last: bool, bounds: Bounds,
                     split_bytes: int) -> list[Chunk]:
     """Byte ranges of one segment that may hold rows within `bounds`, cut at index boundaries."""
     if seg.size == 0:
@@ -286,7 +286,11 @@ def _segment_chunks(seg: Segment, next_base: int | None, is_last: bool, bounds: 
 
 def plan_splits(parts: list[PartitionDir], bounds: Bounds | None = None,
                 split_bytes: int = DEFAULT_SPLIT_BYTES, read_committed: bool = False) -> list[Split]:
-    """Splits of about `split_bytes` (never across partitions), skipping what `bounds` excludes."""
+    """Splits of about `split_bytes` (never across partitions), skipping what `bounds` excludes.
+
+    With `read_committed` each split carries its partition's aborted transactions and LSO (used
+    to drop them, or with read_committed=False in iter_split_records to mark rows `is_aborted`).
+    """
     bounds = bounds or Bounds()
     out: list[Split] = []
     if bounds.empty():
@@ -299,7 +303,7 @@ def plan_splits(parts: list[PartitionDir], bounds: Bounds | None = None,
         cur = Split(p.topic, p.partition, [], 0, aborted, lso)
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            for ch in _segment_chunks(seg, nxt, nxt is None, bounds, split_bytes):
+            for ch in segment_chunks(seg, nxt, nxt is None, bounds, split_bytes):
                 size = ch.end - ch.start
                 if cur.chunks and cur.bytes + size > split_bytes:
                     out.append(cur)
@@ -462,6 +466,7 @@ class RecordRow(NamedTuple):
     compression: int
     record_bytes: float
     batch_position: int
+    is_aborted: bool
 
 
 def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: bool = False,
@@ -484,11 +489,10 @@ def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: b
                 break
             if lo_ts is not None and h.max_timestamp < lo_ts and h.timestamp_type == 0 and not h.is_control:
                 continue
-            if read_committed:
-                if h.is_control or (lso is not None and h.base_offset >= lso):
-                    continue
-                if h.is_transactional and is_aborted(aborted, h.producer_id, h.base_offset):
-                    continue
+            aborted_batch = bool(h.is_transactional and not h.is_control and aborted
+                                 and is_aborted(aborted, h.producer_id, h.base_offset))
+            if read_committed and (h.is_control or aborted_batch or (lso is not None and h.base_offset >= lso)):
+                continue
             try:
                 recs = R.decode_records(bv.buf, bv.position, h)
             except (R.CorruptRecordError, Exception) as e:
@@ -514,7 +518,7 @@ def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: b
                 yield RecordRow(split.topic, split.partition, off, ts, h.timestamp_type, r.key, r.value,
                                 r.headers, r.value is None and not h.is_control, h.is_control,
                                 h.producer_id, h.base_offset, seg_name, h.delete_horizon_ms,
-                                h.is_transactional, h.compression, rb, bv.position)
+                                h.is_transactional, h.compression, rb, bv.position, aborted_batch)
 
 
 def read_partition(part: PartitionDir, **kw) -> list[RecordRow]:

@@ -9,7 +9,7 @@ batch's maxTimestamp for LogAppendTime batches, as consumers see it), timestamp_
 control record), is_control, producer_id, batch_base_offset, segment (the .log file's path).
 A user schema (`.schema(...)`) may select any subset of these plus the extras of
 `reader.RecordRow`: delete_horizon_ms, is_transactional, compression, record_bytes (batch bytes
-per record: the share of disk a record holds), batch_position.
+per record: the share of disk a record holds), batch_position, is_aborted (needs mark_aborted=true).
 
 Options:
     corrupt            fail (default: a CorruptSegmentError naming file and position) | skip
@@ -17,6 +17,7 @@ Options:
     isolation          read_uncommitted (default: every batch, control ones included) |
                        read_committed (Kafka's consumer rule: no aborted records, no control
                        batches, nothing at or past the last stable offset)
+    mark_aborted       true: scan transactions while planning so `is_aborted` is filled in
     as_of_offset       only records with offset <= N
     as_of_timestamp    only records with timestamp <= T (ms)
     topic, partition   comma-separated restrictions (same effect as pushed-down filters)
@@ -61,7 +62,7 @@ ARROW_TYPES = {
     "is_tombstone": pa.bool_(), "is_control": pa.bool_(), "producer_id": pa.int64(),
     "batch_base_offset": pa.int64(), "segment": pa.string(), "delete_horizon_ms": pa.int64(),
     "is_transactional": pa.bool_(), "compression": pa.int32(), "record_bytes": pa.float64(),
-    "batch_position": pa.int64(),
+    "batch_position": pa.int64(), "is_aborted": pa.bool_(),
 }
 _FIELD_INDEX = {name: i for i, name in enumerate(rd.RecordRow._fields)}
 
@@ -97,6 +98,8 @@ class ReadOptions:
         if isolation not in ("read_committed", "read_uncommitted"):
             raise ValueError(f"isolation={isolation!r}: use read_committed or read_uncommitted")
         self.read_committed = isolation == "read_committed"
+        # mark_aborted: plan with the transaction scan so rows carry is_aborted (compact, audit)
+        self.scan_transactions = self.read_committed or o.get("mark_aborted", "false").lower() == "true"
         self.split_bytes = int(o.get("split_bytes", rd.DEFAULT_SPLIT_BYTES))
         self.batch_rows = int(o.get("batch_rows", 8192))
         self.topics = set(o["topic"].split(",")) if o.get("topic") else None
@@ -143,7 +146,7 @@ class KompaktReader(DataSourceReader):
     def partitions(self):
         o = self.opts
         parts = rd.find_partitions(o.paths, o.topics, o.partitions)
-        splits = rd.plan_splits(parts, o.bounds, o.split_bytes, o.read_committed)
+        splits = rd.plan_splits(parts, o.bounds, o.split_bytes, o.scan_transactions)
         if not splits:
             return [SplitPartition(None)]
         return [SplitPartition(s) for s in splits]
@@ -188,7 +191,8 @@ class KompaktPushdownReader(KompaktReader):
         o = self.opts
         b = o.bounds
         for f in filters:
-            col = f.attribute[0] if len(f.attribute) == 1 else None
+            attr = getattr(f, "attribute", None)
+            col = attr[0] if attr is not None and len(attr) == 1 else None
             if col == "topic" and isinstance(f, (EqualTo, In)):
                 vals = {f.value} if isinstance(f, EqualTo) else set(f.value)
                 o.topics = vals if o.topics is None else o.topics & vals

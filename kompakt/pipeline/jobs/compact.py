@@ -1,0 +1,295 @@
+"""`kompakt pipeline compact`: exact compaction of one partition by Spark's shuffle.
+
+Role: what the broker's cleaner does in several bounded passes (its offset map holds ~5 M keys per
+128 MiB, seed 000), done in one pass with no key limit and no hash collisions: Spark groups the
+full key bytes (hash aggregation that spills to disk rather than fails) to find each key's latest
+offset; then each task rewrites its run of batches with the cleaner's own per-batch rule
+(`kompakt.cleaner.batch_ops.filter_batch`: latest offset per key, keyless records dropped,
+tombstones kept and stamped with a KIP-534 delete horizon until it passes, offsets, order, base
+offsets and producer fields unchanged); the driver then writes Kafka-format segments with their
+indexes through the storage engine's `LogSegment` into a staging dir.
+
+Range compacted: [first segment base, end) where end is the base offset of the active (last)
+segment, lowered to a segment base at or below the last stable offset when a transaction is open:
+exactly the range the cleaner may clean (`firstUncleanableOffset`), whole segments only so that
+adoption replaces whole segments. Records at or past `end` are neither read for keys nor written.
+
+Staging dir layout (input to `kompakt.pipeline.adopt.adopt_staging`):
+
+    <staging>/<20-digit base offset>.log|.index|.timeindex   the compacted segments
+    <staging>/compact.json                                    manifest: topic, partition, start,
+        end, source_segments [[base offset, size], ...] (adoption checks the live log still has
+        exactly these), now_ms, delete_retention_ms, counts
+    <staging>/.parts/                                         task output, removed when done
+
+Steps (a crash leaves a staging dir without compact.json, which adoption refuses):
+1. plan the range and the buckets: bucket = (batch base offset - start) // width, so a batch
+   belongs to one bucket and one task sees every retained offset of its batches;
+2. Spark: latest offset per key (shuffle on the key bytes), union one marker row per bucket (so
+   buckets with nothing retained still run and keep their control batches), group by bucket,
+   and each group's task filters the bucket's batches into `.parts/bucket-N.bin`;
+3. driver: append the parts in bucket order into LogSegments (roll at segment_bytes), close them
+   (trims indexes, writes the final time index entry), write compact.json, remove .parts.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+from kompakt.pipeline import reader as rd
+
+MANIFEST = "compact.json"
+PARTS_DIR = ".parts"
+DEFAULT_BUCKET_BYTES = 16 * 1024 * 1024
+
+
+class _Row:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+@dataclass
+class CompactPlan:
+    topic: str
+    partition: int
+    partition_dir: str
+    start: int
+    end: int
+    source_segments: list = field(default_factory=list)
+    buckets: int = 1
+    width: int = 1
+    aborted: dict = field(default_factory=dict)
+
+
+@dataclass
+class CompactResult:
+    topic: str
+    partition: int
+    start: int
+    end: int
+    staging_dir: str
+    segments: list
+    records_in: int = 0
+    records_out: int = 0
+    batches_in: int = 0
+    batches_out: int = 0
+    tombstones: int = 0
+    keyless: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    now_ms: int = 0
+    delete_retention_ms: int = 0
+    seconds: float = 0.0
+
+
+def plan(partition_dir: rd.PartitionDir, *, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+         buckets: int | None = None, include_active: bool = False) -> CompactPlan | None:
+    segs = rd.list_segments(partition_dir.path)
+    if not segs:
+        return None
+    aborted, lso = rd.scan_transactions(segs)
+    end = segs[-1].base_offset
+    if include_active:
+        end = _next_offset(segs[-1]) or end
+    if lso is not None:
+        end = min(end, max([s.base_offset for s in segs if s.base_offset <= lso] or [segs[0].base_offset]))
+    start = segs[0].base_offset
+    source = [s for s in segs if s.base_offset < end] if not include_active or lso is not None else list(segs)
+    if not source or end <= start:
+        return None
+    total = sum(s.size for s in source)
+    nb = buckets or max(1, math.ceil(total / bucket_bytes))
+    width = max(1, math.ceil((end - start) / nb))
+    nb = math.ceil((end - start) / width)
+    return CompactPlan(partition_dir.topic, partition_dir.partition, partition_dir.path, start, end,
+                       [[s.base_offset, s.size] for s in source], nb, width, aborted)
+
+
+def _next_offset(seg: rd.Segment) -> int | None:
+    last = None
+    for bv in rd.iter_chunk_batches(rd.Chunk(seg.log_path, seg.base_offset, 0, seg.size, True)):
+        last = bv.header.next_offset
+    return last
+
+
+class _ExactOffsetMap:
+    """The cleaner's map interface answering from Spark's exact result instead of MD5 slots.
+
+    filter_batch asks get_many(digests of the keyed records, in record order) and keeps a record
+    iff its offset >= the answer; we answer the record's own offset when Spark chose it as its
+    key's latest, else offset + 1 (a later record has the key). The digests are not used.
+    """
+
+    def __init__(self, latest_offset: int):
+        self.latest_offset = latest_offset
+        self.answers: list[int] = []
+
+    def get_many(self, digests) -> list[int]:
+        if len(digests) != len(self.answers):
+            raise AssertionError(f"{len(digests)} keyed records, {len(self.answers)} answers")
+        return self.answers
+
+
+def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, now_ms: int,
+                  delete_retention_ms: int) -> dict:
+    """Rewrite the batches whose base offset falls in `bucket` keeping `retained` offsets."""
+    from kompakt.cleaner.batch_ops import filter_batch
+    from kompakt.protocol import records as R
+
+    lo = plan_.start + bucket * plan_.width
+    hi = min(plan_.end, lo + plan_.width) - 1
+    keep = set(retained)
+    omap = _ExactOffsetMap(plan_.end - 1)
+    stats = dict(bucket=bucket, path=out_path, batches_in=0, batches_out=0, records_in=0,
+                 records_out=0, tombstones=0, keyless=0, bytes_out=0)
+    segs = [rd.Segment(b, os.path.join(plan_.partition_dir, f"{b:020d}.log"), size)
+            for b, size in plan_.source_segments]
+    splits = []
+    for i, seg in enumerate(segs):
+        nxt = segs[i + 1].base_offset if i + 1 < len(segs) else plan_.end
+        splits += rd.segment_chunks(seg, nxt, False, rd.Bounds(lo, hi), 1 << 62)
+    with open(out_path, "wb") as out:
+        for chunk in splits:
+            for bv in rd.iter_chunk_batches(chunk):
+                h = bv.header
+                if h.base_offset < lo:
+                    continue
+                if h.base_offset > hi:
+                    break
+                stats["batches_in"] += 1
+                stats["records_in"] += h.records_count
+                batch = bytes(bv.buf[bv.position:bv.position + h.size])
+                kw = {}
+                if h.is_control:
+                    ctype = rd.control_type(bv.buf, bv.position, h)
+                    horizon_passed = h.has_delete_horizon and now_ms >= h.delete_horizon_ms
+                    kw = dict(stamp_marker=True, discard_records=horizon_passed and ctype == rd.CONTROL_ABORT)
+                elif h.is_transactional and rd.is_aborted(plan_.aborted, h.producer_id, h.base_offset):
+                    kw = dict(discard_records=True)
+                else:
+                    omap.answers = [o if o in keep else o + 1
+                                    for o, k, _ in R.iter_keys_offsets(batch, 0, h) if k is not None]
+                res = filter_batch(batch, h, omap, now_ms, delete_retention_ms, **kw)
+                stats["keyless"] += res.keyless
+                if res.output is None:
+                    continue
+                out.write(res.output)
+                stats["batches_out"] += 1
+                stats["records_out"] += res.retained
+                stats["tombstones"] += res.tombstones
+                stats["bytes_out"] += len(res.output)
+    return stats
+
+
+def compact(spark, paths, topic: str, partition: int, output: str, *, now_ms: int | None = None,
+            delete_retention_ms: int = 86_400_000, segment_bytes: int = 1 << 30,
+            index_interval_bytes: int = 4096, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+            buckets: int | None = None, include_active: bool = False, progress=None) -> CompactResult:
+    """Compact `topic`-`partition` found under `paths` into the staging dir `output`."""
+    from pyspark.sql import functions as F
+
+    from kompakt.storage.segment import LogSegment
+
+    t0 = time.time()
+    say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    parts = rd.find_partitions(paths, {topic}, {partition})
+    if not parts:
+        raise FileNotFoundError(f"no partition dir {topic}-{partition} under {paths}")
+    p = plan(parts[0], bucket_bytes=bucket_bytes, buckets=buckets, include_active=include_active)
+    if os.path.exists(output) and os.listdir(output):
+        raise FileExistsError(f"staging dir {output} is not empty; remove it or name another")
+    os.makedirs(os.path.join(output, PARTS_DIR), exist_ok=True)
+    result = CompactResult(topic, partition, 0, 0, os.path.abspath(output), [], now_ms=now_ms,
+                           delete_retention_ms=delete_retention_ms)
+    if p is None:
+        say(f"compact {topic}-{partition}: nothing cleanable (only the active segment)")
+        shutil.rmtree(os.path.join(output, PARTS_DIR))
+        return result
+    result.start, result.end = p.start, p.end
+    result.bytes_in = sum(size for _, size in p.source_segments)
+    say(f"compact {topic}-{partition}: offsets [{p.start}, {p.end}) in {len(p.source_segments)} segments, "
+        f"{result.bytes_in} bytes, {p.buckets} buckets")
+
+    # 2. latest offset per key by Spark's shuffle, then one filtering task per bucket
+    df = (spark.read.format("kompakt")
+          .schema("key binary, offset long, batch_base_offset long, is_control boolean, is_aborted boolean")
+          .option("mark_aborted", "true").option("as_of_offset", str(p.end - 1))
+          .load(p.partition_dir))
+    latest = (df.where("key IS NOT NULL AND NOT is_control AND NOT is_aborted")
+              .groupBy("key").agg(F.max(F.struct("offset", "batch_base_offset")).alias("m"))
+              .select(F.floor((F.col("m.batch_base_offset") - p.start) / p.width).cast("long").alias("bucket"),
+                      F.col("m.offset").alias("offset")))
+    markers = spark.range(p.buckets).select(F.col("id").alias("bucket"), F.lit(-1).cast("long").alias("offset"))
+    parts_dir = os.path.abspath(os.path.join(output, PARTS_DIR))
+    plan_ = p
+
+    def run_bucket(item):
+        b, offs = item
+        path = os.path.join(parts_dir, f"bucket-{b:06d}.bin")
+        return filter_bucket(plan_, b, [o for o in offs if o >= 0], path, now_ms=now_ms,
+                             delete_retention_ms=delete_retention_ms)
+
+    say(f"compact {topic}-{partition}: shuffling keys and filtering batches")
+    # groupByKey over the RDD (spills per bucket); applyInArrow would need pandas on every worker
+    rows = (latest.unionByName(markers).rdd.map(lambda r: (r[0], r[1]))
+            .groupByKey(numPartitions=min(p.buckets, max(1, spark.sparkContext.defaultParallelism * 4)))
+            .map(run_bucket).collect())
+    rows = [_Row(**r) for r in rows]
+    rows = sorted(rows, key=lambda r: r.bucket)
+    if len(rows) != p.buckets:
+        raise RuntimeError(f"expected {p.buckets} bucket results, got {len(rows)}")
+    for r in rows:
+        for k in ("batches_in", "batches_out", "records_in", "records_out", "tombstones", "keyless", "bytes_out"):
+            setattr(result, k, getattr(result, k) + getattr(r, k))
+
+    # 3. segments with indexes through the storage engine's writer
+    say(f"compact {topic}-{partition}: writing segments ({result.records_out} of {result.records_in} records kept)")
+    result.segments = write_segments(output, [r.path for r in rows], p.start, segment_bytes,
+                                     index_interval_bytes, LogSegment)
+    result.seconds = round(time.time() - t0, 3)
+    manifest = dict(asdict(result), source_dir=p.partition_dir, source_segments=p.source_segments,
+                    format=1)
+    tmp = os.path.join(output, MANIFEST + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(output, MANIFEST))
+    shutil.rmtree(parts_dir)
+    say(f"compact {topic}-{partition}: {result.records_in} -> {result.records_out} records, "
+        f"{result.bytes_in} -> {result.bytes_out} bytes in {result.seconds}s; staged in {output}")
+    return result
+
+
+def write_segments(output: str, part_paths: list[str], first_base: int, segment_bytes: int,
+                   index_interval_bytes: int, segment_cls) -> list[list[int]]:
+    """Append the batches of the part files, in order, into segments in `output`; [[base, size]]."""
+    from kompakt.protocol import records as R
+
+    done: list[list[int]] = []
+    seg = segment_cls(output, first_base, index_interval_bytes=index_interval_bytes)
+
+    def close(s):
+        s.on_become_inactive()
+        s.flush()
+        s.close()
+        done.append([s.base_offset, s.size])
+
+    for path in part_paths:
+        with open(path, "rb") as f:
+            data = f.read()
+        for pos, h in R.iter_batches(data):
+            if seg.size > 0 and (seg.size + h.size > segment_bytes
+                                 or not seg.can_convert_to_relative_offset(h.last_offset)):
+                close(seg)
+                seg = segment_cls(output, h.base_offset, index_interval_bytes=index_interval_bytes)
+            seg.append(h.last_offset, h.max_timestamp, h.last_offset, data[pos:pos + h.size])
+        del data
+    close(seg)
+    return done

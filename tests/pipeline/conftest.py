@@ -1,0 +1,74 @@
+"""Shared fixtures for the pipeline tests: one SparkSession per test session, log dirs written by
+the storage engine's LogSegment (Kafka's layout with real indexes), and a plain-Python model of
+what compaction keeps."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kompakt.protocol import records as R
+
+
+@pytest.fixture(scope="session")
+def spark():
+    pytest.importorskip("pyspark")
+    from kompakt.pipeline.spark import get_session
+
+    session = get_session("local[2]", {"spark.sql.shuffle.partitions": "4"})
+    yield session
+    session.stop()
+
+
+def write_partition(log_dir: str, topic: str, partition: int, batches, *, segment_bytes: int = 4096,
+                    index_interval_bytes: int = 256, first_offset: int = 0) -> str:
+    """Write batches (lists of build_batch kwargs-with-`records`) as segments via LogSegment.
+
+    Offsets are assigned consecutively from `first_offset`, rolling a new segment when the active
+    one would exceed `segment_bytes`, the way the log does. Returns the partition dir.
+    """
+    from kompakt.storage.segment import LogSegment
+
+    pdir = os.path.join(log_dir, f"{topic}-{partition}")
+    os.makedirs(pdir, exist_ok=True)
+    offset = first_offset
+    seg = LogSegment(pdir, offset, index_interval_bytes=index_interval_bytes)
+    for spec in batches:
+        spec = dict(spec)
+        recs = spec.pop("records")
+        data = R.build_batch(recs, base_offset=offset, **spec)
+        h = R.read_header(data)
+        if seg.size > 0 and seg.size + len(data) > segment_bytes:
+            seg.on_become_inactive()
+            seg.close()
+            seg = LogSegment(pdir, offset, index_interval_bytes=index_interval_bytes)
+        seg.append(h.last_offset, h.max_timestamp, h.last_offset, data)
+        offset = h.next_offset
+    seg.flush()
+    seg.close()
+    return pdir
+
+
+def keyed_batches(n_records: int, n_keys: int, *, per_batch: int = 10, codec: int = 0,
+                  tombstone_every: int = 0, keyless_every: int = 0, base_ts: int = 1_700_000_000_000):
+    """Deterministic batches: record i has key k(i % n_keys), value v<i>, timestamp base_ts + i."""
+    out = []
+    for start in range(0, n_records, per_batch):
+        recs = []
+        for i in range(start, min(n_records, start + per_batch)):
+            key = None if keyless_every and i % keyless_every == keyless_every - 1 else b"k%d" % (i % n_keys)
+            value = None if tombstone_every and i % tombstone_every == tombstone_every - 1 else b"v%d" % i
+            recs.append((key, value, [("i", str(i).encode())], base_ts + i))
+        out.append(dict(records=recs, compression=codec))
+    return out
+
+
+def model_compact(rows, end: int):
+    """What compaction keeps of (offset, key, value) rows below `end` (tombstones still kept,
+    they have no horizon yet): the latest offset per key, keyless records dropped."""
+    latest = {}
+    for off, key, _ in rows:
+        if off < end and key is not None:
+            latest[key] = off
+    keep = set(latest.values())
+    return [(o, k, v) for o, k, v in rows if o >= end or o in keep]
