@@ -1,0 +1,329 @@
+"""Load one partition directory: finish interrupted renames, rebuild indexes, recover after a crash.
+
+Role: Kafka's LogLoader. `load_log` turns a `<topic>-<n>/` directory into segments, offsets,
+producer state and leader-epoch cache, repairing what Kafka repairs and reporting each repair.
+
+`partition.metadata` (Kafka's PartitionMetadataFile, text, no trailing newline):
+
+    version: 0
+    topic_id: <topic id: 16 bytes, URL-safe base64 without padding, e.g. "kJ4Y4u1fQTaS6j7sXJ4pkA">
+
+Steps, in order (each is safe to repeat if the process dies while doing it):
+1. Read partition.metadata (a malformed file is reported and left alone; the topic id comes from
+   the caller then).
+2. Delete leftovers: `*.deleted` (segments whose unlink was pending), `*.tmp` (unfinished
+   checkpoint/snapshot writes), `*.cleaned` (cleaner output never swapped in) and index files
+   without their `.log`. Files that are none of ours are logged and left alone.
+3. `.swap` files (cleaner output renamed in step 2 of Log.replace_segments):
+   - if any `.cleaned` file existed, the swap was interrupted before every new segment became
+     `.swap`; the `.swap` files at or above the smallest `.cleaned` base offset are deleted and the
+     old segments stay (roll back);
+   - the remaining swap segments are completed (roll forward): their indexes are rebuilt, live
+     segment files whose base offset falls in [smallest swap base, largest swap next offset) are
+     deleted (they are what the swap replaces), and the `.swap` suffix is dropped.
+4. Open every segment; an index that is missing or fails its sanity check is rebuilt from the
+   `.log` (LogSegment.recover).
+5. Unclean shutdown (no clean-shutdown marker): every segment from the one holding the recovery
+   point onwards is recovered: batches validated (size, magic, CRC32C, monotonic offsets), indexes
+   rebuilt, the segment truncated at its first invalid batch, and every later segment deleted.
+6. Offsets: next offset from the last segment; log start = max(checkpoint, first base offset);
+   recovery point = log end offset after a clean shutdown, else min(checkpoint, log end offset).
+7. Leader-epoch cache loaded and clipped to [log start, log end]; producer state loaded from the
+   newest snapshot at or below the log end offset and the batches after it replayed.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import time as _time
+import uuid
+from dataclasses import dataclass, field
+
+from kompakt.storage import segment as S
+from kompakt.storage.leader_epoch import (LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache,
+                                          fsync_dir, write_text_atomically)
+from kompakt.storage.offset_index import CorruptIndexError
+from kompakt.storage.producer_state import ProducerStateManager
+
+log = logging.getLogger(__name__)
+
+PARTITION_METADATA_FILENAME = "partition.metadata"
+PARTITION_METADATA_VERSION = 0
+_SEGMENT_EXTS = (S.LOG_SUFFIX, S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)
+_KNOWN_FILES = {PARTITION_METADATA_FILENAME, LEADER_EPOCH_CHECKPOINT_FILENAME}
+
+
+# ---- topic ids and partition.metadata ---------------------------------------------------------
+def topic_id_to_string(topic_id: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(topic_id.bytes).decode("ascii").rstrip("=")
+
+
+def topic_id_from_string(text: str) -> uuid.UUID:
+    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    if len(raw) != 16:
+        raise ValueError(f"topic id {text!r} is not 16 bytes")
+    return uuid.UUID(bytes=raw)
+
+
+def format_partition_metadata(topic_id: uuid.UUID) -> str:
+    return f"version: {PARTITION_METADATA_VERSION}\ntopic_id: {topic_id_to_string(topic_id)}"
+
+
+def parse_partition_metadata(text: str, location: str = "partition.metadata") -> uuid.UUID:
+    lines = text.split("\n")
+    try:
+        key, value = [p.strip() for p in lines[0].split(":", 1)]
+        if key != "version" or int(value) != PARTITION_METADATA_VERSION:
+            raise ValueError(f"unrecognized version line {lines[0]!r}")
+        key, value = [p.strip() for p in lines[1].split(":", 1)]
+        if key != "topic_id":
+            raise ValueError(f"malformed line {lines[1]!r}")
+        topic_id = topic_id_from_string(value)
+    except (IndexError, ValueError) as exc:
+        raise ValueError(f"Malformed partition metadata file {location}: {exc}") from None
+    if topic_id.int == 0:
+        raise ValueError(f"Invalid topic ID in partition metadata file ({location})")
+    return topic_id
+
+
+def read_partition_metadata(dir: str) -> uuid.UUID | None:
+    path = os.path.join(dir, PARTITION_METADATA_FILENAME)
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_partition_metadata(f.read(), path)
+    except FileNotFoundError:
+        return None
+
+
+def write_partition_metadata(dir: str, topic_id: uuid.UUID) -> None:
+    write_text_atomically(os.path.join(dir, PARTITION_METADATA_FILENAME),
+                          format_partition_metadata(topic_id))
+
+
+# ---- loading -----------------------------------------------------------------------------------
+@dataclass
+class LoadedLog:
+    segments: list
+    next_offset: int
+    log_start_offset: int
+    recovery_point: int
+    producer_state: ProducerStateManager
+    leader_epoch_cache: LeaderEpochFileCache
+    topic_id: uuid.UUID | None
+    repairs: list = field(default_factory=list)
+
+
+def _is_segment_name(name: str) -> bool:
+    stem = name.split(".", 1)[0]
+    return len(stem) == 20 and stem.isdigit()
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _delete_segment_files(dir: str, base: int, suffix: str = "") -> None:
+    for fn in (S.log_file, S.index_file, S.time_index_file, S.txn_index_file):
+        _unlink(fn(dir, base, suffix))
+
+
+def _open_segment(dir, base, config, time, suffix=""):
+    return S.LogSegment(dir, base, index_interval_bytes=config.index_interval_bytes,
+                        max_index_size=config.segment_index_bytes, time=time, suffix=suffix)
+
+
+def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None,
+             recovery_point_checkpoint: int = 0, had_clean_shutdown: bool = True,
+             topic_id: uuid.UUID | None = None, time=_time,
+             producer_id_expiration_ms: int = 86_400_000) -> LoadedLog:
+    """Load (and repair) the partition directory `dir`; see the module docstring for the steps."""
+    os.makedirs(dir, exist_ok=True)
+    repairs: list[str] = []
+
+    def repaired(msg: str) -> None:
+        repairs.append(msg)
+        log.warning("%s: %s", dir, msg)
+
+    # 1. partition.metadata
+    try:
+        stored_id = read_partition_metadata(dir)
+    except (ValueError, UnicodeDecodeError) as exc:
+        repaired(f"unreadable {PARTITION_METADATA_FILENAME} ({exc}); left as is")
+        stored_id = None
+    if stored_id is not None and topic_id is not None and stored_id != topic_id:
+        log.warning("%s: partition.metadata holds topic id %s, expected %s", dir,
+                    topic_id_to_string(stored_id), topic_id_to_string(topic_id))
+    if topic_id is None:
+        topic_id = stored_id
+    elif stored_id is None:
+        write_partition_metadata(dir, topic_id)
+
+    # 2. leftovers
+    names = sorted(os.listdir(dir))
+    cleaned_bases: list[int] = []
+    swap_bases: list[int] = []
+    log_bases: set[int] = set()
+    for name in names:
+        path = os.path.join(dir, name)
+        if not os.path.isfile(path):
+            log.info("%s: ignoring foreign entry %s", dir, name)
+            continue
+        if name.endswith(S.DELETED_SUFFIX):
+            _unlink(path)
+            repaired(f"deleted leftover {name}")
+        elif name.endswith(".tmp"):
+            _unlink(path)
+            repaired(f"deleted temporary file {name}")
+        elif name.endswith(S.CLEANED_SUFFIX) and _is_segment_name(name):
+            if name.endswith(S.LOG_SUFFIX + S.CLEANED_SUFFIX):
+                cleaned_bases.append(S.offset_from_filename(name))
+            _unlink(path)
+            repaired(f"deleted unfinished cleaner output {name}")
+        elif name.endswith(S.SWAP_SUFFIX) and _is_segment_name(name):
+            if name.endswith(S.LOG_SUFFIX + S.SWAP_SUFFIX):
+                swap_bases.append(S.offset_from_filename(name))
+        elif _is_segment_name(name) and name.endswith(S.LOG_SUFFIX):
+            log_bases.add(S.offset_from_filename(name))
+        elif _is_segment_name(name) and name.endswith(S.SNAPSHOT_SUFFIX):
+            pass
+        elif _is_segment_name(name) and name.endswith(_SEGMENT_EXTS):
+            pass  # index files: checked against their .log below
+        elif name in _KNOWN_FILES:
+            pass
+        else:
+            log.warning("%s: foreign file %s left alone", dir, name)
+
+    # 3. swap files
+    if swap_bases:
+        min_cleaned = min(cleaned_bases) if cleaned_bases else None
+        keep = []
+        for base in swap_bases:
+            if min_cleaned is not None and base >= min_cleaned:
+                _delete_segment_files(dir, base, S.SWAP_SUFFIX)
+                repaired(f"rolled back interrupted swap: deleted {S.filename_prefix(base)}.log.swap")
+            else:
+                keep.append(base)
+        if keep:
+            swaps = []
+            for base in keep:
+                for fn in (S.index_file, S.time_index_file):  # indexes are rebuilt below
+                    _unlink(fn(dir, base, S.SWAP_SUFFIX))
+                seg = _open_segment(dir, base, config, time, S.SWAP_SUFFIX)
+                seg.recover()
+                swaps.append(seg)
+            lo = min(s.base_offset for s in swaps)
+            hi = max(s.read_next_offset() for s in swaps)
+            for base in sorted(log_bases):
+                if lo <= base < hi and base not in keep:
+                    _delete_segment_files(dir, base)
+                    log_bases.discard(base)
+                    repaired(f"deleted segment {S.filename_prefix(base)} replaced by an interrupted swap")
+            for seg in swaps:
+                if seg.base_offset in log_bases:
+                    _delete_segment_files(dir, seg.base_offset)
+                seg.close()
+                seg.change_file_suffixes(S.SWAP_SUFFIX, "")
+                log_bases.add(seg.base_offset)
+                repaired(f"completed interrupted swap of segment {S.filename_prefix(seg.base_offset)}")
+            fsync_dir(dir)
+
+    # orphan index files
+    for name in os.listdir(dir):
+        if _is_segment_name(name) and name.endswith((S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)):
+            if S.offset_from_filename(name) not in log_bases:
+                _unlink(os.path.join(dir, name))
+                repaired(f"deleted orphaned index file {name}")
+
+    # 4. open segments, rebuilding missing or corrupt indexes
+    segments = []
+    for base in sorted(log_bases):
+        missing = not os.path.exists(S.index_file(dir, base)) or \
+            not os.path.exists(S.time_index_file(dir, base))
+        seg = _open_segment(dir, base, config, time)
+        reason = "missing index" if missing else None
+        if reason is None:
+            try:
+                seg.sanity_check()
+            except CorruptIndexError as exc:
+                reason = str(exc)
+        if reason is not None:
+            truncated = seg.recover()
+            repaired(f"rebuilt indexes of segment {S.filename_prefix(base)} ({reason})"
+                     + (f", truncated {truncated} bytes" if truncated else ""))
+        segments.append(seg)
+
+    # 5. unclean shutdown: recover from the recovery point
+    if not had_clean_shutdown and segments:
+        start = 0
+        for i, seg in enumerate(segments):
+            if seg.base_offset <= recovery_point_checkpoint:
+                start = i
+        i = start
+        while i < len(segments):
+            seg = segments[i]
+            truncated = seg.recover()
+            if truncated:
+                repaired(f"recovered segment {S.filename_prefix(seg.base_offset)}: truncated "
+                         f"{truncated} bytes at the first invalid batch")
+                for later in segments[i + 1:]:
+                    later.delete()
+                    repaired(f"deleted segment {S.filename_prefix(later.base_offset)} after a "
+                             f"corrupt batch in an earlier segment")
+                del segments[i + 1:]
+            i += 1
+
+    # 6. offsets
+    if log_start_offset_checkpoint is None:
+        log_start_offset_checkpoint = 0
+    if not segments:
+        segments.append(_open_segment(dir, max(log_start_offset_checkpoint, 0), config, time))
+    active = segments[-1]
+    active.resize_indexes(config.segment_index_bytes)
+    next_offset = active.read_next_offset()
+    log_start = max(log_start_offset_checkpoint, segments[0].base_offset)
+    if log_start > next_offset:
+        repaired(f"log start offset {log_start} beyond the log end offset {next_offset}; clipped")
+        log_start = next_offset
+    recovery_point = next_offset if had_clean_shutdown else min(recovery_point_checkpoint, next_offset)
+
+    # 7. leader epochs and producer state
+    cache = LeaderEpochFileCache(dir)
+    cache.truncate_from_end(next_offset)
+    cache.truncate_from_start(log_start)
+    psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms, time=time)
+    psm.remove_stray_snapshots([s.base_offset for s in segments])
+    replay_from = psm.load(log_start, next_offset)
+    if psm.latest_snapshot_offset() is None and had_clean_shutdown and len(segments) > 2:
+        # No snapshot at all (e.g. logs written before snapshots existed): like Kafka, only the
+        # last two segments are scanned instead of the whole log.
+        replay_from = max(replay_from, segments[-2].base_offset)
+    replay_producer_state(segments, psm, replay_from, next_offset, cache)
+    return LoadedLog(segments, next_offset, log_start, recovery_point, psm, cache, topic_id, repairs)
+
+
+def replay_producer_state(segments, psm: ProducerStateManager, from_offset: int, to_offset: int,
+                          cache: LeaderEpochFileCache | None = None) -> None:
+    """Feed every batch in [from_offset, to_offset) to the producer state (and epoch cache)."""
+    if from_offset >= to_offset:
+        psm.map_end_offset = max(psm.map_end_offset, to_offset)
+        return
+    for i, seg in enumerate(segments):
+        nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if nxt is not None and nxt <= from_offset:
+            continue
+        _, pos = seg.offset_index.lookup(from_offset)
+        for _, hdr, _, _ in seg.iter_batches(pos):
+            if hdr.last_offset < from_offset:
+                continue
+            if hdr.base_offset >= to_offset:
+                break
+            psm.update_from_batch(hdr)
+            if cache is not None and hdr.partition_leader_epoch >= 0:
+                cache.assign(hdr.partition_leader_epoch, hdr.base_offset)
+    psm.map_end_offset = to_offset
+

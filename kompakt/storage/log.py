@@ -1,0 +1,670 @@
+"""The log of one partition: an ordered list of segments, the last one active.
+
+Role: Kafka's UnifiedLog + LocalLog for a single node. Appends (validated by log_validator, offsets
+assigned here, producer sequences checked by producer_state), reads of whole batches, offset
+lookups (earliest / latest / by timestamp / max timestamp), truncation, log-start advancement
+(DeleteRecords, retention), rolling, flushing, segment deletion with the `.deleted` protocol and
+the cleaner's crash-safe swap (`replace_segments`).
+
+Offsets on a single node: high watermark = log end offset (every append is "replicated" at once);
+last stable offset = high watermark (no transactions here).
+
+Concurrency: every mutation takes `lock` (a threading.RLock). Reads take it too (they are short:
+an index lookup and one pread). `flush` collects the segments to sync under the lock and fsyncs
+outside it, in the caller's thread (the LogManager calls it from a worker thread), so appends on
+the event loop never wait for a disk sync. Segments removed from the log are renamed `.deleted`
+at once and stay open until their files are unlinked (`on_segments_deleted` hook, set by the
+LogManager to unlink after file.delete.delay.ms), so an in-flight read of them still works.
+
+Invariants:
+- segments are sorted by base offset and never overlap; there is always at least one segment;
+- log_start_offset <= high_watermark = log_end_offset; recovery_point <= log_end_offset;
+- every batch appended has offsets starting at the previous log end offset.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time as _time
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Callable
+
+from kompakt.protocol import records as R
+from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, KafkaStorageErrorError,
+                                     OffsetOutOfRangeError)
+from kompakt.storage import loader as L
+from kompakt.storage import segment as S
+from kompakt.storage.leader_epoch import UNDEFINED_EPOCH, fsync_dir
+from kompakt.storage.log_validator import validate_and_assign
+
+log = logging.getLogger(__name__)
+
+# Special ListOffsets timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+@dataclass(slots=True)
+class AppendInfo:
+    """What the produce response needs (Kafka's LogAppendInfo)."""
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int          # -1 unless LogAppendTime
+    log_start_offset: int
+    records_count: int
+    valid_bytes: int
+    duplicate: bool = False
+
+    @property
+    def base_offset(self) -> int:
+        return self.first_offset
+
+
+@dataclass(slots=True)
+class FetchData:
+    """Result of Log.read: whole batches as bytes, plus the partition's offsets at read time."""
+    records: bytes
+    high_watermark: int
+    log_start_offset: int
+    last_stable_offset: int
+    log_end_offset: int
+    first_batch_offset: int = -1
+
+
+def parse_topic_partition(dir: str):
+    """`<topic>-<partition>` (optionally with a `.<uuid>-delete` tail) -> TopicPartition."""
+    from kompakt.storage import TopicPartition
+    name = os.path.basename(os.path.normpath(dir))
+    if name.endswith("-delete") and "." in name:
+        name = name[: name.rindex(".")]
+    topic, _, part = name.rpartition("-")
+    if not topic or not part.isdigit():
+        raise ValueError(f"Found directory {dir}, '{name}' is not in the form of topic-partition")
+    return TopicPartition(topic, int(part))
+
+
+class Log:
+    """One partition's log (see module docstring). Build with `Log.open`."""
+
+    def __init__(self, dir: str, config, loaded: L.LoadedLog, *, tp=None, time=_time):
+        self.dir = dir
+        self.config = config
+        self.tp = tp if tp is not None else _safe_tp(dir)
+        self._time = time
+        self.lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._segments: list[S.LogSegment] = list(loaded.segments)
+        self._bases: list[int] = [s.base_offset for s in self._segments]
+        self._next_offset = loaded.next_offset
+        self.log_start_offset = loaded.log_start_offset
+        self.recovery_point = loaded.recovery_point
+        self.producer_state = loaded.producer_state
+        self.leader_epoch_cache = loaded.leader_epoch_cache
+        self.topic_id = loaded.topic_id
+        self.repairs = loaded.repairs
+        self.unflushed_messages = 0
+        self.last_flush_time = self._now()
+        self.needs_flush_dir = False
+        self.closed = False
+        # Hooks the LogManager sets: unlink `.deleted` segments later; flush after a roll.
+        self.on_segments_deleted: Callable[[list[S.LogSegment]], None] | None = None
+        self.on_roll: Callable[["Log", int], None] | None = None
+        self.active_segment.roll_jitter_ms = config.random_segment_jitter()
+
+    # ---- construction ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, dir: str, config, *, topic_id=None, log_start_offset: int | None = None,
+             recovery_point: int = 0, had_clean_shutdown: bool = True, time=_time,
+             producer_id_expiration_ms: int = 86_400_000, tp=None) -> "Log":
+        """Open (creating if needed) the partition directory `dir`, repairing it as LogLoader does."""
+        loaded = L.load_log(dir, config, log_start_offset_checkpoint=log_start_offset,
+                            recovery_point_checkpoint=recovery_point,
+                            had_clean_shutdown=had_clean_shutdown, topic_id=topic_id, time=time,
+                            producer_id_expiration_ms=producer_id_expiration_ms)
+        return cls(dir, config, loaded, tp=tp, time=time)
+
+    def _now(self) -> int:
+        return int(self._time.time() * 1000)
+
+    # ---- offsets ---------------------------------------------------------------------------------
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._next_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def segments(self) -> list[S.LogSegment]:
+        """Snapshot of the segment list, oldest first (the last is the active segment)."""
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> S.LogSegment:
+        return self._segments[-1]
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._segments)
+
+    def latest_epoch(self) -> int:
+        return self.leader_epoch_cache.latest_epoch()
+
+    def leader_epoch_for(self, offset: int) -> int:
+        return self.leader_epoch_cache.epoch_for_offset(offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when unknown."""
+        with self.lock:
+            return self.leader_epoch_cache.end_offset_for(epoch, self._next_offset)
+
+    def update_config(self, config) -> None:
+        """Live config change (AlterConfigs): new rolls, validation and indexes use it."""
+        with self.lock:
+            self.config = config
+            for seg in self._segments:
+                seg.index_interval_bytes = config.index_interval_bytes
+
+    # ---- append ----------------------------------------------------------------------------------
+    def append_as_leader(self, records, *, leader_epoch: int = 0, origin: str = "client") -> AppendInfo:
+        """Validate one produced batch, assign offsets, append (Kafka's appendAsLeader)."""
+        with self.lock:
+            self._check_open()
+            now = self._now()
+            vr = validate_and_assign(records, next_offset=self._next_offset, config=self.config,
+                                     now_ms=now, leader_epoch=leader_epoch, origin=origin,
+                                     topic_partition=_tp_name(self.tp))
+            hdr = vr.header
+            staged = None
+            if hdr.producer_id >= 0:
+                staged, dup = self.producer_state.check_batches(
+                    [(hdr, vr.first_offset, vr.last_offset)], origin)
+                if dup is not None:
+                    return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                      dup.last_offset, -1, self.log_start_offset,
+                                      dup.offset_delta + 1, 0, duplicate=True)
+            self._append_validated(vr.buffer, vr.first_offset, vr.last_offset, vr.max_timestamp,
+                                   vr.offset_of_max_timestamp, vr.records_count, now)
+            if staged:
+                self.producer_state.apply(staged, self._next_offset)
+            else:
+                self.producer_state.map_end_offset = self._next_offset
+            if leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, vr.first_offset)
+            info = AppendInfo(vr.first_offset, vr.last_offset, vr.max_timestamp,
+                              vr.offset_of_max_timestamp, vr.log_append_time,
+                              self.log_start_offset, vr.records_count, len(vr.buffer))
+        self._maybe_flush_messages()
+        return info
+
+    def append(self, records, *, origin: str = "replication") -> AppendInfo | None:
+        """Append batches that already carry their offsets (recovery tests, tools, the cleaner).
+
+        Checks each batch's CRC and that offsets start at or after the log end offset and increase.
+        """
+        buf = bytes(records)
+        with self.lock:
+            self._check_open()
+            batches = list(R.iter_batches(buf))
+            consumed = batches[-1][0] + batches[-1][1].size if batches else 0
+            if consumed != len(buf):
+                raise CorruptMessageError(f"append to {_tp_name(self.tp)}: {len(buf) - consumed} "
+                                          f"trailing bytes are not a complete batch")
+            if not batches:
+                return None
+            expected = self._next_offset
+            max_ts, off_max = R.NO_TIMESTAMP, -1
+            for pos, hdr in batches:
+                if hdr.magic != R.CURRENT_MAGIC or not R.valid_crc(buf, pos, hdr):
+                    raise CorruptMessageError(f"batch at offset {hdr.base_offset} is corrupt")
+                if hdr.base_offset < expected:
+                    raise InvalidRecordError(
+                        f"Out of order offsets in append to {_tp_name(self.tp)}: batch at "
+                        f"{hdr.base_offset} but the log end offset is {expected}")
+                expected = hdr.last_offset + 1
+                if hdr.max_timestamp > max_ts:
+                    max_ts, off_max = hdr.max_timestamp, hdr.last_offset
+            first, last = batches[0][1].base_offset, batches[-1][1].last_offset
+            count = sum(h.records_count for _, h in batches)
+            self._append_validated(buf, first, last, max_ts, off_max, count, self._now())
+            for _, hdr in batches:
+                self.producer_state.update_from_batch(hdr)
+                if hdr.partition_leader_epoch >= 0:
+                    self.leader_epoch_cache.assign(hdr.partition_leader_epoch, hdr.base_offset)
+            info = AppendInfo(first, last, max_ts, off_max, -1, self.log_start_offset, count, len(buf))
+        self._maybe_flush_messages()
+        return info
+
+    def _append_validated(self, buf, first: int, last: int, max_ts: int, offset_of_max: int,
+                          count: int, now: int) -> None:
+        seg = self._maybe_roll(len(buf), first, last, max_ts, now)
+        try:
+            seg.append(last, max_ts, offset_of_max, buf)
+        except OSError as exc:
+            raise KafkaStorageErrorError(f"Error while appending to {seg.log_path}: {exc}") from exc
+        self._next_offset = last + 1
+        self.unflushed_messages += count
+
+    def _maybe_roll(self, size: int, first: int, last: int, max_ts: int, now: int) -> S.LogSegment:
+        seg = self._segments[-1]
+        if seg.should_roll(segment_bytes=self.config.segment_bytes,
+                           max_segment_ms=self.config.max_segment_ms(), messages_size=size,
+                           max_timestamp_in_messages=max_ts, max_offset_in_messages=last,
+                           now_ms=now):
+            seg = self.roll(first)
+        return seg
+
+    def _maybe_flush_messages(self) -> None:
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+
+    # ---- roll ------------------------------------------------------------------------------------
+    def roll(self, expected_next_offset: int | None = None) -> S.LogSegment:
+        """Start a new active segment at max(expected_next_offset, log end offset)."""
+        with self.lock:
+            self._check_open()
+            new_offset = max(expected_next_offset or 0, self._next_offset)
+            active = self._segments[-1]
+            if active.base_offset == new_offset and active.size == 0:
+                return active  # rolling an empty segment onto itself changes nothing
+            if new_offset < active.base_offset or (new_offset == active.base_offset):
+                raise KafkaStorageErrorError(
+                    f"Trying to roll a new log segment for {_tp_name(self.tp)} with start offset "
+                    f"{new_offset} <= the active segment's base offset {active.base_offset}")
+            for path in (S.log_file(self.dir, new_offset), S.index_file(self.dir, new_offset),
+                         S.time_index_file(self.dir, new_offset)):
+                if os.path.exists(path):
+                    log.warning("%s: removing stale file %s before roll", self.dir, path)
+                    os.unlink(path)
+            active.on_become_inactive()
+            self.producer_state.map_end_offset = max(self.producer_state.map_end_offset, new_offset)
+            self.producer_state.take_snapshot(sync=False)
+            seg = S.LogSegment(self.dir, new_offset,
+                               index_interval_bytes=self.config.index_interval_bytes,
+                               max_index_size=self.config.segment_index_bytes,
+                               roll_jitter_ms=self.config.random_segment_jitter(), time=self._time)
+            self._segments.append(seg)
+            self._bases.append(new_offset)
+            self.needs_flush_dir = True
+            hook = self.on_roll
+        if hook is not None:
+            hook(self, new_offset)
+        return seg
+
+    # ---- read ------------------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one: bool = True) -> FetchData:
+        """Whole batches from the one holding `offset`, at most max_bytes (unless min_one).
+
+        Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]. Reading at the log
+        end offset returns no records. `max_offset` (exclusive) keeps batches at or above it out.
+        """
+        with self.lock:
+            leo = self._next_offset
+            start = self.log_start_offset
+            if offset < start or offset > leo:
+                raise OffsetOutOfRangeError(
+                    f"Received request for offset {offset} for partition {_tp_name(self.tp)}, but we "
+                    f"only have log segments in the range {start} to {leo}.")
+            data = b""
+            if offset < leo and max_bytes >= 0:
+                i = max(bisect_right(self._bases, offset) - 1, 0)
+                while i < len(self._segments):
+                    res = self._segments[i].read(offset, max_bytes, None, min_one)
+                    if res is not None:
+                        data = res[1]
+                        break
+                    i += 1
+            if max_offset is not None and data:
+                data = data[:_prefix_below(data, max_offset)]
+            first = R.peek_size_and_magic(data, 0)[0] if len(data) >= 17 else -1
+            return FetchData(data, leo, start, leo, leo, first)
+
+    # ---- offset lookups --------------------------------------------------------------------------
+    def earliest(self) -> tuple[int, int]:
+        return self.log_start_offset, R.NO_TIMESTAMP
+
+    def latest(self) -> tuple[int, int]:
+        return self._next_offset, R.NO_TIMESTAMP
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the largest timestamp in the log."""
+        with self.lock:
+            best = None
+            for seg in self._segments:
+                if seg.max_timestamp_so_far >= 0 and (best is None or seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                    best = seg
+            if best is None:
+                return None
+            target = best.max_timestamp_so_far
+            _, pos = best.offset_index.lookup(best.offset_of_max_timestamp_so_far)
+            for p in (pos, 0):
+                for _, hdr, buf, bp in best.iter_batches(p, chunk=256 * 1024):
+                    if hdr.max_timestamp != target:
+                        continue
+                    if hdr.timestamp_type == R.TIMESTAMP_LOG_APPEND_TIME:
+                        return hdr.base_offset, target
+                    for rec in R.decode_records(buf, bp, hdr):
+                        if R.record_timestamp(hdr, rec) == target:
+                            return hdr.base_offset + rec.offset_delta, target
+                    return hdr.last_offset, target
+            return best.offset_of_max_timestamp_so_far, target
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= target (ListOffsets).
+
+        Special targets: -2 earliest, -1 latest, -3 max timestamp, -4 earliest local, -5 latest
+        tiered (= latest here). None when no record is that recent.
+        """
+        if timestamp == EARLIEST_TIMESTAMP or timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return self.earliest()
+        if timestamp == LATEST_TIMESTAMP or timestamp == LATEST_TIERED_TIMESTAMP:
+            return self.latest()
+        if timestamp == MAX_TIMESTAMP:
+            return self.max_timestamp_offset()
+        with self.lock:
+            start = self.log_start_offset
+            for seg in self._segments:
+                if seg.largest_timestamp < timestamp or seg.size == 0:
+                    continue
+                found = seg.find_offset_by_timestamp(timestamp, start)
+                if found is not None:
+                    return found[1], found[0]
+            return None
+
+    # ---- truncation and log start ----------------------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch at or above `offset`; True when something was removed.
+
+        Truncation works on whole batches: a batch holding `offset` is removed entirely, so the new
+        log end offset is the end of the last batch left (<= offset).
+        """
+        if offset < 0:
+            raise ValueError(f"Cannot truncate partition {_tp_name(self.tp)} to a negative offset ({offset}).")
+        with self.lock:
+            self._check_open()
+            if offset >= self._next_offset:
+                return False
+            if offset <= self._segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            doomed = [s for s in self._segments if s.base_offset > offset]
+            self._remove_segments(doomed, "truncation")
+            active = self._segments[-1]
+            active.truncate_to(offset)
+            active.resize_indexes(self.config.segment_index_bytes)
+            self._next_offset = active.read_next_offset()
+            self.log_start_offset = min(self.log_start_offset, self._next_offset)
+            self.recovery_point = min(self.recovery_point, self._next_offset)
+            self.leader_epoch_cache.truncate_from_end(self._next_offset)
+            self._reload_producer_state()
+            return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and restart the log empty at `new_offset`."""
+        with self.lock:
+            self._check_open()
+            self._remove_segments(list(self._segments), "truncate fully")
+            seg = S.LogSegment(self.dir, new_offset, index_interval_bytes=self.config.index_interval_bytes,
+                               max_index_size=self.config.segment_index_bytes,
+                               roll_jitter_ms=self.config.random_segment_jitter(), time=self._time)
+            self._segments = [seg]
+            self._bases = [new_offset]
+            self._next_offset = new_offset
+            self.log_start_offset = new_offset
+            self.recovery_point = new_offset
+            self.leader_epoch_cache.clear_and_flush()
+            self.producer_state.truncate_fully_and_start_at(new_offset)
+            self.needs_flush_dir = True
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:
+        """Raise the log start offset (never above the high watermark); True if it moved."""
+        with self.lock:
+            if new_log_start_offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"Cannot increment the log start offset to {new_log_start_offset} of partition "
+                    f"{_tp_name(self.tp)} since it is larger than the high watermark {self.high_watermark}")
+            if new_log_start_offset <= self.log_start_offset:
+                return False
+            log.info("%s: incrementing log start offset to %d due to %s", _tp_name(self.tp),
+                     new_log_start_offset, reason or "request")
+            self.log_start_offset = new_log_start_offset
+            self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+            self.producer_state.on_log_start_offset_incremented(new_log_start_offset)
+            return True
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to `offset` (-1 = high watermark); returns it."""
+        target = self.high_watermark if offset == -1 else offset
+        if target < 0:
+            raise OffsetOutOfRangeError(f"Cannot delete records of {_tp_name(self.tp)} before offset {offset}")
+        self.maybe_increment_log_start_offset(target, "client delete records request")
+        return self.log_start_offset
+
+    # ---- segment deletion ------------------------------------------------------------------------
+    def delete_segments(self, segments, reason: str = "") -> int:
+        """Remove segments from the log (`.deleted` rename now, unlink via the hook or at once).
+
+        Never leaves the log without a segment: if every segment goes, a new active segment is
+        rolled first. The log start offset moves to the first remaining segment's base offset.
+        Returns how many segments were removed.
+        """
+        with self.lock:
+            self._check_open()
+            wanted = [s for s in segments if s in self._segments]
+            if not wanted:
+                return 0
+            if len(wanted) == len(self._segments):
+                active = self._segments[-1]
+                if active.size == 0 and active.base_offset == self._next_offset:
+                    wanted = wanted[:-1]
+                else:
+                    self.roll()
+            if not wanted:
+                return 0
+            self._remove_segments(wanted, reason)
+            first = self._segments[0].base_offset
+            if first > self.log_start_offset:
+                self.maybe_increment_log_start_offset(min(first, self.high_watermark), "segment deletion")
+            for s in wanted:
+                self.producer_state._delete_snapshot(s.base_offset)
+            return len(wanted)
+
+    def _remove_segments(self, segs, reason: str) -> None:
+        """Drop segs from the list, rename their files `.deleted`, hand them to the unlink hook."""
+        if not segs:
+            return
+        doomed = set(id(s) for s in segs)
+        self._segments = [s for s in self._segments if id(s) not in doomed]
+        self._bases = [s.base_offset for s in self._segments]
+        for s in segs:
+            try:
+                if not s.closed:
+                    s.change_file_suffixes(s.suffix, S.DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+            log.info("%s: scheduling deletion of segment %d (%s)", _tp_name(self.tp), s.base_offset, reason)
+        self.needs_flush_dir = True
+        hook = self.on_segments_deleted
+        if hook is not None:
+            hook(list(segs))
+        else:
+            for s in segs:
+                s.delete()
+
+    # ---- cleaner swap ----------------------------------------------------------------------------
+    def replace_segments(self, new_segments, old_segments) -> None:
+        """Swap cleaned segments in for old ones, crash-safely (Kafka's LocalLog.replaceSegments).
+
+        `new_segments` are LogSegments written by the cleaner with suffix `.cleaned` and flushed.
+        Steps, and what loading does if the process dies right after each:
+          1. (caller) write and fsync `XXXX.log.cleaned` (+ indexes)
+             -> crash: `.cleaned` files are deleted at load; the old segments stay.
+          2. rename each new segment `.cleaned` -> `.swap`, highest base offset first
+             -> crash mid-way: some `.cleaned` remain; the `.swap` files above the smallest
+                `.cleaned` offset are deleted at load and the old segments stay (roll back).
+             -> crash after: all new segments are `.swap`; load deletes the live segments their
+                offsets cover and renames the `.swap` files live (roll forward).
+          3. put the new segments into the in-memory segment list
+          4. remove every old segment from the list and rename its files `.deleted` (unlinked
+             later by the LogManager's delete-file task, or at once without one)
+             -> crash: `.deleted` files are removed at load; `.swap` completed as above.
+          5. rename each new segment `.swap` -> live (drop the suffix)
+             -> crash: the remaining `.swap` files are completed at load as above.
+          6. fsync the partition directory so the renames are durable.
+        """
+        new_segments = sorted(new_segments, key=lambda s: s.base_offset)
+        with self.lock:
+            self._check_open()
+            for seg in reversed(new_segments):                          # step 2
+                if seg.suffix == S.CLEANED_SUFFIX:
+                    seg.change_file_suffixes(S.CLEANED_SUFFIX, S.SWAP_SUFFIX)
+                elif seg.suffix != S.SWAP_SUFFIX:
+                    raise ValueError(f"replace_segments expects .cleaned segments, got {seg.log_path}")
+            present = [s for s in old_segments if s in self._segments]
+            new_bases = {s.base_offset for s in new_segments}
+            kept = [s for s in self._segments                            # step 3
+                    if s.base_offset not in new_bases and not any(s is o for o in present)]
+            self._segments = sorted(kept + list(new_segments), key=lambda s: s.base_offset)
+            self._bases = [s.base_offset for s in self._segments]
+            for s in present:                                           # step 4
+                s.change_file_suffixes(s.suffix, S.DELETED_SUFFIX)
+            for seg in new_segments:                                    # step 5
+                seg.change_file_suffixes(S.SWAP_SUFFIX, "")
+            fsync_dir(self.dir)                                         # step 6
+            hook = self.on_segments_deleted
+            if present:
+                log.info("%s: replaced %d segments with %d cleaned segments", _tp_name(self.tp),
+                         len(present), len(new_segments))
+            if hook is not None and present:
+                hook(list(present))
+            else:
+                for s in present:
+                    s.delete()
+
+    # ---- flush and close -------------------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets in [recovery_point, offset), then move the recovery point.
+
+        Runs in the caller's thread; the fsyncs happen outside `lock` so appends go on meanwhile.
+        """
+        with self._flush_lock:
+            with self.lock:
+                target = self._next_offset if offset is None else min(offset, self._next_offset)
+                rp = self.recovery_point
+                if target <= rp and not self.needs_flush_dir:
+                    return
+                segs = []
+                for i, s in enumerate(self._segments):
+                    nxt = self._segments[i + 1].base_offset if i + 1 < len(self._segments) else None
+                    if s.base_offset < target and (nxt is None or nxt > rp):
+                        segs.append(s)
+                flush_dir = self.needs_flush_dir
+                self.needs_flush_dir = False
+                flushed_messages = self.unflushed_messages
+            for s in segs:
+                try:
+                    s.flush()
+                except (OSError, ValueError):
+                    if not s.closed:
+                        raise
+            if flush_dir:
+                fsync_dir(self.dir)
+            with self.lock:
+                if target > self.recovery_point:
+                    self.recovery_point = min(target, self._next_offset)
+                if target >= self._next_offset:
+                    self.unflushed_messages = max(0, self.unflushed_messages - flushed_messages)
+                self.last_flush_time = self._now()
+
+    def close(self) -> None:
+        """Snapshot producer state, then close (trim indexes, fsync) every segment."""
+        with self.lock:
+            if self.closed:
+                return
+            self.producer_state.map_end_offset = self._next_offset
+            try:
+                self.producer_state.take_snapshot()
+            except OSError as exc:
+                log.warning("%s: could not write producer snapshot: %s", self.dir, exc)
+            for seg in self._segments:
+                seg.close()
+            self.recovery_point = self._next_offset
+            self.closed = True
+
+    def close_handlers(self) -> None:
+        """Close file descriptors without flushing (the directory is being deleted)."""
+        with self.lock:
+            for seg in self._segments:
+                seg.close_handlers()
+            self.closed = True
+
+    def rename_dir(self, new_dir: str) -> None:
+        """Rename the partition directory (e.g. to `<topic>-<n>.<id>-delete`) and follow it."""
+        with self.lock:
+            os.replace(self.dir, new_dir)
+            self.dir = new_dir
+            for seg in self._segments:
+                seg.update_dir(new_dir)
+            self.producer_state.update_dir(new_dir)
+            self.leader_epoch_cache.update_dir(new_dir)
+            fsync_dir(os.path.dirname(os.path.abspath(new_dir)))
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        with self.lock:
+            return self.producer_state.remove_expired_producers(now_ms)
+
+    # ---- internals -------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KafkaStorageErrorError(f"The log for partition {_tp_name(self.tp)} is closed.")
+
+    def _reload_producer_state(self) -> None:
+        psm = self.producer_state
+        from_offset = psm.load(self.log_start_offset, self._next_offset)
+        L.replay_producer_state(self._segments, psm, from_offset, self._next_offset)
+
+    def __repr__(self) -> str:
+        return (f"Log({_tp_name(self.tp)}, start={self.log_start_offset}, end={self._next_offset}, "
+                f"segments={len(self._segments)})")
+
+
+def _tp_name(tp) -> str:
+    if tp is None:
+        return "?"
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _safe_tp(dir: str):
+    try:
+        return parse_topic_partition(dir)
+    except ValueError:
+        return None
+
+
+def _prefix_below(data: bytes, max_offset: int) -> int:
+    """Length of the prefix of whole batches whose base offset is below max_offset."""
+    p = 0
+    n = len(data)
+    while n - p >= R.BATCH_OVERHEAD:
+        base, size, _ = R.peek_size_and_magic(data, p)
+        if base >= max_offset or p + size > n:
+            break
+        p += size
+    return p

@@ -1,0 +1,186 @@
+"""Kafka's LogValidator for magic v2: check a produced batch and assign its offsets.
+
+Role: the produce path's gate. `validate_and_assign` takes the bytes a client sent for one
+partition, checks them the way Kafka's UnifiedLog.analyzeAndValidateRecords + LogValidator do,
+assigns offsets starting at the log end offset and returns the bytes to append.
+
+Rules, each with the error that goes to the wire:
+- exactly one batch, complete (CORRUPT_MESSAGE when truncated; INVALID_RECORD when more than one:
+  Kafka's "Compressed outer record has more than one batch" for v2);
+- magic 2 only (UNSUPPORTED_FOR_MESSAGE_FORMAT);
+- batch size <= max.message.bytes (MESSAGE_TOO_LARGE); whole append <= segment size
+  (RECORD_LIST_TOO_LARGE);
+- CRC-32C valid (CORRUPT_MESSAGE);
+- for client appends: baseOffset 0, recordsCount > 0 and == lastOffsetDelta + 1, no control batch,
+  a producer id needs a sequence (INVALID_RECORD);
+- compacted topics: every record has a key (INVALID_RECORD);
+- message.timestamp.type=CreateTime: each record's timestamp within
+  [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] (INVALID_TIMESTAMP);
+- LogAppendTime: maxTimestamp := now and the timestamp-type bit set (CRC recomputed);
+- compression.type other than `producer` and different from the batch's codec: records re-encoded
+  with the topic codec (as Kafka's buildRecordsAndAssignOffsets does).
+
+Parse nothing we need not parse: records are decoded only for compacted topics, recompression, or a
+finite `message.timestamp.before.max.ms` (a lower bound cannot be checked from the header: records
+may be older than baseTimestamp). The upper bound is checked against the header's maxTimestamp when
+records are not decoded. So an uncompressed (or keep-codec) delete topic costs header + CRC only.
+
+Offsets are assigned by patching baseOffset (not under the CRC) and partitionLeaderEpoch (not under
+the CRC) in a private copy of the request bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kompakt.protocol import records as R
+from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, InvalidTimestampError,
+                                     MessageTooLargeError, RecordListTooLargeError,
+                                     UnsupportedForMessageFormatError)
+
+LONG_MAX = 2**63 - 1
+LOG_APPEND_TIME = "LogAppendTime"
+
+
+@dataclass(slots=True)
+class ValidationResult:
+    buffer: bytearray          # the bytes to append (one batch, offsets assigned)
+    header: R.BatchHeader      # header of that batch after assignment
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time: int       # -1 unless message.timestamp.type=LogAppendTime
+    records_count: int
+    recompressed: bool
+
+
+def target_codec(compression_type: str, source_codec: int) -> int:
+    """The codec a batch is stored with: the producer's for `producer`, else the topic's."""
+    name = (compression_type or "producer").lower()
+    if name == "producer":
+        return source_codec
+    return R.CODEC_BY_NAME[name]
+
+
+def _check_timestamp(ts: int, now: int, before: int, after: int, offset: int) -> None:
+    if ts == R.NO_TIMESTAMP:
+        return
+    if now - ts > before or ts - now > after:
+        raise InvalidTimestampError(
+            f"Timestamp {ts} of message with offset {offset} is out of range. The timestamp should "
+            f"be within [{now - before}, {now + after}]")
+
+
+def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leader_epoch: int = 0,
+                        origin: str = "client", topic_partition: str = "") -> ValidationResult:
+    """Validate one produced batch and assign offsets from `next_offset` (see module docstring)."""
+    tp = topic_partition or "partition"
+    n = len(records)
+    if n < R.BATCH_OVERHEAD:
+        raise CorruptMessageError(f"Record batch of {n} bytes in the append to {tp} is shorter than "
+                                  f"the {R.BATCH_OVERHEAD}-byte batch header")
+    base_offset, size, magic = R.peek_size_and_magic(records, 0)
+    if magic != R.CURRENT_MAGIC:
+        raise UnsupportedForMessageFormatError(
+            f"Produce requests are only allowed to contain record batches with magic version 2, "
+            f"found magic {magic} in the append to {tp}")
+    if size < R.BATCH_OVERHEAD or size > n:
+        raise CorruptMessageError(f"Record batch in the append to {tp} declares {size} bytes but "
+                                  f"{n} were sent")
+    if size < n:
+        raise InvalidRecordError(f"Compressed outer record has more than one batch (append to {tp})")
+    max_message_bytes = config.max_message_bytes
+    if size > max_message_bytes:
+        raise MessageTooLargeError(
+            f"The record batch size in the append to {tp} is {size} bytes which exceeds the maximum "
+            f"configured value of {max_message_bytes}.")
+    if size > config.segment_bytes:
+        raise RecordListTooLargeError(
+            f"Message batch size is {size} bytes in append to partition {tp} which exceeds the "
+            f"maximum configured segment size of {config.segment_bytes}.")
+    buf = bytearray(records)
+    hdr = R.read_header(buf, 0)
+    if not R.valid_crc(buf, 0, hdr):
+        raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt (CRC mismatch, "
+                                  f"stored crc = {hdr.crc})")
+    client = origin == "client"
+    if client:
+        if hdr.base_offset != 0:
+            raise InvalidRecordError(f"The baseOffset of the record batch in the append to {tp} "
+                                     f"should be 0, but it is {hdr.base_offset}")
+        if hdr.last_offset_delta < 0:
+            raise InvalidRecordError(f"Batch has an invalid offset range: [{hdr.base_offset}, "
+                                     f"{hdr.last_offset}] in topic partition {tp}")
+        if hdr.records_count <= 0:
+            raise InvalidRecordError(f"Invalid reported count for record batch: {hdr.records_count} "
+                                     f"in topic partition {tp}")
+        if hdr.records_count != hdr.last_offset_delta + 1:
+            raise InvalidRecordError(f"Inconsistent batch offset range [{hdr.base_offset}, "
+                                     f"{hdr.last_offset}] and count of records {hdr.records_count} "
+                                     f"in topic partition {tp}")
+        if hdr.is_control:
+            raise InvalidRecordError(f"Clients are not allowed to write control records in topic "
+                                     f"partition {tp}")
+        if hdr.producer_id >= 0 and hdr.base_sequence < 0:
+            raise InvalidRecordError(f"Invalid sequence number {hdr.base_sequence} in record batch "
+                                     f"with producerId {hdr.producer_id} in topic partition {tp}")
+
+    log_append = config.message_timestamp_type == LOG_APPEND_TIME
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    target = target_codec(config.compression_type, hdr.compression)
+    recompress = target != hdr.compression and not (hdr.is_control and hdr.compression == 0)
+    check_ts = not log_append and client
+    parse = config.compact or recompress or (check_ts and before < LONG_MAX)
+
+    if client and log_append and hdr.timestamp_type == R.TIMESTAMP_LOG_APPEND_TIME:
+        raise InvalidTimestampError(f"Invalid timestamp type in the append to {tp}. Producer should "
+                                    f"not set timestamp type to LogAppendTime.")
+
+    first = next_offset
+    recs = None
+    if parse:
+        try:
+            recs = R.decode_records(buf, 0, hdr)
+        except (R.CorruptRecordError, ValueError, EOFError) as exc:
+            raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {exc}") from None
+        if len(recs) != hdr.records_count:
+            raise InvalidRecordError(f"Record count {len(recs)} does not match the batch header "
+                                     f"count {hdr.records_count} in topic partition {tp}")
+        for i, rec in enumerate(recs):
+            if config.compact and rec.key is None and not hdr.is_control:
+                raise InvalidRecordError(f"Compacted topic cannot accept message without key in "
+                                         f"topic partition {tp}")
+            if check_ts:
+                _check_timestamp(R.record_timestamp(hdr, rec), now_ms, before, after, first + i)
+            if rec.offset_delta != i:
+                recompress = True  # Kafka rewrites batches whose inner offsets are not 0..n-1
+    elif check_ts:
+        _check_timestamp(hdr.max_timestamp, now_ms, LONG_MAX, after, first + hdr.last_offset_delta)
+
+    if recompress:
+        buf = bytearray(R.build_batch(
+            [r._replace(offset_delta=i) for i, r in enumerate(recs)], base_offset=first,
+            compression=target, base_timestamp=hdr.base_timestamp,
+            timestamp_type=R.TIMESTAMP_LOG_APPEND_TIME if log_append else hdr.timestamp_type,
+            producer_id=hdr.producer_id, producer_epoch=hdr.producer_epoch,
+            base_sequence=hdr.base_sequence, is_transactional=hdr.is_transactional,
+            is_control=hdr.is_control, partition_leader_epoch=leader_epoch,
+            max_timestamp=now_ms if log_append else None))
+        if len(buf) > max_message_bytes:
+            raise MessageTooLargeError(
+                f"The record batch size in the append to {tp} is {len(buf)} bytes after "
+                f"recompression which exceeds the maximum configured value of {max_message_bytes}.")
+    else:
+        R.patch_base_offset(buf, 0, first)
+        R.patch_partition_leader_epoch(buf, 0, leader_epoch)
+        if log_append:
+            R.patch_max_timestamp_log_append(buf, 0, now_ms)
+    hdr = R.read_header(buf, 0)
+    last = hdr.last_offset
+    if log_append:
+        max_ts, offset_of_max = now_ms, last
+    else:
+        max_ts, offset_of_max = hdr.max_timestamp, last
+    return ValidationResult(buf, hdr, first, last, max_ts, offset_of_max,
+                            now_ms if log_append else -1, hdr.records_count, recompress)

@@ -1,0 +1,238 @@
+"""The sparse offset index of one segment: `<20-digit base offset>.index`.
+
+Role: map an offset to a file position in the segment's `.log` so a fetch starts reading close to
+the batch it wants instead of scanning the segment from byte 0.
+
+On-disk format (Kafka's `OffsetIndex`, byte for byte), a flat array of 8-byte entries, big-endian:
+
+    offset  size  field
+    0       4     relative offset   int32  = entry offset - segment base offset
+    4       4     position          int32  = byte position of a batch in the .log file
+
+An entry (o, p) says: the batch starting at position p ends with offset o (o = the *last* offset
+of the append that wrote it), so every offset > o lives at a position >= p. Entries are strictly
+increasing in both fields. The first batch of a segment is never indexed (entries are added only
+after `index.interval.bytes` bytes were appended), so a (0, 0) entry only appears as preallocation.
+
+The file of the active segment is preallocated to `segment.index.bytes` rounded down to a multiple
+of 8 (a sparse file: zeros, no disk blocks) and trimmed to its entries on roll and close, so a
+cleanly closed index is exactly `8 * entries` bytes. After a crash the active index may still
+carry its zero tail; loading drops trailing all-zero entries (they can never be valid entries).
+
+Invariants: `entries <= max_entries`; relative offsets fit in int32; lookups use binary search
+over `array('i')` copies of the two columns (no per-entry Python objects, so a 10 MiB index costs
+10 MiB of memory, not 100).
+
+Sanity check on load (Kafka's): file length a multiple of 8, and the last offset >= base offset;
+we also check that the last position is within the log file (the caller passes its size).
+"""
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+
+ENTRY_FORMAT = ">ii"
+ENTRY_SIZE = 8
+assert struct.calcsize(ENTRY_FORMAT) == ENTRY_SIZE
+_ENTRY = struct.Struct(ENTRY_FORMAT)
+INT32_MAX = 2**31 - 1
+_LITTLE = sys.byteorder == "little"
+
+
+class CorruptIndexError(Exception):
+    """An index file failed its sanity check; the segment rebuilds it from the .log file."""
+
+
+class IndexOffsetOverflowError(Exception):
+    """An offset does not fit the index's 32-bit relative offset; the log must roll first."""
+
+
+def round_down(value: int, multiple: int) -> int:
+    return (value // multiple) * multiple
+
+
+def _unpack_column(raw: bytes, typecode: str) -> array:
+    col = array(typecode)
+    col.frombytes(raw)
+    if _LITTLE:
+        col.byteswap()
+    return col
+
+
+class OffsetIndex:
+    """Offset -> position index of one segment (see module docstring for the format)."""
+
+    entry_size = ENTRY_SIZE
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024,
+                 writable: bool = True):
+        self.path = path
+        self.base_offset = base_offset
+        self.writable = writable
+        self._rel = array("i")
+        self._pos = array("i")
+        new = not os.path.exists(path) or os.path.getsize(path) == 0
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self._fd = os.open(path, flags, 0o644)
+        if new:
+            if max_index_size < ENTRY_SIZE:
+                raise ValueError(f"Invalid max index size {max_index_size} for {path}: "
+                                 f"must be at least {ENTRY_SIZE}")
+            self._length = round_down(max_index_size, ENTRY_SIZE)
+            if writable:
+                os.ftruncate(self._fd, self._length)
+        else:
+            self._length = os.fstat(self._fd).st_size
+            self._load()
+
+    # ---- loading -------------------------------------------------------------------------------
+    def _load(self) -> None:
+        usable = round_down(self._length, ENTRY_SIZE)
+        raw = os.pread(self._fd, usable, 0) if usable else b""
+        pairs = _unpack_column(raw, "i")
+        rel, pos = pairs[0::2], pairs[1::2]
+        n = len(rel)
+        while n and rel[n - 1] == 0 and pos[n - 1] == 0:
+            n -= 1  # zero tail of a preallocated file left by a crash
+        self._rel, self._pos = rel[:n], pos[:n]
+
+    def sanity_check(self, log_size: int | None = None) -> None:
+        """Raise CorruptIndexError if the file cannot be this segment's index."""
+        if self._length % ENTRY_SIZE:
+            raise CorruptIndexError(f"Index file {self.path} is corrupt, found {self._length} bytes "
+                                    f"which is neither positive nor a multiple of {ENTRY_SIZE}")
+        if self._rel and self._rel[-1] < 0:
+            raise CorruptIndexError(f"Corrupt index found, index file ({self.path}) has non-zero size "
+                                    f"but the last offset is {self.last_offset} which is less than "
+                                    f"the base offset {self.base_offset}.")
+        if log_size is not None and self._pos and self._pos[-1] >= log_size:
+            raise CorruptIndexError(f"Corrupt index found, index file ({self.path}) points at position "
+                                    f"{self._pos[-1]} beyond the end of the log ({log_size} bytes).")
+
+    # ---- queries -------------------------------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        return len(self._rel)
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // ENTRY_SIZE
+
+    @property
+    def max_index_size(self) -> int:
+        return self._length
+
+    def is_full(self) -> bool:
+        return len(self._rel) >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self._rel) * ENTRY_SIZE
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self._rel[-1] if self._rel else self.base_offset
+
+    def last_entry(self) -> tuple[int, int]:
+        if not self._rel:
+            return self.base_offset, 0
+        return self.base_offset + self._rel[-1], self._pos[-1]
+
+    def entry(self, n: int) -> tuple[int, int]:
+        return self.base_offset + self._rel[n], self._pos[n]
+
+    def lookup(self, target_offset: int) -> tuple[int, int]:
+        """(offset, position) of the largest entry with offset <= target, else (base, 0)."""
+        rel = target_offset - self.base_offset
+        if rel < 0 or not self._rel:
+            return self.base_offset, 0
+        i = bisect_right(self._rel, rel) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.base_offset + self._rel[i], self._pos[i]
+
+    # ---- mutations -----------------------------------------------------------------------------
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def append(self, offset: int, position: int) -> None:
+        rel = offset - self.base_offset
+        if self._rel and rel <= self._rel[-1]:
+            raise ValueError(f"Attempt to append an offset ({offset}) to position {self.entries} "
+                             f"no larger than the last offset appended ({self.last_offset}) to "
+                             f"{self.path}.")
+        if not 0 <= rel <= INT32_MAX:
+            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self.path})")
+        if self.is_full():
+            raise ValueError(f"Attempt to append to a full index (size = {self.entries}) {self.path}.")
+        os.pwrite(self._fd, _ENTRY.pack(rel, position), len(self._rel) * ENTRY_SIZE)
+        self._rel.append(rel)
+        self._pos.append(position)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= `offset` (Kafka's truncateTo)."""
+        rel = offset - self.base_offset
+        keep = bisect_right(self._rel, rel - 1) if rel > 0 else 0
+        self._truncate_to_entries(keep)
+
+    def _truncate_to_entries(self, n: int) -> None:
+        if n >= len(self._rel):
+            return
+        del self._rel[n:]
+        del self._pos[n:]
+        if self.writable:
+            # Zero the dropped entries so a crash never resurrects them, keep the preallocation.
+            os.ftruncate(self._fd, n * ENTRY_SIZE)
+            os.ftruncate(self._fd, self._length)
+
+    def reset(self) -> None:
+        self._truncate_to_entries(0)
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length (rounded down to whole entries, never below the entries)."""
+        new_length = max(round_down(new_size, ENTRY_SIZE), len(self._rel) * ENTRY_SIZE)
+        if new_length == self._length:
+            return False
+        if self.writable:
+            os.ftruncate(self._fd, new_length)
+        self._length = new_length
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(len(self._rel) * ENTRY_SIZE)
+
+    def flush(self) -> None:
+        if self.writable and self._fd >= 0:
+            os.fsync(self._fd)
+
+    def rename_to(self, new_path: str) -> None:
+        if os.path.exists(self.path):
+            os.replace(self.path, new_path)
+        self.path = new_path
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            if self.writable:
+                self.trim_to_valid_size()
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_handler(self) -> None:
+        """Close the descriptor without trimming (the file is about to be deleted)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> bool:
+        self.close_handler()
+        try:
+            os.unlink(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def __repr__(self) -> str:
+        return f"OffsetIndex({self.path!r}, entries={self.entries})"

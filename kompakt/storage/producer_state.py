@@ -1,0 +1,386 @@
+"""Idempotent-producer state of one partition, and its `.snapshot` files.
+
+Role: for every producer id that wrote to the partition, remember its epoch and the metadata of its
+last 5 batches, so the log can (a) answer a retried batch with the offsets it got the first time
+(duplicate detection), (b) refuse gaps (OUT_OF_ORDER_SEQUENCE_NUMBER) and (c) fence old epochs
+(INVALID_PRODUCER_EPOCH). Kafka 4 rules (ProducerAppendInfo.checkSequence): a producer the
+partition does not know (or knows with no epoch) may start at any sequence; a new epoch must start
+at sequence 0; otherwise the first sequence must be last + 1 (wrapping at int32 max to 0).
+
+Snapshot file `<20-digit offset>.snapshot` (Kafka's ProducerStateManager format, version 1),
+taken at segment roll and on close, named after the log end offset it reflects:
+
+    offset  size  field
+    0       2     version                    int16  = 1
+    2       4     crc                        uint32 = CRC-32C of bytes [6, end)
+    6       4     entry count                int32
+    10      46*n  entries, each:
+                  producer_id                int64
+                  epoch                      int16
+                  last_sequence              int32  (-1 when the entry has no batch)
+                  last_offset                int64  (-1 when the entry has no batch)
+                  offset_delta               int32  last_sequence - first sequence of that batch
+                  timestamp                  int64  max timestamp of that batch
+                  coordinator_epoch          int32  (-1: no transactions here)
+                  current_txn_first_offset   int64  (-1: no transactions here)
+
+Entries are written sorted by producer id. Loading picks the newest snapshot at or below the log
+end offset, skips expired producers, and deletes a snapshot that fails its CRC (then tries the
+previous one); the log then replays the batches after the snapshot's offset.
+
+Invariants: `map_end_offset` is the offset after the last batch applied; each entry keeps at most
+`NUM_BATCHES_TO_RETAIN` batches, oldest first; nothing here mutates on a failed check.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time as _time
+from dataclasses import dataclass, field
+
+import crc32c as _crc32c
+
+from kompakt.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kompakt.storage.segment import SNAPSHOT_SUFFIX, filename_prefix
+
+log = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5
+PRODUCER_SNAPSHOT_VERSION = 1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2**31 - 1
+
+SNAPSHOT_HEADER_FORMAT = ">hIi"
+SNAPSHOT_HEADER_SIZE = 10
+SNAPSHOT_ENTRY_FORMAT = ">qhiqiqiq"
+SNAPSHOT_ENTRY_SIZE = 46
+assert struct.calcsize(SNAPSHOT_HEADER_FORMAT) == SNAPSHOT_HEADER_SIZE
+assert struct.calcsize(SNAPSHOT_ENTRY_FORMAT) == SNAPSHOT_ENTRY_SIZE
+_SNAP_HEADER = struct.Struct(SNAPSHOT_HEADER_FORMAT)
+_SNAP_ENTRY = struct.Struct(SNAPSHOT_ENTRY_FORMAT)
+CRC_START = 6
+
+
+class CorruptSnapshotError(Exception):
+    pass
+
+
+@dataclass(slots=True)
+class BatchMetadata:
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return decrement_sequence(self.last_seq, self.offset_delta)
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: list = field(default_factory=list)
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def first_seq(self) -> int:
+        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> "ProducerStateEntry":
+        return ProducerStateEntry(self.producer_id, self.producer_epoch, list(self.batches),
+                                  self.coordinator_epoch, self.current_txn_first_offset,
+                                  self.last_timestamp)
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int,
+                  timestamp: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+        if last_seq >= 0:
+            self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+            if len(self.batches) > NUM_BATCHES_TO_RETAIN:
+                del self.batches[0]
+        self.last_timestamp = timestamp
+
+    def find_duplicate_batch(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+
+def decrement_sequence(seq: int, decrement: int) -> int:
+    return seq - decrement if seq >= decrement else INT32_MAX - (decrement - seq) + 1
+
+
+def in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def snapshot_file(dir: str, offset: int) -> str:
+    return os.path.join(dir, filename_prefix(offset) + SNAPSHOT_SUFFIX)
+
+
+def encode_snapshot(entries) -> bytes:
+    body = bytearray(struct.pack(">i", len(entries)))
+    for e in sorted(entries, key=lambda e: e.producer_id):
+        last = e.batches[-1] if e.batches else None
+        body += _SNAP_ENTRY.pack(e.producer_id, e.producer_epoch,
+                                 last.last_seq if last else NO_SEQUENCE,
+                                 last.last_offset if last else -1,
+                                 last.offset_delta if last else 0,
+                                 last.timestamp if last else e.last_timestamp,
+                                 e.coordinator_epoch, e.current_txn_first_offset)
+    crc = _crc32c.crc32c(bytes(body))
+    return struct.pack(">hI", PRODUCER_SNAPSHOT_VERSION, crc) + bytes(body)
+
+
+def decode_snapshot(data: bytes, path: str = "<bytes>") -> list[ProducerStateEntry]:
+    if len(data) < SNAPSHOT_HEADER_SIZE:
+        raise CorruptSnapshotError(f"Snapshot {path} is {len(data)} bytes, shorter than its header")
+    version, crc, count = _SNAP_HEADER.unpack_from(data, 0)
+    if version != PRODUCER_SNAPSHOT_VERSION:
+        raise CorruptSnapshotError(f"Snapshot {path} has version {version}, expected "
+                                   f"{PRODUCER_SNAPSHOT_VERSION}")
+    computed = _crc32c.crc32c(data[CRC_START:])
+    if computed != crc:
+        raise CorruptSnapshotError(f"Snapshot {path} is corrupt (CRC is no longer valid). "
+                                   f"Stored crc: {crc}. Computed crc: {computed}")
+    if count < 0 or len(data) != SNAPSHOT_HEADER_SIZE + count * SNAPSHOT_ENTRY_SIZE:
+        raise CorruptSnapshotError(f"Snapshot {path} declares {count} entries but holds "
+                                   f"{len(data) - SNAPSHOT_HEADER_SIZE} bytes of entries")
+    out = []
+    for i in range(count):
+        (pid, epoch, last_seq, last_offset, offset_delta, ts, coord_epoch,
+         txn_first) = _SNAP_ENTRY.unpack_from(data, SNAPSHOT_HEADER_SIZE + i * SNAPSHOT_ENTRY_SIZE)
+        entry = ProducerStateEntry(pid, epoch, [], coord_epoch, txn_first, ts)
+        if last_offset >= 0:
+            entry.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, ts))
+        out.append(entry)
+    return out
+
+
+def list_snapshot_offsets(dir: str) -> list[int]:
+    out = []
+    try:
+        names = os.listdir(dir)
+    except FileNotFoundError:
+        return out
+    for name in names:
+        if name.endswith(SNAPSHOT_SUFFIX):
+            stem = name[: -len(SNAPSHOT_SUFFIX)]
+            if len(stem) == 20 and stem.isdigit():
+                out.append(int(stem))
+    return sorted(out)
+
+
+class ProducerStateManager:
+    """Producer id -> ProducerStateEntry for one partition (see module docstring)."""
+
+    def __init__(self, dir: str, *, producer_id_expiration_ms: int = 86_400_000, time=_time):
+        self.dir = dir
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._time = time
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0
+        self.last_snapshot_offset = 0
+
+    # ---- validation (no mutation) --------------------------------------------------------------
+    def check_batches(self, headers, origin: str = "client"):
+        """Check each (header, first_offset, last_offset) of an append in order.
+
+        Returns (staged entries, duplicate BatchMetadata or None). Raises OutOfOrderSequenceNumber
+        / InvalidProducerEpoch; nothing is changed until `apply(staged)`.
+        """
+        staged: dict[int, ProducerStateEntry] = {}
+        for hdr, first_offset, last_offset in headers:
+            pid = hdr.producer_id
+            if pid < 0:
+                continue
+            current = self.producers.get(pid)
+            if origin == "client" and current is not None and pid not in staged:
+                dup = current.find_duplicate_batch(hdr.producer_epoch, hdr.base_sequence,
+                                                   hdr.last_sequence)
+                if dup is not None:
+                    return staged, dup
+            entry = staged.get(pid)
+            if entry is None:
+                entry = current.copy() if current is not None else ProducerStateEntry(pid)
+                staged[pid] = entry
+            if origin == "client" and not hdr.is_control:
+                self._check_epoch(entry, hdr.producer_epoch)
+                if hdr.base_sequence >= 0:
+                    self._check_sequence(entry, hdr.producer_epoch, hdr.base_sequence)
+            entry.add_batch(hdr.producer_epoch, hdr.last_sequence, last_offset,
+                            last_offset - first_offset, hdr.max_timestamp)
+        return staged, None
+
+    @staticmethod
+    def _check_epoch(entry: ProducerStateEntry, epoch: int) -> None:
+        if epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"Epoch of producer {entry.producer_id} at offset {entry.last_data_offset} is "
+                f"{epoch}, which is smaller than the last seen epoch {entry.producer_epoch}")
+
+    @staticmethod
+    def _check_sequence(entry: ProducerStateEntry, epoch: int, first_seq: int) -> None:
+        if epoch != entry.producer_epoch:
+            if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceNumberError(
+                    f"Invalid sequence number for new epoch of producer {entry.producer_id} at "
+                    f"offset {entry.last_data_offset}: {epoch} (request epoch), {first_seq} (seq. number), "
+                    f"{entry.producer_epoch} (current producer epoch)")
+            return
+        last_seq = entry.last_seq
+        # No batch retained (all deleted by retention/DeleteRecords, or a fresh entry): accept.
+        if last_seq == NO_SEQUENCE or entry.producer_epoch == NO_PRODUCER_EPOCH:
+            return
+        if not in_sequence(last_seq, first_seq):
+            raise OutOfOrderSequenceNumberError(
+                f"Out of order sequence number for producer {entry.producer_id} at offset "
+                f"{entry.last_data_offset}: {first_seq} (incoming seq. number), {last_seq} "
+                f"(current end sequence number)")
+
+    def apply(self, staged: dict, map_end_offset: int) -> None:
+        self.producers.update(staged)
+        self.map_end_offset = max(self.map_end_offset, map_end_offset)
+
+    # ---- replay --------------------------------------------------------------------------------
+    def update_from_batch(self, hdr) -> None:
+        """Apply a batch read from the log (recovery / replay): no checks."""
+        if hdr.producer_id >= 0:
+            entry = self.producers.get(hdr.producer_id)
+            if entry is None:
+                entry = self.producers[hdr.producer_id] = ProducerStateEntry(hdr.producer_id)
+            seq = NO_SEQUENCE if hdr.is_control else hdr.last_sequence
+            entry.add_batch(hdr.producer_epoch, seq, hdr.last_offset, hdr.last_offset_delta,
+                            hdr.max_timestamp)
+        self.map_end_offset = hdr.last_offset + 1
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    # ---- expiration ----------------------------------------------------------------------------
+    def _expired(self, now_ms: int, entry: ProducerStateEntry) -> bool:
+        return entry.current_txn_first_offset < 0 and \
+            now_ms - entry.last_timestamp >= self.producer_id_expiration_ms
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for producer.id.expiration.ms; returns how many were removed."""
+        now = int(self._time.time() * 1000) if now_ms is None else now_ms
+        gone = [pid for pid, e in self.producers.items() if self._expired(now, e)]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
+    # ---- snapshots -----------------------------------------------------------------------------
+    def take_snapshot(self, sync: bool = True) -> str | None:
+        """Write `<map_end_offset>.snapshot` unless one exists for that offset already."""
+        offset = self.map_end_offset
+        path = snapshot_file(self.dir, offset)
+        if os.path.exists(path) and offset == self.last_snapshot_offset:
+            return None
+        tmp = path + ".tmp"
+        data = encode_snapshot(list(self.producers.values()))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, data)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        self.last_snapshot_offset = offset
+        return path
+
+    def latest_snapshot_offset(self) -> int | None:
+        offsets = list_snapshot_offsets(self.dir)
+        return offsets[-1] if offsets else None
+
+    def load(self, log_start_offset: int, log_end_offset: int, now_ms: int | None = None) -> int:
+        """Forget everything, delete snapshots outside (log start, log end], load the newest one.
+
+        Returns the offset replay must start from (the snapshot's offset, else log_start_offset).
+        """
+        now = int(self._time.time() * 1000) if now_ms is None else now_ms
+        self.producers.clear()
+        for off in list_snapshot_offsets(self.dir):
+            if off > log_end_offset or off < log_start_offset:
+                self._delete_snapshot(off)
+        for off in reversed(list_snapshot_offsets(self.dir)):
+            path = snapshot_file(self.dir, off)
+            try:
+                with open(path, "rb") as f:
+                    entries = decode_snapshot(f.read(), path)
+            except (OSError, CorruptSnapshotError) as exc:
+                log.warning("Failed to load producer snapshot from %s: %s; deleting it", path, exc)
+                self._delete_snapshot(off)
+                continue
+            for e in entries:
+                if not self._expired(now, e):
+                    self.producers[e.producer_id] = e
+            self.map_end_offset = self.last_snapshot_offset = off
+            log.info("Loaded producer state from snapshot %s (%d producers)", path, len(self.producers))
+            return off
+        self.map_end_offset = self.last_snapshot_offset = log_start_offset
+        return log_start_offset
+
+    def _delete_snapshot(self, offset: int) -> None:
+        try:
+            os.unlink(snapshot_file(self.dir, offset))
+        except FileNotFoundError:
+            pass
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for off in list_snapshot_offsets(self.dir):
+            if off < offset:
+                self._delete_snapshot(off)
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for off in list_snapshot_offsets(self.dir):
+            if off > offset:
+                self._delete_snapshot(off)
+
+    def remove_stray_snapshots(self, segment_base_offsets) -> None:
+        """Keep snapshots at segment base offsets plus the newest stray one above all segments."""
+        bases = set(segment_base_offsets)
+        max_base = max(bases) if bases else None
+        strays = [off for off in list_snapshot_offsets(self.dir) if off not in bases]
+        for off in strays[:-1]:
+            self._delete_snapshot(off)
+        if strays and max_base is not None and strays[-1] < max_base:
+            self._delete_snapshot(strays[-1])
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.producers.clear()
+        for off in list_snapshot_offsets(self.dir):
+            self._delete_snapshot(off)
+        self.map_end_offset = self.last_snapshot_offset = offset
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Drop producers whose last batch is below the new log start (Kafka removes unreplicated txns only)."""
+        if self.map_end_offset < log_start_offset:
+            self.map_end_offset = log_start_offset
+
+    def update_dir(self, new_dir: str) -> None:
+        self.dir = new_dir

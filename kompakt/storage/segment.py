@@ -1,0 +1,546 @@
+"""One log segment: a `.log` file of v2 record batches plus its `.index` and `.timeindex`.
+
+Role: append validated batches (offsets already assigned) and keep the sparse indexes; read whole
+batches from an offset; translate offsets to file positions; recover (validate every batch and
+rebuild the indexes) after an unclean shutdown; truncate; rename with suffixes; flush; delete.
+
+Files (Kafka's layout): `<base offset as 20 digits>.log`, `.index`, `.timeindex`, each optionally
+followed by a suffix while in transit: `.deleted` (waiting for its unlink), `.cleaned` (cleaner
+output being written), `.swap` (cleaner output being swapped in). Example:
+`00000000000000001000.log.swap`. The `.log` file is the concatenation of v2 batches exactly as
+Kafka writes them (see `kompakt.protocol.records` for the batch layout); nothing else is in it.
+
+Scanning reads only the first 43 bytes of each batch header (`HEADER_PREFIX_FORMAT`: baseOffset,
+batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta, baseTimestamp,
+maxTimestamp), which is all that offset translation and timestamp bookkeeping need.
+
+Invariants:
+- offsets in the file strictly increase batch after batch, all >= base_offset, and
+  `last offset - base_offset` fits in int32 (the index's relative offsets);
+- an index entry (o, p) is added when more than `index.interval.bytes` were appended since the
+  previous entry: o = the largest offset of the append, p = its start position;
+- `max_timestamp_so_far` / `offset_of_max_timestamp_so_far` describe the whole file; the time
+  index's last entry equals them once the segment is inactive.
+Not thread-safe on its own: the owning Log serialises mutations under its lock. Reads are pread
+calls on an fd that stays open until `delete()`, so they may run beside appends.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time as _time
+
+from kompakt.protocol import records as R
+from kompakt.storage.offset_index import INT32_MAX, CorruptIndexError, OffsetIndex
+from kompakt.storage.time_index import NO_TIMESTAMP, TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
+DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+SNAPSHOT_SUFFIX = ".snapshot"
+
+HEADER_PREFIX_FORMAT = ">qiibIhiqq"
+HEADER_PREFIX_SIZE = 43
+assert struct.calcsize(HEADER_PREFIX_FORMAT) == HEADER_PREFIX_SIZE
+_PREFIX = struct.Struct(HEADER_PREFIX_FORMAT)
+_LENGTH = struct.Struct(">i")
+RECOVER_CHUNK = 8 * 1024 * 1024
+
+
+class LogSegmentOffsetOverflowError(Exception):
+    """An append whose offsets do not fit this segment's 32-bit relative offsets."""
+
+
+def filename_prefix(offset: int) -> str:
+    """Kafka's 20-digit zero-padded offset used in every segment and snapshot file name."""
+    return f"{offset:020d}"
+
+
+def log_file(dir: str, offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(offset) + LOG_SUFFIX + suffix)
+
+
+def index_file(dir: str, offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(offset) + INDEX_SUFFIX + suffix)
+
+
+def time_index_file(dir: str, offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(offset) + TIME_INDEX_SUFFIX + suffix)
+
+
+def txn_index_file(dir: str, offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(offset) + TXN_INDEX_SUFFIX + suffix)
+
+
+def offset_from_filename(name: str) -> int:
+    return int(os.path.basename(name).split(".", 1)[0])
+
+
+def _pwrite_all(fd: int, data, pos: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, pos)
+        pos += n
+        view = view[n:]
+
+
+class LogSegment:
+    """See module docstring."""
+
+    def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
+                 max_index_size: int = 10 * 1024 * 1024, roll_jitter_ms: int = 0,
+                 time=_time, suffix: str = "", preallocate_size: int = 0):
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self._time = time
+        self.suffix = suffix
+        self.log_path = log_file(dir, base_offset, suffix)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(index_file(dir, base_offset, suffix), base_offset, max_index_size)
+        self.time_index = TimeIndex(time_index_file(dir, base_offset, suffix), base_offset, max_index_size)
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = base_offset
+        ts, off = self.time_index.last_entry()
+        if ts >= 0:
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: int | None = None
+        self.created = int(self._time.time() * 1000)
+        self._dirty = False  # bytes written since the last flush
+
+    # ---- construction ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, dir: str, base_offset: int, config, *, time=_time, suffix: str = "",
+             roll_jitter_ms: int = 0) -> "LogSegment":
+        """Open or create a segment with a LogConfig's index settings."""
+        return cls(dir, base_offset, index_interval_bytes=config.index_interval_bytes,
+                   max_index_size=config.segment_index_bytes, roll_jitter_ms=roll_jitter_ms,
+                   time=time, suffix=suffix)
+
+    # ---- properties ------------------------------------------------------------------------------
+    @property
+    def last_modified(self) -> int:
+        """mtime of the .log file in ms (Kafka's LogSegment.lastModified)."""
+        try:
+            return int(os.stat(self.log_path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or lastModified when no batch has a timestamp (retention age)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified
+
+    def set_last_modified(self, ms: int) -> None:
+        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full() or self.time_index.is_full()
+
+    def rolling_based_timestamp(self) -> int | None:
+        """The first batch's max timestamp, loaded lazily (segment.ms rolls are measured from it)."""
+        if self._rolling_based_timestamp is None and self.size > 0:
+            hdr = self._read_prefix(0)
+            if hdr is not None and hdr[8] >= 0:
+                self._rolling_based_timestamp = hdr[8]
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        ts = self.rolling_based_timestamp()
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created
+
+    def should_roll(self, *, segment_bytes: int, max_segment_ms: int, messages_size: int,
+                    max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll."""
+        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) \
+            > max_segment_ms - self.roll_jitter_ms
+        return (self.size > segment_bytes - messages_size
+                or (self.size > 0 and reached_roll_ms)
+                or self.indexes_full()
+                or not self.can_convert_to_relative_offset(max_offset_in_messages))
+
+    # ---- append ----------------------------------------------------------------------------------
+    def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
+               records) -> None:
+        """Append batches whose offsets are assigned; add index entries every index interval."""
+        n = len(records)
+        if n == 0:
+            return
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise LogSegmentOffsetOverflowError(
+                f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}")
+        position = self.size
+        if position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        _pwrite_all(self._fd, records, position)
+        self.size = position + n
+        self._dirty = True
+        if largest_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = largest_timestamp
+            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += n
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def _read_prefix(self, pos: int):
+        raw = os.pread(self._fd, HEADER_PREFIX_SIZE, pos)
+        if len(raw) < HEADER_PREFIX_SIZE:
+            return None
+        return _PREFIX.unpack(raw)
+
+    def read_bytes(self, pos: int, size: int) -> bytes:
+        return os.pread(self._fd, size, pos)
+
+    def translate_offset(self, offset: int, starting_position: int = 0):
+        """(position, batch size) of the first batch whose last offset >= offset, or None."""
+        _, pos = self.offset_index.lookup(offset)
+        pos = max(pos, starting_position)
+        size = self.size
+        while pos + HEADER_PREFIX_SIZE <= size:
+            hdr = self._read_prefix(pos)
+            if hdr is None:
+                return None
+            batch_size = hdr[1] + R.LOG_OVERHEAD
+            if hdr[0] + hdr[6] >= offset:
+                return pos, batch_size
+            if batch_size < R.BATCH_OVERHEAD:
+                return None
+            pos += batch_size
+        return None
+
+    def read(self, start_offset: int, max_size: int, max_position: int | None = None,
+             min_one: bool = False):
+        """Whole batches from the batch holding `start_offset`: (position, bytes) or None.
+
+        Returns None when no batch in this segment ends at or after start_offset. At most
+        `max_size` bytes unless `min_one` and the first batch alone is larger (then that batch).
+        `max_position` bounds the read (e.g. the position of the high watermark).
+        """
+        if max_size < 0:
+            raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        pos, first_size = found
+        limit = self.size if max_position is None else min(max_position, self.size)
+        budget = max(max_size, first_size) if min_one else max_size
+        want = min(limit - pos, budget)
+        if want < first_size:
+            return pos, b""
+        data = os.pread(self._fd, want, pos)
+        return pos, data[:_whole_batches(data)]
+
+    def read_next_offset(self) -> int:
+        """Offset after the last batch (base_offset when empty)."""
+        _, pos = self.offset_index.last_entry()
+        next_offset = self.base_offset
+        size = self.size
+        while pos + HEADER_PREFIX_SIZE <= size:
+            hdr = self._read_prefix(pos)
+            batch_size = hdr[1] + R.LOG_OVERHEAD
+            if batch_size < R.BATCH_OVERHEAD or pos + batch_size > size:
+                break
+            next_offset = hdr[0] + hdr[6] + 1
+            pos += batch_size
+        return next_offset
+
+    def iter_headers(self, start_pos: int = 0):
+        """(position, header prefix tuple) of each complete batch from start_pos (cheap scan)."""
+        pos = start_pos
+        size = self.size
+        while pos + HEADER_PREFIX_SIZE <= size:
+            hdr = self._read_prefix(pos)
+            batch_size = hdr[1] + R.LOG_OVERHEAD
+            if batch_size < R.BATCH_OVERHEAD or pos + batch_size > size:
+                return
+            yield pos, hdr
+            pos += batch_size
+
+    def iter_batches(self, start_pos: int = 0, chunk: int = RECOVER_CHUNK):
+        """(position, BatchHeader, buffer, offset in buffer) for each complete batch, read in chunks."""
+        pos = start_pos
+        size = self.size
+        while pos < size:
+            want = min(chunk, size - pos)
+            buf = os.pread(self._fd, want, pos)
+            if len(buf) < R.LOG_OVERHEAD:
+                return
+            p = 0
+            advanced = False
+            while len(buf) - p >= R.BATCH_OVERHEAD:
+                hdr = R.read_header(buf, p)
+                bsize = hdr.size
+                if bsize < R.BATCH_OVERHEAD:
+                    return
+                if p + bsize > len(buf):
+                    break
+                yield pos + p, hdr, buf, p
+                p += bsize
+                advanced = True
+            if not advanced:
+                (length,) = _LENGTH.unpack_from(buf, 8)
+                bsize = length + R.LOG_OVERHEAD
+                if bsize < R.BATCH_OVERHEAD or pos + bsize > size or bsize <= chunk:
+                    return
+                chunk = bsize
+                continue
+            pos += p
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int):
+        """(timestamp, offset) of the first record with timestamp >= target at/after starting_offset."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(ts_offset, starting_offset))
+        for bpos, hdr, buf, p in self.iter_batches(pos, chunk=256 * 1024):
+            if hdr.max_timestamp < timestamp or hdr.last_offset < starting_offset:
+                continue
+            for rec in R.decode_records(buf, p, hdr):
+                offset = hdr.base_offset + rec.offset_delta
+                ts = R.record_timestamp(hdr, rec)
+                if ts >= timestamp and offset >= starting_offset:
+                    return ts, offset
+        return None
+
+    # ---- recovery --------------------------------------------------------------------------------
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError when an index cannot belong to this .log file."""
+        self.offset_index.sanity_check(self.size)
+        self.time_index.sanity_check()
+
+    def recover(self, producer_state=None, leader_epoch_cache=None, max_message_bytes: int | None = None) -> int:
+        """Validate every batch, rebuild both indexes, truncate at the first invalid batch.
+
+        A batch is valid when its length is at least the header size, it lies within the file,
+        magic is 2, the CRC32C matches, its offsets are >= base_offset, strictly after the previous
+        batch and convertible to relative offsets. Returns the number of bytes truncated.
+        Producer state and the leader-epoch cache (if given) are fed every valid batch.
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.resize_indexes(self.max_index_size)
+        valid_bytes = 0
+        last_index_entry = 0
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        next_expected = self.base_offset
+        reason = None
+        size = self.size
+        pos = 0
+        chunk = RECOVER_CHUNK
+        while pos < size and reason is None:
+            buf = os.pread(self._fd, min(chunk, size - pos), pos)
+            p = 0
+            n = len(buf)
+            while reason is None:
+                if n - p < R.LOG_OVERHEAD:
+                    break
+                (length,) = _LENGTH.unpack_from(buf, p + 8)
+                bsize = length + R.LOG_OVERHEAD
+                if bsize < R.BATCH_OVERHEAD:
+                    reason = f"batch length {length} below the minimum"
+                    break
+                if pos + p + bsize > size:
+                    reason = f"batch of {bsize} bytes extends past the end of the file (torn write)"
+                    break
+                if p + bsize > n:
+                    break
+                hdr = R.read_header(buf, p)
+                if hdr.magic != R.CURRENT_MAGIC:
+                    reason = f"magic {hdr.magic}"
+                elif not R.valid_crc(buf, p, hdr):
+                    reason = "CRC32C mismatch"
+                elif hdr.base_offset < next_expected or hdr.last_offset_delta < 0:
+                    reason = (f"offsets {hdr.base_offset}..{hdr.last_offset} do not follow "
+                              f"{next_expected - 1}")
+                elif not self.can_convert_to_relative_offset(hdr.last_offset):
+                    reason = f"offset {hdr.last_offset} overflows the segment's relative offsets"
+                if reason is not None:
+                    break
+                bpos = pos + p
+                if hdr.max_timestamp > self.max_timestamp_so_far:
+                    self.max_timestamp_so_far = hdr.max_timestamp
+                    self.offset_of_max_timestamp_so_far = hdr.last_offset
+                if bpos - last_index_entry > self.index_interval_bytes:
+                    self.offset_index.append(hdr.last_offset, bpos)
+                    self.time_index.maybe_append(self.max_timestamp_so_far,
+                                                 self.offset_of_max_timestamp_so_far)
+                    last_index_entry = bpos
+                if leader_epoch_cache is not None and hdr.partition_leader_epoch >= 0:
+                    leader_epoch_cache.assign(hdr.partition_leader_epoch, hdr.base_offset)
+                if producer_state is not None:
+                    producer_state.update_from_batch(hdr)
+                next_expected = hdr.last_offset + 1
+                valid_bytes = bpos + bsize
+                p += bsize
+            if reason is None:
+                if p == 0:
+                    if n - p >= R.LOG_OVERHEAD:
+                        chunk = max(chunk, bsize)  # one batch larger than the chunk
+                        continue
+                    break
+                pos += p
+        truncated = size - valid_bytes
+        if truncated > 0:
+            log.warning("Found invalid batch in %s at position %d (%s); truncating %d bytes",
+                        self.log_path, valid_bytes, reason or "incomplete batch", truncated)
+            os.ftruncate(self._fd, valid_bytes)
+            self.size = valid_bytes
+            self._dirty = True
+        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                                     skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
+        self._rolling_based_timestamp = None
+        return truncated
+
+    # ---- truncation ------------------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch whose last offset >= offset; returns bytes removed."""
+        found = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = 0
+        if found is not None:
+            pos = found[0]
+            removed = self.size - pos
+            os.ftruncate(self._fd, pos)
+            self.size = pos
+            self._dirty = True
+        if self.size == 0:
+            self.created = int(self._time.time() * 1000)
+            self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        self._reload_max_timestamp()
+        return removed
+
+    def _reload_max_timestamp(self) -> None:
+        ts, off = self.time_index.last_entry()
+        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+        _, pos = self.offset_index.lookup(off)
+        for _, hdr in self.iter_headers(pos):
+            if hdr[8] > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = hdr[8]
+                self.offset_of_max_timestamp_so_far = hdr[0] + hdr[6]
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def resize_indexes(self, size: int) -> None:
+        self.max_index_size = size
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def on_become_inactive(self) -> None:
+        """Called at roll: record the final max timestamp and trim the indexes to their entries."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                                         skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def flush(self) -> None:
+        if self._fd < 0:
+            return
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self._dirty = False
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename .log/.index/.timeindex from `old_suffix` to `new_suffix` (each rename atomic)."""
+        def renamed(path: str) -> str:
+            if not path.endswith(old_suffix) and old_suffix:
+                raise ValueError(f"Expected {path} to end with {old_suffix!r}")
+            stem = path[: len(path) - len(old_suffix)] if old_suffix else path
+            return stem + new_suffix
+        new_log = renamed(self.log_path)
+        os.replace(self.log_path, new_log)
+        self.log_path = new_log
+        self.offset_index.rename_to(renamed(self.offset_index.path))
+        self.time_index.rename_to(renamed(self.time_index.path))
+        txn = txn_index_file(self.dir, self.base_offset, old_suffix)
+        if os.path.exists(txn):
+            os.replace(txn, renamed(txn))
+        self.suffix = new_suffix
+
+    def has_suffix(self, suffix: str) -> bool:
+        return self.suffix == suffix
+
+    def update_dir(self, new_dir: str) -> None:
+        """The partition directory was renamed (e.g. to `-delete`): point paths at it."""
+        for attr_owner, attr in ((self, "log_path"), (self.offset_index, "path"), (self.time_index, "path")):
+            setattr(attr_owner, attr, os.path.join(new_dir, os.path.basename(getattr(attr_owner, attr))))
+        self.dir = new_dir
+
+    def close(self) -> None:
+        """Record the final timestamp entry, trim the indexes, fsync and close the files."""
+        if self._fd < 0:
+            return
+        try:
+            if self.max_timestamp_so_far >= 0:
+                self.time_index.maybe_append(self.max_timestamp_so_far,
+                                             self.offset_of_max_timestamp_so_far, skip_full_check=True)
+        except ValueError as exc:
+            log.warning("could not write final time index entry of %s: %s", self.log_path, exc)
+        self.offset_index.close()
+        self.time_index.close()
+        if self._dirty:
+            os.fsync(self._fd)
+        os.close(self._fd)
+        self._fd = -1
+
+    def close_handlers(self) -> None:
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def delete(self) -> None:
+        """Close and unlink every file of the segment (missing files are fine)."""
+        self.close_handlers()
+        for path in (self.log_path, self.offset_index.path, self.time_index.path,
+                     txn_index_file(self.dir, self.base_offset, self.suffix)):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log_path!r})"
+
+
+def _whole_batches(data: bytes) -> int:
+    """Length of the longest prefix of `data` made of complete batches."""
+    n = len(data)
+    p = 0
+    unpack = _LENGTH.unpack_from
+    while n - p >= R.LOG_OVERHEAD:
+        size = unpack(data, p + 8)[0] + R.LOG_OVERHEAD
+        if size < R.BATCH_OVERHEAD or p + size > n:
+            break
+        p += size
+    return p

@@ -1,0 +1,227 @@
+"""The sparse time index of one segment: `<20-digit base offset>.timeindex`.
+
+Role: map a timestamp to an offset for ListOffsets by timestamp (offset_for_timestamp) without
+reading the segment's batches.
+
+On-disk format (Kafka's `TimeIndex`, byte for byte), a flat array of 12-byte entries, big-endian:
+
+    offset  size  field
+    0       8     timestamp        int64  = largest timestamp seen in the segment so far
+    8       4     relative offset  int32  = offset of that timestamp - segment base offset
+
+Entries are appended together with offset-index entries, but only when the timestamp grows, so
+timestamps and offsets are both strictly increasing. When a segment becomes inactive (roll,
+close) one final entry with the segment's max timestamp is appended even if the index is "full"
+(Kafka reserves one slot: the index counts as full at `max_entries - 1`), which is how a reopened
+segment learns its largest timestamp without scanning.
+
+Preallocation, trimming, zero-tail handling and memory layout as in `offset_index`: two `array`
+columns ('q' timestamps, 'i' relative offsets), binary search for lookups.
+
+Sanity check on load (Kafka's): length a multiple of 12; last timestamp >= first timestamp;
+last offset >= base offset.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import sys
+from array import array
+from bisect import bisect_right
+
+from kompakt.storage.offset_index import (INT32_MAX, CorruptIndexError, IndexOffsetOverflowError,
+                                          round_down)
+
+ENTRY_FORMAT = ">qi"
+ENTRY_SIZE = 12
+assert struct.calcsize(ENTRY_FORMAT) == ENTRY_SIZE
+_ENTRY = struct.Struct(ENTRY_FORMAT)
+NO_TIMESTAMP = -1
+_LITTLE = sys.byteorder == "little"
+
+
+class TimeIndex:
+    """Timestamp -> offset index of one segment (see module docstring for the format)."""
+
+    entry_size = ENTRY_SIZE
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024,
+                 writable: bool = True):
+        self.path = path
+        self.base_offset = base_offset
+        self.writable = writable
+        self._ts = array("q")
+        self._rel = array("i")
+        new = not os.path.exists(path) or os.path.getsize(path) == 0
+        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
+        self._fd = os.open(path, flags, 0o644)
+        if new:
+            if max_index_size < ENTRY_SIZE:
+                raise ValueError(f"Invalid max index size {max_index_size} for {path}: "
+                                 f"must be at least {ENTRY_SIZE}")
+            self._length = round_down(max_index_size, ENTRY_SIZE)
+            if writable:
+                os.ftruncate(self._fd, self._length)
+        else:
+            self._length = os.fstat(self._fd).st_size
+            self._load()
+
+    def _load(self) -> None:
+        n = self._length // ENTRY_SIZE
+        raw = os.pread(self._fd, n * ENTRY_SIZE, 0) if n else b""
+        ts = array("q")
+        rel = array("i")
+        if n:
+            ts.frombytes(_gather(raw, 0, 8))
+            rel.frombytes(_gather(raw, 8, 4))
+            if _LITTLE:
+                ts.byteswap()
+                rel.byteswap()
+        while n and ts[n - 1] == 0 and rel[n - 1] == 0:
+            n -= 1  # zero tail of a preallocated file left by a crash
+        self._ts, self._rel = ts[:n], rel[:n]
+
+    def sanity_check(self) -> None:
+        if self._length % ENTRY_SIZE:
+            raise CorruptIndexError(f"Time index file {self.path} is corrupt, found {self._length} "
+                                    f"bytes which is neither positive nor a multiple of {ENTRY_SIZE}")
+        if self._ts and self._ts[-1] < self._ts[0]:
+            raise CorruptIndexError(f"Corrupt time index found, time index file ({self.path}) has "
+                                    f"non-zero size but the last timestamp is {self._ts[-1]} which "
+                                    f"is less than the first timestamp {self._ts[0]}")
+        if self._rel and self._rel[-1] < 0:
+            raise CorruptIndexError(f"Corrupt time index found, time index file ({self.path}) has "
+                                    f"non-zero size but the last offset is {self.last_entry()[1]} "
+                                    f"which is less than the base offset {self.base_offset}")
+
+    # ---- queries -------------------------------------------------------------------------------
+    @property
+    def entries(self) -> int:
+        return len(self._ts)
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // ENTRY_SIZE
+
+    @property
+    def max_index_size(self) -> int:
+        return self._length
+
+    def is_full(self) -> bool:
+        # One slot stays free for the final entry written when the segment becomes inactive.
+        return len(self._ts) >= self.max_entries - 1
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self._ts) * ENTRY_SIZE
+
+    def last_entry(self) -> tuple[int, int]:
+        """(timestamp, offset) of the last entry, or (-1, base offset) when empty."""
+        if not self._ts:
+            return NO_TIMESTAMP, self.base_offset
+        return self._ts[-1], self.base_offset + self._rel[-1]
+
+    def entry(self, n: int) -> tuple[int, int]:
+        return self._ts[n], self.base_offset + self._rel[n]
+
+    def lookup(self, target_timestamp: int) -> tuple[int, int]:
+        """(timestamp, offset) of the largest entry with timestamp <= target, else (-1, base)."""
+        i = bisect_right(self._ts, target_timestamp) - 1
+        if i < 0:
+            return NO_TIMESTAMP, self.base_offset
+        return self._ts[i], self.base_offset + self._rel[i]
+
+    # ---- mutations -----------------------------------------------------------------------------
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append (timestamp, offset) if timestamp is larger than the last entry's."""
+        if not skip_full_check and self.is_full():
+            raise ValueError(f"Attempt to append to a full time index (size = {self.entries}) "
+                             f"{self.path}.")
+        if len(self._ts) >= self.max_entries:
+            self.resize(self._length + ENTRY_SIZE)  # the reserved slot of a trimmed index
+        last_ts, last_off = self.last_entry()
+        if self._ts and offset < last_off:
+            raise ValueError(f"Attempt to append an offset ({offset}) to slot {self.entries} no "
+                             f"larger than the last offset appended ({last_off}) to {self.path}.")
+        if self._ts and timestamp < last_ts:
+            raise ValueError(f"Attempt to append a timestamp ({timestamp}) to slot {self.entries} "
+                             f"no larger than the last timestamp appended ({last_ts}) to {self.path}.")
+        if timestamp <= last_ts:
+            return
+        rel = offset - self.base_offset
+        if not 0 <= rel <= INT32_MAX:
+            raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self.path})")
+        os.pwrite(self._fd, _ENTRY.pack(timestamp, rel), len(self._ts) * ENTRY_SIZE)
+        self._ts.append(timestamp)
+        self._rel.append(rel)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= `offset`."""
+        rel = offset - self.base_offset
+        keep = bisect_right(self._rel, rel - 1) if rel > 0 else 0
+        self._truncate_to_entries(keep)
+
+    def _truncate_to_entries(self, n: int) -> None:
+        if n >= len(self._ts):
+            return
+        del self._ts[n:]
+        del self._rel[n:]
+        if self.writable:
+            os.ftruncate(self._fd, n * ENTRY_SIZE)
+            os.ftruncate(self._fd, self._length)
+
+    def reset(self) -> None:
+        self._truncate_to_entries(0)
+
+    def resize(self, new_size: int) -> bool:
+        new_length = max(round_down(new_size, ENTRY_SIZE), len(self._ts) * ENTRY_SIZE)
+        if new_length == self._length:
+            return False
+        if self.writable:
+            os.ftruncate(self._fd, new_length)
+        self._length = new_length
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(len(self._ts) * ENTRY_SIZE)
+
+    def flush(self) -> None:
+        if self.writable and self._fd >= 0:
+            os.fsync(self._fd)
+
+    def rename_to(self, new_path: str) -> None:
+        if os.path.exists(self.path):
+            os.replace(self.path, new_path)
+        self.path = new_path
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            if self.writable:
+                self.trim_to_valid_size()
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_handler(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> bool:
+        self.close_handler()
+        try:
+            os.unlink(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def __repr__(self) -> str:
+        return f"TimeIndex({self.path!r}, entries={self.entries})"
+
+
+def _gather(raw: bytes, start: int, width: int) -> bytes:
+    """The `width`-byte field at `start` of every 12-byte entry, concatenated (strided C copies)."""
+    n = len(raw) // ENTRY_SIZE
+    out = bytearray(n * width)
+    for j in range(width):
+        out[j::width] = raw[start + j::ENTRY_SIZE]
+    return bytes(out)

@@ -1,0 +1,128 @@
+"""Log: append_as_leader, read, offsets, roll, truncate, reopen, delete/replace segments."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kompakt.config.topic_config import LogConfig
+from kompakt.protocol import records as R
+from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, KafkaError,
+                                     OffsetOutOfRangeError)
+from kompakt.storage import Log, TopicPartition
+
+
+def cfg(**kw) -> LogConfig:
+    overrides = {k.replace("_", "."): str(v) for k, v in kw.items()}
+    return LogConfig.from_overrides(overrides)
+
+
+def batch(n=1, key=b"k", value=b"v" * 20, ts=None, **kw) -> bytes:
+    recs = [(key + b"%d" % i if key is not None else None, value, None, ts) for i in range(n)]
+    return R.build_batch(recs, **kw)
+
+
+def batches_of(data: bytes):
+    return [h for _, h in R.iter_batches(data)]
+
+
+@pytest.fixture
+def logdir(tmp_path):
+    return str(tmp_path / "orders-0")
+
+
+def test_append_assigns_offsets_and_read_returns_whole_batches(logdir):
+    lg = Log.open(logdir, cfg())
+    assert lg.tp == TopicPartition("orders", 0)
+    offsets = [lg.append_as_leader(batch(3)).first_offset for _ in range(5)]
+    assert offsets == [0, 3, 6, 9, 12]
+    assert lg.log_end_offset == lg.high_watermark == lg.last_stable_offset == 15
+    data = lg.read(7, 10_000).records
+    hs = batches_of(data)
+    assert [h.base_offset for h in hs] == [6, 9, 12]
+    assert sum(h.size for h in hs) == len(data)
+    for off, h in [(h.base_offset, h) for h in hs]:
+        assert R.valid_crc(data, sum(x.size for x in hs if x.base_offset < off), h)
+    assert lg.read(15, 1000).records == b""
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(16, 1000)
+    lg.close()
+
+
+def test_min_one_returns_a_batch_larger_than_the_budget(logdir):
+    lg = Log.open(logdir, cfg())
+    lg.append_as_leader(batch(1, value=b"x" * 5000))
+    assert len(batches_of(lg.read(0, 100).records)) == 1
+    assert lg.read(0, 100, min_one=False).records == b""
+    lg.close()
+
+
+def test_roll_on_segment_bytes_and_reopen_keeps_everything(logdir):
+    c = cfg(internal_segment_bytes=2000, index_interval_bytes=100)
+    lg = Log.open(logdir, c)
+    for i in range(60):
+        lg.append_as_leader(batch(2, key=b"k%d-" % i))
+    assert lg.num_segments > 3
+    names = sorted(os.listdir(logdir))
+    assert "00000000000000000000.log" in names
+    assert all(len(n.split(".")[0]) == 20 for n in names if n.endswith(".log"))
+    before = [lg.read(o, 50).records for o in range(0, 120, 5)]
+    lg.close()
+    lg2 = Log.open(logdir, c)
+    assert lg2.log_end_offset == 120 and lg2.num_segments == lg.num_segments
+    assert [lg2.read(o, 50).records for o in range(0, 120, 5)] == before
+    assert lg2.append_as_leader(batch(1)).first_offset == 120
+    lg2.close()
+
+
+def test_truncate_to_removes_whole_batches_and_later_segments(logdir):
+    lg = Log.open(logdir, cfg(internal_segment_bytes=1000))
+    for _ in range(40):
+        lg.append_as_leader(batch(2))
+    lg.truncate_to(31)  # batch 30..31 goes entirely
+    assert lg.log_end_offset == 30
+    assert all(s.base_offset <= 30 for s in lg.segments)
+    assert lg.append_as_leader(batch(1)).first_offset == 30
+    lg.truncate_to(0)
+    assert lg.log_end_offset == 0 and lg.num_segments == 1
+    lg.close()
+
+
+def test_delete_records_raises_log_start(logdir):
+    lg = Log.open(logdir, cfg())
+    for _ in range(5):
+        lg.append_as_leader(batch(2))
+    assert lg.delete_records(4) == 4
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.read(3, 100)
+    assert batches_of(lg.read(4, 1000).records)[0].base_offset == 4
+    with pytest.raises(OffsetOutOfRangeError):
+        lg.delete_records(11)
+    assert lg.delete_records(-1) == 10
+    lg.close()
+
+
+def test_offset_for_timestamp_and_max_timestamp(logdir):
+    lg = Log.open(logdir, cfg(internal_segment_bytes=600, index_interval_bytes=1))
+    base = 1_700_000_000_000
+    for i in range(30):
+        lg.append_as_leader(batch(1, ts=base + i * 10))
+    assert lg.offset_for_timestamp(base + 55) == (6, base + 60)
+    assert lg.offset_for_timestamp(base) == (0, base)
+    assert lg.offset_for_timestamp(base + 10_000) is None
+    assert lg.offset_for_timestamp(-2) == (0, -1)
+    assert lg.offset_for_timestamp(-1) == (30, -1)
+    assert lg.max_timestamp_offset() == (29, base + 290)
+    lg.close()
+
+
+def test_client_batch_errors(logdir):
+    lg = Log.open(logdir, cfg())
+    good = bytearray(batch(2))
+    good[-1] ^= 0xFF
+    with pytest.raises(CorruptMessageError):
+        lg.append_as_leader(bytes(good))
+    with pytest.raises(InvalidRecordError):
+        lg.append_as_leader(batch(1, base_offset=5))
+    assert lg.log_end_offset == 0
+    lg.close()
