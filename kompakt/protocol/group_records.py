@@ -392,3 +392,35 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     (Utils.abs maps Integer.MIN_VALUE to 0, unlike Math.abs)."""
     h = java_string_hash(group_id)
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+# ---------------------------------------------------------------------------------------------
+# Consumer protocol (the opaque metadata of protocol type "consumer")
+# ---------------------------------------------------------------------------------------------
+
+def consumer_subscription_topics(data: bytes) -> list[str] | None:
+    """Topics of a ConsumerProtocolSubscription (v0-v3: int16 version, ARRAY of STRING topics,
+    then user data / owned partitions / generation / rack, which we do not need).
+
+    Returns None when the bytes are not a consumer subscription (a custom protocol)."""
+    try:
+        r = _Reader(data)
+        if r.i16() < 0:
+            return None
+        return [r.string() for _ in range(r.array_len())]
+    except (GroupRecordError, struct.error):
+        return None
+
+
+def encode_consumer_subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
+    """A version 0 ConsumerProtocolSubscription (tests and tools)."""
+    w = _Writer()
+    w.i16(0)
+    w.array_len(len(topics))
+    for t in topics:
+        w.string(t)
+    if user_data is None:
+        w.i32(-1)
+    else:
+        w.bytes_(user_data)
+    return w.getvalue()

@@ -1,0 +1,141 @@
+"""The internal topic `__consumer_offsets`: where group state is written and read back from.
+
+Role: the coordinator's only seam to storage. `append(group_id, records)` writes one record batch
+of (key, value) pairs (value None = tombstone) to the group's partition and returns only after
+`Log.append_as_leader` has accepted it (synchronously, on the event loop: these batches are a
+few hundred bytes, and a synchronous append keeps every group change atomic with respect to
+other requests - Kafka needs purgatories and re-checks for the same guarantee); `replay()` reads every partition from its log start
+offset to its end and yields the decoded records in log order. The topic is created on first
+write with `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and
+`segment.bytes=offsets.topic.segment.bytes`, so our own log cleaner keeps it small: only the
+latest commit per (group, topic, partition) and the latest metadata per group survive, and
+tombstones disappear after delete.retention.ms.
+
+Record layout: the key and value bytes of kompakt.protocol.group_records (Kafka's schemas), in
+ordinary magic-v2 batches (uncompressed, CreateTime = the coordinator's clock, no producer id),
+exactly as Kafka 4's coordinator writes them.
+
+Invariants: a group's records always go to partition `partition_for(group, partitions)`, where
+`partitions` is the topic's actual partition count (so a restart with a different
+`offsets.topic.num.partitions` still finds every group); records that fail to decode are
+logged and skipped on replay, never fatal (the rest of the state still loads).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterator
+
+from kompakt.protocol import errors
+from kompakt.protocol import group_records as gr
+from kompakt.protocol import records as rec
+from kompakt.storage import TopicPartition
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+REPLAY_READ_BYTES = 1 << 20
+
+
+class OffsetsTopic:
+    def __init__(self, log_manager, config, time_ms: Callable[[], int]):
+        self.log_manager = log_manager
+        self.config = config
+        self.time_ms = time_ms
+
+    # -- topic -------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return OFFSETS_TOPIC in self.log_manager.topics
+
+    @property
+    def num_partitions(self) -> int:
+        meta = self.log_manager.topics.get(OFFSETS_TOPIC)
+        return meta.partitions if meta is not None else self.config["offsets.topic.num.partitions"]
+
+    def partition_for(self, group_id: str) -> int:
+        return gr.partition_for(group_id, self.num_partitions)
+
+    def ensure(self) -> None:
+        """Create the topic if it does not exist yet (first write, or FindCoordinator)."""
+        if self.exists():
+            return
+        configs = {"cleanup.policy": "compact",
+                   "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+                   "compression.type": "producer"}
+        try:
+            self.log_manager.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
+                                          configs)
+        except errors.KafkaError as exc:
+            if exc.code != errors.ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+        log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
+        """Append the records as one batch to the group's partition; returns its base offset.
+
+        Raises a KafkaError (storage's, or COORDINATOR_NOT_AVAILABLE when the log is missing)."""
+        if not records:
+            return -1
+        self.ensure()
+        tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
+        partition_log = self.log_manager.get_log(tp)
+        if partition_log is None:
+            raise errors.CoordinatorNotAvailableError(f"{tp.topic}-{tp.partition} has no log")
+        batch = rec.build_batch(records, base_timestamp=self.time_ms())
+        info = partition_log.append_as_leader(batch, origin="coordinator")
+        listener = getattr(self.log_manager, "append_listener", None)
+        if listener is not None:
+            listener(tp)
+        return getattr(info, "first_offset", getattr(info, "base_offset", -1))
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def replay(self) -> Iterator[tuple[dict, dict | None]]:
+        """Every (decoded key, decoded value or None) of every partition, in log order."""
+        if not self.exists():
+            return
+        for partition in range(self.num_partitions):
+            partition_log = self.log_manager.get_log(TopicPartition(OFFSETS_TOPIC, partition))
+            if partition_log is not None:
+                yield from self._replay_partition(partition_log, partition)
+
+    def _replay_partition(self, partition_log, partition: int) -> Iterator[tuple[dict, dict | None]]:
+        offset = partition_log.log_start_offset
+        end = partition_log.log_end_offset
+        while offset < end:
+            data = partition_log.read(offset, REPLAY_READ_BYTES).records
+            if not data:
+                break
+            progressed = False
+            for pos, header in rec.iter_batches(data):
+                if header.next_offset <= offset:
+                    continue
+                progressed = True
+                offset = header.next_offset
+                if header.is_control:
+                    continue
+                if header.is_transactional:
+                    # TxnOffsetCommit is not implemented; no transactional batches are ever written.
+                    continue
+                for record in rec.decode_records(data, pos, header):
+                    decoded = self._decode(record, partition)
+                    if decoded is not None:
+                        yield decoded
+            if not progressed:
+                break
+
+    @staticmethod
+    def _decode(record, partition: int):
+        if record.key is None:
+            log.warning("%s-%d: record without key skipped", OFFSETS_TOPIC, partition)
+            return None
+        try:
+            key = gr.decode_key(record.key)
+            if key["type"] == "unknown":
+                return None
+            return key, gr.decode_value(key, record.value)
+        except gr.GroupRecordError as exc:
+            log.warning("%s-%d: undecodable record skipped: %s", OFFSETS_TOPIC, partition, exc)
+            return None

@@ -1,0 +1,25 @@
+"""DeleteGroups (API key 42), versions 0-2.
+
+Behaviour: deletes groups that have no members: one batch appended to `__consumer_offsets` with
+a tombstone for every committed offset and for the group metadata; the cleaner then removes
+them after delete.retention.ms. Per-group errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members
+or pending members), INVALID_GROUP_ID (empty id), COORDINATOR_NOT_AVAILABLE (append failed).
+
+Version notes: v2+ flexible.
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin.groups import DeleteGroupsResponse
+
+API_KEY = 42
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+Result = DeleteGroupsResponse.DeletableGroupResult
+
+
+async def handle(ctx, request):
+    names = list(request.groups_names)
+    codes = ctx.groups.delete_groups(names)
+    return DeleteGroupsResponse(version=ctx.api_version, throttle_time_ms=0,
+                                results=[Result(group_id=g, error_code=codes[g]) for g in names])

@@ -1,0 +1,28 @@
+"""ListGroups (API key 16), versions 0-5.
+
+Behaviour: every live group this coordinator knows (all of them, on one broker) with its protocol
+type ("consumer", or "" for a group that only stores offsets), state (v4+) and type (v5+:
+always "classic"). `states_filter` (v4+) keeps groups whose state matches case-insensitively;
+`types_filter` (v5+) keeps groups of the named types ("classic" matches all, anything else none).
+
+Version notes: v1 throttle time; v3+ flexible; v4 states filter and group_state; v5 types
+filter and group_type.
+"""
+from __future__ import annotations
+
+from kafka.protocol.admin.groups import ListGroupsResponse
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+Listed = ListGroupsResponse.ListedGroup
+
+
+async def handle(ctx, request):
+    v = ctx.api_version
+    rows = ctx.groups.list_groups(request.states_filter if v >= 4 else None,
+                                  request.types_filter if v >= 5 else None)
+    return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0, groups=[
+        Listed(group_id=gid, protocol_type=ptype, group_state=state, group_type="classic")
+        for gid, ptype, state in rows])

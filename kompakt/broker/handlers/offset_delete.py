@@ -1,0 +1,29 @@
+"""OffsetDelete (API key 47), version 0.
+
+Behaviour (KIP-496): deletes committed offsets of some partitions of a group by appending
+tombstones. Allowed for an Empty group; for a group with members only for topics no member is
+subscribed to (consumer protocol), others failing with GROUP_SUBSCRIBED_TO_TOPIC. Top-level
+errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members with a protocol whose subscriptions we
+cannot read), COORDINATOR_NOT_AVAILABLE (append failed).
+"""
+from __future__ import annotations
+
+from kafka.protocol.consumer.group import OffsetDeleteResponse
+
+API_KEY = 47
+MIN_VERSION = 0
+MAX_VERSION = 0
+
+Topic = OffsetDeleteResponse.OffsetDeleteResponseTopic
+Partition = Topic.OffsetDeleteResponsePartition
+
+
+async def handle(ctx, request):
+    tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    top, codes = ctx.groups.delete_offsets(request.group_id, tps)
+    topics = [] if top else [
+        Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
+                                                 error_code=codes.get((t.name, p.partition_index), 0))
+                                       for p in t.partitions])
+        for t in request.topics]
+    return OffsetDeleteResponse(version=0, throttle_time_ms=0, error_code=top, topics=topics)

@@ -1,0 +1,60 @@
+"""OffsetFetch (API key 9), versions 0-9.
+
+Behaviour: the committed offset, leader epoch and metadata of the requested partitions of a
+group; a partition without a commit (or an unknown group) answers offset -1, epoch -1, metadata
+"" and no error, as Kafka does. `topics` null (v2+) means every partition the group committed.
+`require_stable` (v7+) asks to fail partitions with pending transactional commits with
+UNSTABLE_OFFSET_COMMIT; transactional commits are not implemented, so nothing is ever pending.
+
+Version notes: v0 read ZooKeeper in old Kafka - here the same as v1; v2 top-level error_code and
+null topics; v3 throttle time; v5 committed_leader_epoch; v6+ flexible; v7 require_stable;
+v8 several groups per request (`groups` in, `groups` out); v9 member id/epoch (KIP-848
+consumer groups only; ignored for classic groups). v10 (topic ids) is not served.
+"""
+from __future__ import annotations
+
+from kafka.protocol.consumer.group import OffsetFetchResponse
+
+API_KEY = 9
+MIN_VERSION = 0
+MAX_VERSION = 9
+
+OldTopic = OffsetFetchResponse.OffsetFetchResponseTopic
+OldPartition = OldTopic.OffsetFetchResponsePartition
+Group = OffsetFetchResponse.OffsetFetchResponseGroup
+GroupTopic = Group.OffsetFetchResponseTopics
+GroupPartition = GroupTopic.OffsetFetchResponsePartitions
+
+
+def _fetch(ctx, group_id, topics):
+    """[(topic, [(partition, offset, epoch, metadata)])] in request order (or sorted when all)."""
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    found = ctx.groups.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list] = {}
+    for (topic, partition), om in (found.items() if wanted is None else
+                                   ((tp, found[tp]) for tp in wanted)):
+        row = (partition, -1, -1, "") if om is None else (partition, om.offset, om.leader_epoch, om.metadata)
+        by_topic.setdefault(topic, []).append(row)
+    if wanted is None:
+        return sorted((t, sorted(rows)) for t, rows in by_topic.items())
+    return list(by_topic.items())
+
+
+async def handle(ctx, request):
+    v = ctx.api_version
+    if v >= 8:
+        groups = []
+        for g in request.groups:
+            rows = _fetch(ctx, g.group_id, g.topics)
+            groups.append(Group(group_id=g.group_id, error_code=0, topics=[
+                GroupTopic(name=t, partitions=[
+                    GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                                   metadata=m, error_code=0) for p, o, e, m in parts])
+                for t, parts in rows]))
+        return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
+    rows = _fetch(ctx, request.group_id, request.topics if v >= 2 else (request.topics or []))
+    return OffsetFetchResponse(version=v, throttle_time_ms=0, error_code=0, topics=[
+        OldTopic(name=t, partitions=[
+            OldPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                         metadata=m, error_code=0) for p, o, e, m in parts])
+        for t, parts in rows])
