@@ -26,7 +26,7 @@ import collections
 import logging
 import time
 
-from kompakt.broker.dispatch import ProtocolViolation
+from kompakt.broker.dispatch import CloseConnection, ProtocolViolation
 from kompakt.protocol.framing import FrameReader, InvalidFrameError
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             slot.data = await self.dispatcher.run(ctx, module, request)
         except asyncio.CancelledError:
             raise
+        except CloseConnection as exc:
+            self._violation(str(exc))
+            return
         except Exception:
             log.exception("closing connection from %s: handler for %r failed", self.peer, ctx)
             self.abort()

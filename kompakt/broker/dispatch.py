@@ -37,6 +37,11 @@ class ProtocolViolation(Exception):
     """The client sent something Kafka answers by closing the connection."""
 
 
+class CloseConnection(Exception):
+    """Raised by a handler to answer by closing the connection (Produce acks=0 errors: the only
+    way to tell a client that expects no response that something went wrong)."""
+
+
 class Dispatcher:
     def __init__(self, broker, handlers=None):
         self.broker = broker

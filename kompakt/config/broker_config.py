@@ -178,6 +178,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire after this.", min=1),
     _k("producer.id.expiration.check.interval.ms", "int", 600000, "How often producer ids expire.", min=1),
     _k("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions kept (0 = sessionless).", min=0),
+    # --- fetch (protocol-server) ---
+    _k("fetch.max.bytes", "int", 57671680, "Largest fetch response the broker builds.", min=1024),
 ]}
 
 # Keys that are meaningful to a Kafka cluster but not to a single node; accepted and logged.

@@ -221,13 +221,15 @@ def _read_array_len(view, pos: int, compact: bool) -> tuple[int, int]:
 
 
 def decode_produce(header: RequestHeader, frame) -> ProduceRequestData:
-    """ProduceRequest v3-v13 with each partition's records as a memoryview into `frame`."""
+    """ProduceRequest v0-v13 with each partition's records as a memoryview into `frame`."""
     version = header.api_version
     flex = version >= 9
     view = frame if isinstance(frame, memoryview) else memoryview(frame)
     try:
         pos = header.body_offset
-        txn_id, pos = _read_string(view, pos, flex)
+        txn_id = None
+        if version >= 3:          # v0-2 (only decoded to be refused politely) have no transactional id
+            txn_id, pos = _read_string(view, pos, flex)
         acks, timeout_ms = ACKS_TIMEOUT.unpack_from(view, pos)
         pos += 6
         n_topics, pos = _read_array_len(view, pos, flex)

@@ -1,0 +1,89 @@
+"""ListOffsets (key 2), versions 1-11.
+
+Behaviour, per partition, by the requested timestamp:
+  -2 EARLIEST / -4 EARLIEST_LOCAL  the log start offset, timestamp -1
+  -1 LATEST                       the high watermark (read_uncommitted) or the last stable offset
+                                  (read_committed), timestamp -1
+  -3 MAX_TIMESTAMP (v7+)          the offset and timestamp of the record with the largest timestamp
+                                  (Log.max_timestamp_offset), offset -1 when the log is empty
+  -5 LATEST_TIERED (v9+)          -1: there is no tiered storage
+  >= 0                            the first offset whose timestamp is >= the given one
+                                  (Log.offset_for_timestamp), offset -1 / timestamp -1 when none
+Leader epoch: 0 for every answer (one broker, never re-elected).
+
+Errors: UNKNOWN_TOPIC_OR_PARTITION; a timestamp below -5 is INVALID_REQUEST (v1+ clients never send
+one); KafkaErrors from storage by their code.
+
+Version notes: Kafka 4 dropped v0 (old_style_offsets); v2 isolation level and throttle time;
+v4 current/returned leader epoch; v6 flexible; v7 MAX_TIMESTAMP; v8 EARLIEST_LOCAL; v9
+LATEST_TIERED; v10 timeout_ms (nothing here waits); v11 EARLIEST_PENDING_UPLOAD (-6: -1, as -5).
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.consumer.offsets import ListOffsetsResponse
+
+from kompakt.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
+from kompakt.storage import TopicPartition
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 11
+
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
+READ_COMMITTED = 1
+
+log = logging.getLogger(__name__)
+
+_Topic = ListOffsetsResponse.ListOffsetsTopicResponse
+_Partition = _Topic.ListOffsetsPartitionResponse
+
+
+def _offset_and_timestamp(found) -> tuple[int, int]:
+    """Storage answers (offset, timestamp), an object with .offset/.timestamp, or None."""
+    if found is None:
+        return -1, -1
+    if isinstance(found, tuple):
+        return found[0], found[1]
+    return found.offset, found.timestamp
+
+
+def lookup(log_obj, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    """(offset, timestamp) answering `timestamp` for one partition; raises KafkaError."""
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return log_obj.log_start_offset, -1
+    if timestamp == LATEST:
+        return (log_obj.last_stable_offset if read_committed else log_obj.high_watermark), -1
+    if timestamp == MAX_TIMESTAMP:
+        return _offset_and_timestamp(log_obj.max_timestamp_offset())
+    if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        return -1, -1
+    if timestamp < 0:
+        raise InvalidRequestError(f"ListOffsets timestamp {timestamp} is neither a time nor one of -1..-6")
+    return _offset_and_timestamp(log_obj.offset_for_timestamp(timestamp))
+
+
+async def handle(ctx, request):
+    version = ctx.api_version
+    lm = ctx.log_manager
+    read_committed = version >= 2 and request.isolation_level == READ_COMMITTED
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            log_obj = lm.get_log(TopicPartition(t.name, p.partition_index))
+            if log_obj is None:
+                parts.append(_Partition(partition_index=p.partition_index,
+                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                        timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
+            try:
+                offset, ts = lookup(log_obj, p.timestamp, read_committed)
+                code = 0
+            except KafkaError as exc:
+                offset, ts, code = -1, -1, exc.code
+            parts.append(_Partition(partition_index=p.partition_index, error_code=int(code),
+                                    timestamp=ts, offset=offset, leader_epoch=0 if offset >= 0 else -1))
+        topics.append(_Topic(name=t.name, partitions=parts))
+    return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)

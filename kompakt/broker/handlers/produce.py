@@ -1,0 +1,127 @@
+"""Produce (key 0): advertised v0-13, served v3-13.
+
+Behaviour: for each partition, hand the client's record bytes, untouched, to
+`Log.append_as_leader` (Kafka's LogValidator rules and idempotent-producer sequence checks live
+in storage) and answer the base offset, the log-append time (-1 for CreateTime topics) and the
+log start offset. The bytes arrive as a writable memoryview into the request frame
+(protocol/codec.decode_produce), so storage can patch baseOffset in place: no per-record work and
+no copy here for a delete-policy topic.
+
+acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and are answered after
+the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
+of telling a client that reads no responses); anything else is INVALID_REQUIRED_ACKS.
+
+Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13) when there is no such
+partition, else the code of the KafkaError storage raised (CORRUPT_MESSAGE, INVALID_RECORD,
+MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT,
+OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...), with its message in error_message
+(v8+).
+
+Version notes:
+- v0-2 are advertised because Kafka 4 does (KAFKA-18659: librdkafka turns off compression when
+  Produce is not advertised from v0) and answered UNSUPPORTED_VERSION for every partition.
+- v3 transactional id + record batch v2; v5 log_start_offset; v7 zstd allowed; v8 record errors
+  and error message; v9 flexible; v10 current-leader tagged field (not sent: we never answer
+  NOT_LEADER_OR_FOLLOWER); v13 topic ids instead of names (UNKNOWN_TOPIC_ID).
+"""
+from __future__ import annotations
+
+import logging
+
+from kafka.protocol.producer.produce import ProduceResponse
+
+from kompakt.broker.dispatch import CloseConnection
+from kompakt.protocol import codec
+from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.storage import TopicPartition
+
+API_KEY = 0
+MIN_VERSION = 0
+MAX_VERSION = 13
+FIRST_SERVED_VERSION = 3
+
+log = logging.getLogger(__name__)
+
+_Topic = ProduceResponse.TopicProduceResponse
+_Partition = _Topic.PartitionProduceResponse
+_VALID_ACKS = (-1, 0, 1)
+
+
+def decode(header, frame):
+    return codec.decode_produce(header, frame)
+
+
+def _failed(index: int, code: int, message: str | None = None):
+    return _Partition(index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1,
+                      log_start_offset=-1, record_errors=[], error_message=message)
+
+
+def _fail_all(request, code: int):
+    return [_Topic(name=t.name, topic_id=t.topic_id,
+                   partition_responses=[_failed(i, code) for i, _ in t.partitions])
+            for t in request.topics]
+
+
+def _append(log_obj, records, topic: str, metrics):
+    """Append one partition's bytes; returns the partition response."""
+    index = log_obj.tp.partition
+    info = log_obj.append_as_leader(records if records is not None else b"")
+    if metrics is not None:
+        metrics.record_produce(topic, len(records) if records is not None else 0,
+                               getattr(info, "records_count", 0) or 0)
+    return _Partition(index=index, error_code=0, base_offset=info.first_offset,
+                      log_append_time_ms=getattr(info, "log_append_time", -1),
+                      log_start_offset=log_obj.log_start_offset, record_errors=[], error_message=None)
+
+
+async def handle(ctx, request):
+    version = ctx.api_version
+    acks = request.acks
+    if version < FIRST_SERVED_VERSION:
+        responses = _fail_all(request, ErrorCode.UNSUPPORTED_VERSION)
+    elif acks not in _VALID_ACKS:
+        responses = _fail_all(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    else:
+        responses = _produce(ctx, request, version)
+    if acks == 0:
+        for topic in responses:
+            for p in topic.partition_responses:
+                if p.error_code:
+                    raise CloseConnection(
+                        f"acks=0 produce to {topic.name or topic.topic_id}-{p.index} failed with "
+                        f"{ErrorCode(p.error_code).name}: {p.error_message or ''}")
+        return None
+    return ProduceResponse(version=version, responses=responses, throttle_time_ms=0)
+
+
+def _produce(ctx, request, version: int):
+    lm = ctx.log_manager
+    metrics = ctx.metrics
+    by_id = None
+    responses = []
+    for topic in request.topics:
+        name = topic.name
+        if version >= 13:
+            if by_id is None:
+                by_id = {m.topic_id: m.name for m in lm.topics.values()}
+            name = by_id.get(topic.topic_id)
+        missing = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        parts = []
+        for index, records in topic.partitions:
+            log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
+            if log_obj is None:
+                parts.append(_failed(index, missing if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            try:
+                parts.append(_append(log_obj, records, name, metrics))
+            except KafkaError as exc:
+                if metrics is not None:
+                    metrics.record_error("Produce", exc.code)
+                log.debug("produce to %s-%d from %s failed: %s", name, index, ctx.client_id, exc)
+                parts.append(_failed(index, exc.code, exc.message))
+            except OSError as exc:
+                log.error("produce to %s-%d failed on disk: %s", name, index, exc)
+                parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc)))
+        responses.append(_Topic(name=topic.name if version < 13 else None, topic_id=topic.topic_id,
+                                partition_responses=parts))
+    return responses
