@@ -12,7 +12,8 @@ On-disk format (Kafka's `OffsetIndex`, byte for byte), a flat array of 8-byte en
 An entry (o, p) says: the batch starting at position p ends with offset o (o = the *last* offset
 of the append that wrote it), so every offset > o lives at a position >= p. Entries are strictly
 increasing in both fields. The first batch of a segment is never indexed (entries are added only
-after `index.interval.bytes` bytes were appended), so a (0, 0) entry only appears as preallocation.
+after `index.interval.bytes` bytes were appended), so trailing (0, 0) entries are preallocation;
+slot 0 is kept even when zero (harmless: it says what an empty index says, "base offset at 0").
 
 The file of the active segment is preallocated to `segment.index.bytes` rounded down to a multiple
 of 8 (a sparse file: zeros, no disk blocks) and trimmed to its entries on roll and close, so a
@@ -62,41 +63,146 @@ def _unpack_column(raw: bytes, typecode: str) -> array:
     return col
 
 
-class OffsetIndex:
-    """Offset -> position index of one segment (see module docstring for the format)."""
+class SparseIndex:
+    """File mechanics shared by the offset and time indexes: a flat array of fixed-size entries,
+    preallocated while active, trimmed when inactive. Subclasses hold the columns (`_rel`, the
+    relative offsets, is always one of them) and parse/write entries."""
 
     entry_size = ENTRY_SIZE
+    kind = "index"
 
     def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024,
                  writable: bool = True):
         self.path = path
         self.base_offset = base_offset
         self.writable = writable
-        self._rel = array("i")
-        self._pos = array("i")
+        self._init_columns()
         new = not os.path.exists(path) or os.path.getsize(path) == 0
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
         self._fd = os.open(path, flags, 0o644)
         if new:
-            if max_index_size < ENTRY_SIZE:
+            if max_index_size < self.entry_size:
                 raise ValueError(f"Invalid max index size {max_index_size} for {path}: "
-                                 f"must be at least {ENTRY_SIZE}")
-            self._length = round_down(max_index_size, ENTRY_SIZE)
+                                 f"must be at least {self.entry_size}")
+            self._length = round_down(max_index_size, self.entry_size)
             if writable:
                 os.ftruncate(self._fd, self._length)
         else:
             self._length = os.fstat(self._fd).st_size
-            self._load()
+            n = self._length // self.entry_size
+            self._load(os.pread(self._fd, n * self.entry_size, 0) if n else b"")
 
-    # ---- loading -------------------------------------------------------------------------------
-    def _load(self) -> None:
-        usable = round_down(self._length, ENTRY_SIZE)
-        raw = os.pread(self._fd, usable, 0) if usable else b""
+    def _init_columns(self) -> None:
+        raise NotImplementedError
+
+    def _load(self, raw: bytes) -> None:
+        raise NotImplementedError
+
+    def _columns(self) -> tuple:
+        raise NotImplementedError
+
+    @property
+    def entries(self) -> int:
+        return len(self._rel)
+
+    @property
+    def max_entries(self) -> int:
+        return self._length // self.entry_size
+
+    @property
+    def max_index_size(self) -> int:
+        return self._length
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self._rel) * self.entry_size
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry with offset >= `offset` (Kafka's truncateTo)."""
+        rel = offset - self.base_offset
+        self._truncate_to_entries(bisect_right(self._rel, rel - 1) if rel > 0 else 0)
+
+    def _truncate_to_entries(self, n: int) -> None:
+        if n >= len(self._rel):
+            return
+        for col in self._columns():
+            del col[n:]
+        if self.writable:
+            # Zero the dropped entries so a crash never resurrects them, keep the preallocation.
+            os.ftruncate(self._fd, n * self.entry_size)
+            os.ftruncate(self._fd, self._length)
+
+    def reset(self) -> None:
+        self._truncate_to_entries(0)
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length (rounded down to whole entries, never below the entries)."""
+        new_length = max(round_down(new_size, self.entry_size), len(self._rel) * self.entry_size)
+        if new_length == self._length:
+            return False
+        if self.writable:
+            os.ftruncate(self._fd, new_length)
+        self._length = new_length
+        return True
+
+    def trim_to_valid_size(self) -> None:
+        self.resize(len(self._rel) * self.entry_size)
+
+    def _write_entry(self, packed: bytes) -> None:
+        os.pwrite(self._fd, packed, len(self._rel) * self.entry_size)
+
+    def flush(self) -> None:
+        if self.writable and self._fd >= 0:
+            os.fsync(self._fd)
+
+    def rename_to(self, new_path: str) -> None:
+        if os.path.exists(self.path):
+            os.replace(self.path, new_path)
+        self.path = new_path
+
+    def close(self) -> None:
+        """Trim to the entries and close."""
+        if self._fd >= 0:
+            if self.writable:
+                self.trim_to_valid_size()
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_handler(self) -> None:
+        """Close the descriptor without trimming (the file is about to be deleted)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def delete(self) -> bool:
+        self.close_handler()
+        try:
+            os.unlink(self.path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, entries={self.entries})"
+
+
+class OffsetIndex(SparseIndex):
+    """Offset -> position index of one segment (see module docstring for the format)."""
+
+    entry_size = ENTRY_SIZE
+
+    def _init_columns(self) -> None:
+        self._rel, self._pos = array("i"), array("i")
+
+    def _columns(self) -> tuple:
+        return self._rel, self._pos
+
+    def _load(self, raw: bytes) -> None:
         pairs = _unpack_column(raw, "i")
         rel, pos = pairs[0::2], pairs[1::2]
         n = len(rel)
-        while n and rel[n - 1] == 0 and pos[n - 1] == 0:
-            n -= 1  # zero tail of a preallocated file left by a crash
+        while n > 1 and rel[n - 1] == 0 and pos[n - 1] == 0:
+            n -= 1  # zero tail of a preallocated file left by a crash (slot 0 may be real)
         self._rel, self._pos = rel[:n], pos[:n]
 
     def sanity_check(self, log_size: int | None = None) -> None:
@@ -112,25 +218,8 @@ class OffsetIndex:
             raise CorruptIndexError(f"Corrupt index found, index file ({self.path}) points at position "
                                     f"{self._pos[-1]} beyond the end of the log ({log_size} bytes).")
 
-    # ---- queries -------------------------------------------------------------------------------
-    @property
-    def entries(self) -> int:
-        return len(self._rel)
-
-    @property
-    def max_entries(self) -> int:
-        return self._length // ENTRY_SIZE
-
-    @property
-    def max_index_size(self) -> int:
-        return self._length
-
     def is_full(self) -> bool:
         return len(self._rel) >= self.max_entries
-
-    @property
-    def size_in_bytes(self) -> int:
-        return len(self._rel) * ENTRY_SIZE
 
     @property
     def last_offset(self) -> int:
@@ -154,7 +243,6 @@ class OffsetIndex:
             return self.base_offset, 0
         return self.base_offset + self._rel[i], self._pos[i]
 
-    # ---- mutations -----------------------------------------------------------------------------
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
@@ -168,71 +256,6 @@ class OffsetIndex:
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self.path})")
         if self.is_full():
             raise ValueError(f"Attempt to append to a full index (size = {self.entries}) {self.path}.")
-        os.pwrite(self._fd, _ENTRY.pack(rel, position), len(self._rel) * ENTRY_SIZE)
+        self._write_entry(_ENTRY.pack(rel, position))
         self._rel.append(rel)
         self._pos.append(position)
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= `offset` (Kafka's truncateTo)."""
-        rel = offset - self.base_offset
-        keep = bisect_right(self._rel, rel - 1) if rel > 0 else 0
-        self._truncate_to_entries(keep)
-
-    def _truncate_to_entries(self, n: int) -> None:
-        if n >= len(self._rel):
-            return
-        del self._rel[n:]
-        del self._pos[n:]
-        if self.writable:
-            # Zero the dropped entries so a crash never resurrects them, keep the preallocation.
-            os.ftruncate(self._fd, n * ENTRY_SIZE)
-            os.ftruncate(self._fd, self._length)
-
-    def reset(self) -> None:
-        self._truncate_to_entries(0)
-
-    def resize(self, new_size: int) -> bool:
-        """Set the file length (rounded down to whole entries, never below the entries)."""
-        new_length = max(round_down(new_size, ENTRY_SIZE), len(self._rel) * ENTRY_SIZE)
-        if new_length == self._length:
-            return False
-        if self.writable:
-            os.ftruncate(self._fd, new_length)
-        self._length = new_length
-        return True
-
-    def trim_to_valid_size(self) -> None:
-        self.resize(len(self._rel) * ENTRY_SIZE)
-
-    def flush(self) -> None:
-        if self.writable and self._fd >= 0:
-            os.fsync(self._fd)
-
-    def rename_to(self, new_path: str) -> None:
-        if os.path.exists(self.path):
-            os.replace(self.path, new_path)
-        self.path = new_path
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            if self.writable:
-                self.trim_to_valid_size()
-            os.close(self._fd)
-            self._fd = -1
-
-    def close_handler(self) -> None:
-        """Close the descriptor without trimming (the file is about to be deleted)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def delete(self) -> bool:
-        self.close_handler()
-        try:
-            os.unlink(self.path)
-            return True
-        except FileNotFoundError:
-            return False
-
-    def __repr__(self) -> str:
-        return f"OffsetIndex({self.path!r}, entries={self.entries})"

@@ -23,14 +23,13 @@ last offset >= base offset.
 """
 from __future__ import annotations
 
-import os
 import struct
 import sys
 from array import array
 from bisect import bisect_right
 
 from kompakt.storage.offset_index import (INT32_MAX, CorruptIndexError, IndexOffsetOverflowError,
-                                          round_down)
+                                          SparseIndex)
 
 ENTRY_FORMAT = ">qi"
 ENTRY_SIZE = 12
@@ -40,35 +39,19 @@ NO_TIMESTAMP = -1
 _LITTLE = sys.byteorder == "little"
 
 
-class TimeIndex:
+class TimeIndex(SparseIndex):
     """Timestamp -> offset index of one segment (see module docstring for the format)."""
 
     entry_size = ENTRY_SIZE
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024,
-                 writable: bool = True):
-        self.path = path
-        self.base_offset = base_offset
-        self.writable = writable
-        self._ts = array("q")
-        self._rel = array("i")
-        new = not os.path.exists(path) or os.path.getsize(path) == 0
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        self._fd = os.open(path, flags, 0o644)
-        if new:
-            if max_index_size < ENTRY_SIZE:
-                raise ValueError(f"Invalid max index size {max_index_size} for {path}: "
-                                 f"must be at least {ENTRY_SIZE}")
-            self._length = round_down(max_index_size, ENTRY_SIZE)
-            if writable:
-                os.ftruncate(self._fd, self._length)
-        else:
-            self._length = os.fstat(self._fd).st_size
-            self._load()
+    def _init_columns(self) -> None:
+        self._ts, self._rel = array("q"), array("i")
 
-    def _load(self) -> None:
-        n = self._length // ENTRY_SIZE
-        raw = os.pread(self._fd, n * ENTRY_SIZE, 0) if n else b""
+    def _columns(self) -> tuple:
+        return self._ts, self._rel
+
+    def _load(self, raw: bytes) -> None:
+        n = len(raw) // ENTRY_SIZE
         ts = array("q")
         rel = array("i")
         if n:
@@ -77,8 +60,8 @@ class TimeIndex:
             if _LITTLE:
                 ts.byteswap()
                 rel.byteswap()
-        while n and ts[n - 1] == 0 and rel[n - 1] == 0:
-            n -= 1  # zero tail of a preallocated file left by a crash
+        while n > 1 and ts[n - 1] == 0 and rel[n - 1] == 0:
+            n -= 1  # zero tail of a preallocated file left by a crash (slot 0 may be real)
         self._ts, self._rel = ts[:n], rel[:n]
 
     def sanity_check(self) -> None:
@@ -94,26 +77,9 @@ class TimeIndex:
                                     f"non-zero size but the last offset is {self.last_entry()[1]} "
                                     f"which is less than the base offset {self.base_offset}")
 
-    # ---- queries -------------------------------------------------------------------------------
-    @property
-    def entries(self) -> int:
-        return len(self._ts)
-
-    @property
-    def max_entries(self) -> int:
-        return self._length // ENTRY_SIZE
-
-    @property
-    def max_index_size(self) -> int:
-        return self._length
-
     def is_full(self) -> bool:
         # One slot stays free for the final entry written when the segment becomes inactive.
         return len(self._ts) >= self.max_entries - 1
-
-    @property
-    def size_in_bytes(self) -> int:
-        return len(self._ts) * ENTRY_SIZE
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base offset) when empty."""
@@ -131,14 +97,11 @@ class TimeIndex:
             return NO_TIMESTAMP, self.base_offset
         return self._ts[i], self.base_offset + self._rel[i]
 
-    # ---- mutations -----------------------------------------------------------------------------
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append (timestamp, offset) if timestamp is larger than the last entry's."""
         if not skip_full_check and self.is_full():
             raise ValueError(f"Attempt to append to a full time index (size = {self.entries}) "
                              f"{self.path}.")
-        if len(self._ts) >= self.max_entries:
-            self.resize(self._length + ENTRY_SIZE)  # the reserved slot of a trimmed index
         last_ts, last_off = self.last_entry()
         if self._ts and offset < last_off:
             raise ValueError(f"Attempt to append an offset ({offset}) to slot {self.entries} no "
@@ -151,71 +114,11 @@ class TimeIndex:
         rel = offset - self.base_offset
         if not 0 <= rel <= INT32_MAX:
             raise IndexOffsetOverflowError(f"Integer overflow for offset: {offset} ({self.path})")
-        os.pwrite(self._fd, _ENTRY.pack(timestamp, rel), len(self._ts) * ENTRY_SIZE)
+        if len(self._ts) >= self.max_entries:
+            self.resize(self._length + ENTRY_SIZE)  # the reserved slot of a trimmed index
+        self._write_entry(_ENTRY.pack(timestamp, rel))
         self._ts.append(timestamp)
         self._rel.append(rel)
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= `offset`."""
-        rel = offset - self.base_offset
-        keep = bisect_right(self._rel, rel - 1) if rel > 0 else 0
-        self._truncate_to_entries(keep)
-
-    def _truncate_to_entries(self, n: int) -> None:
-        if n >= len(self._ts):
-            return
-        del self._ts[n:]
-        del self._rel[n:]
-        if self.writable:
-            os.ftruncate(self._fd, n * ENTRY_SIZE)
-            os.ftruncate(self._fd, self._length)
-
-    def reset(self) -> None:
-        self._truncate_to_entries(0)
-
-    def resize(self, new_size: int) -> bool:
-        new_length = max(round_down(new_size, ENTRY_SIZE), len(self._ts) * ENTRY_SIZE)
-        if new_length == self._length:
-            return False
-        if self.writable:
-            os.ftruncate(self._fd, new_length)
-        self._length = new_length
-        return True
-
-    def trim_to_valid_size(self) -> None:
-        self.resize(len(self._ts) * ENTRY_SIZE)
-
-    def flush(self) -> None:
-        if self.writable and self._fd >= 0:
-            os.fsync(self._fd)
-
-    def rename_to(self, new_path: str) -> None:
-        if os.path.exists(self.path):
-            os.replace(self.path, new_path)
-        self.path = new_path
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            if self.writable:
-                self.trim_to_valid_size()
-            os.close(self._fd)
-            self._fd = -1
-
-    def close_handler(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def delete(self) -> bool:
-        self.close_handler()
-        try:
-            os.unlink(self.path)
-            return True
-        except FileNotFoundError:
-            return False
-
-    def __repr__(self) -> str:
-        return f"TimeIndex({self.path!r}, entries={self.entries})"
 
 
 def _gather(raw: bytes, start: int, width: int) -> bytes:
