@@ -1,0 +1,957 @@
+"""LogManager: every partition log across `log.dirs`, their topics, and the background log tasks.
+
+Role (Kafka's LogManager for one node): validate and lock each log dir, keep `meta.properties`,
+load and recover every partition log at startup (`num.recovery.threads.per.data.dir` threads per
+dir, all dirs at once), own the topic metadata (TopicStore), create / delete / grow topics and
+apply config changes live, and run the background tasks on the broker's asyncio loop with all
+blocking work (fsync, unlink, retention scans) in worker threads:
+
+    task                     period (broker key)                             work
+    kafka-log-retention      log.retention.check.interval.ms                 cleanup_logs()
+    kafka-log-flusher        log.flush.scheduler.interval.ms (*)             flush_dirty_logs()
+    recovery-point ckpt      log.flush.offset.checkpoint.interval.ms         checkpoint_recovery_offsets()
+    log-start ckpt           log.flush.start.offset.checkpoint.interval.ms   checkpoint_log_start_offsets()
+    kafka-delete-logs        next due `-delete` dir                          delete_logs()
+    delete-file              next due `.deleted` segment                     run_due_segment_deletions()
+    producer-id expiration   producer.id.expiration.check.interval.ms        remove_expired_producers()
+  every task first waits log.initial.task.delay.ms. (*) Kafka never flushes by time while
+  log.flush.scheduler.interval.ms is Long.MAX_VALUE (its default) even if a topic sets flush.ms;
+  we check at the smallest finite flush.ms instead, so a topic's flush.ms is honoured.
+
+Per log dir (Kafka's names and formats):
+    .lock                              fcntl.flock'ed for the life of the manager; a second
+                                       broker on the dir fails naming the dir
+    meta.properties                    Java properties: version=1, node.id, cluster.id, directory.id
+    .kafka_cleanshutdown               JSON {"version":0,"brokerEpoch":-1}; written at clean
+                                       shutdown, deleted (and the dir fsynced) as soon as startup
+                                       has read it, so a crash while loading counts as unclean
+    recovery-point-offset-checkpoint   checkpoint.OffsetCheckpointFile
+    log-start-offset-checkpoint        checkpoint.OffsetCheckpointFile
+    <topic>-<n>/                       one partition (storage.log.Log)
+    <topic>-<n>.<uuid hex>-delete/     a deleted partition waiting file.delete.delay.ms
+    <topic>-<n>.<uuid hex>-stray/      a partition dir whose topic id does not match the topic
+                                       store (kept for an operator, never loaded)
+  and in the first dir only, kompakt-topics.json (storage.topic_store).
+
+Crash rules: topic create saves the store before making dirs (startup creates missing partitions);
+delete saves the store (topic gone, id remembered as deleted) before renaming dirs `-delete`
+(startup deletes dirs of deleted ids); the partition dir rename to `-delete` is atomic and
+startup finishes the deletion. Retention/truncation of a compacted log run between
+`cleaner.abort_and_pause_cleaning(tp)` and `cleaner.resume_cleaning(tp)` (seed 001).
+
+Concurrency: `_lock` (Kafka's logCreationOrDeletionLock) serialises create/delete/alter/startup/
+shutdown; each Log has its own lock for appends, retention and truncation. Never call blocking
+methods (startup, shutdown, cleanup_logs, flush_*, checkpoint_*, create/delete) on the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import heapq
+import itertools
+import json
+import logging
+import os
+import shutil
+import threading
+import time as _time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kompakt.config.broker_config import LONG_MAX, read_properties
+from kompakt.config.topic_config import LogConfig, validate_topic_configs
+from kompakt.protocol.errors import (InvalidPartitionsError, InvalidTopicExceptionError, KafkaError,
+                                     KafkaStorageErrorError, TopicAlreadyExistsError,
+                                     UnknownTopicOrPartitionError)
+from kompakt.storage import TopicPartition
+from kompakt.storage import retention
+from kompakt.storage.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+                                        TMP_SUFFIX, OffsetCheckpointFile, atomic_write, fsync_dir)
+from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
+                                         random_topic_id, read_partition_metadata, uuid_to_str,
+                                         validate_topic_name)
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+META_PROPERTIES_FILE = "meta.properties"
+DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
+FUTURE_DIR_SUFFIX = "-future"
+META_PROPERTIES_VERSION = 1
+_KNOWN_ROOT_FILES = {LOCK_FILE, CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+                     LOG_START_OFFSET_CHECKPOINT_FILE, "cleaner-offset-checkpoint",
+                     "replication-offset-checkpoint", "bootstrap.checkpoint", STORE_FILE}
+_MAX_SLEEP_S = 3600.0  # long periods are slept in slices so huge Kafka defaults never overflow
+
+__all__ = ["LogManager", "TopicMeta", "TopicPartition", "LogDirLockedError", "LogDirError"]
+
+
+class LogDirError(RuntimeError):
+    """A log dir that cannot be used (inconsistent meta.properties, duplicate partitions...)."""
+
+
+class LogDirLockedError(LogDirError):
+    """Another process (or manager) holds the dir's .lock."""
+
+
+@dataclass
+class _PendingDirDelete:
+    path: str
+    due_ms: int
+
+
+def partition_dir_name(tp: TopicPartition) -> str:
+    return f"{tp.topic}-{tp.partition}"
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """`<topic>-<n>` -> TopicPartition; None if the name is not a live partition dir."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or (len(part) > 1 and part[0] == "0"):
+        return None
+    try:
+        validate_topic_name(topic)
+    except InvalidTopicExceptionError:
+        return None
+    return TopicPartition(topic, int(part))
+
+
+class LogManager:
+    """All logs of this node; see the module docstring."""
+
+    def __init__(self, config, *, time=_time, cleaner=None):
+        self.config = config
+        self.time = time
+        self.cleaner = cleaner
+        self.append_listener: Callable[[TopicPartition], None] | None = None
+        self.log_dirs: list[str] = []
+        self.offline_dirs: list[str] = []
+        self.cluster_id: str | None = None
+        self.directory_ids: dict[str, str] = {}
+        self.had_clean_shutdown: dict[str, bool] = {}
+        self.repairs: list[str] = []  # what startup repaired, for logs and tests
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, Any] = {}
+        self._topics: dict[str, TopicMeta] = {}
+        self._deleted_topic_ids: set[uuid.UUID] = set()
+        self._store: TopicStore | None = None
+        self._lock_fds: dict[str, int] = {}
+        self._dirs_to_delete: list[_PendingDirDelete] = []
+        self._segment_deletes: list[tuple[int, int, list]] = []  # heap of (due_ms, seq, segments)
+        self._seq = itertools.count()
+        self._deletes_lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._started = False
+        self._shut_down = False
+
+    # ---- public views ----------------------------------------------------------------------------
+    @property
+    def topics(self) -> dict[str, TopicMeta]:
+        return dict(self._topics)
+
+    def get_log(self, tp) -> Any | None:
+        return self._logs.get(TopicPartition(*tp))
+
+    def all_logs(self) -> dict[TopicPartition, Any]:
+        return dict(self._logs)
+
+    def log_config(self, topic: str) -> LogConfig:
+        meta = self._topics.get(topic)
+        return self._config_for(meta.configs if meta else {})
+
+    def notify_append(self, tp) -> None:
+        listener = self.append_listener
+        if listener is not None:
+            listener(TopicPartition(*tp))
+
+    def append_as_leader(self, tp, records, **kw):
+        """Append to a partition and wake fetch long-polls (a convenience over get_log)."""
+        plog = self.get_log(tp)
+        if plog is None:
+            raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {tp[0]}-{tp[1]}")
+        info = plog.append_as_leader(records, **kw)
+        self.notify_append(tp)
+        return info
+
+    def partitions_per_dir(self) -> dict[str, int]:
+        counts = {d: 0 for d in self.log_dirs}
+        for plog in list(self._logs.values()):
+            parent = os.path.dirname(os.path.abspath(plog.dir))
+            counts[parent] = counts.get(parent, 0) + 1
+        return counts
+
+    def _now(self) -> int:
+        return int(self.time.time() * 1000)
+
+    def _broker_default_config(self) -> LogConfig:
+        return LogConfig.from_overrides({}, self.config)
+
+    def _config_for(self, overrides: dict[str, str]) -> LogConfig:
+        """LogConfig for stored overrides; a stored key that no longer validates is dropped (logged)."""
+        try:
+            return LogConfig.from_overrides(overrides, self.config)
+        except KafkaError as exc:
+            good = {}
+            for k, v in overrides.items():
+                try:
+                    validate_topic_configs({k: v})
+                    good[k] = v
+                except KafkaError:
+                    log.error("ignoring stored topic config %s=%s: %s", k, v, exc)
+            return LogConfig.from_overrides(good, self.config)
+
+    # ---- startup ---------------------------------------------------------------------------------
+    def startup(self) -> None:
+        """Validate and lock dirs, read meta.properties, load every log (blocking: run in a thread)."""
+        with self._lock:
+            if self._started:
+                return
+            self._create_and_validate_dirs()
+            self._lock_dirs()
+            try:
+                self._load_meta_properties()
+                self._store = TopicStore(self.log_dirs[0])
+                self._topics, self._deleted_topic_ids, ok = self._store.load()
+                self._load_logs()
+                self._reconcile_topics(store_ok=ok)
+            except BaseException:
+                self._close_logs_quietly()
+                self._unlock_dirs()
+                raise
+            self._started = True
+            log.info("loaded %d logs in %d topics from %s", len(self._logs), len(self._topics),
+                     ", ".join(self.log_dirs))
+
+    def _create_and_validate_dirs(self) -> None:
+        seen: dict[str, str] = {}
+        live = []
+        for d in self.config.log_dirs:
+            canonical = os.path.realpath(d)
+            if canonical in seen:
+                raise LogDirError(f"Duplicate log directory found: {d} and {seen[canonical]} are the same directory")
+            seen[canonical] = d
+            try:
+                os.makedirs(d, exist_ok=True)
+                if not os.path.isdir(d) or not os.access(d, os.R_OK | os.W_OK | os.X_OK):
+                    raise OSError(f"{d} is not a readable, writable directory")
+                live.append(os.path.abspath(d))
+            except OSError as exc:
+                log.error("log dir %s is unusable and taken offline: %s", d, exc)
+                self.offline_dirs.append(d)
+        if not live:
+            raise LogDirError(f"None of the specified log dirs from {','.join(self.config.log_dirs)} "
+                              "can be created or validated")
+        self.log_dirs = live
+
+    def _lock_dirs(self) -> None:
+        for d in self.log_dirs:
+            path = os.path.join(d, LOCK_FILE)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                self._unlock_dirs()
+                raise LogDirLockedError(
+                    f"Failed to acquire lock on file {LOCK_FILE} in {d}. A Kafka instance (another "
+                    "Kompakt broker) in another process or thread is using this directory.") from None
+            self._lock_fds[d] = fd
+
+    def _unlock_dirs(self) -> None:
+        for d, fd in list(self._lock_fds.items()):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            finally:
+                os.close(fd)
+            del self._lock_fds[d]
+
+    def _load_meta_properties(self) -> None:
+        """Check meta.properties of every dir agree with each other and the config; write missing ones."""
+        found: dict[str, dict[str, str]] = {}
+        for d in self.log_dirs:
+            path = os.path.join(d, META_PROPERTIES_FILE)
+            if os.path.exists(path):
+                try:
+                    found[d] = read_properties(path)
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise LogDirError(f"Cannot read {path}: {exc}") from None
+        cluster_ids = {p.get("cluster.id") for p in found.values() if p.get("cluster.id")}
+        configured = self.config["cluster.id"]
+        if len(cluster_ids) > 1:
+            raise LogDirError(f"Log dirs disagree on cluster.id: {sorted(cluster_ids)} "
+                              f"(meta.properties in {', '.join(sorted(found))})")
+        stored = next(iter(cluster_ids), None)
+        if configured and stored and configured != stored:
+            raise LogDirError(f"Invalid cluster.id in {', '.join(sorted(found))}: expected {configured}, "
+                              f"but read {stored}")
+        self.cluster_id = stored or configured or uuid_to_str(random_topic_id())
+        node_id = self.config.node_id
+        for d, props in found.items():
+            stored_node = props.get("node.id", props.get("broker.id"))
+            if stored_node is not None and int(stored_node) != node_id:
+                raise LogDirError(f"Stored node id {stored_node} in {d}/{META_PROPERTIES_FILE} doesn't match "
+                                  f"node.id {node_id}")
+        for d in self.log_dirs:
+            props = found.get(d, {})
+            directory_id = props.get("directory.id") or uuid_to_str(random_topic_id())
+            self.directory_ids[d] = directory_id
+            wanted = {"cluster.id": self.cluster_id, "directory.id": directory_id,
+                      "node.id": str(node_id), "version": str(META_PROPERTIES_VERSION)}
+            if {k: props.get(k) for k in wanted} != wanted:
+                stamp = _time.strftime("%a %b %d %H:%M:%S UTC %Y", _time.gmtime())
+                text = "#\n#" + stamp + "\n" + "".join(f"{k}={v}\n" for k, v in sorted(wanted.items()))
+                atomic_write(os.path.join(d, META_PROPERTIES_FILE), text.encode("utf-8"))
+
+    def _read_clean_shutdown(self, d: str) -> bool:
+        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
+        if not os.path.exists(marker):
+            log.info("no clean shutdown marker in %s: recovering unflushed segments", d)
+            return False
+        os.unlink(marker)  # KAFKA-10471: a crash while loading must count as unclean next time
+        fsync_dir(d)
+        log.info("clean shutdown marker found in %s: skipping recovery", d)
+        return True
+
+    def _scan_dir(self, d: str) -> list[tuple[str, TopicPartition]]:
+        """Partition dirs to load; queue `-delete` dirs; report foreign entries."""
+        found = []
+        for name in sorted(os.listdir(d)):
+            path = os.path.join(d, name)
+            if os.path.isdir(path):
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    self._queue_dir_delete(path, "left over from a deletion before the last shutdown")
+                    continue
+                if name.endswith(STRAY_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX):
+                    log.warning("%s: leaving %s alone (stray or future replica dir)", d, name)
+                    continue
+                tp = parse_partition_dir(name)
+                if tp is None:
+                    if name != "__cluster_metadata-0":
+                        log.warning("%s: foreign directory %s is not a partition (topic-n); left alone", d, name)
+                    continue
+                found.append((path, tp))
+            elif name.endswith(TMP_SUFFIX) and name[: -len(TMP_SUFFIX)] in _KNOWN_ROOT_FILES:
+                os.unlink(path)
+                self._repaired(f"{d}: deleted unfinished write {name}")
+            elif name not in _KNOWN_ROOT_FILES:
+                log.warning("%s: foreign file %s left alone", d, name)
+        return found
+
+    def _repaired(self, msg: str) -> None:
+        self.repairs.append(msg)
+        log.warning("%s", msg)
+
+    def _load_logs(self) -> None:
+        threads = self.config["num.recovery.threads.per.data.dir"]
+        pools: list[ThreadPoolExecutor] = []
+        jobs: list[tuple[str, TopicPartition, Any]] = []
+        try:
+            for d in self.log_dirs:
+                clean = self._read_clean_shutdown(d)
+                self.had_clean_shutdown[d] = clean
+                recovery_points = OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)).read()
+                log_starts = OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).read()
+                pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"log-recovery-{d}")
+                pools.append(pool)
+                for path, tp in self._scan_dir(d):
+                    if not self._should_load(path, tp):
+                        continue
+                    fut = pool.submit(self._open_log, path, tp, recovery_points.get(tp, 0),
+                                      log_starts.get(tp), clean)
+                    jobs.append((path, tp, fut))
+            failures = []
+            for path, tp, fut in jobs:
+                try:
+                    plog = fut.result()
+                except Exception as exc:  # noqa: BLE001 - reported together below
+                    failures.append(f"{path}: {exc.__class__.__name__}: {exc}")
+                    continue
+                if tp in self._logs:
+                    other = self._logs[tp].dir
+                    plog.close_handlers()
+                    raise LogDirError(f"Duplicate log directories for {tp.topic}-{tp.partition} are found in "
+                                      f"both {other} and {path}. Recover by deleting one of them.")
+                self._logs[tp] = plog
+            if failures:
+                raise LogDirError("could not load partition logs: " + "; ".join(failures))
+        finally:
+            for pool in pools:
+                pool.shutdown(wait=True)
+
+    def _should_load(self, path: str, tp: TopicPartition) -> bool:
+        """False (and the dir handled) for partitions of deleted topics or another topic id."""
+        stored_id = read_partition_metadata(path)
+        if stored_id is not None and stored_id in self._deleted_topic_ids:
+            self._repaired(f"{path}: partition of deleted topic id {uuid_to_str(stored_id)}; deleting it")
+            self._rename_for_delete(path, tp)
+            return False
+        meta = self._topics.get(tp.topic)
+        if meta is not None and stored_id is not None and stored_id != meta.topic_id:
+            stray = self._unique_dir(path, STRAY_DIR_SUFFIX)
+            os.replace(path, stray)
+            fsync_dir(os.path.dirname(path))
+            self._repaired(f"{path}: topic id {uuid_to_str(stored_id)} differs from topic {tp.topic}'s id "
+                           f"{uuid_to_str(meta.topic_id)}; moved aside to {stray}, not loaded")
+            return False
+        return True
+
+    def _open_log(self, path: str, tp: TopicPartition, recovery_point: int, log_start: int | None,
+                  clean: bool, topic_id: uuid.UUID | None = None):
+        from kompakt.storage.log import Log
+        meta = self._topics.get(tp.topic)
+        cfg = self._config_for(meta.configs if meta else {})
+        plog = Log.open(path, cfg, topic_id=topic_id or (meta.topic_id if meta else None),
+                        log_start_offset=log_start, recovery_point=recovery_point,
+                        had_clean_shutdown=clean, time=self.time,
+                        producer_id_expiration_ms=self.config["producer.id.expiration.ms"], tp=tp)
+        for msg in getattr(plog, "repairs", []):
+            self.repairs.append(f"{path}: {msg}")
+        self._install_hooks(plog)
+        return plog
+
+    def _install_hooks(self, plog) -> None:
+        plog.on_segments_deleted = lambda segs, _log=plog: self._schedule_segment_delete(_log, segs)
+        plog.on_roll = self._on_roll
+
+    def _reconcile_topics(self, store_ok: bool) -> None:
+        """Make the topic store and the partition dirs agree (see the module docstring's crash rules)."""
+        changed = not store_ok and bool(self._logs)
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in self._logs:
+            by_topic.setdefault(tp.topic, []).append(tp)
+        for topic, tps in sorted(by_topic.items()):
+            meta = self._topics.get(topic)
+            highest = max(tp.partition for tp in tps)
+            if meta is None:
+                ids = {self._logs[tp].topic_id for tp in tps if self._logs[tp].topic_id is not None}
+                topic_id = ids.pop() if len(ids) == 1 else random_topic_id()
+                meta = TopicMeta(topic, topic_id, highest + 1, {})
+                self._topics[topic] = meta
+                changed = True
+                self._repaired(f"topic {topic} found on disk but not in the topic store: adopted with "
+                               f"{meta.partitions} partitions, id {uuid_to_str(topic_id)} and default configs")
+            elif highest >= meta.partitions:
+                self._repaired(f"topic {topic}: partition {highest} on disk beyond the stored count "
+                               f"{meta.partitions}; count raised")
+                meta.partitions = highest + 1
+                changed = True
+            for tp in tps:
+                if self._logs[tp].topic_id is None:
+                    self._logs[tp].topic_id = meta.topic_id
+        for topic, meta in sorted(self._topics.items()):
+            for p in range(meta.partitions):
+                tp = TopicPartition(topic, p)
+                if tp not in self._logs:
+                    self._repaired(f"{topic}-{p}: in the topic store but not on disk; created empty")
+                    self._create_log(tp, meta)
+        live_ids = {m.topic_id for m in self._topics.values()}
+        lingering = self._deleted_topic_ids - live_ids
+        if lingering:  # every dir of a deleted id was queued for deletion by _should_load
+            self._deleted_topic_ids = set()
+            changed = True
+        if changed:
+            self._save_store()
+
+    # ---- topics ------------------------------------------------------------------------------------
+    def _save_store(self) -> None:
+        if self._store is None:
+            raise KafkaStorageErrorError("the log manager has not started")
+        try:
+            self._store.save(self._topics, self._deleted_topic_ids)
+        except OSError as exc:
+            raise KafkaStorageErrorError(f"cannot write topic metadata {self._store.path}: {exc}") from exc
+
+    def _next_dir(self) -> str:
+        counts = self.partitions_per_dir()
+        return min(self.log_dirs, key=lambda d: (counts.get(d, 0), self.log_dirs.index(d)))
+
+    def _create_log(self, tp: TopicPartition, meta: TopicMeta):
+        from kompakt.storage.loader import write_partition_metadata
+        d = self._next_dir()
+        path = os.path.join(d, partition_dir_name(tp))
+        try:
+            os.makedirs(path, exist_ok=True)
+            write_partition_metadata(path, meta.topic_id)
+            fsync_dir(d)
+            plog = self._open_log(path, tp, 0, None, True, topic_id=meta.topic_id)
+        except OSError as exc:
+            raise KafkaStorageErrorError(f"cannot create log {path}: {exc}") from exc
+        self._logs[tp] = plog
+        log.info("created log for partition %s-%d in %s (topic id %s)", tp.topic, tp.partition, d,
+                 uuid_to_str(meta.topic_id))
+        return plog
+
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
+                     *, topic_id: uuid.UUID | None = None) -> TopicMeta:
+        """Create a topic: validate, save metadata, create its partition logs. Raises KafkaError."""
+        configs = {k: str(v) for k, v in (configs or {}).items()}
+        validate_topic_name(name)
+        if partitions is None or partitions < 1:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        LogConfig.from_overrides(configs, self.config)  # raises InvalidConfigError
+        with self._lock:
+            self._check_started()
+            if name in self._topics:
+                raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+            other = colliding_topic(name, self._topics)
+            if other is not None:
+                raise InvalidTopicExceptionError(f"Topic '{name}' collides with existing topic: {other}")
+            meta = TopicMeta(name, topic_id or random_topic_id(), partitions, configs)
+            self._topics[name] = meta
+            try:
+                self._save_store()  # step 1: metadata first (a crash here re-creates dirs at startup)
+            except KafkaError:
+                del self._topics[name]
+                raise
+            try:
+                for p in range(partitions):  # step 2: the partition dirs
+                    self._create_log(TopicPartition(name, p), meta)
+            except KafkaError:
+                self._abandon_partial_topic(meta)
+                raise
+            log.info("created topic %s with %d partitions, id %s, configs %s", name, partitions,
+                     uuid_to_str(meta.topic_id), configs or "{}")
+            return meta
+
+    def _abandon_partial_topic(self, meta: TopicMeta) -> None:
+        for p in range(meta.partitions):
+            plog = self._logs.pop(TopicPartition(meta.name, p), None)
+            if plog is not None:
+                plog.close_handlers()
+                shutil.rmtree(plog.dir, ignore_errors=True)
+        self._topics.pop(meta.name, None)
+        try:
+            self._save_store()
+        except KafkaError:
+            log.exception("could not roll back the topic store after failing to create %s", meta.name)
+
+    def create_partitions(self, name: str, new_total: int) -> TopicMeta:
+        with self._lock:
+            self._check_started()
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+            if new_total == meta.partitions:
+                raise InvalidPartitionsError(f"Topic already has {meta.partitions} partitions.")
+            if new_total < meta.partitions:
+                raise InvalidPartitionsError(f"Topic currently has {meta.partitions} partitions, which is "
+                                             f"higher than the requested {new_total}.")
+            old = meta.partitions
+            meta.partitions = new_total
+            try:
+                self._save_store()
+            except KafkaError:
+                meta.partitions = old
+                raise
+            for p in range(old, new_total):
+                self._create_log(TopicPartition(name, p), meta)
+            log.info("topic %s grew from %d to %d partitions", name, old, new_total)
+            return meta
+
+    def alter_topic_config(self, name: str, configs: dict[str, str]) -> TopicMeta:
+        """Replace a topic's config overrides (validated) and apply them to its live logs."""
+        configs = {k: str(v) for k, v in configs.items()}
+        new_config = LogConfig.from_overrides(configs, self.config)
+        with self._lock:
+            self._check_started()
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+            old = meta.configs
+            meta.configs = configs
+            try:
+                self._save_store()
+            except KafkaError:
+                meta.configs = old
+                raise
+            for p in range(meta.partitions):
+                plog = self._logs.get(TopicPartition(name, p))
+                if plog is not None:
+                    plog.update_config(new_config)
+            log.info("topic %s configs now %s", name, configs or "{}")
+            return meta
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic: metadata first, then each partition dir renamed `-delete` (unlinked later)."""
+        with self._lock:
+            self._check_started()
+            meta = self._topics.get(name)
+            if meta is None:
+                raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+            del self._topics[name]
+            self._deleted_topic_ids.add(meta.topic_id)
+            try:
+                self._save_store()  # step 1
+            except KafkaError:
+                self._topics[name] = meta
+                self._deleted_topic_ids.discard(meta.topic_id)
+                raise
+            dirs = set()
+            for p in range(meta.partitions):  # step 2
+                tp = TopicPartition(name, p)
+                plog = self._logs.pop(tp, None)
+                if plog is None:
+                    continue
+                dirs.add(os.path.dirname(os.path.abspath(plog.dir)))
+                self._delete_partition_log(tp, plog)
+            self._deleted_topic_ids.discard(meta.topic_id)  # every dir is now `-delete`
+            self._save_store()
+            for d in dirs:
+                self._write_checkpoints_for_dir(d)
+            log.info("deleted topic %s (id %s)", name, uuid_to_str(meta.topic_id))
+
+    def _delete_partition_log(self, tp: TopicPartition, plog) -> None:
+        parent = os.path.dirname(os.path.abspath(plog.dir))
+        if self.cleaner is not None:
+            self.cleaner.abort_cleaning(tp)
+        with plog.lock:
+            plog.close_handlers()
+            target = self._unique_dir(plog.dir, DELETE_DIR_SUFFIX)
+            try:
+                plog.rename_dir(target)
+            except OSError as exc:
+                raise KafkaStorageErrorError(f"cannot rename {plog.dir} for deletion: {exc}") from exc
+        if self.cleaner is not None:
+            try:
+                self.cleaner.update_checkpoints(parent, partition_to_remove=tp)
+            except Exception:  # noqa: BLE001 - the cleaner re-reads its checkpoint; never block deletion
+                log.exception("cleaner checkpoint update for deleted %s-%d failed", tp.topic, tp.partition)
+        self._queue_dir_delete(target, "topic deletion")
+
+    @staticmethod
+    def _unique_dir(path: str, suffix: str) -> str:
+        return f"{os.path.normpath(path)}.{uuid.uuid4().hex}{suffix}"
+
+    def _rename_for_delete(self, path: str, tp: TopicPartition) -> None:
+        target = self._unique_dir(path, DELETE_DIR_SUFFIX)
+        os.replace(path, target)
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
+        self._queue_dir_delete(target, "partition of a deleted topic")
+
+    def _queue_dir_delete(self, path: str, why: str) -> None:
+        delay = self._broker_default_config().file_delete_delay_ms
+        with self._deletes_lock:
+            self._dirs_to_delete.append(_PendingDirDelete(path, self._now() + delay))
+        log.info("scheduled deletion of %s in %d ms (%s)", path, delay, why)
+        self._kick()
+
+    def _check_started(self) -> None:
+        if not self._started or self._shut_down:
+            raise KafkaStorageErrorError("the log manager is not running")
+
+    # ---- truncation (cleaner-coordinated) -----------------------------------------------------------
+    def truncate_to(self, tp, offset: int) -> bool:
+        tp = TopicPartition(*tp)
+        plog = self.get_log(tp)
+        if plog is None:
+            raise UnknownTopicOrPartitionError(f"{tp.topic}-{tp.partition}")
+        pause = self.cleaner is not None
+        if pause:
+            self.cleaner.abort_and_pause_cleaning(tp)
+        try:
+            truncated = plog.truncate_to(offset)
+            if truncated and pause:
+                self.cleaner.maybe_truncate_checkpoint(tp, plog.active_segment.base_offset)
+            return truncated
+        finally:
+            if pause:
+                self.cleaner.resume_cleaning(tp)
+
+    # ---- retention ---------------------------------------------------------------------------------
+    def cleanup_logs(self) -> int:
+        """One retention pass over every log; returns how many segments were deleted."""
+        now = self._now()
+        total = 0
+        for tp, plog in list(self._logs.items()):
+            try:
+                total += self._cleanup_log(tp, plog, now)
+            except KafkaError as exc:
+                log.warning("retention of %s-%d failed: %s", tp.topic, tp.partition, exc)
+        if total:
+            log.info("log retention deleted %d segments", total)
+        return total
+
+    def _cleanup_log(self, tp: TopicPartition, plog, now: int) -> int:
+        with plog.lock:
+            if plog.closed or not retention.plan_for_log(plog, now):
+                return 0
+        pause = self.cleaner is not None and plog.config.compact
+        if pause:  # the cleaner may be rewriting these segments: stop it first (blocking)
+            self.cleaner.abort_and_pause_cleaning(tp)
+        try:
+            deleted = 0
+            with plog.lock:
+                if plog.closed:
+                    return 0
+                plan = retention.plan_for_log(plog, now)  # again: the log moved while we paused
+                for reason, segs in plan.steps:
+                    deleted += plog.delete_segments(segs, reason)
+            return deleted
+        finally:
+            if pause:
+                self.cleaner.resume_cleaning(tp)
+
+    # ---- deferred deletion ---------------------------------------------------------------------------
+    def _schedule_segment_delete(self, plog, segments: list) -> None:
+        delay = plog.config.file_delete_delay_ms
+        due = self._now() + delay
+        with self._deletes_lock:
+            heapq.heappush(self._segment_deletes, (due, next(self._seq), list(segments)))
+        self._kick()
+
+    def run_due_segment_deletions(self, now_ms: int | None = None) -> int:
+        """Unlink `.deleted` segments whose file.delete.delay.ms has passed; returns how many."""
+        now = self._now() if now_ms is None else now_ms
+        due = []
+        with self._deletes_lock:
+            while self._segment_deletes and self._segment_deletes[0][0] <= now:
+                due.extend(heapq.heappop(self._segment_deletes)[2])
+        for seg in due:
+            try:
+                seg.delete()
+            except OSError as exc:
+                log.warning("could not delete segment files of %s: %s", seg, exc)
+        return len(due)
+
+    def delete_logs(self, now_ms: int | None = None) -> int:
+        """Remove `-delete` partition dirs whose delay has passed; returns how many."""
+        now = self._now() if now_ms is None else now_ms
+        with self._deletes_lock:
+            due = [p for p in self._dirs_to_delete if p.due_ms <= now]
+            self._dirs_to_delete = [p for p in self._dirs_to_delete if p.due_ms > now]
+        for p in due:
+            try:
+                shutil.rmtree(p.path)
+                fsync_dir(os.path.dirname(p.path))
+                log.info("deleted log directory %s", p.path)
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                log.warning("could not delete %s (will retry): %s", p.path, exc)
+                with self._deletes_lock:
+                    self._dirs_to_delete.append(_PendingDirDelete(p.path, now + 1000))
+        return len(due)
+
+    def _next_delete_due_ms(self) -> int | None:
+        with self._deletes_lock:
+            dues = [p.due_ms for p in self._dirs_to_delete]
+            if self._segment_deletes:
+                dues.append(self._segment_deletes[0][0])
+        return min(dues) if dues else None
+
+    # ---- flush and checkpoints ------------------------------------------------------------------------
+    def flush_dirty_logs(self) -> int:
+        """fsync logs dirty for at least their flush.ms (Kafka's kafka-log-flusher); returns how many."""
+        now = self._now()
+        flushed = 0
+        for tp, plog in list(self._logs.items()):
+            if plog.closed or plog.config.flush_ms == LONG_MAX:
+                continue
+            dirty = plog.recovery_point < plog.log_end_offset or plog.needs_flush_dir
+            if dirty and now - plog.last_flush_time >= plog.config.flush_ms:
+                try:
+                    plog.flush()
+                    flushed += 1
+                except (OSError, KafkaError) as exc:
+                    log.error("flush of %s-%d failed: %s", tp.topic, tp.partition, exc)
+        return flushed
+
+    def _logs_in_dir(self, d: str) -> dict[TopicPartition, Any]:
+        return {tp: plog for tp, plog in list(self._logs.items())
+                if os.path.dirname(os.path.abspath(plog.dir)) == d}
+
+    def checkpoint_recovery_offsets(self) -> None:
+        for d in self.log_dirs:
+            logs = self._logs_in_dir(d)
+            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)).write(
+                {tp: plog.recovery_point for tp, plog in logs.items()})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d in self.log_dirs:
+            logs = self._logs_in_dir(d)
+            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).write(
+                {tp: plog.log_start_offset for tp, plog in logs.items()})
+
+    def _write_checkpoints_for_dir(self, d: str) -> None:
+        logs = self._logs_in_dir(d)
+        OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)).write(
+            {tp: plog.recovery_point for tp, plog in logs.items()})
+        OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).write(
+            {tp: plog.log_start_offset for tp, plog in logs.items()})
+
+    def remove_expired_producers(self) -> int:
+        now = self._now()
+        removed = 0
+        for plog in list(self._logs.values()):
+            if not plog.closed:
+                removed += plog.remove_expired_producers(now)
+        return removed
+
+    def _on_roll(self, plog, new_offset: int) -> None:
+        """After a roll, flush the log up to the new segment in the background (Kafka's roll hook)."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+
+        def flush_upto() -> None:
+            try:
+                if not plog.closed:
+                    plog.flush(new_offset)
+            except (OSError, KafkaError) as exc:
+                log.warning("flush after roll of %s failed: %s", plog.dir, exc)
+
+        def submit() -> None:
+            self._tasks = [t for t in self._tasks if not t.done()]
+            self._tasks.append(loop.create_task(asyncio.to_thread(flush_upto)))
+
+        try:
+            loop.call_soon_threadsafe(submit)
+        except RuntimeError:
+            pass  # the loop is closing: the shutdown flush covers it
+
+    # ---- background tasks -------------------------------------------------------------------------------
+    def start_background(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Schedule the periodic tasks on `loop` (call from the loop's thread)."""
+        loop = loop or asyncio.get_event_loop()
+        self._loop = loop
+        self._wake = asyncio.Event()
+        cfg = self.config
+        delay = cfg["log.initial.task.delay.ms"]
+        periodic = [
+            ("kafka-log-retention", self.cleanup_logs, lambda: cfg["log.retention.check.interval.ms"]),
+            ("kafka-log-flusher", self.flush_dirty_logs, self._flush_check_ms),
+            ("kafka-recovery-point-checkpoint", self.checkpoint_recovery_offsets,
+             lambda: cfg["log.flush.offset.checkpoint.interval.ms"]),
+            ("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets,
+             lambda: cfg["log.flush.start.offset.checkpoint.interval.ms"]),
+            ("kafka-producer-id-expiration", self.remove_expired_producers,
+             lambda: cfg["producer.id.expiration.check.interval.ms"]),
+        ]
+        for name, fn, period in periodic:
+            self._tasks.append(loop.create_task(self._periodic(name, fn, period, delay), name=name))
+        self._tasks.append(loop.create_task(self._deleter(delay), name="kafka-delete-logs"))
+
+    def _flush_check_ms(self) -> int:
+        interval = self.config["log.flush.scheduler.interval.ms"]
+        if interval != LONG_MAX:
+            return interval
+        finite = [p.config.flush_ms for p in list(self._logs.values()) if p.config.flush_ms != LONG_MAX]
+        return max(10, min(finite)) if finite else LONG_MAX
+
+    async def _sleep_ms(self, ms: int) -> None:
+        remaining = max(ms, 0) / 1000.0
+        while remaining > 0:
+            step = min(remaining, _MAX_SLEEP_S)
+            await asyncio.sleep(step)
+            remaining -= step
+
+    async def _periodic(self, name: str, fn, period_ms: Callable[[], int], initial_delay_ms: int) -> None:
+        await self._sleep_ms(initial_delay_ms)
+        while True:
+            try:
+                await asyncio.to_thread(fn)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a failing pass must not kill the schedule
+                log.exception("background task %s failed", name)
+            period = period_ms()
+            await self._sleep_ms(min(period, int(_MAX_SLEEP_S * 1000)) if period != LONG_MAX
+                                 else int(_MAX_SLEEP_S * 1000))
+
+    async def _deleter(self, initial_delay_ms: int) -> None:
+        """kafka-delete-logs + delete-file: sleep until the next due deletion (or a new one arrives)."""
+        await self._sleep_ms(initial_delay_ms)
+        while True:
+            try:
+                await asyncio.to_thread(self.run_due_segment_deletions)
+                await asyncio.to_thread(self.delete_logs)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001
+                log.exception("background deletion failed")
+            due = self._next_delete_due_ms()
+            wait_s = _MAX_SLEEP_S if due is None else max(0.0, (due - self._now()) / 1000.0)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=min(wait_s, _MAX_SLEEP_S))
+            except asyncio.TimeoutError:
+                pass
+
+    def _kick(self) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None and not loop.is_closed():
+            try:
+                loop.call_soon_threadsafe(wake.set)
+            except RuntimeError:
+                pass
+
+    async def stop_background(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            try:
+                await t
+            except asyncio.CancelledError:
+                pass
+            except Exception:  # noqa: BLE001
+                log.exception("background task ended with an error")
+        self._loop = None
+        self._wake = None
+
+    # ---- shutdown --------------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints and the clean-shutdown marker, unlock dirs."""
+        with self._lock:
+            if not self._started or self._shut_down:
+                self._unlock_dirs()
+                return
+            self._shut_down = True
+            threads = self.config["num.recovery.threads.per.data.dir"]
+            errors = []
+            for d in self.log_dirs:
+                logs = self._logs_in_dir(d)
+                with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"log-closing-{d}") as pool:
+                    futures = {pool.submit(self._flush_and_close, plog): tp for tp, plog in logs.items()}
+                for fut, tp in futures.items():
+                    if fut.exception() is not None:
+                        errors.append(f"{tp.topic}-{tp.partition}: {fut.exception()}")
+                try:
+                    self._write_checkpoints_for_dir(d)
+                    if not any(e for e in errors):
+                        atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE),
+                                     json.dumps({"version": 0, "brokerEpoch": -1}).encode("ascii"))
+                except OSError as exc:
+                    errors.append(f"{d}: {exc}")
+            self._unlock_dirs()
+            if errors:
+                log.error("unclean log shutdown (next start recovers): %s", "; ".join(errors))
+            else:
+                log.info("shut down %d logs cleanly", len(self._logs))
+
+    @staticmethod
+    def _flush_and_close(plog) -> None:
+        plog.flush()
+        plog.close()
+
+    def _close_logs_quietly(self) -> None:
+        for plog in list(self._logs.values()):
+            try:
+                plog.close_handlers()
+            except Exception:  # noqa: BLE001
+                pass
+        self._logs.clear()
+
+
+def describe_partition_placement(manager: LogManager) -> dict[str, list[str]]:
+    """dir -> sorted partition names, for operators and tests."""
+    out: dict[str, list[str]] = {d: [] for d in manager.log_dirs}
+    for tp, plog in manager.all_logs().items():
+        out.setdefault(os.path.dirname(os.path.abspath(plog.dir)), []).append(partition_dir_name(tp))
+    return {d: sorted(v) for d, v in out.items()}
