@@ -21,6 +21,13 @@ import urllib.request
 from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:9644"
+
+
+def default_url(environ=os.environ) -> str:
+    """$KOMPAKT_ADMIN_URL, else loopback on $KOMPAKT_METRICS_PORT (the port a container was given)."""
+    if environ.get("KOMPAKT_ADMIN_URL"):
+        return environ["KOMPAKT_ADMIN_URL"]
+    return f"http://127.0.0.1:{environ.get('KOMPAKT_METRICS_PORT', '9644')}"
 POLL_INTERVAL_S = 0.5
 
 
@@ -31,8 +38,9 @@ class AdminError(Exception):
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=os.environ.get("KOMPAKT_ADMIN_URL", DEFAULT_URL),
-                        help=f"admin API base URL (default {DEFAULT_URL}, or $KOMPAKT_ADMIN_URL)")
+    parser.add_argument("--url", default=default_url(),
+                        help=f"admin API base URL (default $KOMPAKT_ADMIN_URL, else http://127.0.0.1:"
+                             f"$KOMPAKT_METRICS_PORT, else {DEFAULT_URL})")
     parser.add_argument("--json", action="store_true", help="print the API's JSON answer")
     parser.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout in seconds")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -48,6 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--wait", type=float, default=5.0, help="seconds the broker waits before answering 202")
     p.add_argument("--no-follow", action="store_true", help="do not poll a 202 job until it ends")
     sub.add_parser("cleaner", help="cleaner workers, current jobs, throttle and figures")
+    sub.add_parser("ready", help="exit 0 when the broker is ready (GET /ready), 1 otherwise (container HEALTHCHECK)")
     p = sub.add_parser("adopt", help="swap a pipeline-compacted staging dir into a live partition")
     _tp_args(p)
     p.add_argument("staging_dir", help="staging directory on the broker's host")
@@ -159,6 +168,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     a = args.action
+    if a == "ready":
+        status, body = request(args.url, "GET", "/ready", timeout=min(args.timeout, 5.0))
+        if status != 200:
+            raise AdminError(f"not ready: {(body or {}).get('message', status)}")
+        if args.json:
+            print(json.dumps(body))
+        return 0
     if a == "partitions":
         path = "/v1/partitions" + (f"?topic={urllib.parse.quote(args.topic)}" if args.topic else "")
         body = _check(*request(args.url, "GET", path, timeout=args.timeout))
