@@ -2,15 +2,77 @@
 
 Role: what the Broker constructs (`LogCleaner(config, log_manager, time=time)`), starts and shuts
 down, and what storage calls through `LogManager.cleaner` to pause, resume and abort cleaning of a
-partition. Selection, per-partition state and checkpoints live in `manager.py`; the work itself in
-`cleaner.py` run by worker processes from `pool.py`.
+partition. Per-partition state, checkpoints and selection live in `manager.py`; the two passes in
+`cleaner.py`, run by the worker processes of `pool.py`.
 
-(Minimal early version: hooks and lifecycle only; cleaning lands in the following commits.)
+Threads: one "cleaner thread" per `log.cleaner.threads` slot (Kafka's CleanerThread), each owning
+one worker process. Its loop: take an admin compact-now request or grab the filthiest log; build a
+`CleanJob` (a snapshot of the log's segments, taken under the log's lock); hand it to the worker
+and wait, turning an Aborted state into the worker's abort flag; swap the `.cleaned` output in
+under the log's lock (`swap_in`); checkpoint the new cleaner point; log Kafka's summary; then run
+retention on compact,delete logs; sleep `log.cleaner.backoff.ms` when nothing was eligible.
+
+Swap steps (each a crash point with its recovery; the renames inside step 2 are
+Log.replace_segments' own numbered steps, recovered by the storage loader):
+  1. worker wrote and fsynced `<base>.{log,index,timeindex}.cleaned` for every group
+     -> crash: the loader deletes `.cleaned` files; the checkpoint is unchanged, the clean reruns.
+  2. per group, under the log's lock: check the replaced segments are still in the log, open the
+     cleaned segment, `log.replace_segments([cleaned], olds)` (.cleaned -> .swap -> old .deleted ->
+     live) -> crash: the loader finishes or rolls back that group; earlier groups are live
+     (cleaning a clean segment again is harmless); the checkpoint is unchanged, the clean reruns.
+  3. write the cleaner-offset-checkpoint (temp file, fsync, rename, fsync dir)
+     -> crash before: the same clean reruns over already-clean data; after: done.
+Test hook: env KOMPAKT_CLEANER_CRASH_AT = before_swap | after_first_group | before_checkpoint |
+after_checkpoint makes the broker SIGKILL itself at that point (crash tests only).
+
+Failures: an exception in the worker marks the partition uncleanable (skipped until restart,
+counted per log dir, Kafka's message logged); a worker that dies is counted in dead-thread-count,
+replaced, and its partial output deleted; a partition whose clean killed two workers is marked
+uncleanable.
 """
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import logging
+import os
+import signal
+import threading
 import time as _time
+from collections import deque
+
+from kompakt.cleaner import cleaner as C
+from kompakt.cleaner import state as S
+from kompakt.cleaner.manager import LogCleanerManager, cleanable_offsets, log_dir_of, make_log_to_clean, now_ms
+from kompakt.cleaner.pool import Worker
+from kompakt.cleaner.stats import CleanerMetrics, PartitionCleanStatus, summary_line
+from kompakt.cleaner.throttler import Throttler
+
+log = logging.getLogger("kompakt.cleaner")
+
+CRASH_ENV = "KOMPAKT_CLEANER_CRASH_AT"
+CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0, "none": 0}
+
+
+def _crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        log.error("test hook %s=%s: killing the broker", CRASH_ENV, name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _tp(tp):
+    return (tp[0], int(tp[1]))
+
+
+def _cfg(config, key, default):
+    try:
+        return config[key]
+    except Exception:  # noqa: BLE001 - tests pass plain dicts without every key
+        return default
+
+
+class SwapConflictError(RuntimeError):
+    """The log changed under a clean (segments gone or resized); the output is discarded."""
 
 
 class LogCleaner:
@@ -18,42 +80,381 @@ class LogCleaner:
         self.config = config
         self.log_manager = log_manager
         self.time = time
-        self._paused: dict = {}
+        self.num_threads = int(_cfg(config, "log.cleaner.threads", 1))
+        self.dedupe_buffer_size = int(_cfg(config, "log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024))
+        self.load_factor = float(_cfg(config, "log.cleaner.io.buffer.load.factor", 0.9))
+        self.backoff_ms = int(_cfg(config, "log.cleaner.backoff.ms", 15000))
+        self.io_max = float(_cfg(config, "log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308))
+        log_dirs = getattr(config, "log_dirs", None) or _cfg(config, "log.dirs", None) or []
+        if isinstance(log_dirs, str):
+            log_dirs = [d for d in log_dirs.split(",") if d]
+        self.manager = LogCleanerManager(log_dirs, self._logs, time=time)
+        self.metrics = CleanerMetrics()
+        self.partitions: dict = {}            # tp -> PartitionCleanStatus
+        self.totals = {"cleanings_total": 0, "bytes_read_total": 0, "bytes_written_total": 0,
+                       "messages_read_total": 0, "messages_written_total": 0}
+        self.throttler = Throttler(self.io_max)
+        self.workers: list[Worker] = []
+        self.current: dict = {}               # worker id -> tp being cleaned
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._requests: deque = deque()       # (tp, concurrent Future) for clean_now
+        self._deaths_by_tp: dict = {}
         self._started = False
 
-    # lifecycle -----------------------------------------------------------------------------
+    # --- lifecycle ---------------------------------------------------------------------------------
+    def _logs(self) -> dict:
+        try:
+            return {_tp(tp): lg for tp, lg in self.log_manager.all_logs().items()}
+        except Exception:  # noqa: BLE001 - a log manager still loading has no logs yet
+            return {}
+
     def start(self, loop=None) -> None:
+        if self._started:
+            return
         self._started = True
+        self._stop.clear()
+        per_worker = self.dedupe_buffer_size // max(self.num_threads, 1)
+        for i in range(self.num_threads):
+            w = Worker(i, per_worker, self.load_factor, self.throttler)
+            self.workers.append(w)
+            t = threading.Thread(target=self._run, args=(w,), name=f"kafka-log-cleaner-thread-{i}", daemon=True)
+            self._threads.append(t)
+            t.start()
+        log.info("log cleaner started: %d worker(s), %d bytes of offset map each", self.num_threads, per_worker)
 
     async def shutdown(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        await asyncio.to_thread(self._join)
+
+    def _join(self) -> None:
+        for t in self._threads:
+            t.join(timeout=30)
+        for w in self.workers:
+            w.stop()
+        while self._requests:
+            _, fut = self._requests.popleft()
+            if not fut.done():
+                fut.set_exception(RuntimeError("log cleaner shut down"))
+        self._threads.clear()
+        self.workers.clear()
         self._started = False
 
-    # hooks used by storage -----------------------------------------------------------------
+    # --- hooks used by storage ---------------------------------------------------------------------
     def abort_and_pause_cleaning(self, tp) -> None:
-        self._paused[tp] = self._paused.get(tp, 0) + 1
+        self.manager.abort_and_pause_cleaning(tp)
 
     def resume_cleaning(self, tp) -> None:
-        n = self._paused.get(tp, 0)
-        if n <= 1:
-            self._paused.pop(tp, None)
-        else:
-            self._paused[tp] = n - 1
+        self.manager.resume_cleaning(tp)
+        self._wake.set()
 
     def abort_cleaning(self, tp) -> None:
-        pass
+        self.manager.abort_cleaning(tp)
+        self.partitions.pop(_tp(tp), None)
 
-    def update_checkpoints(self, log_dir, partition_to_remove=None, partition_to_update=None) -> None:
-        pass
+    def pause_cleaning_for_non_compacted_partitions(self) -> list:
+        return self.manager.pause_cleaning_for_non_compacted_partitions()
+
+    def update_checkpoints(self, log_dir, partition_to_update=None, partition_to_remove=None) -> None:
+        self.manager.update_checkpoints(log_dir, partition_to_update=partition_to_update,
+                                        partition_to_remove=partition_to_remove)
 
     def maybe_truncate_checkpoint(self, tp, offset) -> None:
-        pass
+        self.manager.maybe_truncate_checkpoint(tp, offset)
 
-    # admin ---------------------------------------------------------------------------------
+    def handle_log_dir_failure(self, log_dir) -> None:
+        self.manager.handle_log_dir_failure(log_dir)
+
+    # --- admin -------------------------------------------------------------------------------------
     async def clean_now(self, tp):
-        return None
+        """Clean one partition now, whatever its dirty ratio; returns the clean's figures."""
+        if not self._started or not self.workers:
+            raise RuntimeError("the log cleaner is not running")
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._requests.append((_tp(tp), fut))
+        self._wake.set()
+        return await asyncio.wrap_future(fut)
 
     def status(self) -> dict:
-        return {"running": self._started, "partitions": {}}
+        counts, sizes = self.manager.uncleanable_counts()
+        self.metrics.uncleanable_partitions = counts
+        self.metrics.uncleanable_bytes = sizes
+        d = {
+            "running": self._started,
+            "max_dirty_percent": 100.0 * self.manager.dirtiest_ratio,
+            "max_clean_time_secs": self.metrics.max_clean_time_secs,
+            "max_compaction_delay_secs": self.manager.max_compaction_delay_ms / 1000.0,
+            "max_buffer_utilization_percent": self.metrics.max_buffer_utilization_percent,
+            "cleaner_recopy_percent": self.metrics.cleaner_recopy_percent,
+            "uncleanable_partitions_count": counts,
+            "uncleanable_bytes": sizes,
+            "dead_thread_count": self.metrics.dead_thread_count,
+            "time_since_last_run_ms": (int((_time.monotonic() - self.metrics.last_run_monotonic) * 1000)
+                                       if self.metrics.last_run_monotonic >= 0 else -1),
+            "workers": [{"id": w.id, "pid": w.pid, "alive": w.alive(),
+                         "cleaning": "%s-%d" % self.current[w.id] if w.id in self.current else None}
+                        for w in self.workers],
+            "io_max_bytes_per_second": self.io_max,
+            "dedupe_buffer_size": self.dedupe_buffer_size,
+            "cleans_aborted": self.metrics.cleans_aborted,
+            "cleans_failed": self.metrics.cleans_failed,
+        }
+        d.update(self.totals)
+        return d
 
     def partition_status(self, tp) -> dict | None:
+        tp = _tp(tp)
+        lg = self._logs().get(tp)
+        if lg is None:
+            return None
+        ps = self.partitions.get(tp) or PartitionCleanStatus()
+        view = self.manager.partition_view(tp)
+        d = ps.as_dict()
+        d["state"] = view["state"]
+        d["paused_count"] = view["paused_count"]
+        d["uncleanable"] = view["uncleanable_reason"] is not None
+        d["uncleanable_reason"] = view["uncleanable_reason"]
+        d["compacted"] = bool(lg.config.compact)
+        try:
+            cp = self.manager.all_cleaner_checkpoints().get(tp)
+            fd, fu, _ = cleanable_offsets(lg, cp, now_ms(self.time))
+            ltc = make_log_to_clean(tp, lg, fd, fu)
+            d.update(dirty_ratio=ltc.cleanable_ratio, cleaner_point=fd, first_dirty_offset=fd,
+                     first_uncleanable_offset=fu, clean_bytes=ltc.clean_bytes,
+                     cleanable_bytes=ltc.cleanable_bytes)
+        except Exception as exc:  # noqa: BLE001 - status must never fail a scrape
+            d["status_error"] = str(exc)
+        d["last_clean_duration_ms"] = int(ps.last_clean_duration_s * 1000)
+        d["distinct_keys_after_last_clean"] = ps.distinct_keys_last_clean
+        return d
+
+    # --- the cleaner thread ------------------------------------------------------------------------
+    def _run(self, worker: Worker) -> None:
+        while not self._stop.is_set():
+            cleaned = False
+            try:
+                cleaned = self._one_round(worker)
+            except Exception:  # noqa: BLE001 - the thread must survive anything
+                log.exception("log cleaner thread %d: unexpected error", worker.id)
+            if not cleaned and not self._stop.is_set():
+                self._wake.wait(self.backoff_ms / 1000.0)
+                self._wake.clear()
+
+    def _one_round(self, worker: Worker) -> bool:
+        self.metrics.last_run_monotonic = _time.monotonic()
+        request = None
+        try:
+            request = self._requests.popleft()
+        except IndexError:
+            pass
+        if request is not None:
+            tp, fut = request
+            ltc = self.manager.grab_for_clean_now(tp)
+            if ltc is None:
+                fut.set_result({"topic": tp[0], "partition": tp[1], "cleaned": False,
+                                "reason": "nothing cleanable, partition unknown, or already being cleaned/paused"})
+                return True
+            self._clean(worker, ltc, fut)
+            return True
+        ltc = self.manager.grab_filthiest_compacted_log()
+        if ltc is not None:
+            self._clean(worker, ltc, None)
+        self._retention_for_compact_delete()
+        return ltc is not None
+
+    def _retention_for_compact_delete(self) -> None:
+        logs = self.manager.grab_deletable_logs()
+        if not logs:
+            return
+        try:
+            for tp, lg in logs:
+                fn = getattr(lg, "delete_old_segments", None)
+                if fn is None:
+                    continue
+                try:
+                    fn()
+                except Exception as exc:  # noqa: BLE001
+                    log.warning("retention of compacted log %s-%d failed: %s", tp[0], tp[1], exc)
+        finally:
+            self.manager.done_deleting([tp for tp, _ in logs])
+
+    def build_job(self, ltc) -> C.CleanJob:
+        lg = ltc.log
+        cfg = lg.config
+        with lg.lock:
+            segs = list(lg.segments)
+            start = lg.log_start_offset
+        infos = []
+        for s in segs:
+            infos.append(C.SegmentInfo(
+                s.base_offset, s.log_path, s.size,
+                _size_of_index(getattr(s, "offset_index", None)),
+                _size_of_index(getattr(s, "time_index", None)),
+                _v(getattr(s, "last_modified", 0)) / 1000.0))
+        cleanable = [i for i in infos[:-1] if i.base_offset < ltc.first_uncleanable_offset]
+        tail = infos[len(cleanable):]
+        codec_name = str(getattr(cfg, "compression_type", "producer")).lower()
+        return C.CleanJob(
+            tp=ltc.tp, dir=lg.dir, segments=cleanable, tail=tail,
+            first_dirty_offset=ltc.first_dirty_offset,
+            first_uncleanable_offset=ltc.first_uncleanable_offset, log_start_offset=start,
+            now_ms=now_ms(self.time), delete_retention_ms=cfg.delete_retention_ms,
+            segment_bytes=cfg.segment_bytes,
+            max_index_size=getattr(cfg, "segment_index_bytes", 10 * 1024 * 1024),
+            index_interval_bytes=getattr(cfg, "index_interval_bytes", 4096),
+            target_codec=CODECS.get(codec_name),
+            active_producers=_active_producers(lg))
+
+    def _clean(self, worker: Worker, ltc, fut) -> None:
+        tp = ltc.tp
+        lg = ltc.log
+        log_dir = log_dir_of(lg)
+        started_ms = now_ms(self.time)
+        self.current[worker.id] = tp
+        outcome = None
+        end_offset = None
+        try:
+            job = self.build_job(ltc)
+            log.info("Beginning cleaning of log %s-%d (dirty section [%d, %d), ratio %.2f)", tp[0], tp[1],
+                     ltc.first_dirty_offset, ltc.first_uncleanable_offset, ltc.cleanable_ratio)
+            kind, payload = worker.run(job, lambda: self.manager.is_aborted(tp), self._stop.is_set)
+            if kind == "ok":
+                if self.manager.is_aborted(tp) or self._stop.is_set():
+                    self._discard(payload)
+                    kind, payload = "aborted", None
+                else:
+                    try:
+                        self.swap_in(lg, payload)
+                    except SwapConflictError as exc:
+                        log.info("discarding clean of %s-%d: %s", tp[0], tp[1], exc)
+                        self._discard(payload)
+                        kind, payload = "aborted", None
+            if kind == "ok":
+                end_offset = payload.end_offset
+                outcome = self._record(worker, ltc, payload, started_ms)
+            elif kind == "aborted":
+                self.metrics.cleans_aborted += 1
+                outcome = {"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": "aborted"}
+            elif kind == "died":
+                self.metrics.dead_thread_count += 1
+                C.delete_cleaned_files(lg.dir)
+                n = self._deaths_by_tp[tp] = self._deaths_by_tp.get(tp, 0) + 1
+                if n >= 2:
+                    self._uncleanable(lg, tp, log_dir, f"worker died {n} times cleaning it")
+                outcome = {"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": "worker died"}
+            else:
+                self._uncleanable(lg, tp, log_dir, str(payload).strip().splitlines()[-1])
+                log.warning("[kafka-log-cleaner-thread-%d]: Unexpected exception thrown when cleaning log %s. "
+                            "Marking its partition (%s-%d) as uncleanable\n%s", worker.id, _describe(lg),
+                            tp[0], tp[1], payload)
+                outcome = {"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": str(payload)}
+        except Exception as exc:  # noqa: BLE001 - a failed swap marks the partition like a failed clean
+            self._uncleanable(lg, tp, log_dir, repr(exc))
+            log.exception("Unexpected exception thrown when cleaning log %s. Marking its partition "
+                          "(%s-%d) as uncleanable", _describe(lg), tp[0], tp[1])
+            outcome = {"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": repr(exc)}
+        finally:
+            self.current.pop(worker.id, None)
+            if end_offset is not None:
+                _crash_point("before_checkpoint")
+            self.manager.done_cleaning(tp, log_dir, end_offset)
+            if end_offset is not None:
+                _crash_point("after_checkpoint")
+            if fut is not None and not fut.done():
+                fut.set_result(outcome)
+
+    def _uncleanable(self, lg, tp, log_dir, reason: str) -> None:
+        self.metrics.cleans_failed += 1
+        self.manager.mark_uncleanable(log_dir, tp, reason)
+        ps = self.partitions.setdefault(tp, PartitionCleanStatus())
+        ps.uncleanable = True
+        ps.last_error = reason
+
+    def _discard(self, result) -> None:
+        for g in result.groups:
+            for ext in (".log", ".index", ".timeindex"):
+                C._unlink(C.segment_file(os.path.dirname(g.log_path), g.base_offset, ext, C.CLEANED_SUFFIX))
+
+    def swap_in(self, lg, result) -> None:
+        """Steps 2 of the module docstring: each group through Log.replace_segments under the lock."""
+        from kompakt.storage.segment import LogSegment
+        _crash_point("before_swap")
+        with lg.lock:
+            current = {s.base_offset: s for s in lg.segments}
+            active = lg.segments[-1] if lg.segments else None
+            for g in result.groups:
+                for b in g.replaces:
+                    seg = current.get(b)
+                    if seg is None or seg is active:
+                        raise SwapConflictError(f"segment {b} is no longer a cleanable segment of the log")
+            for n, g in enumerate(result.groups):
+                olds = [current[b] for b in g.replaces]
+                new = LogSegment.open(lg.dir, g.base_offset, lg.config, suffix=C.CLEANED_SUFFIX)
+                lg.replace_segments([new], olds)
+                if n == 0:
+                    _crash_point("after_first_group")
+
+    def _record(self, worker, ltc, result, started_ms) -> dict:
+        tp = ltc.tp
+        s = result.stats
+        self.metrics.record(worker.id, s)
+        self.totals["cleanings_total"] += 1
+        self.totals["bytes_read_total"] += s.bytes_read
+        self.totals["bytes_written_total"] += s.bytes_written
+        self.totals["messages_read_total"] += s.messages_read
+        self.totals["messages_written_total"] += s.messages_written
+        self._deaths_by_tp.pop(tp, None)
+        ps = self.partitions.setdefault(tp, PartitionCleanStatus())
+        ps.cleaner_point = result.end_offset
+        ps.first_uncleanable_offset = ltc.first_uncleanable_offset
+        ps.last_clean_time_ms = now_ms(self.time)
+        ps.last_clean_duration_s = s.elapsed_secs
+        ps.records_after_last_clean = s.messages_written
+        ps.distinct_keys_last_clean = result.map_size
+        ps.tombstones_retained = s.tombstones_retained
+        ps.keyless_dropped = s.invalid_messages
+        ps.cleans += 1
+        if result.end_offset < ltc.first_uncleanable_offset:
+            ps.partial_passes += 1
+        log.info(summary_line(worker.id, f"{tp[0]}-{tp[1]}", ltc.first_dirty_offset, result.end_offset, s))
+        out = {"topic": tp[0], "partition": tp[1], "cleaned": True,
+               "first_dirty_offset": ltc.first_dirty_offset, "end_offset": result.end_offset,
+               "first_uncleanable_offset": ltc.first_uncleanable_offset,
+               "groups": [[g.base_offset, g.replaces] for g in result.groups], "map_size": result.map_size}
+        out.update(s.as_dict())
+        return out
+
+
+def _v(x):
+    return x() if callable(x) else x
+
+
+def _size_of_index(idx) -> int:
+    if idx is None:
+        return 0
+    try:
+        return int(_v(idx.size_in_bytes))
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def _active_producers(lg):
+    """{pid: (last data offset or -1, epoch)} from the log's producer state, None if unknown."""
+    ps = getattr(lg, "producer_state", None)
+    producers = getattr(ps, "producers", None)
+    if producers is None:
         return None
+    out = {}
+    for pid, e in list(producers.items()):
+        try:
+            out[pid] = (e.last_data_offset, e.producer_epoch)
+        except Exception:  # noqa: BLE001
+            continue
+    return out
+
+
+def _describe(lg) -> str:
+    return (f"Log(dir={lg.dir}, topic={lg.tp[0]}, partition={lg.tp[1]}, "
+            f"logStartOffset={lg.log_start_offset}, logEndOffset={lg.log_end_offset})")

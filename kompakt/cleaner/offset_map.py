@@ -4,8 +4,10 @@ Role: pass 1 of a clean puts every key of the dirty range with its offset (later
 earlier ones); pass 2 asks, for each record, the latest offset of its key. Keys are never stored,
 only their 16-byte MD5, so memory per key is 24 bytes whatever the key size (seed 001, 002).
 
-Memory layout: one `bytearray` of `slots * 24` bytes, allocated once per worker and zeroed between
-logs; nothing else grows with the number of keys. One slot:
+Memory layout: one anonymous private `mmap` of `slots * 24` bytes, allocated once per worker;
+nothing else grows with the number of keys. Pages are zero until first touched, and `clear()`
+hands them back with madvise(MADV_DONTNEED) (the kernel zero-fills them again), so a worker that
+cleans small logs does not keep 128 MiB resident and clearing costs no memset. One slot:
 
     offset  size  field
     0       16    MD5 digest of the key bytes
@@ -27,6 +29,7 @@ overwrites its offset and does not change `size`. The caller enforces the load f
 from __future__ import annotations
 
 import hashlib
+import mmap
 import struct
 
 HASH_SIZE = 16
@@ -80,7 +83,8 @@ class SkimpyOffsetMap:
             raise ValueError(f"offset map of {self.slots} slots at load factor {load_factor} cannot "
                              "hold a single key; increase log.cleaner.dedupe.buffer.size or "
                              "decrease log.cleaner.threads")
-        self.buffer = bytearray(self.slots * BYTES_PER_ENTRY)
+        self.buffer = mmap.mmap(-1, self.slots * BYTES_PER_ENTRY,
+                                flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
         self.size = 0
         self.latest_offset = -1
         self.lookups = 0
@@ -88,7 +92,11 @@ class SkimpyOffsetMap:
 
     # --- basic operations --------------------------------------------------------------------
     def clear(self) -> None:
-        self.buffer[:] = bytes(len(self.buffer))
+        if self.size:
+            try:
+                self.buffer.madvise(mmap.MADV_DONTNEED)
+            except (AttributeError, OSError, ValueError):  # no madvise: zero it by hand
+                self.buffer[:] = bytes(len(self.buffer))
         self.size = 0
         self.latest_offset = -1
         self.lookups = 0
