@@ -62,14 +62,15 @@ def _fail_all(request, code: int):
             for t in request.topics]
 
 
-def _append(log_obj, records, topic: str, metrics):
-    """Append one partition's bytes; returns the partition response."""
-    index = log_obj.tp.partition
+def _append(lm, log_obj, records, topic: str, metrics):
+    """Append one partition's bytes, wake long-polling fetches; returns the partition response."""
+    tp = log_obj.tp
     info = log_obj.append_as_leader(records if records is not None else b"")
+    lm.notify_append(tp)
     if metrics is not None:
         metrics.record_produce(topic, len(records) if records is not None else 0,
                                getattr(info, "records_count", 0) or 0)
-    return _Partition(index=index, error_code=0, base_offset=info.first_offset,
+    return _Partition(index=tp.partition, error_code=0, base_offset=info.first_offset,
                       log_append_time_ms=getattr(info, "log_append_time", -1),
                       log_start_offset=log_obj.log_start_offset, record_errors=[], error_message=None)
 
@@ -113,7 +114,7 @@ def _produce(ctx, request, version: int):
                 parts.append(_failed(index, missing if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
-                parts.append(_append(log_obj, records, name, metrics))
+                parts.append(_append(lm, log_obj, records, name, metrics))
             except KafkaError as exc:
                 if metrics is not None:
                     metrics.record_error("Produce", exc.code)
