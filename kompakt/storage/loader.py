@@ -240,6 +240,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
                 repaired(f"deleted orphaned index file {name}")
 
     # 4. open segments, rebuilding missing or corrupt indexes
+    cache = LeaderEpochFileCache(dir)
     segments = []
     for base in sorted(log_bases):
         missing = not os.path.exists(S.index_file(dir, base)) or \
@@ -252,7 +253,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
             except CorruptIndexError as exc:
                 reason = str(exc)
         if reason is not None:
-            truncated = seg.recover()
+            truncated = seg.recover(leader_epoch_cache=cache)
             repaired(f"rebuilt indexes of segment {S.filename_prefix(base)} ({reason})"
                      + (f", truncated {truncated} bytes" if truncated else ""))
         segments.append(seg)
@@ -266,7 +267,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
         i = start
         while i < len(segments):
             seg = segments[i]
-            truncated = seg.recover()
+            truncated = seg.recover(leader_epoch_cache=cache)
             if truncated:
                 repaired(f"recovered segment {S.filename_prefix(seg.base_offset)}: truncated "
                          f"{truncated} bytes at the first invalid batch")
@@ -292,7 +293,6 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     recovery_point = next_offset if had_clean_shutdown else min(recovery_point_checkpoint, next_offset)
 
     # 7. leader epochs and producer state
-    cache = LeaderEpochFileCache(dir)
     cache.truncate_from_end(next_offset)
     cache.truncate_from_start(log_start)
     psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms, time=time)

@@ -1,0 +1,124 @@
+"""LogValidator rules for magic v2, each with the Kafka error code it must produce."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kompakt.config.topic_config import LogConfig
+from kompakt.protocol import records as R
+from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.storage.log_validator import validate_and_assign
+
+NOW = 1_700_000_000_000
+
+
+def cfg(**kw):
+    return LogConfig.from_overrides({k.replace("_", "."): str(v) for k, v in kw.items()})
+
+
+def run(data, config=None, **kw):
+    return validate_and_assign(data, next_offset=kw.pop("next_offset", 100), config=config or cfg(),
+                               now_ms=NOW, **kw)
+
+
+def code_of(data, config=None, **kw):
+    with pytest.raises(KafkaError) as exc:
+        run(data, config, **kw)
+    return exc.value.code
+
+
+def batch(recs=((b"k", b"v"),), ts=NOW, **kw):
+    return R.build_batch([(k, v, None, ts) for k, v in recs], **kw)
+
+
+def rewrite_crc(buf: bytearray) -> bytes:
+    struct.pack_into(">I", buf, R.CRC_POS, R.compute_crc(buf, 0, len(buf)))
+    return bytes(buf)
+
+
+def test_offsets_and_leader_epoch_are_patched_in_place():
+    data = batch([(b"a", b"1"), (b"b", b"2")])
+    vr = run(data, next_offset=42, leader_epoch=7)
+    h = R.read_header(vr.buffer)
+    assert (vr.first_offset, vr.last_offset) == (42, 43)
+    assert h.base_offset == 42 and h.partition_leader_epoch == 7
+    assert R.valid_crc(vr.buffer, 0, h) and h.crc == R.read_header(data).crc  # CRC untouched
+    assert bytes(vr.buffer[R.ATTRIBUTES_POS:]) == data[R.ATTRIBUTES_POS:]
+    assert not vr.recompressed and vr.log_append_time == -1
+
+
+def test_magic_crc_size_and_shape_errors():
+    v1 = bytearray(batch())
+    v1[R.MAGIC_POS] = 1
+    assert code_of(bytes(v1)) == ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    bad = bytearray(batch())
+    bad[-1] ^= 1
+    assert code_of(bytes(bad)) == ErrorCode.CORRUPT_MESSAGE
+    assert code_of(batch()[:40]) == ErrorCode.CORRUPT_MESSAGE
+    assert code_of(batch()[:-3]) == ErrorCode.CORRUPT_MESSAGE
+    assert code_of(batch() + batch()) == ErrorCode.INVALID_RECORD
+    big = batch([(b"k", b"x" * 3000)])
+    assert code_of(big, cfg(max_message_bytes=2000)) == ErrorCode.MESSAGE_TOO_LARGE
+    assert code_of(big, cfg(internal_segment_bytes=1000)) == ErrorCode.RECORD_LIST_TOO_LARGE
+
+
+def test_client_rules():
+    assert code_of(batch(base_offset=3)) == ErrorCode.INVALID_RECORD
+    count = bytearray(batch([(b"a", b"1"), (b"b", b"2")]))
+    struct.pack_into(">i", count, R.RECORDS_COUNT_POS, 3)
+    assert code_of(rewrite_crc(count)) == ErrorCode.INVALID_RECORD
+    assert code_of(batch(is_control=True)) == ErrorCode.INVALID_RECORD
+    assert code_of(batch(producer_id=5, producer_epoch=0, base_sequence=-1)) == ErrorCode.INVALID_RECORD
+    # the same control batch from the coordinator is accepted
+    run(batch(is_control=True), origin="coordinator")
+
+
+def test_compacted_topic_needs_keys():
+    compact = cfg(cleanup_policy="compact")
+    assert code_of(batch([(None, b"v")]), compact) == ErrorCode.INVALID_RECORD
+    run(batch([(b"k", None)]), compact)  # a tombstone is fine
+    run(batch([(None, b"v")]))           # a delete topic takes keyless records
+
+
+def test_hot_path_never_parses_records():
+    # Garbage record bytes under a valid CRC: the delete-topic path looks at header + CRC only,
+    # the compacted path must decode and so refuses it.
+    buf = bytearray(batch([(b"k", b"v" * 30)]))
+    buf[R.RECORDS_POS:] = b"\xff" * (len(buf) - R.RECORDS_POS)
+    data = rewrite_crc(buf)
+    assert run(data).last_offset == 100
+    assert code_of(data, cfg(cleanup_policy="compact")) == ErrorCode.CORRUPT_MESSAGE
+
+
+def test_create_time_bounds():
+    after = cfg(message_timestamp_after_max_ms=1000)
+    run(batch(ts=NOW + 1000), after)
+    assert code_of(batch(ts=NOW + 1001), after) == ErrorCode.INVALID_TIMESTAMP
+    before = cfg(message_timestamp_before_max_ms=1000)
+    run(batch(ts=NOW - 1000), before)
+    # the old record is not the first one: only decoding finds it
+    data = R.build_batch([(b"a", b"1", None, NOW), (b"b", b"2", None, NOW - 5000)])
+    assert code_of(data, before) == ErrorCode.INVALID_TIMESTAMP
+
+
+def test_log_append_time_is_stamped():
+    c = cfg(message_timestamp_type="LogAppendTime")
+    vr = run(batch(ts=5), c)
+    h = R.read_header(vr.buffer)
+    assert h.timestamp_type == R.TIMESTAMP_LOG_APPEND_TIME and h.max_timestamp == NOW
+    assert R.valid_crc(vr.buffer, 0, h)
+    assert vr.log_append_time == NOW and vr.max_timestamp == NOW
+
+
+def test_recompression_to_topic_codec():
+    data = batch([(b"a", b"1" * 100), (b"b", b"2" * 100)])
+    vr = run(data, cfg(compression_type="gzip"), next_offset=7)
+    h = R.read_header(vr.buffer)
+    assert vr.recompressed and h.compression == R.COMPRESSION_GZIP and h.base_offset == 7
+    assert [(r.key, r.value) for r in R.decode_records(vr.buffer, 0, h)] == \
+        [(b"a", b"1" * 100), (b"b", b"2" * 100)]
+    keep = run(R.build_batch([(b"a", b"x", None, NOW)], compression=R.COMPRESSION_LZ4), cfg(compression_type="producer"))
+    assert not keep.recompressed and R.read_header(keep.buffer).compression == R.COMPRESSION_LZ4
+    plain = run(R.build_batch([(b"a", b"x", None, NOW)], compression=R.COMPRESSION_ZSTD), cfg(compression_type="uncompressed"))
+    assert R.read_header(plain.buffer).compression == R.COMPRESSION_NONE

@@ -1,0 +1,131 @@
+"""Idempotent producers: sequence rules, duplicates, fencing, snapshots (golden bytes), reload."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kompakt.config.topic_config import LogConfig
+from kompakt.protocol import records as R
+from kompakt.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kompakt.storage import Log
+from kompakt.storage.producer_state import (BatchMetadata, CorruptSnapshotError, ProducerStateEntry,
+                                            ProducerStateManager, decode_snapshot, encode_snapshot,
+                                            snapshot_file)
+
+
+def cfg(**kw):
+    return LogConfig.from_overrides({k.replace("_", "."): str(v) for k, v in kw.items()})
+
+
+def pbatch(pid, epoch, seq, n=1):
+    return R.build_batch([(b"k%d" % i, b"v") for i in range(n)], producer_id=pid,
+                         producer_epoch=epoch, base_sequence=seq)
+
+
+def test_snapshot_golden_bytes():
+    e = ProducerStateEntry(7, 2, [BatchMetadata(last_seq=9, last_offset=100, offset_delta=4,
+                                                timestamp=1_700_000_000_000)], last_timestamp=1_700_000_000_000)
+    data = encode_snapshot([e])
+    body = bytes.fromhex(
+        "00000001"             # one entry
+        "0000000000000007"     # producer_id 7
+        "0002"                 # epoch 2
+        "00000009"             # last_sequence 9
+        "0000000000000064"     # last_offset 100
+        "00000004"             # offset_delta 4
+        "0000018bcfe56800"     # timestamp
+        "ffffffff"             # coordinator_epoch -1
+        "ffffffffffffffff")    # current_txn_first_offset -1
+    import crc32c
+    assert data == bytes.fromhex("0001") + crc32c.crc32c(body).to_bytes(4, "big") + body
+    [back] = decode_snapshot(data)
+    assert (back.producer_id, back.producer_epoch, back.last_seq, back.first_seq) == (7, 2, 9, 5)
+    broken = bytearray(data)
+    broken[20] ^= 1
+    with pytest.raises(CorruptSnapshotError):
+        decode_snapshot(bytes(broken))
+
+
+def test_sequences_duplicates_and_gaps(tmp_path):
+    lg = Log.open(str(tmp_path / "p-0"), cfg())
+    a = lg.append_as_leader(pbatch(1, 0, 0, n=2))
+    b = lg.append_as_leader(pbatch(1, 0, 2, n=3))
+    assert (a.first_offset, b.first_offset) == (0, 2)
+    dup = lg.append_as_leader(pbatch(1, 0, 0, n=2))        # retry of the first batch
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    assert lg.log_end_offset == 5
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        lg.append_as_leader(pbatch(1, 0, 7))               # gap: expected 5
+    assert lg.log_end_offset == 5
+    # an unknown producer may start anywhere (Kafka 4), a second one is independent
+    assert lg.append_as_leader(pbatch(2, 0, 42)).first_offset == 5
+    lg.close()
+
+
+def test_epoch_rules(tmp_path):
+    lg = Log.open(str(tmp_path / "p-0"), cfg())
+    lg.append_as_leader(pbatch(1, 3, 0))
+    with pytest.raises(InvalidProducerEpochError):
+        lg.append_as_leader(pbatch(1, 2, 1))
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        lg.append_as_leader(pbatch(1, 4, 5))                # new epoch must start at 0
+    assert lg.append_as_leader(pbatch(1, 4, 0)).first_offset == 1
+    lg.close()
+
+
+def test_only_the_last_five_batches_are_remembered(tmp_path):
+    lg = Log.open(str(tmp_path / "p-0"), cfg())
+    for seq in range(7):
+        lg.append_as_leader(pbatch(9, 0, seq))
+    assert lg.append_as_leader(pbatch(9, 0, 2)).duplicate
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        lg.append_as_leader(pbatch(9, 0, 1))                # too old to be recognised
+    lg.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_state_survives_reopen_via_snapshot_and_replay(tmp_path, clean):
+    d = str(tmp_path / "p-0")
+    c = cfg(internal_segment_bytes=400)
+    lg = Log.open(d, c)
+    for seq in range(12):
+        lg.append_as_leader(pbatch(5, 1, seq))
+    assert any(n.endswith(".snapshot") for n in os.listdir(d))   # taken at roll
+    if clean:
+        lg.close()
+    else:
+        lg.flush()
+        lg.close_handlers()
+    again = Log.open(d, c, had_clean_shutdown=clean)
+    assert again.append_as_leader(pbatch(5, 1, 11)).duplicate
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        again.append_as_leader(pbatch(5, 1, 13))
+    assert again.append_as_leader(pbatch(5, 1, 12)).first_offset == 12
+    again.close()
+
+
+def test_corrupt_snapshot_is_deleted_and_state_rebuilt_from_the_log(tmp_path):
+    d = str(tmp_path / "p-0")
+    lg = Log.open(d, cfg())
+    for seq in range(3):
+        lg.append_as_leader(pbatch(5, 0, seq))
+    lg.close()
+    path = snapshot_file(d, 3)
+    with open(path, "r+b") as f:
+        f.seek(12)
+        f.write(b"\xff\xff")
+    again = Log.open(d, cfg())
+    assert not os.path.exists(path)
+    assert again.append_as_leader(pbatch(5, 0, 2)).duplicate
+    again.close()
+
+
+def test_expiration(tmp_path):
+    psm = ProducerStateManager(str(tmp_path), producer_id_expiration_ms=1000)
+    h = R.read_header(pbatch(3, 0, 0))
+    staged, dup = psm.check_batches([(h, 0, 0)])
+    psm.apply(staged, 1)
+    last_ts = psm.producers[3].last_timestamp
+    assert psm.remove_expired_producers(last_ts + 999) == 0
+    assert psm.remove_expired_producers(last_ts + 1000) == 1 and not psm.producers

@@ -1,0 +1,153 @@
+"""LogSegment: append/read/translate, index cadence, recover (torn write, flipped byte), truncate,
+suffix renames, timestamp lookup, roll decisions."""
+from __future__ import annotations
+
+import os
+
+from kompakt.protocol import records as R
+from kompakt.storage.segment import LogSegment, log_file
+
+
+def mk(tmp_path, base=0, interval=100, index_size=4096):
+    return LogSegment(str(tmp_path), base, index_interval_bytes=interval, max_index_size=index_size)
+
+
+def add(seg, offset, n=1, ts=1000, value=b"v" * 40):
+    b = R.build_batch([(b"k%d" % i, value, None, ts + i) for i in range(n)], base_offset=offset)
+    h = R.read_header(b)
+    seg.append(h.last_offset, h.max_timestamp, h.last_offset, b)
+    return h
+
+
+def test_file_name_is_20_digit_base_offset(tmp_path):
+    seg = mk(tmp_path, base=1234)
+    assert os.path.basename(seg.log_path) == "00000000000000001234.log"
+    assert os.path.exists(str(tmp_path / "00000000000000001234.index"))
+    assert os.path.exists(str(tmp_path / "00000000000000001234.timeindex"))
+
+
+def test_append_read_and_index_cadence(tmp_path):
+    seg = mk(tmp_path)
+    positions, heads = [], []
+    for i in range(20):
+        positions.append(seg.size)
+        heads.append(add(seg, i * 2, n=2, ts=1000 + i))
+    # an entry every time more than 100 bytes were appended since the previous one
+    assert seg.offset_index.entries > 3
+    for n in range(seg.offset_index.entries):
+        off, pos = seg.offset_index.entry(n)
+        k = positions.index(pos)
+        assert heads[k].last_offset == off
+    for target in range(40):
+        pos, size = seg.translate_offset(target)
+        k = positions.index(pos)
+        assert heads[k].base_offset <= target <= heads[k].last_offset and size == heads[k].size
+    assert seg.translate_offset(40) is None
+    pos, data = seg.read(7, 250)
+    got = [h for _, h in R.iter_batches(data)]
+    assert got[0].base_offset == 6 and sum(h.size for h in got) == len(data) <= 250
+    assert seg.read_next_offset() == 40
+
+
+def test_recover_rebuilds_the_same_indexes_and_cuts_a_torn_tail(tmp_path):
+    seg = mk(tmp_path)
+    for i in range(30):
+        add(seg, i, ts=5000 + i)
+    built = [seg.offset_index.entry(n) for n in range(seg.offset_index.entries)]
+    ts_built = [seg.time_index.entry(n) for n in range(seg.time_index.entries)]
+    good = seg.size
+    os.pwrite(seg._fd, b"\x00\x00\x00\x00\x00\x00\x00\x1e\x00\x00\x01\x00partial", good)
+    seg.size = good + 19
+    assert seg.recover() == 19
+    assert seg.size == good == os.path.getsize(seg.log_path)
+    assert [seg.offset_index.entry(n) for n in range(seg.offset_index.entries)] == built
+    assert [seg.time_index.entry(n) for n in range(seg.time_index.entries)][:len(ts_built)] == ts_built
+    assert seg.max_timestamp_so_far == 5029 and seg.read_next_offset() == 30
+
+
+def test_recover_truncates_at_a_flipped_byte(tmp_path):
+    seg = mk(tmp_path)
+    starts = []
+    for i in range(10):
+        starts.append(seg.size)
+        add(seg, i)
+    with open(seg.log_path, "r+b") as f:
+        f.seek(starts[6] + 70)
+        byte = f.read(1)
+        f.seek(starts[6] + 70)
+        f.write(bytes([byte[0] ^ 0x40]))
+    size = seg.size
+    assert seg.recover() == size - starts[6]
+    assert seg.size == starts[6]
+    assert seg.read_next_offset() == 6
+
+
+def test_recover_rejects_offsets_going_backwards(tmp_path):
+    seg = mk(tmp_path)
+    add(seg, 0)
+    add(seg, 5)
+    keep = seg.size
+    raw = R.build_batch([(b"k", b"v")], base_offset=3)  # written raw by a buggy writer
+    os.pwrite(seg._fd, raw, keep)
+    seg.size += len(raw)
+    assert seg.recover() == len(raw)
+    assert seg.size == keep and seg.read_next_offset() == 6
+
+
+def test_truncate_to_and_timestamp_reload(tmp_path):
+    seg = mk(tmp_path, interval=1)
+    for i in range(10):
+        add(seg, i, ts=100 + i)
+    assert seg.truncate_to(4) > 0
+    assert seg.read_next_offset() == 4
+    assert seg.max_timestamp_so_far == 103
+    assert seg.offset_index.lookup(100)[0] < 4
+
+
+def test_find_offset_by_timestamp(tmp_path):
+    seg = mk(tmp_path, interval=1)
+    add(seg, 0, n=3, ts=100)   # 100, 101, 102
+    add(seg, 3, n=3, ts=200)   # 200, 201, 202
+    assert seg.find_offset_by_timestamp(101, 0) == (101, 1)
+    assert seg.find_offset_by_timestamp(150, 0) == (200, 3)
+    assert seg.find_offset_by_timestamp(202, 0) == (202, 5)
+    assert seg.find_offset_by_timestamp(203, 0) is None
+    assert seg.find_offset_by_timestamp(100, 4) == (201, 4)
+
+
+def test_suffix_renames_and_delete(tmp_path):
+    seg = mk(tmp_path, base=10)
+    add(seg, 10)
+    seg.change_file_suffixes("", ".deleted")
+    assert sorted(os.listdir(tmp_path)) == ["00000000000000000010.index.deleted",
+                                            "00000000000000000010.log.deleted",
+                                            "00000000000000000010.timeindex.deleted"]
+    assert seg.read(10, 1000)[1]  # still readable through the open descriptor
+    seg.delete()
+    assert os.listdir(tmp_path) == []
+
+
+def test_close_trims_indexes_and_reopen_knows_max_timestamp(tmp_path):
+    seg = mk(tmp_path, interval=10_000, index_size=4096)
+    for i in range(5):
+        add(seg, i, ts=900 + i)
+    seg.close()
+    assert os.path.getsize(str(tmp_path / "00000000000000000000.index")) == 0
+    assert os.path.getsize(str(tmp_path / "00000000000000000000.timeindex")) == 12
+    again = mk(tmp_path, interval=10_000)
+    assert again.max_timestamp_so_far == 904 and again.offset_of_max_timestamp_so_far == 4
+    assert again.largest_timestamp == 904
+
+
+def test_should_roll(tmp_path):
+    seg = mk(tmp_path)
+    kw = dict(segment_bytes=1000, max_segment_ms=10_000, max_timestamp_in_messages=5000,
+              max_offset_in_messages=1, now_ms=5000)
+    assert not seg.should_roll(messages_size=100, **kw)
+    add(seg, 0, ts=5000)
+    assert seg.should_roll(messages_size=1000, **kw)                                    # size
+    assert seg.should_roll(messages_size=10, **{**kw, "max_timestamp_in_messages": 15_001})  # time
+    assert seg.should_roll(messages_size=10, **{**kw, "max_offset_in_messages": 2**31})   # overflow
+    seg.roll_jitter_ms = 5000
+    assert seg.should_roll(messages_size=10, **{**kw, "max_timestamp_in_messages": 10_001})  # jitter
+    assert log_file(str(tmp_path), 0).endswith("00000000000000000000.log")
