@@ -766,24 +766,21 @@ class LogManager:
         return {tp: plog for tp, plog in list(self._logs.items())
                 if os.path.dirname(os.path.abspath(plog.dir)) == d}
 
+    def _write_checkpoint(self, d: str, name: str, attr: str) -> None:
+        OffsetCheckpointFile(os.path.join(d, name)).write(
+            {tp: getattr(plog, attr) for tp, plog in self._logs_in_dir(d).items()})
+
     def checkpoint_recovery_offsets(self) -> None:
         for d in self.log_dirs:
-            logs = self._logs_in_dir(d)
-            OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)).write(
-                {tp: plog.recovery_point for tp, plog in logs.items()})
+            self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point")
 
     def checkpoint_log_start_offsets(self) -> None:
         for d in self.log_dirs:
-            logs = self._logs_in_dir(d)
-            OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).write(
-                {tp: plog.log_start_offset for tp, plog in logs.items()})
+            self._write_checkpoint(d, LOG_START_OFFSET_CHECKPOINT_FILE, "log_start_offset")
 
     def _write_checkpoints_for_dir(self, d: str) -> None:
-        logs = self._logs_in_dir(d)
-        OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)).write(
-            {tp: plog.recovery_point for tp, plog in logs.items()})
-        OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).write(
-            {tp: plog.log_start_offset for tp, plog in logs.items()})
+        self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point")
+        self._write_checkpoint(d, LOG_START_OFFSET_CHECKPOINT_FILE, "log_start_offset")
 
     def remove_expired_producers(self) -> int:
         now = self._now()

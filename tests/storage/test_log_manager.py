@@ -1,0 +1,423 @@
+"""LogManager over real dirs and real logs: locking, placement, topics, retention, flush,
+checkpoints, deferred deletion, startup repairs and background tasks."""
+import asyncio
+import json
+import logging
+import os
+
+import pytest
+
+from kompakt.config.broker_config import BrokerConfig
+from kompakt.protocol import records as R
+from kompakt.protocol.errors import (ErrorCode, InvalidConfigError, InvalidPartitionsError,
+                                     InvalidTopicExceptionError, TopicAlreadyExistsError,
+                                     UnknownTopicOrPartitionError)
+from kompakt.storage import TopicPartition
+from kompakt.storage.checkpoint import OffsetCheckpointFile
+from kompakt.storage.log_manager import (CLEAN_SHUTDOWN_FILE, LogDirError, LogDirLockedError, LogManager,
+                                         describe_partition_placement)
+from kompakt.storage.topic_store import STORE_FILE, TopicStore, encode, random_topic_id
+
+T0 = 1_700_000_000_000
+
+
+class FakeTime:
+    """A settable clock (ms granularity) passed to the manager and its logs."""
+
+    def __init__(self, ms: int = T0):
+        self.ms = ms
+
+    def time(self) -> float:
+        return self.ms / 1000.0
+
+    def monotonic(self) -> float:
+        return self.ms / 1000.0
+
+
+def make_config(*dirs, **extra):
+    props = {"log.dirs": ",".join(str(d) for d in dirs), "log.segment.bytes": "300",
+             "log.initial.task.delay.ms": "0"}
+    props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
+    return BrokerConfig(props)
+
+
+@pytest.fixture
+def clock():
+    return FakeTime()
+
+
+@pytest.fixture
+def manager(tmp_path, clock):
+    managers = []
+
+    def start(*dirs, **extra):
+        dirs = dirs or (tmp_path / "logs",)
+        m = LogManager(make_config(*dirs, **extra), time=clock)
+        m.startup()
+        managers.append(m)
+        return m
+
+    yield start
+    for m in managers:
+        m.shutdown()
+
+
+def batch(i: int, ts: int = T0, size: int = 20) -> bytes:  # 90 bytes: 3 per 300-byte segment
+    return R.build_batch([(b"k%d" % i, b"v" * size, [], ts)], base_timestamp=ts)
+
+
+def fill(m, tp, n, ts=T0):
+    for i in range(n):
+        m.append_as_leader(tp, batch(i, ts))
+
+
+# ---- dirs ------------------------------------------------------------------------------------
+
+def test_second_manager_on_the_same_dir_fails_clearly(tmp_path, manager):
+    first = manager()
+    second = LogManager(make_config(tmp_path / "logs"))
+    with pytest.raises(LogDirLockedError) as info:
+        second.startup()
+    assert str(tmp_path / "logs") in str(info.value) and ".lock" in str(info.value)
+    first.shutdown()
+    second.startup()  # the lock is released at shutdown
+    second.shutdown()
+
+
+def test_meta_properties_and_clean_shutdown_marker(tmp_path, manager):
+    d = tmp_path / "logs"
+    m = manager(d)
+    assert m.had_clean_shutdown == {str(d): False}
+    props = dict(line.split("=", 1) for line in (d / "meta.properties").read_text().splitlines()
+                 if not line.startswith("#"))
+    assert props["version"] == "1" and props["node.id"] == "1"
+    assert props["cluster.id"] == m.cluster_id and len(m.cluster_id) == 22 and props["directory.id"]
+    m.shutdown()
+    assert json.loads((d / CLEAN_SHUTDOWN_FILE).read_text()) == {"version": 0, "brokerEpoch": -1}
+    m2 = manager(d)
+    assert m2.had_clean_shutdown == {str(d): True} and m2.cluster_id == m.cluster_id
+    assert not (d / CLEAN_SHUTDOWN_FILE).exists()  # removed at once: a crash while loading is unclean
+
+
+def test_inconsistent_meta_properties_refuse_to_start(tmp_path, manager):
+    d = tmp_path / "logs"
+    manager(d).shutdown()
+    with pytest.raises(LogDirError, match="cluster.id"):
+        LogManager(make_config(d, cluster_id="somethingelse")).startup()
+    with pytest.raises(LogDirError, match="node id"):
+        LogManager(make_config(d, node_id=7)).startup()
+    LogManager(make_config(d)).startup()  # and nothing was left locked by the failures
+
+
+def test_placement_goes_to_the_dir_with_fewest_partitions(tmp_path, manager):
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = manager(a, b)
+    m.create_topic("x", 3)
+    placement = describe_partition_placement(m)
+    assert placement == {str(a): ["x-0", "x-2"], str(b): ["x-1"]}
+    m.create_topic("y", 1)
+    assert describe_partition_placement(m)[str(b)] == ["x-1", "y-0"]
+    m.shutdown()
+    m2 = manager(a, b)
+    assert sorted(m2.all_logs()) == [("x", 0), ("x", 1), ("x", 2), ("y", 0)]
+
+
+def test_duplicate_partition_in_two_dirs_refuses_to_start(tmp_path, manager):
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = manager(a, b)
+    m.create_topic("x", 1)
+    m.shutdown()
+    os.makedirs(b / "x-0")
+    with pytest.raises(LogDirError, match="Duplicate log directories for x-0"):
+        LogManager(make_config(a, b)).startup()
+
+
+# ---- topics ----------------------------------------------------------------------------------
+
+def test_topic_metadata_survives_restart(tmp_path, manager):
+    m = manager()
+    meta = m.create_topic("orders", 2, {"cleanup.policy": "compact", "retention.ms": "1000"})
+    fill(m, ("orders", 1), 3)
+    m.shutdown()
+    m2 = manager()
+    again = m2.topics["orders"]
+    assert (again.topic_id, again.partitions, again.configs) == (meta.topic_id, 2, meta.configs)
+    assert m2.get_log(("orders", 1)).log_end_offset == 3
+    assert m2.get_log(("orders", 0)).config.compact and m2.get_log(("orders", 0)).topic_id == meta.topic_id
+
+
+def test_create_topic_errors(manager):
+    m = manager()
+    m.create_topic("a.b", 1)
+    with pytest.raises(TopicAlreadyExistsError):
+        m.create_topic("a.b", 1)
+    with pytest.raises(InvalidTopicExceptionError, match="collides"):
+        m.create_topic("a_b", 1)
+    with pytest.raises(InvalidTopicExceptionError):
+        m.create_topic("bad name", 1)
+    with pytest.raises(InvalidPartitionsError):
+        m.create_topic("z", 0)
+    with pytest.raises(InvalidConfigError) as info:
+        m.create_topic("z", 1, {"segment.bytes": "10"})
+    assert info.value.code == ErrorCode.INVALID_CONFIG
+    assert sorted(m.topics) == ["a.b"] and sorted(m.all_logs()) == [("a.b", 0)]
+
+
+def test_create_partitions_and_alter_config_live(manager):
+    m = manager()
+    m.create_topic("t", 1)
+    with pytest.raises(InvalidPartitionsError, match="already has 1"):
+        m.create_partitions("t", 1)
+    m.create_partitions("t", 3)
+    assert sorted(m.all_logs()) == [("t", 0), ("t", 1), ("t", 2)]
+    with pytest.raises(InvalidPartitionsError, match="higher than the requested 2"):
+        m.create_partitions("t", 2)
+    with pytest.raises(UnknownTopicOrPartitionError):
+        m.create_partitions("nope", 2)
+    m.alter_topic_config("t", {"cleanup.policy": "compact,delete", "internal.segment.bytes": "100"})
+    for p in range(3):
+        cfg = m.get_log(("t", p)).config
+        assert cfg.compact and cfg.delete and cfg.segment_bytes == 100
+    with pytest.raises(InvalidConfigError):
+        m.alter_topic_config("t", {"retention.ms": "-7"})
+    assert m.topics["t"].configs["cleanup.policy"] == "compact,delete"
+
+
+def test_delete_topic_renames_then_deletes_after_delay(tmp_path, manager, clock):
+    d = tmp_path / "logs"
+    m = manager(d, log_segment_delete_delay_ms=5000)
+    m.create_topic("gone", 2)
+    fill(m, ("gone", 0), 3)
+    m.delete_topic("gone")
+    assert m.get_log(("gone", 0)) is None and "gone" not in m.topics
+    doomed = sorted(n for n in os.listdir(d) if n.endswith("-delete"))
+    assert len(doomed) == 2 and all(n.startswith("gone-") for n in doomed)
+    assert m.delete_logs(clock.ms + 4999) == 0
+    assert m.delete_logs(clock.ms + 5000) == 2
+    assert not any(n.startswith("gone") for n in os.listdir(d))
+    with pytest.raises(UnknownTopicOrPartitionError):
+        m.delete_topic("gone")
+    m.create_topic("gone", 1)  # the name is free again, with a new id
+    assert m.get_log(("gone", 0)).log_end_offset == 0
+
+
+def test_crash_between_delete_steps_finishes_the_deletion(tmp_path, manager):
+    d = tmp_path / "logs"
+    m = manager(d)
+    meta = m.create_topic("t", 1)
+    keep = m.create_topic("keep", 1)
+    m.shutdown()
+    # step 1 happened (store without the topic, its id remembered), step 2 (rename) did not
+    TopicStore(str(d)).save({"keep": keep}, {meta.topic_id})
+    m2 = manager(d)
+    assert sorted(m2.all_logs()) == [("keep", 0)] and "t" not in m2.topics
+    assert any(n.startswith("t-0.") and n.endswith("-delete") for n in os.listdir(d))
+    assert TopicStore(str(d)).load()[1] == set()  # the deleted id is forgotten once handled
+
+
+def test_store_topic_without_dirs_is_created(tmp_path, manager):
+    d = tmp_path / "logs"
+    m = manager(d)
+    m.shutdown()
+    meta = {"t": __import__("kompakt.storage.topic_store", fromlist=["TopicMeta"]).TopicMeta(
+        "t", random_topic_id(), 2, {"cleanup.policy": "compact"})}
+    TopicStore(str(d)).save(meta)  # a crash after create_topic's step 1
+    m2 = manager(d)
+    assert sorted(m2.all_logs()) == [("t", 0), ("t", 1)]
+    assert m2.get_log(("t", 1)).config.compact and m2.get_log(("t", 1)).topic_id == meta["t"].topic_id
+
+
+def test_corrupt_or_torn_topic_store(tmp_path, manager, caplog):
+    d = tmp_path / "logs"
+    m = manager(d)
+    meta = m.create_topic("t", 2, {"cleanup.policy": "compact"})
+    m.shutdown()
+    good = (d / STORE_FILE).read_bytes()
+    # torn write of a newer version: only the temp file is half written
+    (d / (STORE_FILE + ".tmp")).write_bytes(encode({})[:10])
+    m2 = manager(d)
+    assert m2.topics["t"].configs == {"cleanup.policy": "compact"}
+    assert not (d / (STORE_FILE + ".tmp")).exists()
+    m2.shutdown()
+    # a flipped byte in the store itself: rebuilt from the partition dirs, ids kept, configs lost
+    bad = bytearray(good)
+    bad[bad.index(b"compact")] ^= 0x01
+    (d / STORE_FILE).write_bytes(bytes(bad))
+    with caplog.at_level(logging.WARNING):
+        m3 = manager(d)
+    assert m3.topics["t"].topic_id == meta.topic_id and m3.topics["t"].partitions == 2
+    assert m3.topics["t"].configs == {}
+    assert "corrupt" in caplog.text and any("adopted" in r for r in m3.repairs)
+    assert TopicStore(str(d)).load()[2]  # rewritten, valid again
+
+
+def test_garbage_checkpoint_and_foreign_files(tmp_path, manager, caplog):
+    d = tmp_path / "logs"
+    m = manager(d)
+    m.create_topic("t", 1)
+    fill(m, ("t", 0), 5)
+    m.shutdown()
+    (d / "recovery-point-offset-checkpoint").write_bytes(b"\x00garbage\nmore")
+    (d / "log-start-offset-checkpoint").write_bytes(b"0\n5\n")
+    (d / "notes.txt").write_text("operator notes")
+    (d / "not_a_partition").mkdir()
+    (d / "t-0" / "README").write_text("foreign file inside a partition")
+    (d / CLEAN_SHUTDOWN_FILE).unlink()  # and the shutdown was unclean: recover from offset 0
+    with caplog.at_level(logging.WARNING):
+        m2 = manager(d)
+    assert m2.get_log(("t", 0)).log_end_offset == 5
+    assert (d / "notes.txt").read_text() == "operator notes" and (d / "t-0" / "README").exists()
+    assert "corrupt checkpoint" in caplog.text and "notes.txt" in caplog.text
+    assert "not_a_partition" in caplog.text
+    m2.checkpoint_recovery_offsets()  # recovered, not yet flushed: the recovery point stays at 0
+    assert OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read() == {("t", 0): 0}
+    m2.get_log(("t", 0)).flush()
+    m2.checkpoint_recovery_offsets()
+    assert OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read() == {("t", 0): 5}
+
+
+# ---- retention -----------------------------------------------------------------------------------
+
+def segment_bases(m, tp):
+    return [s.base_offset for s in m.get_log(tp).segments]
+
+
+def test_retention_by_time_never_the_active_segment(tmp_path, manager, clock):
+    d = tmp_path / "logs"
+    m = manager(d, log_segment_delete_delay_ms=1000)
+    m.create_topic("t", 1, {"retention.ms": "10000"})
+    tp = TopicPartition("t", 0)
+    for i in range(12):  # ~100-byte batches, 300-byte segments: 3 batches a segment
+        m.append_as_leader(tp, batch(i, ts=T0 + i * 1000))
+    assert segment_bases(m, tp) == [0, 3, 6, 9]
+    clock.ms = T0 + 12_500  # segment [0,3) is 10.5 s old (largest ts T0+2000)
+    assert m.cleanup_logs() == 1
+    assert segment_bases(m, tp) == [3, 6, 9] and m.get_log(tp).log_start_offset == 3
+    clock.ms = T0 + 10**9  # everything is old: the active segment still stays
+    assert m.cleanup_logs() == 2
+    assert segment_bases(m, tp) == [9] and m.get_log(tp).log_end_offset == 12
+    assert m.get_log(tp).read(9, 10_000).records  # still readable
+
+
+def test_retention_by_size_and_log_start(manager, clock):
+    m = manager()
+    m.create_topic("t", 1, {"retention.bytes": "700"})
+    tp = TopicPartition("t", 0)
+    fill(m, tp, 12)
+    sizes = [s.size for s in m.get_log(tp).segments]
+    assert len(sizes) == 4
+    deleted = m.cleanup_logs()
+    total = sum(sizes)
+    expect, over = 0, total - 700
+    for s in sizes[:-1]:
+        if over - s < 0:
+            break
+        over -= s
+        expect += 1
+    assert deleted == expect and expect >= 1
+    plog = m.get_log(tp)
+    plog.delete_records(plog.segments[1].base_offset + 1)  # DeleteRecords inside the 2nd segment
+    assert m.cleanup_logs() == 1
+    assert plog.segments[0].base_offset <= plog.log_start_offset
+
+
+def test_compact_only_topic_keeps_old_segments(manager, clock):
+    m = manager()
+    m.create_topic("c", 1, {"cleanup.policy": "compact", "retention.ms": "1", "retention.bytes": "1"})
+    fill(m, ("c", 0), 9)
+    clock.ms += 10**9
+    assert m.cleanup_logs() == 0 and len(m.get_log(("c", 0)).segments) == 3
+
+
+def test_retention_of_compact_delete_topic_with_a_cleaner(tmp_path, clock):
+    from kompakt.cleaner import LogCleaner
+    cfg = make_config(tmp_path / "logs")
+    m = LogManager(cfg, time=clock)
+    m.cleaner = LogCleaner(cfg, m, time=clock)
+    m.startup()
+    try:
+        m.create_topic("cd", 1, {"cleanup.policy": "compact,delete", "retention.ms": "100"})
+        fill(m, ("cd", 0), 9)
+        clock.ms += 1000
+        assert m.cleanup_logs() == 2
+        status = m.cleaner.partition_status(TopicPartition("cd", 0))
+        assert status is None or "Paused" not in str(status)  # paused around the deletion, resumed after
+    finally:
+        m.shutdown()
+
+
+def test_deleted_segments_are_unlinked_after_the_delay(tmp_path, manager, clock):
+    d = tmp_path / "logs"
+    m = manager(d, log_segment_delete_delay_ms=2000)
+    m.create_topic("t", 1, {"retention.ms": "1"})
+    fill(m, ("t", 0), 6)
+    clock.ms += 10
+    assert m.cleanup_logs() == 1
+    part = d / "t-0"
+    deleted = sorted(n for n in os.listdir(part) if n.endswith(".deleted"))
+    assert "00000000000000000000.log.deleted" in deleted
+    assert m.run_due_segment_deletions(clock.ms + 1999) == 0
+    assert m.run_due_segment_deletions(clock.ms + 2000) == 1
+    assert not any(n.endswith(".deleted") for n in os.listdir(part))
+
+
+# ---- flush and checkpoints -----------------------------------------------------------------------
+
+def test_flush_ms_moves_the_recovery_point(manager, clock):
+    m = manager()
+    m.create_topic("f", 1, {"flush.ms": "1000"})
+    m.create_topic("never", 1)
+    fill(m, ("f", 0), 2)
+    fill(m, ("never", 0), 2)
+    plog = m.get_log(("f", 0))
+    assert plog.recovery_point == 0
+    assert m.flush_dirty_logs() == 0  # not dirty long enough
+    clock.ms += 1000
+    assert m.flush_dirty_logs() == 1
+    assert plog.recovery_point == 2 and m.get_log(("never", 0)).recovery_point == 0
+
+
+def test_flush_messages_and_checkpoints(tmp_path, manager):
+    d = tmp_path / "logs"
+    m = manager(d)
+    m.create_topic("f", 1, {"flush.messages": "1"})
+    fill(m, ("f", 0), 3)
+    m.get_log(("f", 0)).delete_records(1)
+    m.checkpoint_recovery_offsets()
+    m.checkpoint_log_start_offsets()
+    assert OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read() == {("f", 0): 3}
+    assert OffsetCheckpointFile(str(d / "log-start-offset-checkpoint")).read() == {("f", 0): 1}
+    m.shutdown()
+    m2 = manager(d)
+    assert m2.get_log(("f", 0)).log_start_offset == 1  # deleted records stay deleted
+
+
+# ---- background --------------------------------------------------------------------------------
+
+async def test_background_tasks_run_retention_and_deletion(tmp_path, clock):
+    d = tmp_path / "logs"
+    cfg = make_config(d, log_retention_check_interval_ms=20, log_segment_delete_delay_ms=0,
+                      log_flush_offset_checkpoint_interval_ms=20)
+    m = LogManager(cfg, time=clock)
+    await asyncio.to_thread(m.startup)
+    woken = []
+    m.append_listener = woken.append
+    m.start_background(asyncio.get_running_loop())
+    try:
+        await asyncio.to_thread(m.create_topic, "t", 1, {"retention.ms": "1"})
+        for i in range(9):
+            m.append_as_leader(("t", 0), batch(i))
+        assert woken == [("t", 0)] * 9
+        clock.ms += 100
+        part = d / "t-0"
+        for _ in range(500):  # poll with a deadline: retention ran and the files were unlinked
+            names = os.listdir(part)
+            if not any(n.startswith("00000000000000000000") for n in names) and \
+                    OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read():
+                break
+            await asyncio.sleep(0.01)
+        assert not any(n.startswith("00000000000000000000") for n in os.listdir(part))
+        assert m.get_log(("t", 0)).log_start_offset == 6
+    finally:
+        await m.stop_background()
+        await asyncio.to_thread(m.shutdown)
