@@ -22,6 +22,7 @@ the request, and closes only that connection.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -51,8 +52,34 @@ class Dispatcher:
                       for key in self.handlers}
 
     def warm(self) -> int:
-        """Compile kafka-python's codecs for every served (API, version)."""
+        """Compile kafka-python's codecs for every served (API, version), now."""
         return registry.warm({key: (lo, hi) for key, lo, hi in self.ranges})
+
+    def warm_order(self) -> list[tuple[int, int]]:
+        """(api key, version) pairs, newest versions of every API first: what clients use most."""
+        ladders = [[(key, v) for v in range(hi, lo - 1, -1)] for key, lo, hi in self.ranges
+                   if key in registry.API]
+        order = []
+        for rung in range(max((len(l) for l in ladders), default=0)):
+            order += [ladder[rung] for ladder in ladders if rung < len(ladder)]
+        return order
+
+    async def warm_in_background(self) -> int:
+        """Compile every served codec on the loop, one at a time, yielding to requests between.
+
+        Compiling all of them takes seconds of CPU (hundreds of generated functions); doing it
+        before the listeners open would delay the first answer by that much, while a codec a
+        request needs first is simply compiled by that request.
+        """
+        n = 0
+        for key, version in self.warm_order():
+            if version < registry.API[key].schema_min and key != 0:
+                continue
+            registry.decoder(key, version)
+            registry.encoder(key, version)
+            n += 2
+            await asyncio.sleep(0)
+        return n
 
     def prepare(self, frame, peer: str = ""):
         """Parse and decode one frame: returns (ctx, handler module, request) or an immediate

@@ -10,10 +10,10 @@ by loaded logs; `await stop()` takes them down in reverse:
   3. LogManager.start_background(loop)            read, close; after shutdown.timeout.ms abort
   4. LogCleaner.start (log.cleaner.enable)     3. admin HTTP stops
   5. GroupCoordinator.start()                  4. groups stop, cleaner shuts down,
-  6. compile the served codecs                    LogManager.stop_background()
-  7. bind listeners (asyncio.Protocol)         5. LogManager.shutdown() (thread): flush,
-  8. admin HTTP on metrics.port (if != 0)         checkpoints, clean-shutdown marker, unlock
-  9. ready = True
+  6. bind listeners (asyncio.Protocol)            LogManager.stop_background()
+  7. admin HTTP on metrics.port (if != 0)      5. LogManager.shutdown() (thread): flush,
+  8. ready = True; compile the served codecs      checkpoints, clean-shutdown marker, unlock
+     on the loop between requests
 
 Invariants: at most one `start()`; `stop()` is idempotent and safe after a failed start (it stops
 whatever did start). Every connection is in `self.connections` until its transport is gone.
@@ -89,6 +89,7 @@ class Broker:
         self._admin = None
         self._started = {"logs": False, "background": False, "cleaner": False, "groups": False}
         self._reaper: asyncio.Task | None = None
+        self._warmer: asyncio.Task | None = None
         self._stopping = False
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -107,7 +108,6 @@ class Broker:
             self._started["cleaner"] = True
         await self.groups.start()
         self._started["groups"] = True
-        self.dispatcher.warm()
         await self._bind(loop)
         if self.config["metrics.port"] != 0:
             from kompakt.broker.admin import start_admin
@@ -117,6 +117,7 @@ class Broker:
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms and idle_ms > 0:
             self._reaper = loop.create_task(self._reap_idle(idle_ms / 1000.0), name="kompakt-idle-reaper")
+        self._warmer = loop.create_task(self.dispatcher.warm_in_background(), name="kompakt-codec-warm-up")
         self.ready = True
         log.info("Kompakt broker %s ready in %.2fs: listening on %s, advertising %s:%s, cluster id %s, "
                  "%d logs in %s", self.node_id, time.monotonic() - t0,
@@ -167,8 +168,9 @@ class Broker:
         log.info("Kompakt broker %s shutting down", self.node_id)
         for server in self._servers:
             server.close()
-        if self._reaper is not None:
-            self._reaper.cancel()
+        for task in (self._reaper, self._warmer):
+            if task is not None:
+                task.cancel()
         await self._drain_connections(self.config["shutdown.timeout.ms"] / 1000.0)
         if self._admin is not None:
             from kompakt.broker.admin import stop_admin
