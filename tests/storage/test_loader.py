@@ -1,0 +1,232 @@
+"""LogLoader: partition.metadata, leftovers, .swap/.cleaned rules, index rebuild, crash recovery."""
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+
+import pytest
+
+from kompakt.config.topic_config import LogConfig
+from kompakt.protocol import records as R
+from kompakt.storage import Log
+from kompakt.storage import segment as S
+from kompakt.storage.loader import (format_partition_metadata, parse_partition_metadata,
+                                    topic_id_from_string, topic_id_to_string)
+
+CFG = LogConfig.from_overrides({"internal.segment.bytes": "1500", "index.interval.bytes": "200"})
+
+
+def fill(d, n=40, config=CFG):
+    lg = Log.open(d, config)
+    for i in range(n):
+        lg.append_as_leader(R.build_batch([(b"key-%d" % i, b"value-%d" % i + b"." * 40)]))
+    return lg
+
+
+def values(lg, start=None):
+    out = []
+    off = lg.log_start_offset if start is None else start
+    while off < lg.log_end_offset:
+        data = lg.read(off, 1 << 20).records
+        for pos, h in R.iter_batches(data):
+            for r in R.decode_records(data, pos, h):
+                if h.base_offset + r.offset_delta >= off:
+                    out.append((h.base_offset + r.offset_delta, r.key))
+        off = out[-1][0] + 1
+    return out
+
+
+def test_partition_metadata_golden_and_round_trip(tmp_path):
+    tid = uuid.UUID(bytes=bytes(range(16)))
+    assert topic_id_to_string(tid) == "AAECAwQFBgcICQoLDA0ODw"
+    assert format_partition_metadata(tid) == "version: 0\ntopic_id: AAECAwQFBgcICQoLDA0ODw"
+    assert parse_partition_metadata("version: 0\ntopic_id: AAECAwQFBgcICQoLDA0ODw\n") == tid
+    assert topic_id_from_string(topic_id_to_string(tid)) == tid
+    d = str(tmp_path / "t-0")
+    lg = Log.open(d, CFG, topic_id=tid)
+    lg.close()
+    assert open(os.path.join(d, "partition.metadata")).read() == \
+        "version: 0\ntopic_id: AAECAwQFBgcICQoLDA0ODw"
+    assert Log.open(d, CFG).topic_id == tid
+    with pytest.raises(ValueError):
+        parse_partition_metadata("version: 1\ntopic_id: AAECAwQFBgcICQoLDA0ODw")
+
+
+def test_leftovers_deleted_foreign_files_kept(tmp_path):
+    d = str(tmp_path / "t-0")
+    fill(d, 10).close()
+    junk = ["00000000000000000003.log.deleted", "00000000000000000003.index.deleted",
+            "leader-epoch-checkpoint.tmp", "00000000000000000005.log.cleaned",
+            "00000000000000000005.index.cleaned", "00000000000000000099.index"]
+    for name in junk + ["notes.txt"]:
+        open(os.path.join(d, name), "wb").write(b"junk")
+    lg = Log.open(d, CFG)
+    left = set(os.listdir(d))
+    assert not left & set(junk)
+    assert "notes.txt" in left and len(lg.repairs) == len(junk)
+    assert [k for _, k in values(lg)] == [b"key-%d" % i for i in range(10)]
+    lg.close()
+
+
+def _cleaned_copy(lg, olds, keep):
+    """Cleaner stand-in: one .cleaned segment at the first old base holding batches whose key is kept."""
+    new = S.LogSegment(lg.dir, olds[0].base_offset, index_interval_bytes=200,
+                       max_index_size=4096, suffix=S.CLEANED_SUFFIX)
+    for old in olds:
+        for pos, h, buf, p in old.iter_batches():
+            key = R.decode_records(buf, p, h)[0].key
+            if keep(key):
+                raw = buf[p:p + h.size]
+                new.append(h.last_offset, h.max_timestamp, h.last_offset, raw)
+    new.flush()
+    return new
+
+
+def test_replace_segments_swaps_cleaned_output_in(tmp_path):
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    olds = lg.segments[:2]
+    new = _cleaned_copy(lg, olds, lambda k: int(k.split(b"-")[1]) % 2 == 0)
+    deleted = []
+    lg.on_segments_deleted = deleted.extend
+    lg.replace_segments([new], olds)
+    assert deleted == olds
+    names = os.listdir(d)
+    assert not [n for n in names if n.endswith((".swap", ".cleaned"))]
+    assert S.filename_prefix(olds[0].base_offset) + ".log" in names
+    assert S.filename_prefix(olds[1].base_offset) + ".log.deleted" in names
+    got = values(lg)
+    cut = lg.segments[1].base_offset
+    assert [o for o, _ in got if o < cut] == [o for o in range(cut) if o % 2 == 0]
+    assert [o for o, _ in got if o >= cut] == list(range(cut, 40))
+    for s in deleted:
+        s.delete()
+    lg.close()
+    assert values(Log.open(d, CFG)) == got
+
+
+def test_crash_after_swap_renames_rolls_forward(tmp_path):
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    olds = lg.segments[:2]
+    new = _cleaned_copy(lg, olds, lambda k: int(k.split(b"-")[1]) % 3 == 0)
+    new.close()
+    new.change_file_suffixes(S.CLEANED_SUFFIX, S.SWAP_SUFFIX)   # step 2 done, then crash
+    lg.close()
+    again = Log.open(d, CFG, had_clean_shutdown=False)
+    cut = again.segments[1].base_offset
+    got = [o for o, _ in values(again)]
+    assert [o for o in got if o < cut] == [o for o in range(cut) if o % 3 == 0]
+    assert [o for o in got if o >= cut] == list(range(cut, 40))
+    assert not [n for n in os.listdir(d) if n.endswith(".swap")]
+    again.close()
+
+
+def test_crash_during_swap_renames_rolls_back(tmp_path):
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    olds = lg.segments[:3]
+    a = _cleaned_copy(lg, olds[:1], lambda k: False)
+    b = S.LogSegment(lg.dir, olds[1].base_offset, index_interval_bytes=200, max_index_size=4096,
+                     suffix=S.CLEANED_SUFFIX)
+    for s in (a, b):
+        s.close()
+    b.change_file_suffixes(S.CLEANED_SUFFIX, S.SWAP_SUFFIX)     # highest first, then crash
+    before = values(lg)
+    lg.close()
+    again = Log.open(d, CFG, had_clean_shutdown=False)
+    assert values(again) == before
+    assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned"))]
+    again.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "short", "garbage"])
+def test_missing_or_corrupt_index_is_rebuilt(tmp_path, damage):
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    before = values(lg)
+    first = lg.segments[0]
+    lg.close()
+    path = S.index_file(d, first.base_offset)
+    if damage == "missing":
+        os.unlink(path)
+    elif damage == "short":
+        open(path, "r+b").truncate(5)
+    else:
+        open(path, "wb").write(b"\x7f\xff\xff\xff\x7f\xff\xff\xff")
+    again = Log.open(d, CFG)
+    assert again.repairs and values(again) == before
+    assert os.path.getsize(path) % 8 == 0
+    again.close()
+
+
+def test_torn_write_at_the_end_is_truncated(tmp_path):
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 20)
+    active = lg.active_segment.log_path
+    lg.close()
+    with open(active, "ab") as f:
+        f.write(R.build_batch([(b"torn", b"x" * 100)], base_offset=20)[:70])
+    again = Log.open(d, CFG, had_clean_shutdown=False, recovery_point=0)
+    assert again.log_end_offset == 20 and again.repairs
+    assert [k for _, k in values(again)][-1] == b"key-19"
+    assert again.append_as_leader(R.build_batch([(b"next", b"v")])).first_offset == 20
+    again.close()
+
+
+def test_flipped_byte_mid_log_truncates_and_drops_later_segments(tmp_path):
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    mid = lg.segments[1]
+    bad_offset = mid.base_offset + 2
+    pos, _ = mid.translate_offset(bad_offset)
+    n_segments = lg.num_segments
+    lg.close()
+    with open(mid.log_path, "r+b") as f:
+        f.seek(pos + R.RECORDS_POS + 3)
+        b = f.read(1)
+        f.seek(pos + R.RECORDS_POS + 3)
+        f.write(bytes([b[0] ^ 0x01]))
+    again = Log.open(d, CFG, had_clean_shutdown=False, recovery_point=0)
+    assert n_segments > 2 and again.num_segments == 2
+    assert again.log_end_offset == bad_offset
+    assert [o for o, _ in values(again)] == list(range(bad_offset))
+    again.close()
+
+
+def test_garbage_segment_file_recovers_to_empty(tmp_path):
+    d = str(tmp_path / "t-0")
+    fill(d, 5).close()
+    open(os.path.join(d, "00000000000000000005.log"), "wb").write(os.urandom(3000))
+    again = Log.open(d, CFG, had_clean_shutdown=False, recovery_point=5)
+    assert again.log_end_offset == 5
+    assert [k for _, k in values(again)] == [b"key-%d" % i for i in range(5)]
+    again.close()
+
+
+def test_clean_load_skips_recovery_and_keeps_recovery_point(tmp_path):
+    d = str(tmp_path / "t-0")
+    fill(d, 30).close()
+    lg = Log.open(d, CFG, recovery_point=3)
+    assert lg.recovery_point == lg.log_end_offset == 30 and lg.repairs == []
+    lg.close()
+    lg = Log.open(d, CFG, recovery_point=3, had_clean_shutdown=False)
+    assert lg.recovery_point == 3
+    lg.close()
+
+
+def test_log_start_checkpoint_is_honoured_and_clipped(tmp_path):
+    d = str(tmp_path / "t-0")
+    fill(d, 10).close()
+    assert Log.open(d, CFG, log_start_offset=4).log_start_offset == 4
+    assert Log.open(d, CFG, log_start_offset=99).log_start_offset == 10
+
+
+def test_dir_copy_is_a_valid_log(tmp_path):
+    d = str(tmp_path / "t-0")
+    fill(d, 25).close()
+    shutil.copytree(d, str(tmp_path / "u-3"))
+    lg = Log.open(str(tmp_path / "u-3"), CFG)
+    assert tuple(lg.tp) == ("u", 3) and lg.log_end_offset == 25
+    lg.close()
