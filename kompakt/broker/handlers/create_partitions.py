@@ -74,7 +74,8 @@ async def handle(ctx, request) -> CreatePartitionsResponse:
             if meta is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  "This server does not host this topic-partition.")
-            added = _check(topic, meta.partitions, node_id)
+            current = meta.partitions
+            added = _check(topic, current, node_id)
             if added > budget:
                 raise TopicError(ErrorCode.POLICY_VIOLATION,
                                  "Unable to perform excessively large batch operation.")
@@ -82,7 +83,7 @@ async def handle(ctx, request) -> CreatePartitionsResponse:
             if not request.validate_only:
                 await run_storage(lm.create_partitions, name, topic.count)
                 log.info("topic %s now has %d partitions (was %d) for client %s",
-                         name, topic.count, meta.partitions, ctx.client_id)
+                         name, topic.count, current, ctx.client_id)
             results.append(Result(name=name, error_code=0, error_message=None))
         except TopicError as exc:
             results.append(Result(name=name, error_code=int(exc.code), error_message=exc.message))

@@ -2,7 +2,7 @@
 
 Behaviour (Kafka's ControllerApis.createTopics + ReplicationControlManager.createTopics):
 * Every topic in the request gets one result, in request order. Checks, first failure wins:
-  - a name given twice: INVALID_REQUEST "Duplicate topic name." for every copy;
+  - a name given twice: one result, INVALID_REQUEST "Duplicate topic name." (as Kafka);
   - `__cluster_metadata`: INVALID_REQUEST (Kafka reserves it);
   - an illegal name (empty, '.', '..', longer than 249, a char outside [a-zA-Z0-9._-]):
     INVALID_TOPIC_EXCEPTION with Kafka's message; a name equal to an existing one after '.'->'_'
@@ -175,12 +175,15 @@ async def handle(ctx, request) -> CreateTopicsResponse:
     counts: dict[str, int] = {}
     for topic in request.topics:
         counts[topic.name] = counts.get(topic.name, 0) + 1
-    results = []
+    results, reported_duplicates = [], set()
     budget = MAX_PARTITIONS_PER_REQUEST
     for topic in request.topics:
         name = topic.name
         try:
             if counts[name] > 1:
+                if name in reported_duplicates:
+                    continue
+                reported_duplicates.add(name)
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
             if name == CLUSTER_METADATA_TOPIC:
                 raise TopicError(ErrorCode.INVALID_REQUEST,

@@ -5,7 +5,7 @@ Behaviour (Kafka's ControllerApis.deleteTopics):
   INVALID_REQUEST "Topic deletion is disabled." (v1-2).
 * v0-5 name topics in `topic_names`; v6 sends `topics` entries with a name *or* a topic id:
   both set -> INVALID_REQUEST "You may not specify both topic name and topic id.", neither ->
-  INVALID_REQUEST; a name or id given twice -> INVALID_REQUEST "Duplicate topic name." /
+  INVALID_REQUEST; a name or id given twice -> one INVALID_REQUEST "Duplicate topic name." /
   "Duplicate topic id."; a name and an id naming the same topic -> INVALID_REQUEST.
 * Unknown name: UNKNOWN_TOPIC_OR_PARTITION; unknown id: UNKNOWN_TOPIC_ID.
 * Internal topics (`__consumer_offsets`): Kafka lets an authorized admin delete them; here the
@@ -71,12 +71,17 @@ async def handle(ctx, request) -> DeleteTopicsResponse:
     ids = [t for _, t in wanted if t is not None]
     by_id = {meta.topic_id: name for name, meta in lm.topics.items()}
     targets: dict[str, tuple[str | None, uuid.UUID | None]] = {}   # topic name -> as requested
+    duplicates = set()
     for name, tid in wanted:
         if name is not None and names.count(name) > 1:
-            results.append(_result(name, None, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+            if name not in duplicates:   # one answer per duplicated name, as Kafka
+                duplicates.add(name)
+                results.append(_result(name, None, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
             continue
         if tid is not None and ids.count(tid) > 1:
-            results.append(_result(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
+            if tid not in duplicates:
+                duplicates.add(tid)
+                results.append(_result(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
             continue
         if tid is not None:
             resolved = by_id.get(tid)

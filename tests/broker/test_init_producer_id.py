@@ -1,0 +1,53 @@
+"""InitProducerId (key 22): golden bytes (v4), epoch bumps, transactions refused."""
+from kafka.protocol.producer.transaction import InitProducerIdRequest
+
+from admin_harness import Harness, cs, framed, h, s16
+
+
+async def init(h, version=4, **fields):
+    values = {"transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+              "producer_epoch": -1, **fields}
+    r = await h.call(InitProducerIdRequest(**values), version)
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+async def test_golden_v4_first_id(h):
+    request = (
+        bytes.fromhex("0016 0004 0000000d") + s16("test") + b"\x00"   # header v2: InitProducerId v4, corr 13
+        + cs(None)                                 # transactional_id null (idempotent producer)
+        + bytes.fromhex("0000ea60")                # transaction_timeout_ms 60000
+        + bytes.fromhex("ffffffffffffffff")        # producer_id -1
+        + bytes.fromhex("ffff")                    # producer_epoch -1
+        + b"\x00"                                  # tagged fields
+    )
+    expected = framed(
+        bytes.fromhex("0000000d") + b"\x00"        # correlation id, header tagged fields
+        + bytes.fromhex("00000000")                # throttle_time_ms
+        + bytes.fromhex("0000")                    # error_code NONE
+        + bytes.fromhex("0000000000000000")        # producer_id 0
+        + bytes.fromhex("0000")                    # producer_epoch 0
+        + b"\x00"                                  # tagged fields
+    )
+    assert await h.send(request) == expected
+
+
+async def test_ids_bump_and_errors(h):
+    assert await init(h, version=0) == (0, 0, 0)
+    assert await init(h) == (0, 1, 0)
+    assert await init(h, producer_id=1, producer_epoch=0) == (0, 1, 1)
+    assert await init(h, producer_id=1, producer_epoch=-1) == (42, -1, -1)
+    assert await init(h, transactional_id="tx") == (42, -1, -1)
+    assert await init(h, producer_id=999_999, producer_epoch=2) == (0, 2, 0)
+
+
+async def test_restart_continues_above_reserved_block(tmp_path):
+    h = Harness(tmp_path)
+    try:
+        assert await init(h) == (0, 0, 0)
+    finally:
+        h.close()
+    h = Harness(tmp_path)
+    try:
+        assert await init(h) == (0, 1000, 0)
+    finally:
+        h.close()
