@@ -12,8 +12,8 @@ On-disk format (Kafka's `OffsetIndex`, byte for byte), a flat array of 8-byte en
 An entry (o, p) says: the batch starting at position p ends with offset o (o = the *last* offset
 of the append that wrote it), so every offset > o lives at a position >= p. Entries are strictly
 increasing in both fields. The first batch of a segment is never indexed (entries are added only
-after `index.interval.bytes` bytes were appended), so trailing (0, 0) entries are preallocation;
-slot 0 is kept even when zero (harmless: it says what an empty index says, "base offset at 0").
+after `index.interval.bytes` bytes were appended), so no entry has position 0 and trailing (0, 0)
+entries are always preallocation.
 
 The file of the active segment is preallocated to `segment.index.bytes` rounded down to a multiple
 of 8 (a sparse file: zeros, no disk blocks) and trimmed to its entries on roll and close, so a
@@ -201,8 +201,8 @@ class OffsetIndex(SparseIndex):
         pairs = _unpack_column(raw, "i")
         rel, pos = pairs[0::2], pairs[1::2]
         n = len(rel)
-        while n > 1 and rel[n - 1] == 0 and pos[n - 1] == 0:
-            n -= 1  # zero tail of a preallocated file left by a crash (slot 0 may be real)
+        while n and rel[n - 1] == 0 and pos[n - 1] == 0:
+            n -= 1  # zero tail of a preallocated file left by a crash
         self._rel, self._pos = rel[:n], pos[:n]
 
     def sanity_check(self, log_size: int | None = None) -> None:
