@@ -36,7 +36,8 @@ from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, Ka
                                      OffsetOutOfRangeError)
 from kompakt.storage import loader as L
 from kompakt.storage import segment as S
-from kompakt.storage.leader_epoch import UNDEFINED_EPOCH, fsync_dir
+from kompakt.storage.leader_epoch import fsync_dir
+from kompakt.storage.offset_index import CorruptIndexError
 from kompakt.storage.log_validator import validate_and_assign
 
 log = logging.getLogger(__name__)
@@ -532,6 +533,18 @@ class Log:
         new_segments = sorted(new_segments, key=lambda s: s.base_offset)
         with self.lock:
             self._check_open()
+            for seg in new_segments:
+                # The writer may not have built (good) indexes: check, rebuild if needed, trim.
+                try:
+                    seg.sanity_check()
+                    if seg.size > 0 and (seg.time_index.entries == 0 or (
+                            seg.offset_index.entries == 0 and seg.size > seg.index_interval_bytes)):
+                        raise CorruptIndexError("indexes missing")
+                except CorruptIndexError as exc:
+                    log.info("%s: rebuilding indexes of cleaned segment %s (%s)", self.dir,
+                             seg.log_path, exc)
+                    seg.recover()
+                seg.on_become_inactive()
             for seg in reversed(new_segments):                          # step 2
                 if seg.suffix == S.CLEANED_SUFFIX:
                     seg.change_file_suffixes(S.CLEANED_SUFFIX, S.SWAP_SUFFIX)

@@ -126,3 +126,23 @@ def test_client_batch_errors(logdir):
         lg.append_as_leader(batch(1, base_offset=5))
     assert lg.log_end_offset == 0
     lg.close()
+
+
+def test_replace_segments_rebuilds_indexes_of_a_bare_cleaned_log(logdir):
+    from kompakt.storage import segment as S
+    c = cfg(internal_segment_bytes=3000, index_interval_bytes=100)
+    lg = Log.open(logdir, c)
+    base_ts = 1_700_000_000_000
+    for i in range(40):
+        lg.append_as_leader(batch(1, key=b"k%d-" % i, ts=base_ts + i))
+    old = lg.segments[0]
+    kept = b"".join(lg.read(o, 1, min_one=True).records for o in range(0, lg.segments[1].base_offset, 2))
+    with open(S.log_file(logdir, 0, S.CLEANED_SUFFIX), "wb") as f:   # a writer that made no indexes
+        f.write(kept)
+    new = S.LogSegment.open(logdir, 0, c, suffix=S.CLEANED_SUFFIX)
+    lg.replace_segments([new], [old])
+    seg = lg.segments[0]
+    assert seg.offset_index.entries > 0 and seg.max_timestamp_so_far == base_ts + lg.segments[1].base_offset - 2
+    assert os.path.getsize(S.index_file(logdir, 0)) == 8 * seg.offset_index.entries
+    assert lg.offset_for_timestamp(base_ts + 3) == (4, base_ts + 4)
+    lg.close()
