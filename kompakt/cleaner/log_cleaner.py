@@ -265,17 +265,23 @@ class LogCleaner:
         return ltc is not None
 
     def _retention_for_compact_delete(self) -> None:
+        """compact,delete: after cleaning, retention's rules delete old segments (Kafka's deleteOldSegments
+        from the cleaner thread), while the logs are InProgress so nothing else cleans them."""
         logs = self.manager.grab_deletable_logs()
         if not logs:
             return
+        from kompakt.storage import retention
         try:
             for tp, lg in logs:
-                fn = getattr(lg, "delete_old_segments", None)
-                if fn is None:
-                    continue
                 try:
-                    fn()
-                except Exception as exc:  # noqa: BLE001
+                    with lg.lock:
+                        plan = retention.plan_for_log(lg, now_ms(self.time))
+                        if plan:
+                            reason = ", ".join(r for r, _ in plan.steps)
+                            n = lg.delete_segments(plan.segments, reason)
+                            log.info("compact,delete retention removed %d segment(s) of %s-%d (%s)",
+                                     n, tp[0], tp[1], reason)
+                except Exception as exc:  # noqa: BLE001 - retention failing must not stop cleaning
                     log.warning("retention of compacted log %s-%d failed: %s", tp[0], tp[1], exc)
         finally:
             self.manager.done_deleting([tp for tp, _ in logs])
