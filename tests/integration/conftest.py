@@ -9,6 +9,8 @@ Contract (docs/contracts.md, "Test harness"):
   `.log_dir`, `.pid`, `.stop()` (SIGTERM, wait, returns the exit code), `.kill()` (SIGKILL),
   `.restart()` (same dirs and ports), `.start()`, `.log_text()` (the broker's stderr so far).
 - `broker`: `start_broker()` with defaults.
+- `module_broker`: one broker (num.partitions=3, offsets.topic.num.partitions=1) shared by a test module, for tests that
+  only add topics of their own; it saves a start-up per test. Do not stop or restart it.
 Every broker started is stopped at teardown. Never port 9092, never ./kompakt-data.
 """
 from __future__ import annotations
@@ -194,3 +196,15 @@ def start_broker(tmp_path):
 @pytest.fixture
 def broker(start_broker) -> BrokerProcess:
     return start_broker()
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory):
+    proc = BrokerProcess(tmp_path_factory.mktemp("module-broker"),
+                         {"num.partitions": "3", "offsets.topic.num.partitions": "1"})
+    proc.start()
+    yield proc
+    try:
+        proc.stop()
+    except RuntimeError:
+        proc.kill()
