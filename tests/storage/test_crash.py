@@ -19,7 +19,8 @@ CHILD = textwrap.dedent("""
     from kompakt.storage.log_manager import LogManager
 
     log_dir, flush_every = sys.argv[1], int(sys.argv[2])
-    m = LogManager(BrokerConfig({"log.dirs": log_dir, "log.segment.bytes": "2000"}))
+    m = LogManager(BrokerConfig({"log.dirs": log_dir, "log.segment.bytes": "2000",
+                                  "log.index.size.max.bytes": "4096"}))
     m.startup()
     if "crash" not in m.topics:
         m.create_topic("crash", 2, {"internal.segment.bytes": "1500"})
@@ -73,7 +74,8 @@ def test_sigkill_mid_appends_keeps_every_flushed_batch(tmp_path, flush_every):
         proc.stderr.close()
     assert len(acked) >= 60, err
     assert not (log_dir / CLEAN_SHUTDOWN_FILE).exists()
-    m = LogManager(BrokerConfig({"log.dirs": str(log_dir), "log.segment.bytes": "2000"}))
+    m = LogManager(BrokerConfig({"log.dirs": str(log_dir), "log.segment.bytes": "2000",
+                                 "log.index.size.max.bytes": "4096"}))
     m.startup()
     try:
         assert m.had_clean_shutdown == {str(log_dir): False}

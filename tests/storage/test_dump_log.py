@@ -171,3 +171,25 @@ def test_cli_entry(segment):
     from kompakt.cli import main
     d, *_ = segment
     assert main(["dump-log", str(d / "00000000000000000000.index")]) == 0
+
+
+def test_partition_written_by_the_log_manager_verifies_clean(tmp_path):
+    from kompakt.config.broker_config import BrokerConfig
+    from kompakt.storage.log_manager import LogManager
+    m = LogManager(BrokerConfig({"log.dirs": str(tmp_path), "log.segment.bytes": "1000",
+                                 "log.index.interval.bytes": "100"}))
+    m.startup()
+    m.create_topic("t", 1)
+    for i in range(30):
+        m.append_as_leader(("t", 0), R.build_batch([(b"k%d" % i, b"v" * 20)], base_timestamp=TS + i))
+    try:
+        code, out, err = run(tmp_path / "t-0", "--verify-index-only")  # active segment: preallocated indexes
+        assert code == 0 and err == ""
+        code, out, err = run(tmp_path / "t-0" / "00000000000000000000.index")
+        entries = [line for line in out.splitlines() if line.startswith("offset: ")]
+        assert len(entries) >= 3 and err == ""
+    finally:
+        m.shutdown()
+    code, out, err = run(tmp_path / "t-0", "--index-sanity-check")  # closed: trimmed indexes
+    logs = [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log")]
+    assert len(logs) >= 2 and out.count("passed sanity check.") == 2 * len(logs) and err == ""
