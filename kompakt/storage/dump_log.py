@@ -486,34 +486,31 @@ def dump_snapshot(path: str, name: str, opts, problems: _Problems, emit) -> dict
     return result
 
 
-def dump_offset_checkpoint(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
+def _dump_checkpoint(path: str, name: str, problems: _Problems, emit, formatter,
+                     fields: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
     result: dict[str, Any] = {"file": path, "type": name, "entries": []}
     try:
-        offsets = C.OffsetCheckpointFile(path).read_strict()
-    except C.CheckpointCorruptError as exc:
-        result["error"] = str(exc)
-        problems.error(f"Corrupt checkpoint: {exc}")
-        return result
-    emit(f"version: {C.CURRENT_VERSION} entries: {len(offsets)}")
-    for tp, offset in sorted(offsets.items()):
-        result["entries"].append({"topic": tp.topic, "partition": tp.partition, "offset": offset})
-        emit(f"topic: {tp.topic} partition: {tp.partition} offset: {offset}")
-    return result
-
-
-def dump_epoch_checkpoint(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
-    result: dict[str, Any] = {"file": path, "type": name, "entries": []}
-    try:
-        entries = C.LeaderEpochCheckpointFile(path).read_strict()
+        entries = C.CheckpointFile(path, formatter).read_strict()
     except C.CheckpointCorruptError as exc:
         result["error"] = str(exc)
         problems.error(f"Corrupt checkpoint: {exc}")
         return result
     emit(f"version: {C.CURRENT_VERSION} entries: {len(entries)}")
-    for epoch, start in entries:
-        result["entries"].append({"epoch": epoch, "startOffset": start})
-        emit(f"epoch: {epoch} startOffset: {start}")
+    for entry in entries:
+        row = fields(entry)
+        result["entries"].append(row)
+        emit(" ".join(f"{k}: {v}" for k, v in row.items()))
     return result
+
+
+def dump_offset_checkpoint(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
+    return _dump_checkpoint(path, name, problems, emit, C.OFFSET_FORMATTER,
+                            lambda e: {"topic": e[0].topic, "partition": e[0].partition, "offset": e[1]})
+
+
+def dump_epoch_checkpoint(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
+    return _dump_checkpoint(path, name, problems, emit, C.EPOCH_FORMATTER,
+                            lambda e: {"epoch": e[0], "startOffset": e[1]})
 
 
 def dump_partition_metadata(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
