@@ -75,19 +75,14 @@ class OffsetsTopic:
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
         """Append the records as one batch to the group's partition; returns its base offset.
 
-        Raises a KafkaError (storage's, or COORDINATOR_NOT_AVAILABLE when the log is missing)."""
+        Raises a KafkaError (storage's; UNKNOWN_TOPIC_OR_PARTITION when the log is missing)."""
         if not records:
             return -1
         self.ensure()
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
-        partition_log = self.log_manager.get_log(tp)
-        if partition_log is None:
-            raise errors.CoordinatorNotAvailableError(f"{tp.topic}-{tp.partition} has no log")
         batch = rec.build_batch(records, base_timestamp=self.time_ms())
-        info = partition_log.append_as_leader(batch, origin="coordinator")
-        listener = getattr(self.log_manager, "append_listener", None)
-        if listener is not None:
-            listener(tp)
+        # LogManager.append_as_leader also wakes fetch long-polls on the partition.
+        info = self.log_manager.append_as_leader(tp, batch, origin="coordinator")
         return getattr(info, "first_offset", getattr(info, "base_offset", -1))
 
     # -- reads -------------------------------------------------------------------------------

@@ -1,0 +1,171 @@
+"""A consumer-group member as a separate process, for the group integration tests.
+
+    python groups_consumer.py CLIENT BOOTSTRAP GROUP TOPIC [--instance-id ID] [--session-ms N]
+
+CLIENT is kafka-python, confluent or aiokafka. The process subscribes TOPIC in GROUP with manual
+commits (auto.offset.reset=earliest) and writes JSON lines to stdout:
+
+    {"event": "assigned", "partitions": [0, 3]}     (after each rebalance: the full assignment)
+    {"event": "revoked", "partitions": [0, 3]}
+    {"event": "records", "records": [[partition, offset, "value"], ...]}   only after the commit
+                                                                           of those records
+    {"event": "closed"}
+
+Records whose commit fails (a rebalance started) are not reported: the partition's next owner
+gets them again from the committed offset, so the reported records are exactly the committed ones.
+A line "close" on stdin closes the consumer gracefully (LeaveGroup unless static) and exits; the
+tests SIGKILL the process to simulate a crash (no LeaveGroup: the session timeout must expire).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+import threading
+
+HEARTBEAT_MS = 250
+POLL_S = 0.1
+
+
+def emit(event: str, **fields) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.flush()
+
+
+def watch_stdin(stop: threading.Event) -> None:
+    def run():
+        for line in sys.stdin:
+            if line.strip() == "close":
+                break
+        stop.set()
+    threading.Thread(target=run, daemon=True).start()
+
+
+def run_kafka_python(args, stop: threading.Event) -> None:
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+    class Listener(ConsumerRebalanceListener):
+        def on_partitions_revoked(self, revoked):
+            emit("revoked", partitions=sorted(tp.partition for tp in revoked))
+
+        def on_partitions_assigned(self, assigned):
+            emit("assigned", partitions=sorted(tp.partition for tp in assigned))
+
+    extra = {"group_instance_id": args.instance_id} if args.instance_id else {}
+    consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group,
+                             client_id=f"kp-{args.instance_id or 'dyn'}",
+                             enable_auto_commit=False, auto_offset_reset="earliest",
+                             session_timeout_ms=args.session_ms, heartbeat_interval_ms=HEARTBEAT_MS,
+                             max_poll_interval_ms=args.rebalance_ms, **extra)
+    consumer.subscribe([args.topic], listener=Listener())
+    while not stop.is_set():
+        batches = consumer.poll(timeout_ms=int(POLL_S * 1000))
+        records = [[r.partition, r.offset, r.value.decode()] for rs in batches.values() for r in rs]
+        if records:
+            try:
+                consumer.commit()
+            except KafkaError as exc:   # e.g. CommitFailedError during a rebalance
+                emit("commit_failed", error=repr(exc))
+                continue
+            emit("records", records=records)
+    consumer.close()
+    emit("closed")
+
+
+def run_confluent(args, stop: threading.Event) -> None:
+    from confluent_kafka import Consumer, KafkaException
+
+    conf = {"bootstrap.servers": args.bootstrap, "group.id": args.group,
+            "client.id": f"ck-{args.instance_id or 'dyn'}",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest",
+            "session.timeout.ms": args.session_ms, "heartbeat.interval.ms": HEARTBEAT_MS,
+            "max.poll.interval.ms": args.rebalance_ms, "topic.metadata.refresh.interval.ms": 1000}
+    if args.instance_id:
+        conf["group.instance.id"] = args.instance_id
+    consumer = Consumer(conf)
+    consumer.subscribe([args.topic],
+                       on_assign=lambda c, ps: emit("assigned", partitions=sorted(p.partition for p in ps)),
+                       on_revoke=lambda c, ps: emit("revoked", partitions=sorted(p.partition for p in ps)))
+    while not stop.is_set():
+        msgs = consumer.consume(num_messages=1000, timeout=POLL_S)
+        records = [[m.partition(), m.offset(), m.value().decode()] for m in msgs if m.error() is None]
+        if records:
+            try:
+                consumer.commit(asynchronous=False)
+            except KafkaException as exc:
+                emit("commit_failed", error=repr(exc))
+                continue
+            emit("records", records=records)
+    consumer.close()
+    emit("closed")
+
+
+def run_aiokafka(args, stop: threading.Event) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.abc import ConsumerRebalanceListener
+    from aiokafka.errors import IllegalStateError, KafkaError
+
+    class Listener(ConsumerRebalanceListener):
+        async def on_partitions_revoked(self, revoked):
+            emit("revoked", partitions=sorted(tp.partition for tp in revoked))
+
+        async def on_partitions_assigned(self, assigned):
+            emit("assigned", partitions=sorted(tp.partition for tp in assigned))
+
+    async def main():
+        extra = {"group_instance_id": args.instance_id} if args.instance_id else {}
+        consumer = AIOKafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group,
+                                    client_id=f"ak-{args.instance_id or 'dyn'}",
+                                    enable_auto_commit=False, auto_offset_reset="earliest",
+                                    session_timeout_ms=args.session_ms,
+                                    heartbeat_interval_ms=HEARTBEAT_MS,
+                                    max_poll_interval_ms=args.rebalance_ms,
+                                    rebalance_timeout_ms=args.rebalance_ms, **extra)
+        consumer.subscribe([args.topic], listener=Listener())
+        await consumer.start()
+        try:
+            while not stop.is_set():
+                batches = await consumer.getmany(timeout_ms=int(POLL_S * 1000))
+                records = [[r.partition, r.offset, r.value.decode()] for rs in batches.values() for r in rs]
+                if records:
+                    try:
+                        await consumer.commit()
+                    except (KafkaError, IllegalStateError) as exc:
+                        emit("commit_failed", error=repr(exc))
+                        continue
+                    emit("records", records=records)
+        finally:
+            await consumer.stop()
+        emit("closed")
+
+    asyncio.run(main())
+
+
+RUNNERS = {"kafka-python": run_kafka_python, "confluent": run_confluent, "aiokafka": run_aiokafka}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("client", choices=sorted(RUNNERS))
+    p.add_argument("bootstrap")
+    p.add_argument("group")
+    p.add_argument("topic")
+    p.add_argument("--instance-id")
+    p.add_argument("--session-ms", type=int, default=2000)
+    p.add_argument("--rebalance-ms", type=int, default=6000)
+    args = p.parse_args()
+    # Client warnings (and everything with GROUPS_CONSUMER_DEBUG=1) go to the member's stderr log.
+    logging.basicConfig(level=logging.DEBUG if os.environ.get("GROUPS_CONSUMER_DEBUG") else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s")
+    stop = threading.Event()
+    watch_stdin(stop)
+    RUNNERS[args.client](args, stop)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,160 @@
+"""Helpers of the consumer-group integration tests: member processes, producing, polling.
+
+Members run as separate processes (groups_consumer.py) so that a crash is a real SIGKILL: no
+LeaveGroup, the broker must notice through the session timeout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CLIENTS = ["confluent", "kafka-python", "aiokafka"]
+WAIT_S = 45.0
+
+# Broker settings that keep group tests quick: no initial rebalance delay, short sessions allowed.
+GROUP_BROKER = {"group.initial.rebalance.delay.ms": "0", "group.min.session.timeout.ms": "500",
+                "offsets.topic.num.partitions": "5", "offsets.retention.check.interval.ms": "600000"}
+
+
+def wait_until(predicate, what: str, timeout: float = WAIT_S, interval: float = 0.05):
+    """Poll `predicate` until it returns something truthy; fail naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Member:
+    """One consumer process; its JSON events are collected by a reader thread."""
+
+    def __init__(self, client: str, bootstrap: str, group: str, topic: str, log_dir: Path,
+                 instance_id: str | None = None, session_ms: int = 2000):
+        self.client = client
+        cmd = [sys.executable, str(HERE / "groups_consumer.py"), client, bootstrap, group, topic,
+               "--session-ms", str(session_ms)]
+        if instance_id:
+            cmd += ["--instance-id", instance_id]
+        self.stderr_path = Path(log_dir) / f"member-{client}-{instance_id or 'dyn'}-{time.monotonic_ns()}.log"
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.events: list[dict] = []
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self._lock:
+                self.events.append(event)
+
+    def snapshot(self) -> list[dict]:
+        with self._lock:
+            return list(self.events)
+
+    def assignment(self) -> set[int] | None:
+        """The partitions owned now: the last "assigned" unless a "revoked" followed it."""
+        current = None
+        for e in self.snapshot():
+            if e["event"] == "assigned":
+                current = set(e["partitions"])
+            elif e["event"] == "revoked" and current is not None:
+                current -= set(e["partitions"])
+        return current
+
+    def values(self) -> list[str]:
+        return [r[2] for e in self.snapshot() if e["event"] == "records" for r in e["records"]]
+
+    def count(self, event: str) -> int:
+        return sum(1 for e in self.snapshot() if e["event"] == event)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Graceful close (the consumer sends LeaveGroup unless static)."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(b"close\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise AssertionError(f"{self.client} member did not close:\n{self.stderr()}")
+        self._reader.join(5)
+        self._stderr.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        self._reader.join(5)
+        self._stderr.close()
+
+    def stderr(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")[-3000:]
+        except FileNotFoundError:
+            return ""
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        admin.create_topics({topic: {"num_partitions": partitions, "replication_factor": 1}})
+    finally:
+        admin.close()
+
+
+def produce(bootstrap: str, topic: str, values: list[str], partitions: int) -> None:
+    """Values spread round-robin over the partitions; returns when all are acknowledged."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    errors: list = []
+    for i, v in enumerate(values):
+        p.produce(topic, v.encode(), partition=i % partitions,
+                  on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(30) == 0, "producer did not deliver everything"
+    assert not errors, errors
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    """partition -> committed offset of `group`, read with kafka-python's admin client."""
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        offsets = admin.list_group_offsets(group)[group]
+    finally:
+        admin.close()
+    return {tp.partition: om.offset for tp, om in offsets.items()}
+
+
+def listed_groups(bootstrap: str) -> dict[str, dict]:
+    """group id -> ListGroups entry, with kafka-python's admin client."""
+    from kafka import KafkaAdminClient
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    try:
+        return {g["group_id"]: g for g in admin.list_groups()}
+    finally:
+        admin.close()
+
+
+def rebalances_logged(broker) -> int:
+    """How many join phases the coordinator has started (its log line per PreparingRebalance)."""
+    return broker.log_text().count("preparing to rebalance")

@@ -1,0 +1,135 @@
+"""Consumer groups end to end with each real client (confluent-kafka, kafka-python, aiokafka).
+
+One broker per test; members are separate processes (groups_support.Member). Covered:
+* three members of a 6-partition topic get a full, non-overlapping assignment;
+* one member leaves (LeaveGroup), one is SIGKILLed (session timeout), the survivor takes over
+  every partition, and with manual commits every record is consumed exactly once;
+* a new member of the group resumes from the committed offsets;
+* the broker is restarted gracefully and with SIGKILL: committed offsets and the group survive,
+  and a member started after the restart resumes where the group left off;
+* a static member (group.instance.id) that restarts gets its partitions back without a rebalance.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from groups_support import (CLIENTS, GROUP_BROKER, Member, committed_offsets, create_topic, listed_groups,
+                            produce, rebalances_logged, wait_until)
+
+PARTITIONS = 6
+
+
+def values(phase: str, n: int) -> list[str]:
+    return [f"{phase}-{i}" for i in range(n)]
+
+
+def consumed(members) -> Counter:
+    return Counter(v for m in members for v in m.values())
+
+
+def full_disjoint_assignment(members, partitions: int):
+    owned = [m.assignment() for m in members]
+    if any(a is None or not a for a in owned):
+        return False
+    union = set().union(*owned)
+    return union == set(range(partitions)) and sum(len(a) for a in owned) == partitions
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_group_rebalance_exactly_once_and_restarts(client, start_broker, tmp_path):
+    broker = start_broker(config=GROUP_BROKER)
+    topic, group = "orders", f"g-{client}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    phase1 = values("p1", 60)
+    produce(broker.bootstrap, topic, phase1, PARTITIONS)
+
+    members = [Member(client, broker.bootstrap, group, topic, tmp_path) for _ in range(3)]
+    try:
+        wait_until(lambda: full_disjoint_assignment(members, PARTITIONS),
+                   "three members to share the six partitions")
+        assert sorted(len(m.assignment()) for m in members) == [2, 2, 2]
+        wait_until(lambda: set(consumed(members)) == set(phase1), "phase 1 consumed")
+
+        leaver, victim, survivor = members
+        victim.kill()           # no LeaveGroup: only the session timeout removes it
+        leaver.close()          # LeaveGroup: immediate rebalance
+        wait_until(lambda: survivor.assignment() == set(range(PARTITIONS)),
+                   "the survivor to own every partition")
+        phase2 = values("p2", 60)
+        produce(broker.bootstrap, topic, phase2, PARTITIONS)
+        wait_until(lambda: set(consumed(members)) == set(phase1 + phase2), "phase 2 consumed")
+        counts = consumed(members)
+        assert [v for v, n in counts.items() if n > 1] == [], "records consumed twice"
+        survivor.close()
+    finally:
+        for m in members:
+            m.kill()
+
+    # A new member resumes from the group's commits: it sees phase 3 only.
+    phase3 = values("p3", 30)
+    produce(broker.bootstrap, topic, phase3, PARTITIONS)
+    resumed = Member(client, broker.bootstrap, group, topic, tmp_path)
+    try:
+        wait_until(lambda: set(resumed.values()) >= set(phase3), "phase 3 consumed by the new member")
+        resumed.close()
+    finally:
+        resumed.kill()
+    assert sorted(resumed.values()) == sorted(phase3)
+    expected = {p: 25 for p in range(PARTITIONS)}           # 150 records round-robin over 6
+    assert committed_offsets(broker.bootstrap, group) == expected
+
+    # Graceful broker restart: offsets survive and a member resumes after them.
+    broker.restart()
+    assert committed_offsets(broker.bootstrap, group) == expected
+    phase4 = values("p4", 30)
+    produce(broker.bootstrap, topic, phase4, PARTITIONS)
+    after = Member(client, broker.bootstrap, group, topic, tmp_path)
+    try:
+        wait_until(lambda: set(after.values()) >= set(phase4), "phase 4 consumed after the restart")
+        after.close()
+    finally:
+        after.kill()
+    assert sorted(after.values()) == sorted(phase4)
+
+    # SIGKILL: the appended commits are in the log; the group is still listed.
+    broker.restart(kill=True)
+    assert committed_offsets(broker.bootstrap, group) == {p: 30 for p in range(PARTITIONS)}
+    assert listed_groups(broker.bootstrap)[group]["group_state"] == "Empty"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_static_member_restart_without_rebalance(client, start_broker, tmp_path):
+    broker = start_broker(config=GROUP_BROKER)
+    topic, group = "static", f"s-{client}"
+    create_topic(broker.bootstrap, topic, 4)
+    # Long sessions: the restarted instance must be back before the broker would expire it.
+    a = Member(client, broker.bootstrap, group, topic, tmp_path, instance_id="a", session_ms=20000)
+    b = Member(client, broker.bootstrap, group, topic, tmp_path, instance_id="b", session_ms=20000)
+    restarted = None
+    try:
+        wait_until(lambda: full_disjoint_assignment([a, b], 4), "two static members sharing 4 partitions")
+        first = values("s1", 40)
+        produce(broker.bootstrap, topic, first, 4)
+        wait_until(lambda: set(consumed([a, b])) == set(first), "records consumed by both members")
+        owned_by_a = a.assignment()
+        rebalances, b_events = rebalances_logged(broker), len(b.snapshot())
+
+        a.kill()
+        restarted = Member(client, broker.bootstrap, group, topic, tmp_path, instance_id="a",
+                           session_ms=20000)
+        wait_until(lambda: restarted.assignment(), "the restarted static member to be assigned")
+        assert restarted.assignment() == owned_by_a
+        second = values("s2", 40)
+        produce(broker.bootstrap, topic, second, 4)
+        wait_until(lambda: set(consumed([a, b, restarted])) >= set(second), "records after the restart")
+
+        assert rebalances_logged(broker) == rebalances, "the static rejoin triggered a rebalance"
+        assert [e["event"] for e in b.snapshot()[b_events:]
+                if e["event"] != "records"] == [], "the other member saw a rebalance"
+        assert [v for v, n in consumed([a, b, restarted]).items() if n > 1] == []
+    finally:
+        for m in (a, b, restarted):
+            if m is not None:
+                m.kill()
