@@ -1,13 +1,9 @@
 """Fixtures for cleaner tests: real Logs in a tmp log dir, a driven clock, a running LogCleaner."""
-import os
-
 import pytest
 
 from kompakt.cleaner import LogCleaner
 from kompakt.config.broker_config import BrokerConfig
-from kompakt.config.topic_config import LogConfig
 from kompakt.protocol import records as R
-from kompakt.storage.log import Log
 
 T0 = 1_700_000_000_000
 
@@ -29,23 +25,30 @@ class Clock:
 
 
 class Logs:
-    """The part of LogManager the cleaner reads: all_logs()."""
+    """A real LogManager over a tmp log dir, with a shortcut to create one-partition topics."""
 
-    def __init__(self, log_dir, clock):
+    def __init__(self, log_dir, clock, **broker_kw):
+        from kompakt.storage.log_manager import LogManager
         self.log_dir = log_dir
         self.clock = clock
-        self.logs = {}
+        self.config = broker_config(log_dir, **broker_kw)
+        self.manager = LogManager(self.config, time=clock)
+        self.manager.startup()
 
     def all_logs(self):
-        return dict(self.logs)
+        return self.manager.all_logs()
 
-    def create(self, topic, partition=0, **overrides):
+    @property
+    def logs(self):
+        return self.manager.all_logs()
+
+    def create(self, topic, partitions=1, **overrides):
         overrides.setdefault("cleanup.policy", "compact")
-        cfg = LogConfig.from_overrides({k.replace("_", "."): str(v) for k, v in overrides.items()})
-        d = os.path.join(self.log_dir, f"{topic}-{partition}")
-        lg = Log.open(d, cfg, tp=(topic, partition), time=self.clock)
-        self.logs[(topic, partition)] = lg
-        return lg
+        self.manager.create_topic(topic, partitions, {k.replace("_", "."): str(v) for k, v in overrides.items()})
+        return self.manager.get_log((topic, 0))
+
+    def close(self):
+        self.manager.shutdown()
 
 
 def append(lg, recs, ts=None, **kw):
@@ -96,11 +99,7 @@ def clock():
 def logs(tmp_path, clock):
     holder = Logs(str(tmp_path), clock)
     yield holder
-    for lg in holder.logs.values():
-        try:
-            lg.close()
-        except Exception:
-            pass
+    holder.close()
 
 
 def broker_config(log_dir, **kw):
@@ -112,7 +111,8 @@ def broker_config(log_dir, **kw):
 
 @pytest.fixture
 async def cleaner(logs, clock):
-    c = LogCleaner(broker_config(logs.log_dir), logs, time=clock)
+    c = LogCleaner(logs.config, logs.manager, time=clock)
+    logs.manager.cleaner = c
     c.start()
     yield c
     await c.shutdown()

@@ -11,7 +11,7 @@ from kompakt.cleaner.cleaner import Cleaner
 from kompakt.cleaner.manager import log_dir_of
 from kompakt.cleaner.offset_map import SkimpyOffsetMap
 
-from .conftest import Clock, Logs, append, broker_config, read_log
+from .conftest import Clock, Logs, append, read_log
 
 DAY = 86_400_000
 
@@ -56,7 +56,8 @@ def test_cleaned_log_matches_model(ops, seg_bytes):
     logs = Logs(tmp, clock)
     try:
         lg = logs.create("m", internal_segment_bytes=seg_bytes, min_cleanable_dirty_ratio="0.01")
-        cleaner = LogCleaner(broker_config(tmp), logs, time=clock)
+        cleaner = LogCleaner(logs.config, logs.manager, time=clock)
+        logs.manager.cleaner = cleaner
         originals = {}                # offset -> (key, value)
         latest = {}                   # key -> offset of its latest record
         consumer_view, consumer_pos = {}, 0
@@ -117,6 +118,5 @@ def test_cleaned_log_matches_model(ops, seg_bytes):
         model[b"tick"] = b"1"
         assert fresh == model
     finally:
-        for lg_ in logs.logs.values():
-            lg_.close()
+        logs.close()
         shutil.rmtree(tmp, ignore_errors=True)
