@@ -79,11 +79,13 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
     if n < R.BATCH_OVERHEAD:
         raise CorruptMessageError(f"Record batch of {n} bytes in the append to {tp} is shorter than "
                                   f"the {R.BATCH_OVERHEAD}-byte batch header")
-    base_offset, size, magic = R.peek_size_and_magic(records, 0)
+    hdr = R.read_header(records, 0)
+    magic = hdr.magic
     if magic != R.CURRENT_MAGIC:
         raise UnsupportedForMessageFormatError(
             f"Produce requests are only allowed to contain record batches with magic version 2, "
             f"found magic {magic} in the append to {tp}")
+    size = hdr.batch_length + R.LOG_OVERHEAD
     if size < R.BATCH_OVERHEAD or size > n:
         raise CorruptMessageError(f"Record batch in the append to {tp} declares {size} bytes but "
                                   f"{n} were sent")
@@ -98,9 +100,7 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
         raise RecordListTooLargeError(
             f"Message batch size is {size} bytes in append to partition {tp} which exceeds the "
             f"maximum configured segment size of {config.segment_bytes}.")
-    buf = bytearray(records)
-    hdr = R.read_header(buf, 0)
-    if not R.valid_crc(buf, 0, hdr):
+    if not R.valid_crc(records, 0, hdr):
         raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt (CRC mismatch, "
                                   f"stored crc = {hdr.crc})")
     client = origin == "client"
@@ -141,7 +141,7 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
     recs = None
     if parse:
         try:
-            recs = R.decode_records(buf, 0, hdr)
+            recs = R.decode_records(records, 0, hdr)
         except (R.CorruptRecordError, ValueError, EOFError) as exc:
             raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {exc}") from None
         if len(recs) != hdr.records_count:
@@ -172,11 +172,15 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
                 f"The record batch size in the append to {tp} is {len(buf)} bytes after "
                 f"recompression which exceeds the maximum configured value of {max_message_bytes}.")
     else:
+        buf = bytearray(records)
         R.patch_base_offset(buf, 0, first)
         R.patch_partition_leader_epoch(buf, 0, leader_epoch)
         if log_append:
             R.patch_max_timestamp_log_append(buf, 0, now_ms)
-    hdr = R.read_header(buf, 0)
+        else:
+            hdr = hdr._replace(base_offset=first, partition_leader_epoch=leader_epoch)
+    if recompress or log_append:
+        hdr = R.read_header(buf, 0)
     last = hdr.last_offset
     if log_append:
         max_ts, offset_of_max = now_ms, last

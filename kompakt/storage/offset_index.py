@@ -55,6 +55,19 @@ def round_down(value: int, multiple: int) -> int:
     return (value // multiple) * multiple
 
 
+def _data_end(fd: int, length: int) -> int:
+    """End of the written part of a sparse (preallocated) file, rounded up to whole entries.
+
+    SEEK_HOLE finds the first hole, so a crashed active index does not make us read megabytes of
+    preallocated zeros; filesystems without holes report the file length.
+    """
+    try:
+        end = os.lseek(fd, 0, os.SEEK_HOLE)
+    except (OSError, AttributeError):
+        return length
+    return -(-end // (ENTRY_SIZE * 3)) * (ENTRY_SIZE * 3)  # a multiple of both entry sizes
+
+
 def _unpack_column(raw: bytes, typecode: str) -> array:
     col = array(typecode)
     col.frombytes(raw)
@@ -89,7 +102,7 @@ class SparseIndex:
                 os.ftruncate(self._fd, self._length)
         else:
             self._length = os.fstat(self._fd).st_size
-            n = self._length // self.entry_size
+            n = min(self._length, _data_end(self._fd, self._length)) // self.entry_size
             self._load(os.pread(self._fd, n * self.entry_size, 0) if n else b"")
 
     def _init_columns(self) -> None:
@@ -198,12 +211,10 @@ class OffsetIndex(SparseIndex):
         return self._rel, self._pos
 
     def _load(self, raw: bytes) -> None:
-        pairs = _unpack_column(raw, "i")
-        rel, pos = pairs[0::2], pairs[1::2]
-        n = len(rel)
-        while n and rel[n - 1] == 0 and pos[n - 1] == 0:
-            n -= 1  # zero tail of a preallocated file left by a crash
-        self._rel, self._pos = rel[:n], pos[:n]
+        # Drop the all-zero tail of a preallocated file left by a crash (C-speed rstrip).
+        n = -(-len(raw.rstrip(b"\x00")) // ENTRY_SIZE)
+        pairs = _unpack_column(raw[:n * ENTRY_SIZE], "i")
+        self._rel, self._pos = pairs[0::2], pairs[1::2]
 
     def sanity_check(self, log_size: int | None = None) -> None:
         """Raise CorruptIndexError if the file cannot be this segment's index."""

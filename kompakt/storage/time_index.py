@@ -51,7 +51,12 @@ class TimeIndex(SparseIndex):
         return self._ts, self._rel
 
     def _load(self, raw: bytes) -> None:
-        n = len(raw) // ENTRY_SIZE
+        # Drop the all-zero tail of a preallocated file left by a crash (C-speed rstrip); slot 0
+        # stays even when zero: (timestamp 0, base offset) can be a real entry.
+        n = -(-len(raw.rstrip(b"\x00")) // ENTRY_SIZE)
+        if n == 0 and len(raw) >= ENTRY_SIZE:
+            n = 1
+        raw = raw[:n * ENTRY_SIZE]
         ts = array("q")
         rel = array("i")
         if n:
@@ -60,9 +65,7 @@ class TimeIndex(SparseIndex):
             if _LITTLE:
                 ts.byteswap()
                 rel.byteswap()
-        while n > 1 and ts[n - 1] == 0 and rel[n - 1] == 0:
-            n -= 1  # zero tail of a preallocated file left by a crash (slot 0 may be real)
-        self._ts, self._rel = ts[:n], rel[:n]
+        self._ts, self._rel = ts, rel
 
     def sanity_check(self) -> None:
         if self._length % ENTRY_SIZE:
