@@ -387,7 +387,7 @@ class LiveCollector:
     def _cleaner_globals(self, status: Any) -> Iterable[Any]:
         def gauge(name: str, help_text: str, value: Any, scale: float = 1.0):
             v = _num(value)
-            if v is not None:
+            if v is not None and v >= 0:  # the cleaner reports -1 for "never" (e.g. no run yet)
                 yield GaugeMetricFamily(name, help_text, value=v * scale)
 
         yield from gauge(CLEANER_MAX_DIRTY_RATIO, "Dirty ratio of the filthiest compacted log at the last "
@@ -490,7 +490,7 @@ class LiveCollector:
             row: dict[str, float] = {}
             for key, names in keys.items():
                 v = _num(_get(st, *names))
-                if v is not None:
+                if v is not None and (v >= 0 or key == "dirty"):  # -1 means "never cleaned"
                     row[key] = v * scale.get(key, 1.0)
             state = str(_get(st, "state", default="")).lower()
             row["paused"] = 1.0 if ("pause" in state or (_num(_get(st, "paused_count")) or 0) > 0) else 0.0

@@ -1,0 +1,240 @@
+"""The admin HTTP API against a real broker process, over real HTTP, with real Kafka clients
+producing and consuming: partition listing and detail, every error path (unknown topic, partition
+out of range, bad input, compact on a delete-policy topic, resume when not paused), reentrant
+pause/resume, compact-now actually compacting (checked by reading from offset 0 with
+confluent-kafka), and the `kompakt admin` CLI wrapping it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+QUIET = {"log_level": 0}
+PAD = b"x" * 100  # values large enough that a few dozen records roll 1 KiB segments
+
+
+def http(base: str, method: str, path: str, body=None) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+    req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def create_topics(bootstrap: str, *topics: NewTopic) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap, **QUIET})
+    for name, fut in admin.create_topics(list(topics), operation_timeout=10).items():
+        fut.result(30)
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes | None]], partition: int = 0,
+            linger_ms: int = 0) -> None:
+    errors: list = []
+    # batch.size under log.segment.bytes (1 KiB here): a batch larger than a segment is refused
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.size": 700, **QUIET})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=partition,
+                         on_delivery=lambda err, msg: errors.append(err) if err else None)
+        producer.poll(0)
+    assert producer.flush(30) == 0
+    assert not errors, errors
+
+
+def read_all(bootstrap: str, topic: str, partition: int, end_offset: int) -> list[tuple[int, bytes, bytes | None]]:
+    """Every record from offset 0 up to end_offset, as (offset, key, value)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "admin-api-test", "enable.auto.commit": False,
+                         "enable.partition.eof": True, **QUIET})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    out: list = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                if msg.error().code() == -191 and (not out or out[-1][0] >= end_offset - 1):  # _PARTITION_EOF
+                    break
+                continue
+            out.append((msg.offset(), msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return out
+
+
+@pytest.fixture
+def kbroker(start_broker):
+    # Small segments so a few hundred records roll several; the background cleaner waits long so
+    # only the admin API's compact-now cleans in these tests.
+    b = start_broker(config={"log.segment.bytes": "1024", "log.cleaner.backoff.ms": "600000",
+                             "log.cleaner.min.cleanable.ratio": "0.99"})
+    create_topics(b.bootstrap, NewTopic("cmp", 2, 1, config={"cleanup.policy": "compact"}),
+                  NewTopic("plain", 1, 1, config={"cleanup.policy": "delete"}))
+    return b
+
+
+def test_partitions_list_detail_and_errors(kbroker):
+    base = kbroker.metrics_url
+    produce(kbroker.bootstrap, "plain", [(b"k", b"v%d-" % i + PAD) for i in range(30)])
+
+    status, body = http(base, "GET", "/v1/partitions")
+    assert status == 200
+    rows = {(p["topic"], p["partition"]): p for p in body["partitions"]}
+    assert {("cmp", 0), ("cmp", 1), ("plain", 0)} <= set(rows)
+    assert rows[("plain", 0)]["log_end_offset"] == 30 and rows[("plain", 0)]["size_bytes"] > 0
+    assert rows[("plain", 0)]["cleanup_policy"] == ["delete"] and rows[("cmp", 0)]["cleanup_policy"] == ["compact"]
+    status, body = http(base, "GET", "/v1/partitions?topic=cmp")
+    assert status == 200 and {p["topic"] for p in body["partitions"]} == {"cmp"}
+
+    status, detail = http(base, "GET", "/v1/partitions/plain/0")
+    assert status == 200
+    assert detail["log_end_offset"] == 30 and detail["segment_count"] == len(detail["segments"]) > 1
+    assert sum(s["size_bytes"] for s in detail["segments"]) == detail["size_bytes"]
+    assert [s["active"] for s in detail["segments"]].count(True) == 1 and detail["segments"][-1]["active"]
+    assert detail["cleaner"]["enabled"] is True and detail["cleaner"]["state"] == "None"
+
+    cases = [
+        ("GET", "/v1/partitions/nosuch/0", 404, "unknown_topic"),
+        ("GET", "/v1/partitions?topic=nosuch", 404, "unknown_topic"),
+        ("GET", "/v1/partitions/cmp/2", 404, "unknown_partition"),
+        ("GET", "/v1/partitions/cmp/x", 400, "bad_partition"),
+        ("GET", "/v1/partitions/cmp/-1", 400, "bad_partition"),
+        ("POST", "/v1/partitions/nosuch/0/compact", 404, "unknown_topic"),
+        ("POST", "/v1/partitions/cmp/9/pause", 404, "unknown_partition"),
+        ("POST", "/v1/partitions/plain/0/compact", 409, "not_compacted"),
+        ("POST", "/v1/partitions/cmp/0/compact?wait=soon", 400, "bad_wait"),
+        ("POST", "/v1/partitions/cmp/0/compact?wait=9999", 400, "bad_wait"),
+        ("POST", "/v1/partitions/cmp/0/resume", 409, "not_paused"),
+        ("GET", "/v1/jobs/12345", 404, "unknown_job"),
+        ("DELETE", "/v1/partitions/cmp/0", 405, "method_not_allowed"),
+    ]
+    for method, path, want_status, want_kind in cases:
+        status, body = http(base, method, path)
+        assert (status, body.get("error")) == (want_status, want_kind), (method, path, body)
+        assert body["message"] and body["status"] == want_status
+    status, body = http(base, "GET", "/v1/partitions/cmp/2")
+    assert "has 2 partition(s), 0..1" in body["message"]
+    status, body = http(base, "POST", "/v1/partitions/plain/0/compact")
+    assert "cleanup.policy=delete" in body["message"] and "compact" in body["message"]
+
+    # adopt: bad bodies are refused before anything is touched
+    for payload in ({}, {"staging_dir": 3}, {"staging_dir": "/nonexistent/staging"}):
+        status, body = http(base, "POST", "/v1/partitions/cmp/0/adopt", payload)
+        assert status == 400, (payload, body)
+    req = urllib.request.Request(base + "/v1/partitions/cmp/0/adopt", data=b"not json", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(req, timeout=10)
+    assert info.value.code == 400 and json.loads(info.value.read())["error"] == "bad_body"
+
+
+def test_pause_twice_resume_twice(kbroker):
+    base = kbroker.metrics_url
+    for expected in (1, 2):
+        status, body = http(base, "POST", "/v1/partitions/cmp/1/pause")
+        assert status == 200, body
+        assert body["cleaner"]["paused_count"] == expected and body["cleaner"]["state"] == f"Paused({expected})"
+    # paused partitions are not compacted on demand either; the other partition is untouched
+    assert http(base, "GET", "/v1/partitions/cmp/0")[1]["cleaner"]["paused_count"] == 0
+    metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    assert 'kompakt_cleaner_partition_paused{partition="1",topic="cmp"} 1.0' in metrics
+    for expected in (1, 0):
+        status, body = http(base, "POST", "/v1/partitions/cmp/1/resume")
+        assert status == 200, body
+        assert body["cleaner"]["paused_count"] == expected
+    assert body["cleaner"]["state"] == "None"
+    status, body = http(base, "POST", "/v1/partitions/cmp/1/resume")
+    assert status == 409 and body["error"] == "not_paused"
+
+
+def test_compact_now_compacts(kbroker):
+    base = kbroker.metrics_url
+    keys = [b"key-%d" % i for i in range(8)]
+    records = [(keys[i % len(keys)], b"value-%d-" % i + PAD) for i in range(240)]
+    records[-20] = (keys[3], None)  # a tombstone: kept (delete.retention.ms not passed), value None
+    produce(kbroker.bootstrap, "cmp", records)
+    before = http(base, "GET", "/v1/partitions/cmp/0")[1]
+    assert before["log_end_offset"] == 240 and before["segment_count"] > 3
+
+    status, body = http(base, "POST", "/v1/partitions/cmp/0/compact?wait=60")
+    assert status == 200, body
+    assert body["state"] == "done" and body["stats"]
+
+    after = http(base, "GET", "/v1/partitions/cmp/0")[1]
+    cleaner = after["cleaner"]
+    active_base = after["segments"][-1]["base_offset"]
+    assert cleaner["last_clean_time_ms"] > 0 and cleaner["cleans"] >= 1
+    assert cleaner["cleaner_point"] == active_base  # cleaned up to, never into, the active segment
+    assert after["size_bytes"] < before["size_bytes"]
+
+    got = read_all(kbroker.bootstrap, "cmp", 0, 240)
+    offsets = [o for o, _, _ in got]
+    assert offsets == sorted(offsets) and len(got) < len(records)
+    cleaned = [(o, k) for o, k, _ in got if o < active_base]
+    assert len({k for _, k in cleaned}) == len(cleaned), "a key survived twice in the cleaned part"
+    latest = {}
+    for key, value in records:
+        latest[key] = value
+    assert {k: v for _, k, v in got} == latest  # reading from 0 still ends at every key's last value
+    assert got[-1][0] == 239  # the active segment's tail is untouched
+
+    # the figures Kafka hides are on the metrics page too
+    metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    assert 'kompakt_cleaner_partition_last_clean_timestamp_seconds{partition="0",topic="cmp"}' in metrics
+    assert "kompakt_cleaner_cleanings_total 1.0" in metrics
+
+
+def test_compact_answers_202_with_a_job_when_not_waiting(kbroker):
+    base = kbroker.metrics_url
+    produce(kbroker.bootstrap, "cmp", [(b"k%d" % (i % 4), b"v%d-" % i + PAD) for i in range(120)], partition=1)
+    status, job = http(base, "POST", "/v1/partitions/cmp/1/compact?wait=0")
+    assert status == 202 and job["state"] == "running" and job["status_url"] == f"/v1/jobs/{job['id']}"
+    deadline = time.monotonic() + 60
+    while job["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+        status, job = http(base, "GET", job["status_url"])
+        assert status == 200
+    assert job["state"] == "done" and job["stats"], job
+
+
+def kompakt_admin(url: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kompakt", "admin", "--url", url, *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_wraps_the_api(kbroker):
+    url = kbroker.metrics_url
+    produce(kbroker.bootstrap, "cmp", [(b"k%d" % (i % 3), b"v%d-" % i + PAD) for i in range(150)])
+    r = kompakt_admin(url, "partitions")
+    assert r.returncode == 0, r.stderr
+    header, *lines = r.stdout.splitlines()
+    assert header.split()[:4] == ["TOPIC", "PART", "POLICY", "START"]
+    assert any(line.split()[:3] == ["cmp", "0", "compact"] for line in lines)
+
+    r = kompakt_admin(url, "compact", "cmp", "0")
+    assert r.returncode == 0, r.stderr
+    assert "state: done" in r.stdout
+    r = kompakt_admin(url, "--json", "partition", "cmp", "0")
+    assert r.returncode == 0 and json.loads(r.stdout)["cleaner"]["cleans"] >= 1
+
+    assert kompakt_admin(url, "pause", "cmp", "0").returncode == 0
+    assert kompakt_admin(url, "resume", "cmp", "0").returncode == 0
+    r = kompakt_admin(url, "resume", "cmp", "0")
+    assert r.returncode == 1 and "error 409" in r.stderr and "cmp-0" in r.stderr
+    r = kompakt_admin(url, "partition", "nosuch", "0")
+    assert r.returncode == 1 and "unknown topic 'nosuch'" in r.stderr
+    r = kompakt_admin(url, "--json", "cleaner")
+    assert r.returncode == 0 and json.loads(r.stdout)["enabled"] is True
+    assert kompakt_admin(url, "ready").returncode == 0
+
+    kbroker.stop()
+    r = kompakt_admin(url, "partitions")
+    assert r.returncode == 2 and "cannot reach the Kompakt admin API" in r.stderr
