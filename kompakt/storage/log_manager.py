@@ -149,6 +149,10 @@ class LogManager:
         self._tasks: list[asyncio.Task] = []
         self._started = False
         self._shut_down = False
+        self._stats = {"retention_deleted_segments_total": 0, "retention_deleted_bytes_total": 0,
+                       "flushes_total": 0, "flush_seconds_total": 0.0, "deleted_dirs_total": 0,
+                       "deleted_segments_unlinked_total": 0, "startup_seconds": 0.0,
+                       "startup_repairs": 0}
 
     # ---- public views ----------------------------------------------------------------------------
     @property
@@ -178,6 +182,17 @@ class LogManager:
         info = plog.append_as_leader(records, **kw)
         self.notify_append(tp)
         return info
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for /metrics (Kafka: kafka.log:type=LogManager,..., LogFlushStats): cumulative
+        `*_total` figures since start, plus the current offline dir count and pending deletions."""
+        out = dict(self._stats)
+        out["offline_log_dirs"] = len(self.offline_dirs)
+        out["startup_repairs"] = len(self.repairs)
+        with self._deletes_lock:
+            out["pending_dir_deletions"] = len(self._dirs_to_delete)
+            out["pending_segment_deletions"] = sum(len(e[2]) for e in self._segment_deletes)
+        return out
 
     def partitions_per_dir(self) -> dict[str, int]:
         counts = {d: 0 for d in self.log_dirs}
@@ -212,11 +227,12 @@ class LogManager:
         with self._lock:
             if self._started:
                 return
+            t0 = _time.monotonic()
             self._create_and_validate_dirs()
             self._lock_dirs()
             try:
                 self._load_meta_properties()
-                self._store = TopicStore(self.log_dirs[0])
+                self._store = self._find_store()
                 self._topics, self._deleted_topic_ids, ok = self._store.load()
                 self._load_logs()
                 self._reconcile_topics(store_ok=ok)
@@ -225,8 +241,26 @@ class LogManager:
                 self._unlock_dirs()
                 raise
             self._started = True
-            log.info("loaded %d logs in %d topics from %s", len(self._logs), len(self._topics),
-                     ", ".join(self.log_dirs))
+            self._stats["startup_seconds"] = _time.monotonic() - t0
+            log.info("loaded %d logs in %d topics from %s in %.2f s", len(self._logs), len(self._topics),
+                     ", ".join(self.log_dirs), self._stats["startup_seconds"])
+
+    def _find_store(self) -> TopicStore:
+        """The topic store lives in the first log dir; if log.dirs were reordered, move it there."""
+        first = TopicStore(self.log_dirs[0])
+        if first.exists():
+            return first
+        for d in self.log_dirs[1:]:
+            other = TopicStore(d)
+            if other.exists():
+                topics, deleted, ok = other.load()
+                if ok:
+                    first.save(topics, deleted)
+                    os.unlink(other.path)
+                    fsync_dir(d)
+                    self._repaired(f"moved the topic store from {d} to the first log dir {self.log_dirs[0]}")
+                    return first
+        return first
 
     def _create_and_validate_dirs(self) -> None:
         seen: dict[str, str] = {}
@@ -692,6 +726,8 @@ class LogManager:
                 plan = retention.plan_for_log(plog, now)  # again: the log moved while we paused
                 for reason, segs in plan.steps:
                     deleted += plog.delete_segments(segs, reason)
+                self._stats["retention_deleted_segments_total"] += deleted
+                self._stats["retention_deleted_bytes_total"] += plan.bytes if deleted else 0
             return deleted
         finally:
             if pause:
@@ -717,6 +753,7 @@ class LogManager:
                 seg.delete()
             except OSError as exc:
                 log.warning("could not delete segment files of %s: %s", seg, exc)
+        self._stats["deleted_segments_unlinked_total"] += len(due)
         return len(due)
 
     def delete_logs(self, now_ms: int | None = None) -> int:
@@ -729,6 +766,7 @@ class LogManager:
             try:
                 shutil.rmtree(p.path)
                 fsync_dir(os.path.dirname(p.path))
+                self._stats["deleted_dirs_total"] += 1
                 log.info("deleted log directory %s", p.path)
             except FileNotFoundError:
                 pass
@@ -756,7 +794,10 @@ class LogManager:
             dirty = plog.recovery_point < plog.log_end_offset or plog.needs_flush_dir
             if dirty and now - plog.last_flush_time >= plog.config.flush_ms:
                 try:
+                    t0 = _time.perf_counter()
                     plog.flush()
+                    self._stats["flush_seconds_total"] += _time.perf_counter() - t0
+                    self._stats["flushes_total"] += 1
                     flushed += 1
                 except (OSError, KafkaError) as exc:
                     log.error("flush of %s-%d failed: %s", tp.topic, tp.partition, exc)

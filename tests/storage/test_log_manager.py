@@ -449,3 +449,28 @@ def test_unusable_dir_is_taken_offline_but_the_rest_serve(tmp_path, manager):
     assert len(m.all_logs()) == 2
     with pytest.raises(LogDirError, match="can be created or validated"):
         LogManager(make_config(bad)).startup()
+
+
+def test_stats_count_retention_flushes_and_deletions(manager, clock):
+    m = manager(log_segment_delete_delay_ms=0)
+    m.create_topic("t", 1, {"retention.ms": "1", "flush.ms": "0"})
+    fill(m, ("t", 0), 6)
+    clock.ms += 10
+    assert m.flush_dirty_logs() == 1
+    deleted = m.cleanup_logs()
+    m.run_due_segment_deletions()
+    st = m.stats()
+    assert st["retention_deleted_segments_total"] == deleted == 1
+    assert st["retention_deleted_bytes_total"] == 270 and st["deleted_segments_unlinked_total"] == 1
+    assert st["flushes_total"] == 1 and st["offline_log_dirs"] == 0 and st["startup_seconds"] > 0
+
+
+def test_topic_store_follows_reordered_log_dirs(tmp_path, manager):
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = manager(a, b)
+    meta = m.create_topic("t", 2, {"cleanup.policy": "compact"})
+    m.shutdown()
+    m2 = manager(b, a)  # the operator swapped log.dirs: the store moves to the new first dir
+    assert m2.topics["t"].configs == {"cleanup.policy": "compact"} and m2.topics["t"].topic_id == meta.topic_id
+    assert (b / STORE_FILE).exists() and not (a / STORE_FILE).exists()
+    assert any("moved the topic store" in r for r in m2.repairs)
