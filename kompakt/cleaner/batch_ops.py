@@ -76,6 +76,17 @@ def records_of(batch: bytes, hdr) -> bytes:
     return decompress(codec, memoryview(batch)[HEADER_SIZE:])
 
 
+class CorruptBatchError(ValueError):
+    """A batch whose CRC does not match: the clean stops and the partition becomes uncleanable."""
+
+
+def verify_crc(batch, hdr, where: str = "") -> None:
+    """CRC-32C of [attributes, end) against the header: a clean never copies corrupt bytes on."""
+    if _crc32c.crc32c(memoryview(batch)[21:]) != hdr[H_CRC]:
+        raise CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]}{where} fails its CRC check "
+                                "(corrupt segment; the partition is marked uncleanable)")
+
+
 # ---------------------------------------------------------------------------------------------
 # Pass 1: index
 

@@ -272,10 +272,12 @@ class Cleaner:
                     self._throttle(chunk)
                     chunk = 0
                 stats.map_bytes_read += size
+                raw = mm[pos:pos + size]
+                batch_ops.verify_crc(raw, h, f" in {seg.log_path}")
                 if h[H_ATTRS] & CONTROL_MASK or _is_aborted(markers, h):
                     stats.map_messages_read += h[H_COUNT]
                 else:
-                    read, _, full = batch_ops.index_batch(mm[pos:pos + size], h, omap, start, limit)
+                    read, _, full = batch_ops.index_batch(raw, h, omap, start, limit)
                     stats.map_messages_read += read
                     if full:
                         return True
@@ -327,6 +329,7 @@ class Cleaner:
                             self._throttle(chunk)
                             chunk = 0
                         raw = mm[pos:pos + size]
+                        batch_ops.verify_crc(raw, h, f" in {seg.log_path}")
                         res = self._filter(raw, h, markers, producers, txn_state, now_ms, drm, upper, codec)
                         stats.messages_read += res.read
                         stats.bytes_read += size

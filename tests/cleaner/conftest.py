@@ -43,8 +43,9 @@ class Logs:
         return self.manager.all_logs()
 
     def create(self, topic, partitions=1, **overrides):
-        overrides.setdefault("cleanup.policy", "compact")
-        self.manager.create_topic(topic, partitions, {k.replace("_", "."): str(v) for k, v in overrides.items()})
+        configs = {k.replace("_", "."): str(v) for k, v in overrides.items()}
+        configs.setdefault("cleanup.policy", "compact")
+        self.manager.create_topic(topic, partitions, configs)
         return self.manager.get_log((topic, 0))
 
     def close(self):
