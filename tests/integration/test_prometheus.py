@@ -1,0 +1,159 @@
+"""A real Prometheus server (Debian's `prometheus`) scraping a real broker: produce and compact with
+real clients and the admin API, then watch the figures move through Prometheus's HTTP query API.
+Also: `promtool check metrics` on a live broker's /metrics (log and cleaner families present), and
+`metrics.partition.labels=false` dropping the partition label end to end."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import pytest
+from confluent_kafka.admin import NewTopic
+
+from tests.integration.conftest import free_port
+from tests.integration.test_admin_api import PAD, create_topics, http, produce
+
+
+def get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        return json.loads(resp.read())
+
+
+class Prometheus:
+    def __init__(self, tmp_path, target: str, scrape_interval: str = "1s"):
+        binary = shutil.which("prometheus")
+        assert binary, "prometheus missing: apt-get install prometheus (scripts/test.sh does)"
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = tmp_path / "prometheus.yml"
+        config.write_text(f"""global:
+  scrape_interval: {scrape_interval}
+  evaluation_interval: {scrape_interval}
+scrape_configs:
+  - job_name: kompakt
+    static_configs:
+      - targets: ["{target}"]
+""")
+        self.log = open(tmp_path / "prometheus.log", "wb")
+        self.proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._wait(lambda: self._ready(), "prometheus to become ready", 60)
+
+    def _ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"prometheus exited {self.proc.returncode}")
+        try:
+            with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:
+                return resp.status == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    @staticmethod
+    def _wait(check, what: str, deadline_s: float):
+        deadline = time.monotonic() + deadline_s
+        last = None
+        while time.monotonic() < deadline:
+            last = check()
+            if last:
+                return last
+            time.sleep(0.25)
+        raise AssertionError(f"timed out waiting for {what} (last: {last!r})")
+
+    def query(self, expr: str) -> float | None:
+        """The single value of an instant query, or None when it has no result yet."""
+        body = get_json(self.url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        assert body["status"] == "success", body
+        result = body["data"]["result"]
+        return float(result[0]["value"][1]) if result else None
+
+    def wait_for(self, expr: str, predicate, what: str, deadline_s: float = 30) -> float:
+        def check():
+            value = self.query(expr)
+            return value if value is not None and predicate(value) else None
+        return self._wait(check, f"{what}: {expr}", deadline_s)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def prometheus_for(tmp_path):
+    started: list[Prometheus] = []
+
+    def factory(target: str) -> Prometheus:
+        prom = Prometheus(tmp_path, target)
+        started.append(prom)
+        return prom
+
+    yield factory
+    for prom in started:
+        prom.stop()
+
+
+def test_prometheus_sees_traffic_and_compaction(start_broker, prometheus_for):
+    broker = start_broker(config={"log.segment.bytes": "1024", "log.cleaner.backoff.ms": "600000",
+                                  "log.cleaner.min.cleanable.ratio": "0.99"})
+    prom = prometheus_for(f"127.0.0.1:{broker.metrics_port}")
+    prom.wait_for('up{job="kompakt"}', lambda v: v == 1, "the broker to be scraped")
+    assert prom.query("kompakt_broker_ready") == 1
+
+    create_topics(broker.bootstrap, NewTopic("prom", 1, 1, config={"cleanup.policy": "compact"}))
+    records = [(b"k%d" % (i % 5), b"v%d-" % i + PAD) for i in range(150)]
+    produce(broker.bootstrap, "prom", records)
+    prom.wait_for('kompakt_topic_messages_in_total{topic="prom"}', lambda v: v == 150, "messages in")
+    prom.wait_for('kompakt_log_end_offset{topic="prom",partition="0"}', lambda v: v == 150, "log end offset")
+    prom.wait_for('sum(kompakt_requests_total{api="Produce"})', lambda v: v >= 1, "produce requests")
+    prom.wait_for('histogram_quantile(0.5, sum by (le) (kompakt_request_duration_seconds_bucket{api="Produce"}))',
+                  lambda v: v > 0, "produce latency")
+    size_before = prom.wait_for('kompakt_log_size_bytes{topic="prom",partition="0"}', lambda v: v > 150 * 100,
+                                "log size")
+    segments_before = prom.query('kompakt_log_segments{topic="prom",partition="0"}')
+    assert segments_before > 3
+
+    status, body = http(broker.metrics_url, "POST", "/v1/partitions/prom/0/compact?wait=60")
+    assert status == 200, body
+    prom.wait_for("kompakt_cleaner_cleanings_total", lambda v: v >= 1, "a clean counted")
+    prom.wait_for('kompakt_log_size_bytes{topic="prom",partition="0"}', lambda v: v < size_before,
+                  "the log to shrink")
+    prom.wait_for('kompakt_cleaner_partition_last_clean_timestamp_seconds{topic="prom",partition="0"}',
+                  lambda v: v > 1e9, "the last clean time")
+    prom.wait_for("kompakt_cleaner_read_bytes_total", lambda v: v > 0, "cleaner bytes read")
+
+
+def test_promtool_accepts_live_metrics(start_broker):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing: apt-get install prometheus (scripts/test.sh does)"
+    broker = start_broker(config={"log.segment.bytes": "1024"})
+    create_topics(broker.bootstrap, NewTopic("lint", 2, 1, config={"cleanup.policy": "compact"}))
+    produce(broker.bootstrap, "lint", [(b"k", b"v" + PAD)] * 20)
+    text = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read()
+    for family in (b"kompakt_log_size_bytes{", b"kompakt_cleaner_partition_dirty_ratio{",
+                   b"kompakt_cleaner_max_dirty_ratio", b"kompakt_request_duration_seconds_bucket{",
+                   b"kompakt_topic_bytes_in_total{", b"kompakt_broker_info{"):
+        assert family in text, family
+    result = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=30)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+def test_partition_labels_can_be_dropped(start_broker):
+    broker = start_broker(config={"metrics.partition.labels": "false"})
+    create_topics(broker.bootstrap, NewTopic("nolabels", 3, 1, config={"cleanup.policy": "compact"}))
+    for p in range(3):
+        produce(broker.bootstrap, "nolabels", [(b"k", b"v")] * (p + 1), partition=p)
+    text = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read().decode()
+    assert 'partition="' not in text
+    assert 'kompakt_log_end_offset{topic="nolabels"} 6.0' in text  # summed over the 3 partitions
+    assert 'kompakt_log_partitions{topic="nolabels"} 3.0' in text
