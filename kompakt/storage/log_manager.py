@@ -660,7 +660,13 @@ class LogManager:
 
     @staticmethod
     def _unique_dir(path: str, suffix: str) -> str:
-        return f"{os.path.normpath(path)}.{uuid.uuid4().hex}{suffix}"
+        """`<topic>-<n>.<uuid hex><suffix>` beside `path`, the topic cut so the name fits 255 bytes
+        (Kafka's logDeleteDirName: a 249-character topic must still be deletable)."""
+        path = os.path.normpath(path)
+        name = os.path.basename(path)
+        topic, _, partition = name.rpartition("-")
+        tail = f"-{partition}.{uuid.uuid4().hex}{suffix}"
+        return os.path.join(os.path.dirname(path), topic[: max(0, 255 - len(tail))] + tail)
 
     def _rename_for_delete(self, path: str, tp: TopicPartition) -> None:
         target = self._unique_dir(path, DELETE_DIR_SUFFIX)

@@ -83,3 +83,18 @@ def test_parse_roundtrip_many():
     entries = [(TopicPartition(f"t{i}", i % 7), i * 1000) for i in range(100)]
     text = "0\n100\n" + "".join(f"{tp.topic} {tp.partition} {off}\n" for tp, off in entries)
     assert parse(text, OFFSET_FORMATTER) == entries
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+_topic = st.text(alphabet="abcXYZ019._-", min_size=1, max_size=30)
+
+
+@given(st.dictionaries(st.tuples(_topic, st.integers(0, 2**31 - 1)), st.integers(0, 2**63 - 1), max_size=30))
+def test_offset_checkpoint_round_trip(tmp_path_factory, offsets):
+    path = tmp_path_factory.mktemp("ckpt") / "recovery-point-offset-checkpoint"
+    f = OffsetCheckpointFile(str(path))
+    f.write(offsets)
+    assert f.read_strict() == {TopicPartition(*tp): o for tp, o in offsets.items()}
+    lines = path.read_text().splitlines()
+    assert lines[:2] == ["0", str(len(offsets))] and len(lines) == len(offsets) + 2

@@ -193,3 +193,13 @@ def test_partition_written_by_the_log_manager_verifies_clean(tmp_path):
     code, out, err = run(tmp_path / "t-0", "--index-sanity-check")  # closed: trimmed indexes
     logs = [n for n in os.listdir(tmp_path / "t-0") if n.endswith(".log")]
     assert len(logs) >= 2 and out.count("passed sanity check.") == 2 * len(logs) and err == ""
+
+
+def test_files_option_deleted_suffix_and_skip_metadata(segment):
+    d, *_ = segment
+    os.rename(d / "00000000000000000000.log", d / "00000000000000000000.log.deleted")
+    code, out, err = run("--files", f"{d}/00000000000000000000.log.deleted", "--print-data-log",
+                         "--skip-record-metadata")
+    records = [line for line in out.splitlines() if line.startswith("|")]
+    assert records[:3] == ["| key: k1 payload: v1", "| key: k2", "| key: k3 payload: v3"]
+    assert out.splitlines()[1] == "Log starting offset: 0"

@@ -474,3 +474,14 @@ def test_topic_store_follows_reordered_log_dirs(tmp_path, manager):
     assert m2.topics["t"].configs == {"cleanup.policy": "compact"} and m2.topics["t"].topic_id == meta.topic_id
     assert (b / STORE_FILE).exists() and not (a / STORE_FILE).exists()
     assert any("moved the topic store" in r for r in m2.repairs)
+
+
+def test_longest_topic_name_can_be_deleted(tmp_path, manager, clock):
+    d = tmp_path / "logs"
+    m = manager(d)
+    name = "t" * 249
+    m.create_topic(name, 1)
+    m.delete_topic(name)
+    doomed = [n for n in os.listdir(d) if n.endswith("-delete")]
+    assert len(doomed) == 1 and len(doomed[0]) == 255 and doomed[0].startswith("t" * 200)
+    assert m.delete_logs(clock.ms + 60_000) == 1
