@@ -1,28 +1,37 @@
-"""Idempotent producers keep exactly-once-per-partition delivery across broker restarts.
+"""Idempotent producers: exactly once per partition, in order, across a frozen broker and restarts.
 
-A producer sends a numbered stream while the broker is restarted underneath it (SIGTERM, or
-SIGKILL with requests in flight). The client retries what it did not see acknowledged with the
-same producer id and sequence numbers; the broker must answer batches it already has with their
-original offsets (producer state restored from snapshots and the log tail at load) and accept the
-rest in order. Afterwards every partition holds each number exactly once, in order: no
-duplicates, no gaps, and every send was acknowledged.
+Each test drives a real idempotent producer through three phases of a numbered stream:
+  1. normal sends;
+  2. the broker is frozen (SIGSTOP) until the client reports a request timeout, then thawed
+     (SIGCONT): the broker now reads and appends the requests the client gave up on, and the
+     client resends the same batches (same producer id, epoch and sequence numbers) on a new
+     connection. Without the broker's duplicate detection these land twice (checked once by
+     disabling it: ~200-300 duplicates of 2000);
+  3. the broker is restarted (SIGTERM, or SIGKILL with requests in flight): the producer state
+     must come back from snapshots and the log tail, so the retried batches are answered with their
+     original offsets and the stream continues in sequence.
+Afterwards every partition holds each number exactly once, in order, and every send was
+acknowledged. Polling has deadlines; nothing depends on timing beyond them.
 
-Covers InitProducerId (ids from broker/producer_ids.py: the restarted broker must not hand the
-same id to a new producer) and storage's producer state end to end.
+Also covers InitProducerId end to end: producer ids are never reused after SIGKILL
+(broker/producer_ids.py), KIP-360 epoch bumps, transactions refused.
 """
+import json
+import os
+import signal
 import socket
 import struct
-import threading
+import time
 
 import pytest
-from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProducerIdResponse
 
 TIMEOUT = 60
 PARTITIONS = 2
-TOTAL = 4000
-RESTART_AFTER = 1000   # acknowledged messages before the broker goes down
+PHASE = 1000          # records per phase; 4 phases
+TOTAL = 4 * PHASE
 
 
 def create_topic(broker, name):
@@ -30,8 +39,15 @@ def create_topic(broker, name):
     admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(timeout=TIMEOUT)
 
 
+def wait_until(condition, what: str, poll=lambda: time.sleep(0.05)) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        poll()
+
+
 def read_all(broker, topic) -> dict[int, list[int]]:
-    """Every record of every partition, from the log start to the high watermark."""
+    """Every record of every partition, from offset 0 to the high watermark."""
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"check-{topic}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
@@ -61,14 +77,31 @@ def check_exactly_once(got: dict[int, list[int]]) -> None:
         assert values == expected, f"partition {partition}: out of order"
 
 
+def freeze_until(broker, condition, what: str, poll=lambda: time.sleep(0.05)) -> None:
+    """SIGSTOP the broker until the client shows `condition`, then SIGCONT it."""
+    os.kill(broker.pid, signal.SIGSTOP)
+    try:
+        wait_until(condition, what, poll)
+    finally:
+        os.kill(broker.pid, signal.SIGCONT)
+
+
 @pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
-def test_confluent_idempotent_producer_across_restart(start_broker, kill):
+def test_confluent_idempotent_producer(start_broker, kill):
     broker = start_broker()
     create_topic(broker, "idem")
+    request_timeouts = [0]
+
+    def on_stats(stats_json):
+        stats = json.loads(stats_json)
+        request_timeouts[0] = sum(b.get("req_timeouts", 0) for b in stats["brokers"].values())
+
     producer = Producer({
         "bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "acks": "all",
         "linger.ms": 2, "batch.num.messages": 100, "message.timeout.ms": TIMEOUT * 1000,
+        "request.timeout.ms": 1000, "socket.timeout.ms": 1000,
         "retry.backoff.ms": 20, "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200,
+        "statistics.interval.ms": 100, "stats_cb": on_stats,
     })
     acked, errors = [0], []
 
@@ -78,43 +111,52 @@ def test_confluent_idempotent_producer_across_restart(start_broker, kill):
         else:
             acked[0] += 1
 
-    halfway = threading.Event()
-
-    def send_all():
-        for i in range(TOTAL):
+    def send(start, stop):
+        for i in range(start, stop):
             producer.produce("idem", value=str(i).encode(), partition=i % PARTITIONS, on_delivery=on_delivery)
             producer.poll(0)
-            if acked[0] >= RESTART_AFTER:
-                halfway.set()
-        halfway.set()
 
-    sender = threading.Thread(target=send_all)
-    sender.start()
-    assert halfway.wait(TIMEOUT)
-    broker.restart(kill=kill)      # requests are in flight: the client retries them
-    sender.join(TIMEOUT)
+    send(0, PHASE)
+    assert producer.flush(TIMEOUT) == 0
+    send(PHASE, 2 * PHASE)
+    freeze_until(broker, lambda: request_timeouts[0] > 0, "a request timeout",
+                 poll=lambda: producer.poll(0.05))
+    assert producer.flush(TIMEOUT) == 0
+    send(2 * PHASE, 3 * PHASE)
+    broker.restart(kill=kill)      # requests in flight: the client retries them after the restart
+    send(3 * PHASE, TOTAL)
     assert producer.flush(TIMEOUT) == 0
     assert errors == [] and acked[0] == TOTAL
 
     check_exactly_once(read_all(broker, "idem"))
 
 
-def test_kafka_python_default_producer_across_sigkill(start_broker):
-    """kafka-python 3.x is idempotent by default; also checks producer ids across the crash."""
+def test_kafka_python_default_producer_and_producer_ids(start_broker):
+    """kafka-python 3.x is idempotent by default; SIGKILL restart; producer ids across the crash."""
     from kafka import KafkaProducer
     broker = start_broker()
     create_topic(broker, "kp-idem")
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=2, retry_backoff_ms=20,
-                             reconnect_backoff_ms=20, reconnect_backoff_max_ms=200,
-                             request_timeout_ms=10000, delivery_timeout_ms=TIMEOUT * 1000)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=2, request_timeout_ms=1000,
+                             retry_backoff_ms=20, reconnect_backoff_ms=20, reconnect_backoff_max_ms=200,
+                             delivery_timeout_ms=TIMEOUT * 1000)
     assert producer.config["enable_idempotence"]        # kafka-python 3.x default
-    futures = []
-    for i in range(TOTAL):
-        futures.append(producer.send("kp-idem", value=str(i).encode(), partition=i % PARTITIONS))
-        if i == RESTART_AFTER:
-            futures[RESTART_AFTER // 2].get(TIMEOUT)     # some acknowledged, more in flight
-            before = [init_producer_id(broker).producer_id for _ in range(2)]
-            broker.restart(kill=True)
+
+    def send(start, stop):
+        return [producer.send("kp-idem", value=str(i).encode(), partition=i % PARTITIONS)
+                for i in range(start, stop)]
+
+    def retries():
+        return producer.metrics()["producer-metrics"]["record-retry-rate"]
+
+    futures = send(0, PHASE)
+    producer.flush(TIMEOUT)
+    futures += send(PHASE, 2 * PHASE)
+    freeze_until(broker, lambda: retries() > 0, "a retried send")
+    producer.flush(TIMEOUT)
+    futures += send(2 * PHASE, 3 * PHASE)
+    before = [init_producer_id(broker).producer_id for _ in range(2)]
+    broker.restart(kill=True)
+    futures += send(3 * PHASE, TOTAL)
     producer.flush(TIMEOUT)
     for f in futures:
         f.get(TIMEOUT)
@@ -148,4 +190,3 @@ def init_producer_id(broker, version=4, **fields) -> InitProducerIdResponse:
     response = InitProducerIdResponse.decode(body, version=version, header=True)
     assert response.header.correlation_id == 7
     return response
-
