@@ -89,6 +89,7 @@ class SparseIndex:
         self.path = path
         self.base_offset = base_offset
         self.writable = writable
+        self._dirty = False  # written since the last flush
         self._init_columns()
         new = not os.path.exists(path) or os.path.getsize(path) == 0
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
@@ -144,6 +145,7 @@ class SparseIndex:
             # Zero the dropped entries so a crash never resurrects them, keep the preallocation.
             os.ftruncate(self._fd, n * self.entry_size)
             os.ftruncate(self._fd, self._length)
+            self._dirty = True
 
     def reset(self) -> None:
         self._truncate_to_entries(0)
@@ -155,6 +157,7 @@ class SparseIndex:
             return False
         if self.writable:
             os.ftruncate(self._fd, new_length)
+            self._dirty = True
         self._length = new_length
         return True
 
@@ -163,10 +166,13 @@ class SparseIndex:
 
     def _write_entry(self, packed: bytes) -> None:
         os.pwrite(self._fd, packed, len(self._rel) * self.entry_size)
+        self._dirty = True
 
     def flush(self) -> None:
-        if self.writable and self._fd >= 0:
-            os.fsync(self._fd)
+        """fdatasync when something changed since the last flush (most flushes add no entry)."""
+        if self.writable and self._fd >= 0 and self._dirty:
+            self._dirty = False
+            os.fdatasync(self._fd)
 
     def rename_to(self, new_path: str) -> None:
         if os.path.exists(self.path):

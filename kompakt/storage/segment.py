@@ -458,12 +458,14 @@ class LogSegment:
         self.time_index.trim_to_valid_size()
 
     def flush(self) -> None:
+        """Make the .log and both indexes durable (fdatasync: data and size; skipped when clean)."""
         if self._fd < 0:
             return
-        os.fsync(self._fd)
+        if self._dirty:
+            self._dirty = False
+            os.fdatasync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
-        self._dirty = False
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename .log/.index/.timeindex from `old_suffix` to `new_suffix` (each rename atomic)."""
