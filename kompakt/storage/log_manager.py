@@ -524,6 +524,7 @@ class LogManager:
     def create_topic(self, name: str, partitions: int, configs: dict[str, str] | None = None,
                      *, topic_id: uuid.UUID | None = None) -> TopicMeta:
         """Create a topic: validate, save metadata, create its partition logs. Raises KafkaError."""
+        validate_topic_configs(configs or {})  # refuses null values before they become "None"
         configs = {k: str(v) for k, v in (configs or {}).items()}
         validate_topic_name(name)
         if partitions is None or partitions < 1:
@@ -590,6 +591,7 @@ class LogManager:
 
     def alter_topic_config(self, name: str, configs: dict[str, str]) -> TopicMeta:
         """Replace a topic's config overrides (validated) and apply them to its live logs."""
+        validate_topic_configs(configs)
         configs = {k: str(v) for k, v in configs.items()}
         new_config = LogConfig.from_overrides(configs, self.config)
         with self._lock:
@@ -960,19 +962,21 @@ class LogManager:
             threads = self.config["num.recovery.threads.per.data.dir"]
             errors = []
             for d in self.log_dirs:
+                dir_errors = []
                 logs = self._logs_in_dir(d)
                 with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"log-closing-{d}") as pool:
                     futures = {pool.submit(self._flush_and_close, plog): tp for tp, plog in logs.items()}
                 for fut, tp in futures.items():
                     if fut.exception() is not None:
-                        errors.append(f"{tp.topic}-{tp.partition}: {fut.exception()}")
+                        dir_errors.append(f"{tp.topic}-{tp.partition}: {fut.exception()}")
                 try:
                     self._write_checkpoints_for_dir(d)
-                    if not any(e for e in errors):
+                    if not dir_errors:  # a log that did not close cleanly is recovered next start
                         atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE),
                                      json.dumps({"version": 0, "brokerEpoch": -1}).encode("ascii"))
                 except OSError as exc:
-                    errors.append(f"{d}: {exc}")
+                    dir_errors.append(f"{d}: {exc}")
+                errors += dir_errors
             self._unlock_dirs()
             if errors:
                 log.error("unclean log shutdown (next start recovers): %s", "; ".join(errors))
