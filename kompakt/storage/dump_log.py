@@ -15,6 +15,7 @@ means every file in it, sorted):
                 the startup sanity check.
   .timeindex    "timestamp: T offset: O", same two options.
   .snapshot     producer-state entries, as Kafka prints them.
+  .txnindex     aborted transactions: version producerId firstOffset lastOffset lastStableOffset.
   checkpoints   recovery-point-offset-checkpoint, log-start-offset-checkpoint,
                 cleaner-offset-checkpoint, replication-offset-checkpoint: "topic: t partition: p offset: o";
                 leader-epoch-checkpoint: "epoch: e startOffset: o"; partition.metadata: its topic id.
@@ -503,6 +504,26 @@ def _dump_checkpoint(path: str, name: str, problems: _Problems, emit, formatter,
     return result
 
 
+_TXN_ENTRY = struct.Struct(">hqqqq")  # version, producerId, firstOffset, lastOffset, lastStableOffset
+assert _TXN_ENTRY.size == 34
+
+
+def dump_txn_index(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
+    """Aborted transactions (Kafka's TransactionIndex: 34-byte entries)."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    result: dict[str, Any] = {"file": path, "type": "txnindex", "aborted": []}
+    if len(data) % _TXN_ENTRY.size:
+        problems.error(f"{path}: {len(data)} bytes is not a multiple of {_TXN_ENTRY.size}; the tail is ignored")
+    for i in range(len(data) // _TXN_ENTRY.size):
+        version, pid, first, last, lso = _TXN_ENTRY.unpack_from(data, i * _TXN_ENTRY.size)
+        row = {"version": version, "producerId": pid, "firstOffset": first, "lastOffset": last,
+               "lastStableOffset": lso}
+        result["aborted"].append(row)
+        emit(" ".join(f"{k}: {v}" for k, v in row.items()))
+    return result
+
+
 def dump_offset_checkpoint(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
     return _dump_checkpoint(path, name, problems, emit, C.OFFSET_FORMATTER,
                             lambda e: {"topic": e[0].topic, "partition": e[0].partition, "offset": e[1]})
@@ -525,6 +546,7 @@ def dump_partition_metadata(path: str, name: str, opts, problems: _Problems, emi
 
 
 DUMPERS = {"log": dump_log, "index": dump_index, "timeindex": dump_time_index, "snapshot": dump_snapshot,
+           "txnindex": dump_txn_index,
            "offset-checkpoint": dump_offset_checkpoint, "leader-epoch-checkpoint": dump_epoch_checkpoint,
            "partition-metadata": dump_partition_metadata}
 

@@ -203,3 +203,10 @@ def test_files_option_deleted_suffix_and_skip_metadata(segment):
     records = [line for line in out.splitlines() if line.startswith("|")]
     assert records[:3] == ["| key: k1 payload: v1", "| key: k2", "| key: k3 payload: v3"]
     assert out.splitlines()[1] == "Log starting offset: 0"
+
+
+def test_txn_index(tmp_path):
+    (tmp_path / "00000000000000000000.txnindex").write_bytes(struct.pack(">hqqqq", 0, 7, 3, 9, 12) + b"\x00")
+    code, out, err = run(tmp_path / "00000000000000000000.txnindex")
+    assert out.splitlines()[1] == "version: 0 producerId: 7 firstOffset: 3 lastOffset: 9 lastStableOffset: 12"
+    assert "not a multiple of 34" in err
