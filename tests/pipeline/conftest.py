@@ -72,3 +72,39 @@ def model_compact(rows, end: int):
             latest[key] = off
     keep = set(latest.values())
     return [(o, k, v) for o, k, v in rows if o >= end or o in keep]
+
+
+def txn_batches(base_ts: int = 1_700_000_000_000):
+    """A log with a committed and an aborted transaction of producer 7 interleaved with plain
+    records: offsets 0-1 plain, 2-3 txn A (committed at 6), 4-5 txn B of producer 8 (aborted at 7),
+    6 COMMIT marker of 7, 7 ABORT marker of 8, 8-9 plain."""
+    def marker(kind):  # control record key: version 0, type (0 abort, 1 commit); value: version, epoch
+        import struct
+        return [(struct.pack(">hh", 0, kind), struct.pack(">hi", 0, 0), [], base_ts)]
+
+    return [
+        dict(records=[(b"a", b"1", [], base_ts), (b"b", b"1", [], base_ts)]),
+        dict(records=[(b"a", b"2", [], base_ts), (b"c", b"2", [], base_ts)], producer_id=7, producer_epoch=0,
+             base_sequence=0, is_transactional=True),
+        dict(records=[(b"a", b"X", [], base_ts), (b"d", b"X", [], base_ts)], producer_id=8, producer_epoch=0,
+             base_sequence=0, is_transactional=True),
+        dict(records=marker(1), producer_id=7, producer_epoch=0, is_transactional=True, is_control=True),
+        dict(records=marker(0), producer_id=8, producer_epoch=0, is_transactional=True, is_control=True),
+        dict(records=[(b"e", b"3", [], base_ts), (None, b"3", [], base_ts)]),
+    ]
+
+
+def load_integration_fixtures():
+    """The broker fixtures of tests/integration/conftest.py (contract in docs/contracts.md)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("kompakt_integration_conftest_for_pipeline", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_integration = load_integration_fixtures()
+start_broker = _integration.start_broker

@@ -4,9 +4,10 @@ Role: what the broker's cleaner does in several bounded passes (its offset map h
 128 MiB, seed 000), done in one pass with no key limit and no hash collisions: Spark groups the
 full key bytes (hash aggregation that spills to disk rather than fails) to find each key's latest
 offset; then each task rewrites its run of batches with the cleaner's own per-batch rule
-(`kompakt.cleaner.batch_ops.filter_batch`: latest offset per key, keyless records dropped,
+(`kompakt.cleaner.cleaner.Cleaner._filter` over `batch_ops.filter_batch`: latest offset per key, keyless records dropped,
 tombstones kept and stamped with a KIP-534 delete horizon until it passes, offsets, order, base
-offsets and producer fields unchanged); the driver then writes Kafka-format segments with their
+offsets and producer fields unchanged; aborted data, markers and each producer's last batch as
+`Cleaner._filter` decides); the driver then writes Kafka-format segments with their
 indexes through the storage engine's `LogSegment` into a staging dir.
 
 Range compacted: [first segment base, end) where end is the base offset of the active (last)
@@ -63,7 +64,9 @@ class CompactPlan:
     source_segments: list = field(default_factory=list)
     buckets: int = 1
     width: int = 1
-    aborted: dict = field(default_factory=dict)
+    markers: dict = field(default_factory=dict)        # cleaner.prescan: {pid: ([offsets], [types])}
+    producers: dict = field(default_factory=dict)      # cleaner.prescan: {pid: (last offset, epoch)}
+    transactions: list = field(default_factory=list)   # [(pid, first offset, marker offset)]
 
 
 @dataclass
@@ -92,7 +95,7 @@ def plan(partition_dir: rd.PartitionDir, *, bucket_bytes: int = DEFAULT_BUCKET_B
     segs = rd.list_segments(partition_dir.path)
     if not segs:
         return None
-    aborted, lso = rd.scan_transactions(segs)
+    _, lso = rd.scan_transactions(segs)
     end = segs[-1].base_offset
     if include_active:
         end = _next_offset(segs[-1]) or end
@@ -106,8 +109,12 @@ def plan(partition_dir: rd.PartitionDir, *, bucket_bytes: int = DEFAULT_BUCKET_B
     nb = buckets or max(1, math.ceil(total / bucket_bytes))
     width = max(1, math.ceil((end - start) / nb))
     nb = math.ceil((end - start) / width)
+    from kompakt.cleaner.cleaner import SegmentInfo, prescan
+
+    markers, producers = prescan([SegmentInfo(s.base_offset, s.log_path, s.size) for s in segs])
     return CompactPlan(partition_dir.topic, partition_dir.partition, partition_dir.path, start, end,
-                       [[s.base_offset, s.size] for s in source], nb, width, aborted)
+                       [[s.base_offset, s.size] for s in source], nb, width, markers, producers,
+                       transactions(segs))
 
 
 def _next_offset(seg: rd.Segment) -> int | None:
@@ -137,24 +144,34 @@ class _ExactOffsetMap:
 
 def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, now_ms: int,
                   delete_retention_ms: int) -> dict:
-    """Rewrite the batches whose base offset falls in `bucket` keeping `retained` offsets."""
-    from kompakt.cleaner.batch_ops import filter_batch
+    """Rewrite the batches whose base offset falls in `bucket` keeping `retained` offsets.
+
+    Each batch goes through the cleaner's own per-batch decision (`Cleaner._filter`: aborted
+    data dropped, markers kept until their transaction is gone and their horizon passed, each
+    producer's last batch kept even if emptied, tombstones stamped) with `_ExactOffsetMap` in
+    place of the MD5 map. Transaction state at the bucket's first offset is not known from the
+    previous bucket, so a transaction spanning the boundary counts as having retained records
+    (its marker is kept: the conservative side of the cleaner's rule).
+    """
+    from kompakt.cleaner.cleaner import Cleaner
     from kompakt.protocol import records as R
 
     lo = plan_.start + bucket * plan_.width
     hi = min(plan_.end, lo + plan_.width) - 1
     keep = set(retained)
     omap = _ExactOffsetMap(plan_.end - 1)
+    cleaner = Cleaner(0, omap)
+    txn_state = {pid: True for pid, first, marker in plan_.transactions if first < lo <= marker}
     stats = dict(bucket=bucket, path=out_path, batches_in=0, batches_out=0, records_in=0,
                  records_out=0, tombstones=0, keyless=0, bytes_out=0)
     segs = [rd.Segment(b, os.path.join(plan_.partition_dir, f"{b:020d}.log"), size)
             for b, size in plan_.source_segments]
-    splits = []
+    chunks = []
     for i, seg in enumerate(segs):
         nxt = segs[i + 1].base_offset if i + 1 < len(segs) else plan_.end
-        splits += rd.segment_chunks(seg, nxt, False, rd.Bounds(lo, hi), 1 << 62)
+        chunks += rd.segment_chunks(seg, nxt, False, rd.Bounds(lo, hi), 1 << 62)
     with open(out_path, "wb") as out:
-        for chunk in splits:
+        for chunk in chunks:
             for bv in rd.iter_chunk_batches(chunk):
                 h = bv.header
                 if h.base_offset < lo:
@@ -164,17 +181,11 @@ def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, n
                 stats["batches_in"] += 1
                 stats["records_in"] += h.records_count
                 batch = bytes(bv.buf[bv.position:bv.position + h.size])
-                kw = {}
-                if h.is_control:
-                    ctype = rd.control_type(bv.buf, bv.position, h)
-                    horizon_passed = h.has_delete_horizon and now_ms >= h.delete_horizon_ms
-                    kw = dict(stamp_marker=True, discard_records=horizon_passed and ctype == rd.CONTROL_ABORT)
-                elif h.is_transactional and rd.is_aborted(plan_.aborted, h.producer_id, h.base_offset):
-                    kw = dict(discard_records=True)
-                else:
+                if not h.is_control:
                     omap.answers = [o if o in keep else o + 1
                                     for o, k, _ in R.iter_keys_offsets(batch, 0, h) if k is not None]
-                res = filter_batch(batch, h, omap, now_ms, delete_retention_ms, **kw)
+                res = cleaner._filter(batch, h, plan_.markers, plan_.producers, txn_state, now_ms,
+                                      delete_retention_ms, plan_.end, None)
                 stats["keyless"] += res.keyless
                 if res.output is None:
                     continue
@@ -184,6 +195,22 @@ def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, n
                 stats["tombstones"] += res.tombstones
                 stats["bytes_out"] += len(res.output)
     return stats
+
+
+def transactions(segs) -> list[tuple[int, int, int]]:
+    """(producer id, first offset, marker offset) of every finished transaction, from headers."""
+    open_first: dict[int, int] = {}
+    out = []
+    for seg in segs:
+        for bv in rd.iter_chunk_batches(rd.Chunk(seg.log_path, seg.base_offset, 0, seg.size, True)):
+            h = bv.header
+            if not h.is_transactional:
+                continue
+            if h.is_control:
+                out.append((h.producer_id, open_first.pop(h.producer_id, h.base_offset), h.base_offset))
+            else:
+                open_first.setdefault(h.producer_id, h.base_offset)
+    return out
 
 
 def compact(spark, paths, topic: str, partition: int, output: str, *, now_ms: int | None = None,

@@ -1,0 +1,127 @@
+"""`kompakt pipeline <job> PATH [PATH ...]`: the PySpark jobs from the command line.
+
+Jobs: audit (table; --output FILE.json, --chart FILE.png), snapshot (--topic, --output DIR,
+--as-of-offset / --as-of-timestamp), compact (--topic, --partition, --output STAGING_DIR),
+verify (PATH = compacted partition or staging dir; --source ORIGINAL for the content checks).
+PATH is a log dir, a partition dir or <log dir>/<topic>; several may be given.
+Every job takes --master (default local[*]) and --conf key=value (repeatable) for Spark, shows
+progress on stderr and prints a summary on stdout. Exit status: 0 ok, 1 failure or violations.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="log dir, partition dir or <log dir>/<topic>")
+    p.add_argument("--master", help="Spark master (default local[*])")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark configuration")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="job", metavar="JOB", required=True)
+    a = sub.add_parser("audit", help="per-partition duplicates, tombstones, dirty ratio, projected savings")
+    _common(a)
+    a.add_argument("--topic", action="append", help="only these topics")
+    a.add_argument("--output", help="write the figures as a JSON list to this file")
+    a.add_argument("--chart", help="draw duplicates and projected savings into this PNG")
+    a.add_argument("--dedupe-buffer-size", type=int, default=134_217_728,
+                   help="log.cleaner.dedupe.buffer.size for the cleaner-passes estimate")
+    a.add_argument("--cleaner-threads", type=int, default=1, help="log.cleaner.threads")
+    s = sub.add_parser("snapshot", help="latest value per key of a topic, as Parquet")
+    _common(s)
+    s.add_argument("--topic", required=True)
+    s.add_argument("--output", required=True, help="Parquet output dir (overwritten)")
+    s.add_argument("--as-of-offset", type=int, help="only records with offset <= N")
+    s.add_argument("--as-of-timestamp", type=int, help="only records with timestamp <= T (ms)")
+    c = sub.add_parser("compact", help="exact compaction of one partition into a staging dir")
+    _common(c)
+    c.add_argument("--topic", required=True)
+    c.add_argument("--partition", type=int, required=True)
+    c.add_argument("--output", required=True, help="staging dir (must not exist or be empty)")
+    c.add_argument("--delete-retention-ms", type=int, default=86_400_000, help="delete.retention.ms of the topic")
+    c.add_argument("--segment-bytes", type=int, default=1 << 30, help="segment.bytes of the output")
+    c.add_argument("--index-interval-bytes", type=int, default=4096, help="index.interval.bytes of the output")
+    c.add_argument("--now-ms", type=int, help="the clock for delete horizons (default: now)")
+    c.add_argument("--buckets", type=int, help="filtering tasks (default: one per 16 MiB of log)")
+    v = sub.add_parser("verify", help="check a compacted partition against the guarantees")
+    _common(v)
+    v.add_argument("--source", help="the partition (or its log dir) before compaction")
+    v.add_argument("--topic")
+    v.add_argument("--partition", type=int)
+    v.add_argument("--now-ms", type=int, help="the clock for delete horizons (default: now)")
+    v.add_argument("--output", help="write the report as JSON to this file")
+
+
+def _session(args):
+    from kompakt.pipeline.spark import get_session, parse_conf
+
+    return get_session(args.master, parse_conf(args.conf), app_name=f"kompakt-{args.job}")
+
+
+def run(args) -> int:
+    t0 = time.time()
+    try:
+        return _run(args, t0)
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        print(f"kompakt pipeline {args.job}: {e}", file=sys.stderr)
+        return 1
+
+
+def _run(args, t0: float) -> int:
+    paths = ",".join(args.paths)
+    if args.job == "audit":
+        from kompakt.pipeline.jobs import audit as job
+
+        rows = job.audit(_session(args), paths, topics=set(args.topic) if args.topic else None,
+                         dedupe_buffer_size=args.dedupe_buffer_size, cleaner_threads=args.cleaner_threads)
+        print(job.format_table(rows))
+        if args.output:
+            job.write_json(rows, args.output)
+        if args.chart:
+            from kompakt.pipeline.chart import audit_chart
+
+            with open(args.chart, "wb") as f:
+                f.write(audit_chart(rows))
+        print(f"audit: {len(rows)} partitions in {time.time() - t0:.1f}s")
+        return 0
+    if args.job == "snapshot":
+        from kompakt.pipeline.jobs.snapshot import snapshot
+
+        res = snapshot(_session(args), paths, args.topic, args.output, as_of_offset=args.as_of_offset,
+                       as_of_timestamp=args.as_of_timestamp)
+        print(f"snapshot {res['topic']}: {res['keys']} keys -> {res['output']} in {time.time() - t0:.1f}s")
+        return 0
+    if args.job == "compact":
+        from kompakt.pipeline.jobs.compact import compact
+
+        res = compact(_session(args), paths, args.topic, args.partition, args.output,
+                      now_ms=args.now_ms, delete_retention_ms=args.delete_retention_ms,
+                      segment_bytes=args.segment_bytes, index_interval_bytes=args.index_interval_bytes,
+                      buckets=args.buckets)
+        print(f"compact {res.topic}-{res.partition}: offsets [{res.start}, {res.end}) "
+              f"{res.records_in} -> {res.records_out} records, {res.bytes_in} -> {res.bytes_out} bytes, "
+              f"{len(res.segments)} segments in {res.staging_dir} ({res.seconds}s)")
+        return 0
+    if args.job == "verify":
+        from kompakt.pipeline.jobs.verify import verify
+
+        if len(args.paths) != 1:
+            print("verify takes one PATH (a partition dir or a staging dir)", file=sys.stderr)
+            return 1
+        spark = _session(args) if args.source else None
+        rep = verify(spark, args.paths[0], source=args.source, topic=args.topic, partition=args.partition,
+                     now_ms=args.now_ms)
+        if args.output:
+            with open(args.output, "w") as f:
+                json.dump(rep, f, indent=1)
+        for v in rep["violations"][:50]:
+            print("VIOLATION " + " ".join(f"{k}={v[k]}" for k in v))
+        extra = " ".join(f"{k}={rep[k]}" for k in ("superseded_kept", "aborted_kept", "removed_tombstones") if k in rep)
+        print(f"verify {rep['topic']}-{rep['partition']}: {rep['records']} records, {rep['batches']} batches, "
+              f"{len(rep['violations'])} violations {extra} -> {'OK' if rep['ok'] else 'FAILED'}")
+        return 0 if rep["ok"] else 1
+    raise ValueError(f"unknown job {args.job}")

@@ -1,0 +1,120 @@
+"""`kompakt pipeline verify`: check a compacted partition against compaction's guarantees.
+
+Always (pure Python over the compacted partition, every batch):
+  * crc           every batch's CRC-32C is valid and every record decodes;
+  * order         offsets strictly increase, batch after batch and record after record.
+With `--source DIR` (the partition before compaction) over the compacted range [start, end)
+(start/end from the staging dir's compact.json, else the source's log start and active segment
+base), as Spark joins:
+  * changed       every compacted record exists in the source at the same offset with the same
+                  key, value, headers and timestamp (compaction removes, never rewrites);
+  * latest        each key's latest committed record in the source is still there, unless it
+                  is a tombstone whose batch carried a delete horizon that has passed at --now;
+  * tombstone     a tombstone removed before its horizon is a violation of its own kind.
+Reported, not violations (the cleaner may legitimately leave them after a partial pass):
+superseded records still present, aborted records still present.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from kompakt.pipeline import reader as rd
+
+COLUMNS = ("offset long, key binary, value binary, headers array<struct<key:string,value:binary>>, "
+           "timestamp long, is_tombstone boolean, is_control boolean, is_aborted boolean, "
+           "delete_horizon_ms long")
+
+
+def integrity(part: rd.PartitionDir) -> dict:
+    """CRC and order checks of one partition dir."""
+    stats = rd.ReadStats()
+    violations = []
+    prev = -1
+    segs = rd.list_segments(part.path)
+    for i, seg in enumerate(segs):
+        chunk = rd.Chunk(seg.log_path, seg.base_offset, 0, seg.size, i == len(segs) - 1)
+        split = rd.Split(part.topic, part.partition, [chunk])
+        try:
+            for row in rd.iter_split_records(split, corrupt="skip", stats=stats):
+                if row.offset <= prev:
+                    violations.append(dict(kind="order", offset=row.offset, previous=prev, segment=seg.log_path))
+                prev = row.offset
+        except rd.R.CorruptRecordError as e:
+            violations.append(dict(kind="crc", segment=seg.log_path, error=str(e)))
+    for path, pos in stats.corrupt_positions:
+        violations.append(dict(kind="crc", segment=path, position=pos))
+    return dict(records=stats.records, batches=stats.batches, corrupt_batches=stats.corrupt_batches,
+                violations=violations)
+
+
+def verify(spark, target: str, *, source: str | None = None, topic: str | None = None,
+           partition: int | None = None, now_ms: int | None = None, start: int | None = None,
+           end: int | None = None, max_examples: int = 20, progress=None) -> dict:
+    say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    parts = rd.find_partitions(target, {topic} if topic else None, {partition} if partition is not None else None)
+    manifest = None
+    mpath = os.path.join(target, "compact.json")
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            manifest = json.load(f)
+        staged = rd.PartitionDir(manifest["topic"], manifest["partition"], os.path.normpath(target))
+        parts = [staged]  # a staging dir is one partition named by its manifest
+    if len(parts) != 1:
+        raise ValueError(f"verify checks one partition; {target} holds {len(parts)} (give --topic/--partition)")
+    part = parts[0]
+    say(f"verify {part.topic}-{part.partition}: CRCs and order")
+    report = dict(topic=part.topic, partition=part.partition, now_ms=now_ms, **integrity(part))
+    if source is None:
+        report["ok"] = not report["violations"]
+        return report
+    src = rd.find_partitions(source, {part.topic}, {part.partition})
+    if len(src) != 1:
+        raise FileNotFoundError(f"no partition {part.topic}-{part.partition} under {source}")
+    src_segs = rd.list_segments(src[0].path)
+    if manifest:
+        start = manifest["start"] if start is None else start
+        end = manifest["end"] if end is None else end
+    start = src_segs[0].base_offset if start is None else start
+    end = src_segs[-1].base_offset if end is None else end
+    report.update(start=start, end=end)
+    say(f"verify {part.topic}-{part.partition}: against {src[0].path} over offsets [{start}, {end})")
+    from pyspark.sql import functions as F
+
+    def load(path):
+        return (spark.read.format("kompakt").schema(COLUMNS).option("mark_aborted", "true")
+                .load(path).where((F.col("offset") >= start) & (F.col("offset") < end)))
+
+    orig = load(src[0].path).alias("o")
+    comp = load(part.path).alias("c")
+    same = ["offset", "key", "value", "timestamp", "headers", "is_control"]
+    changed = comp.join(orig, [comp[c].eqNullSafe(orig[c]) for c in same], "left_anti")
+    latest = (orig.where("key IS NOT NULL AND NOT is_control AND NOT is_aborted")
+              .groupBy("key").agg(F.max(F.struct("offset", "is_tombstone", "delete_horizon_ms")).alias("l"))
+              .select("key", "l.offset", "l.is_tombstone", "l.delete_horizon_ms"))
+    missing = latest.join(comp.select("offset"), "offset", "left_anti")
+    bad_missing = missing.where(~F.col("is_tombstone") | (F.col("delete_horizon_ms") < 0)
+                                | (F.col("delete_horizon_ms") > F.lit(now_ms)))
+    superseded = (comp.where("key IS NOT NULL AND NOT is_control").select("offset", "key")
+                  .join(latest.select(F.col("key"), F.col("offset").alias("latest")), "key")
+                  .where("offset < latest"))
+    kept_aborted = comp.where("is_aborted AND NOT is_control")
+    v = report["violations"]
+    for r in changed.limit(max_examples).collect():
+        v.append(dict(kind="changed", offset=r.offset, detail="record not in the source at this offset, or rewritten"))
+    for r in bad_missing.limit(max_examples).collect():
+        kind = "tombstone" if r.is_tombstone else "latest"
+        v.append(dict(kind=kind, offset=r.offset, key=r.key.hex(),
+                      detail=("tombstone removed before its delete horizon" if r.is_tombstone
+                              else "latest value of the key is missing")))
+    report["changed_records"] = changed.count()
+    report["missing_latest"] = bad_missing.count()
+    report["superseded_kept"] = superseded.count()
+    report["aborted_kept"] = kept_aborted.count()
+    report["removed_tombstones"] = missing.where(F.col("is_tombstone") & (F.col("delete_horizon_ms") >= 0)
+                                                 & (F.col("delete_horizon_ms") <= F.lit(now_ms))).count()
+    report["ok"] = not v
+    return report

@@ -1,0 +1,144 @@
+"""The pure-Python segment reader: discovery, split planning at index boundaries, CRC handling,
+read_committed and bounds. No Spark here."""
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from kompakt.pipeline import reader as rd
+from kompakt.protocol import records as R
+
+from .conftest import keyed_batches, txn_batches, write_partition
+
+
+def _all_offsets(splits, **kw):
+    out = []
+    for s in splits:
+        out += [r.offset for r in rd.iter_split_records(s, **kw)]
+    return out
+
+
+def test_find_partitions_accepts_log_dir_partition_dir_and_topic(tmp_path):
+    write_partition(str(tmp_path), "orders", 0, keyed_batches(20, 5))
+    write_partition(str(tmp_path), "orders", 1, keyed_batches(20, 5))
+    write_partition(str(tmp_path), "users-x", 3, keyed_batches(20, 5))
+    os.makedirs(tmp_path / "orders-9.abc-delete")
+    assert [(p.topic, p.partition) for p in rd.find_partitions(str(tmp_path))] == [
+        ("orders", 0), ("orders", 1), ("users-x", 3)]
+    assert [(p.topic, p.partition) for p in rd.find_partitions(str(tmp_path / "orders"))] == [("orders", 0), ("orders", 1)]
+    assert [p.partition for p in rd.find_partitions(str(tmp_path / "users-x-3"))] == [3]
+    assert rd.find_partitions(str(tmp_path), topics={"orders"}, partitions={1})[0].partition == 1
+    with pytest.raises(FileNotFoundError):
+        rd.find_partitions(str(tmp_path / "nope"))
+
+
+def test_splits_cut_at_index_boundaries_cover_every_record_once(tmp_path):
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(2000, 50, codec=1), segment_bytes=16000)
+    part = rd.find_partitions(pdir)[0]
+    segs = rd.list_segments(pdir)
+    assert len(segs) > 2
+    splits = rd.plan_splits([part], split_bytes=3000)
+    assert len(splits) > len(segs)  # large segments are cut inside, at index entries
+    for s in splits:
+        for ch in s.chunks:
+            seg = next(x for x in segs if x.log_path == ch.log_path)
+            assert ch.start == 0 or ch.start in rd.read_offset_index(seg)[1]
+    assert _all_offsets(splits) == list(range(2000))
+
+
+def test_offset_and_timestamp_bounds_prune_and_filter_exactly(tmp_path):
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(2000, 50), segment_bytes=16000)
+    part = rd.find_partitions(pdir)[0]
+    full = rd.plan_splits([part], split_bytes=3000)
+    b = rd.Bounds(min_offset=1500, max_offset=1600)
+    pruned = rd.plan_splits([part], b, split_bytes=3000)
+    assert sum(s.bytes for s in pruned) < sum(s.bytes for s in full) / 4
+    assert _all_offsets(pruned, bounds=b) == list(range(1500, 1601))
+    base_ts = 1_700_000_000_000
+    tb = rd.Bounds(min_timestamp=base_ts + 1900)
+    pruned = rd.plan_splits([part], tb, split_bytes=3000)
+    assert sum(s.bytes for s in pruned) < sum(s.bytes for s in full) / 4
+    assert _all_offsets(pruned, bounds=tb) == list(range(1900, 2000))
+    assert rd.plan_splits([part], rd.Bounds(min_offset=10, max_offset=5)) == []
+
+
+def _corrupt_byte(pdir: str, batch_no: int) -> tuple[str, int]:
+    seg = rd.list_segments(pdir)[0]
+    with open(seg.log_path, "r+b") as f:
+        data = f.read()
+        pos = [p for p, _ in R.iter_batches(data)][batch_no]
+        f.seek(pos + R.RECORDS_POS + 3)
+        f.write(bytes([data[pos + R.RECORDS_POS + 3] ^ 0xFF]))
+    return seg.log_path, pos
+
+
+def test_corrupt_batch_is_an_error_naming_file_and_position(tmp_path):
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(200, 10), segment_bytes=100000)
+    path, pos = _corrupt_byte(pdir, 5)
+    part = rd.find_partitions(pdir)[0]
+    with pytest.raises(rd.CorruptSegmentError) as e:
+        rd.read_partition(part)
+    assert path in str(e.value) and f"position {pos}" in str(e.value) and "CRC" in str(e.value)
+    assert e.value.code == 2  # CORRUPT_MESSAGE
+    stats = rd.ReadStats()
+    rows = rd.read_partition(part, corrupt="skip", stats=stats)
+    assert stats.corrupt_batches == 1 and stats.corrupt_positions == [(path, pos)]
+    assert [r.offset for r in rows] == [o for o in range(200) if not 50 <= o < 60]
+
+
+def test_bad_length_skips_to_next_index_boundary(tmp_path):
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(400, 10), segment_bytes=100000,
+                           index_interval_bytes=100)
+    seg = rd.list_segments(pdir)[0]
+    with open(seg.log_path, "r+b") as f:
+        f.seek(R.BATCH_LENGTH_POS)
+        f.write(struct.pack(">i", 7))  # below the header size: nothing after it can be located
+    part = rd.find_partitions(pdir)[0]
+    with pytest.raises(rd.CorruptSegmentError, match="position 0"):
+        rd.read_partition(part)
+    stats = rd.ReadStats()
+    offsets = [r.offset for r in rd.read_partition(part, corrupt="skip", stats=stats)]
+    assert stats.corrupt_batches == 1
+    assert offsets and offsets == list(range(offsets[0], 400)) and offsets[0] <= 40
+
+
+def test_torn_tail_of_last_segment_is_a_write_in_progress(tmp_path):
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(100, 10), segment_bytes=100000)
+    seg = rd.list_segments(pdir)[-1]
+    with open(seg.log_path, "ab") as f:
+        f.write(R.build_batch([(b"k", b"v")], base_offset=100)[:40])
+    assert [r.offset for r in rd.read_partition(rd.find_partitions(pdir)[0])] == list(range(100))
+
+
+def test_read_committed_drops_aborted_and_control_batches(tmp_path):
+    pdir = write_partition(str(tmp_path), "t", 0, txn_batches())
+    part = rd.find_partitions(pdir)[0]
+    rows = rd.read_partition(part)
+    assert [r.offset for r in rows] == list(range(10))
+    assert [r.offset for r in rows if r.is_control] == [6, 7]
+    committed = rd.read_partition(part, read_committed=True)
+    assert [(r.offset, r.key, r.value) for r in committed] == [
+        (0, b"a", b"1"), (1, b"b", b"1"), (2, b"a", b"2"), (3, b"c", b"2"), (8, b"e", b"3"), (9, None, b"3")]
+    split = rd.plan_splits([part], read_committed=True)[0]
+    marked = list(rd.iter_split_records(split))
+    assert [r.offset for r in marked if r.is_aborted] == [4, 5]
+
+
+def test_open_transaction_bounds_read_committed_at_the_lso(tmp_path):
+    batches = txn_batches()[:3] + [dict(records=[(b"z", b"9")])]  # no markers: both txns open
+    pdir = write_partition(str(tmp_path), "t", 0, batches)
+    committed = rd.read_partition(rd.find_partitions(pdir)[0], read_committed=True)
+    assert [r.offset for r in committed] == [0, 1]
+
+
+def test_log_append_time_and_headers_and_tombstones(tmp_path):
+    pdir = write_partition(str(tmp_path), "t", 0, [
+        dict(records=[(b"k", None, [("h1", b"x"), ("h2", None)], 5)], timestamp_type=1, max_timestamp=99),
+        dict(records=[(b"k", b"v", [], 7)]),
+    ])
+    rows = rd.read_partition(rd.find_partitions(pdir)[0])
+    assert rows[0].timestamp == 99 and rows[0].timestamp_type == 1 and rows[0].is_tombstone
+    assert rows[0].headers == [("h1", b"x"), ("h2", None)]
+    assert rows[1].timestamp == 7 and not rows[1].is_tombstone
