@@ -136,3 +136,16 @@ def test_describe_sources_and_synonyms():
     assert ratio.value == "0.5" and ratio.source == SOURCE_DEFAULT_CONFIG and ratio.is_default
     only = describe({}, None, ["segment.bytes", "nope"])
     assert [r.name for r in only] == ["segment.bytes"] and only[0].value == "1073741824"
+
+
+def test_every_broker_synonym_is_a_broker_key_or_deliberately_ignored():
+    from kompakt.config.broker_config import BROKER_KEYS, _ignored
+    for key in TOPIC_KEYS.values():
+        for synonym, _factor in key.synonyms:
+            assert synonym in BROKER_KEYS or _ignored(synonym), (key.name, synonym)
+
+
+def test_compression_level_synonyms_reach_topics():
+    broker = BrokerConfig({"compression.zstd.level": "9", "compression.type": "zstd"})
+    c = LogConfig.from_overrides({}, broker)
+    assert c.compression_zstd_level == 9 and c.compression_type == "zstd"
