@@ -4,6 +4,8 @@ One broker per test; each test walks one admin story end to end and checks what 
 reports (values, sources, error codes), then what the broker really did (describe again,
 produce/consume, offsets).
 """
+import urllib.request
+
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
@@ -29,6 +31,13 @@ def error_code(futures, key):
 def topic_configs(client, topic):
     res = ConfigResource(ResourceType.TOPIC, topic)
     return client.describe_configs([res])[res].result(timeout=TIMEOUT)
+
+
+def api_requests(broker, api: str) -> float:
+    """Requests the broker has served for one API, from its Prometheus /metrics."""
+    text = urllib.request.urlopen(f"{broker.metrics_url}/metrics", timeout=TIMEOUT).read().decode()
+    prefix = f'kompakt_requests_total{{api="{api}"}} '
+    return sum(float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix))
 
 
 def produce(broker, topic, n, partition=0):
@@ -164,6 +173,19 @@ def test_delete_records_raises_low_watermark(start_broker):
         assert got == [(i, f"v{i}".encode()) for i in range(4, 10)]
     finally:
         c.close()
+
+    # a position with a leader epoch is validated with OffsetForLeaderEpoch (KIP-320) before
+    # fetching; a wrong end offset would look like log truncation and reset the position
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-epoch", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition("events", 0, 7, leader_epoch=0)])
+        msg = c.poll(TIMEOUT)
+        assert msg is not None and msg.error() is None, msg and msg.error()
+        assert (msg.offset(), msg.leader_epoch()) == (7, 0)
+    finally:
+        c.close()
+    assert api_requests(broker, "OffsetForLeaderEpoch") >= 1
 
     # -1 means the high watermark: everything goes
     tp = TopicPartition("events", 0, -1)

@@ -76,7 +76,7 @@ def test_create_alter_partitions_records_delete(broker, client):
     assert "ledger" not in client.list_topics()
 
 
-def test_errors_reach_kafka_python(broker, client):
+def test_errors_cluster_and_broker_configs(broker, client):
     client.create_topics({"one": {"num_partitions": 3}})
     with pytest.raises(Errors.TopicAlreadyExistsError):
         client.create_topics({"one": {"num_partitions": 1}})
@@ -108,8 +108,7 @@ def test_errors_reach_kafka_python(broker, client):
     with pytest.raises(Errors.UnknownTopicOrPartitionError):
         client.delete_topics(["never-created"])
 
-
-def test_describe_cluster_and_broker(broker, client):
+    # the cluster and the broker resource
     cluster = client.describe_cluster()
     assert cluster["cluster_id"]
     assert [b["broker_id"] for b in cluster["brokers"]] == [cluster["controller_id"]]
