@@ -485,3 +485,14 @@ def test_longest_topic_name_can_be_deleted(tmp_path, manager, clock):
     doomed = [n for n in os.listdir(d) if n.endswith("-delete")]
     assert len(doomed) == 1 and len(doomed[0]) == 255 and doomed[0].startswith("t" * 200)
     assert m.delete_logs(clock.ms + 60_000) == 1
+
+
+def test_unreadable_meta_properties_fails_naming_the_file(tmp_path, manager):
+    d = tmp_path / "logs"
+    manager(d).shutdown()
+    (d / "meta.properties").write_bytes(b"\xff\xfe\x00 not properties")
+    with pytest.raises(LogDirError, match="meta.properties"):
+        LogManager(make_config(d)).startup()
+    (d / "meta.properties").unlink()  # an operator removes it: a fresh identity is written
+    m = manager(d)
+    assert (d / "meta.properties").exists() and m.cluster_id
