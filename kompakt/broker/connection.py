@@ -56,6 +56,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._reading_paused = False
         self._write_paused = False
         self._closing = False
+        self._processing = False
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -84,16 +85,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         self.reader.buffer_updated(nbytes)
         self.last_active = time.monotonic()
-        reader = self.reader
-        while not self._closing:
-            try:
-                frame = reader.next_frame()
-            except InvalidFrameError as exc:
-                self._violation(str(exc))
-                return
-            if frame is None:
-                return
-            self._start(frame)
+        self._process()
+
+    def _process(self) -> None:
+        """Start the buffered frames, up to `queued.max.requests` in flight; the rest wait in
+        the reader (and reading pauses) until earlier responses are written."""
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            reader = self.reader
+            while not self._closing and len(self.pending) < self.max_in_flight:
+                try:
+                    frame = reader.next_frame()
+                except InvalidFrameError as exc:
+                    self._violation(str(exc))
+                    return
+                if frame is None:
+                    break
+                self._start(frame)
+        finally:
+            self._processing = False
+        self._update_reading()
 
     def eof_received(self):
         return False   # close our side too
@@ -120,7 +133,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._flush()
         else:
             slot.task = self._loop.create_task(self._run(slot, *prepared))
-        self._update_reading()
 
     async def _run(self, slot: _Slot, ctx, module, request) -> None:
         try:
@@ -147,9 +159,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     transport.writelines(data)
                 else:
                     transport.write(data)
-        if self._closing and not pending and transport is not None:
-            transport.close()
-        self._update_reading()
+        if self._closing:
+            if not pending and transport is not None:
+                transport.close()
+            return
+        self._process()
 
     def _update_reading(self) -> None:
         transport = self.transport

@@ -1,0 +1,130 @@
+"""Connections on a real in-process Broker over TCP: response order, flow control, idle close,
+graceful stop with requests in flight."""
+import asyncio
+import struct
+
+import pytest
+from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest
+
+from kompakt.broker.server import Broker
+from kompakt.config.broker_config import BrokerConfig
+
+FT = FetchRequest.FetchTopic
+FP = FT.FetchPartition
+DEADLINE_S = 20
+
+
+@pytest.fixture
+async def broker(tmp_path):
+    brokers = []
+
+    async def start(**config):
+        props = {"log.dirs": str(tmp_path / f"data{len(brokers)}"), "listeners": "PLAINTEXT://127.0.0.1:0",
+                 "metrics.port": "0", "log.cleaner.enable": "false"}
+        props.update(config)
+        b = Broker(BrokerConfig(props))
+        brokers.append(b)
+        await b.start()
+        return b
+
+    yield start
+    for b in brokers:
+        await b.stop()
+
+
+def frame(msg, version, correlation_id):
+    msg.with_header(correlation_id=correlation_id, client_id="t")
+    payload = bytes(msg.encode(version=version, header=True))
+    return struct.pack(">i", len(payload)) + payload
+
+
+def long_poll(topic, correlation_id, wait_ms):
+    req = FetchRequest(replica_id=-1, max_wait_ms=wait_ms, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                       session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                       topics=[FT(topic=topic, partitions=[FP(partition=0, fetch_offset=0, partition_max_bytes=1000,
+                                                                current_leader_epoch=-1, log_start_offset=-1)])])
+    return frame(req, 11, correlation_id)
+
+
+async def read_correlation(reader):
+    size, correlation_id = struct.unpack(">ii", await asyncio.wait_for(reader.readexactly(8), DEADLINE_S))
+    await reader.readexactly(size - 4)
+    return correlation_id
+
+
+async def connect(b):
+    return await asyncio.open_connection("127.0.0.1", b.bound[0][2])
+
+
+async def test_responses_follow_request_order_even_when_handlers_finish_out_of_order(broker):
+    b = await broker()
+    b.log_manager.create_topic("t", 1, {})
+    reader, writer = await connect(b)
+    # a long poll (finishes after 200 ms) then an ApiVersions (finishes at once)
+    writer.write(long_poll("t", 1, 200) + frame(ApiVersionsRequest(version=0), 0, 2))
+    assert [await read_correlation(reader), await read_correlation(reader)] == [1, 2]
+    writer.close()
+
+
+async def test_reading_pauses_at_queued_max_requests(broker):
+    b = await broker(**{"queued.max.requests": "2"})
+    b.log_manager.create_topic("t", 1, {})
+    reader, writer = await connect(b)
+    writer.write(b"".join(long_poll("t", i, 150) for i in range(1, 6)))
+    await writer.drain()
+    [conn] = list(b.connections)
+    while conn.in_flight < 2:
+        await asyncio.sleep(0.005)
+    assert conn._reading_paused and conn.in_flight == 2   # the other three wait in the socket
+    assert [await read_correlation(reader) for _ in range(5)] == [1, 2, 3, 4, 5]
+    assert not conn._reading_paused
+    writer.close()
+
+
+async def test_idle_connections_are_closed(broker):
+    b = await broker(**{"connections.max.idle.ms": "100"})
+    reader, writer = await connect(b)
+    assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""     # EOF from the broker
+    writer.close()
+
+
+async def test_graceful_stop_answers_requests_in_flight(broker):
+    b = await broker()
+    b.log_manager.create_topic("t", 1, {})
+    reader, writer = await connect(b)
+    writer.write(long_poll("t", 7, 300))
+    await writer.drain()
+    while not any(c.in_flight for c in b.connections):
+        await asyncio.sleep(0.005)
+    stopping = asyncio.create_task(b.stop())
+    assert await read_correlation(reader) == 7                # answered before the close
+    assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+    await stopping
+    assert not b.ready and not b.connections
+    writer.close()
+
+
+async def test_stop_aborts_requests_past_shutdown_timeout(broker):
+    b = await broker(**{"shutdown.timeout.ms": "50"})
+    b.log_manager.create_topic("t", 1, {})
+    reader, writer = await connect(b)
+    writer.write(long_poll("t", 1, 60_000))
+    await writer.drain()
+    while not any(c.in_flight for c in b.connections):
+        await asyncio.sleep(0.005)
+    await asyncio.wait_for(b.stop(), DEADLINE_S)              # does not wait the minute
+    assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+    writer.close()
+
+
+async def test_port_in_use_fails_start_with_a_clear_message(broker):
+    first = await broker()
+    port = first.bound[0][2]
+    with pytest.raises(OSError, match=f"cannot listen on PLAINTEXT://127.0.0.1:{port}"):
+        await broker(listeners=f"PLAINTEXT://127.0.0.1:{port}")
+
+
+async def test_advertised_listener(broker):
+    b = await broker(**{"advertised.listeners": "PLAINTEXT://kafka.example:9999"})
+    assert b.advertised == ("kafka.example", 9999)
