@@ -22,7 +22,7 @@ Log.replace_segments' own numbered steps, recovered by the storage loader):
      (cleaning a clean segment again is harmless); the checkpoint is unchanged, the clean reruns.
   3. write the cleaner-offset-checkpoint (temp file, fsync, rename, fsync dir)
      -> crash before: the same clean reruns over already-clean data; after: done.
-Test hook: env KOMPAKT_CLEANER_CRASH_AT = before_swap | after_first_group | before_checkpoint |
+Test hook: env TEST_KOMPAKT_CLEANER_CRASH_AT = before_swap | after_first_group | before_checkpoint |
 after_checkpoint makes the broker SIGKILL itself at that point (crash tests only).
 
 Failures: an exception in the worker marks the partition uncleanable (skipped until restart,
@@ -50,7 +50,7 @@ from kompakt.cleaner.throttler import Throttler
 
 log = logging.getLogger("kompakt.cleaner")
 
-CRASH_ENV = "KOMPAKT_CLEANER_CRASH_AT"
+CRASH_ENV = "TEST_KOMPAKT_CLEANER_CRASH_AT"  # not KOMPAKT_*: those are broker config keys
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0, "none": 0}
 
 
