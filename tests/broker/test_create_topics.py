@@ -139,3 +139,14 @@ async def test_partition_budget_per_request(h):
 ])
 def test_topic_name_rules(name, ok):
     assert (invalid_topic_reason(name) is None) == ok
+
+
+async def test_os_errors_become_kafka_storage_error():
+    from kompakt.broker.handlers.create_topics import run_storage
+    from kompakt.protocol.errors import KafkaStorageErrorError
+
+    def full_disk(name):
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(KafkaStorageErrorError, match="No space left"):
+        await run_storage(full_disk, "t")

@@ -60,3 +60,8 @@ async def test_named_topics_unknown_and_invalid(h):
     # the cursor topic must be one of the named topics
     topics, _ = await page(h, ["b"], cursor=("a", 0))
     assert topics == [("b", 42, [])]
+
+
+async def test_null_names_do_not_break_the_handler(h):
+    h.create("b", 1)
+    assert await page(h, [None, "b"]) == ([("", 17, []), ("b", 0, [0])], None)

@@ -51,3 +51,14 @@ async def test_restart_continues_above_reserved_block(tmp_path):
         assert await init(h) == (0, 1000, 0)
     finally:
         h.close()
+
+
+async def test_unreadable_block_file_is_retriable_and_logged(tmp_path, caplog):
+    h = Harness(tmp_path)
+    try:
+        with open(f"{h.broker.config.log_dirs[0]}/producer-id-block", "w") as fh:
+            fh.write("garbage")
+        assert await init(h) == (14, -1, -1)      # COORDINATOR_LOAD_IN_PROGRESS: the client retries
+        assert "producer-id-block is corrupt" in caplog.text
+    finally:
+        h.close()

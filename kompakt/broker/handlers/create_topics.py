@@ -31,7 +31,7 @@ import logging
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
 from kompakt.config import topic_config
-from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.protocol.errors import ErrorCode, KafkaError, KafkaStorageErrorError
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -93,8 +93,14 @@ def error_code_of(exc: KafkaError) -> ErrorCode:
 
 
 async def run_storage(fn, *args):
-    """Storage calls touch the disk (mkdir, files, fsync): keep them off the event loop."""
-    return await asyncio.to_thread(fn, *args)
+    """Storage calls touch the disk (mkdir, files, fsync): keep them off the event loop (the
+    LogManager serialises them under its lock). An OSError (disk full, I/O error) becomes
+    KAFKA_STORAGE_ERROR for that topic or partition instead of closing the client's connection."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except OSError as exc:
+        log.error("storage error in %s%r: %s", getattr(fn, "__name__", fn), args[:1], exc)
+        raise KafkaStorageErrorError(f"Storage error: {exc}") from exc
 
 
 def _partitions_and_rf(topic, cfg, node_id: int) -> int:

@@ -54,15 +54,16 @@ async def handle(ctx, request) -> DescribeTopicPartitionsResponse:
     topics_meta = ctx.log_manager.topics
     node = ctx.broker.node_id
     cursor = request.cursor
-    cursor_topic = cursor.topic_name if cursor is not None else ""
+    cursor_topic = (cursor.topic_name or "") if cursor is not None else ""
     fetch_all = not request.topics
-    requested = sorted(topics_meta) if fetch_all else sorted({t.name for t in request.topics})
+    # a null name (malformed) is treated as "", an illegal name: INVALID_TOPIC_EXCEPTION below
+    requested = sorted(topics_meta) if fetch_all else sorted({t.name or "" for t in request.topics})
     names = [n for n in requested if n >= cursor_topic]
 
     invalid = None
-    if cursor is not None and not fetch_all and cursor.topic_name not in names:
+    if cursor is not None and not fetch_all and cursor_topic not in names:
         invalid = ("DescribeTopicPartitionsRequest topic list should contain the cursor topic: "
-                   f"{cursor.topic_name}")
+                   f"{cursor_topic}")
     elif cursor is not None and cursor.partition_index < 0:
         invalid = f"DescribeTopicPartitionsRequest cursor partition must be valid: {cursor.partition_index}"
     if invalid is not None:

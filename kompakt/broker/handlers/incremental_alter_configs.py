@@ -103,7 +103,7 @@ def _alter_loggers(ctx, name: str, ops, validate_only: bool) -> None:
             raise ResourceError(ErrorCode.INVALID_REQUEST,
                                 f"{OP_NAMES[op.config_operation]} operation is not allowed for the "
                                 f"BROKER_LOGGER resource")
-        logger = op.name
+        logger = op.name or ""
         if logger != "root" and logger != LOGGER_PREFIX and not logger.startswith(LOGGER_PREFIX + "."):
             raise ResourceError(ErrorCode.INVALID_CONFIG,
                                 f"Logger {logger} is not a broker logger (root or {LOGGER_PREFIX}.*)")

@@ -13,6 +13,8 @@ Behaviour:
   INVALID_REQUEST (whose Kafka text reads "...sent to an incompatible broker. See the broker logs
   for more details.") and log why, naming the transactional id and the client.
 * transaction_timeout_ms is ignored for idempotent producers (as Kafka does).
+* The id block file cannot be read or written: COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka
+  answers while it has no id block) and an error log line naming the file.
 
 Version notes: v2+ flexible; v3 adds producer_id/producer_epoch; v4 allows the
 PRODUCER_FENCED-era error codes; v5 is identical; v6 (KIP-939 2PC, unstable in Kafka) not served.
@@ -24,7 +26,7 @@ import logging
 
 from kafka.protocol.producer.transaction import InitProducerIdResponse
 
-from kompakt.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, get_manager
+from kompakt.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdFileError, get_manager
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 22
@@ -51,12 +53,18 @@ async def handle(ctx, request) -> InitProducerIdResponse:
         log.info("InitProducerId from %r with producer_id=%d and producer_epoch=%d: both or neither "
                  "must be -1", ctx.client_id, pid, epoch)
         return _answer(ErrorCode.INVALID_REQUEST)
-    manager = get_manager(ctx.broker)
-    if manager.needs_reservation():
-        # The next id starts a block: its reservation fsyncs a file, so keep it off the loop.
-        new_pid, new_epoch = await asyncio.to_thread(manager.init_producer, pid, epoch)
-    else:
-        new_pid, new_epoch = manager.init_producer(pid, epoch)
+    try:
+        manager = get_manager(ctx.broker)
+        if manager.needs_reservation():
+            # The next id starts a block: its reservation fsyncs a file, so keep it off the loop.
+            new_pid, new_epoch = await asyncio.to_thread(manager.init_producer, pid, epoch)
+        else:
+            new_pid, new_epoch = manager.init_producer(pid, epoch)
+    except (OSError, ProducerIdFileError) as exc:
+        # Retriable for the client (Kafka answers this while it cannot get an id block); the
+        # operator sees why.
+        log.error("cannot allocate a producer id: %s", exc)
+        return _answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
     if pid != NO_PRODUCER_ID:
         log.info("producer %d epoch %d of client %r -> producer %d epoch %d",
                  pid, epoch, ctx.client_id, new_pid, new_epoch)
