@@ -92,6 +92,21 @@ def test_create_describe_alter_delete_topic(start_broker):
     assert configs["cleanup.policy"].value == "delete"            # back to the default
     assert configs["max.message.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
 
+    # applied live: a batch above a lowered max.message.bytes is refused by the running log
+    res = ConfigResource(ResourceType.TOPIC, "orders", incremental_configs=[
+        ConfigEntry("max.message.bytes", "200", incremental_operation=AlterConfigOpType.SET)])
+    assert result(client.incremental_alter_configs([res]), res) is None
+    outcome = {}
+
+    def report(err, msg):
+        outcome[msg.partition()] = err and err.code()
+
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "message.send.max.retries": 0})
+    p.produce("orders", key=b"k", value=b"x" * 1000, partition=0, on_delivery=report)
+    p.produce("orders", key=b"k", value=b"small", partition=1, on_delivery=report)
+    assert p.flush(TIMEOUT) == 0
+    assert outcome == {0: KafkaError.MSG_SIZE_TOO_LARGE, 1: None}
+
     fs = client.create_partitions([NewPartitions("orders", 5)])
     assert result(fs, "orders") is None
     assert sorted(client.list_topics(timeout=TIMEOUT).topics["orders"].partitions) == [0, 1, 2, 3, 4]
@@ -187,7 +202,16 @@ def test_delete_records_raises_low_watermark(start_broker):
         c.close()
     assert api_requests(broker, "OffsetForLeaderEpoch") >= 1
 
+    # the new log start offset survives a restart (log-start-offset-checkpoint)
+    broker.restart()
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "g-restart"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition("events", 0), timeout=TIMEOUT) == (4, 10)
+    finally:
+        c.close()
+
     # -1 means the high watermark: everything goes
+    client = admin(broker)
     tp = TopicPartition("events", 0, -1)
     assert client.delete_records([tp])[tp].result(timeout=TIMEOUT).low_watermark == 10
 
