@@ -25,7 +25,8 @@ Errors are JSON `{"error": <kind>, "message": <sentence saying what and how to f
 partition out of range, 409 a request the partition's state forbids (compact on a delete-policy
 topic, resume when not paused), 501/503 a missing or disabled component.
 
-Invariants: handlers never block the loop on disk work (pause waits and adoption run in threads);
+Invariants: handlers never block the loop on disk work or long walks (pause waits, adoption,
+/metrics rendering and the partition list run in threads);
 a failing handler answers 500 JSON and never takes the broker down; `start_admin` binds its socket
 before returning, so a port clash fails the broker's start, not a later scrape.
 """
@@ -34,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import enum
 import inspect
 import itertools
 import logging
@@ -83,8 +85,7 @@ def jsonable(value: Any) -> Any:
         return value
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
-    if hasattr(value, "name") and hasattr(value, "value") and type(value).__module__ != "builtins" \
-            and type(value).__mro__[1].__name__ in ("Enum", "IntEnum", "StrEnum", "Flag", "IntFlag"):
+    if isinstance(value, enum.Enum):
         return value.name
     if isinstance(value, Mapping):
         return {str(k if not isinstance(k, tuple) else "-".join(map(str, k))): jsonable(v) for k, v in value.items()}
@@ -407,7 +408,11 @@ async def metrics(request: web.Request) -> web.Response:
     m = getattr(_broker(request), "metrics", None)
     if m is None:
         raise ApiError(503, "no_metrics", "the broker has no metrics registry")
-    return web.Response(body=m.render(), headers={"Content-Type": CONTENT_TYPE})
+    # Rendering reads every log and the cleaner's view of it: with a thousand partitions that is
+    # tens to hundreds of milliseconds of Python, so it runs in a thread and Kafka requests on the
+    # loop keep flowing during a scrape. (Collectors only read; the cleaner's threads do the same.)
+    body = await asyncio.to_thread(m.render)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 @routes.get("/health")
@@ -440,7 +445,8 @@ async def list_partitions(request: web.Request) -> web.Response:
         if topic not in _topic_partitions(manager):
             raise ApiError(404, "unknown_topic", f"unknown topic {topic!r}", kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
         items = [kv for kv in items if kv[0][0] == topic]
-    return web.json_response({"partitions": [partition_view(broker, tp, lg) for tp, lg in items]})
+    views = await asyncio.to_thread(lambda: [partition_view(broker, tp, lg) for tp, lg in items])
+    return web.json_response({"partitions": views})
 
 
 @routes.get("/v1/partitions/{topic}/{partition}")
