@@ -496,3 +496,18 @@ def test_unreadable_meta_properties_fails_naming_the_file(tmp_path, manager):
     (d / "meta.properties").unlink()  # an operator removes it: a fresh identity is written
     m = manager(d)
     assert (d / "meta.properties").exists() and m.cluster_id
+
+
+def test_crash_midway_through_renaming_a_deleted_topic(tmp_path, manager, clock):
+    d = tmp_path / "logs"
+    m = manager(d)
+    meta = m.create_topic("t", 3)
+    fill(m, ("t", 1), 2)
+    m.shutdown()
+    TopicStore(str(d)).save({}, {meta.topic_id})  # step 1 done
+    os.replace(d / "t-0", d / "t-0.0123456789abcdef0123456789abcdef-delete")  # step 2 for one partition
+    m2 = manager(d)
+    assert m2.all_logs() == {} and m2.topics == {}
+    assert sorted(n.split(".")[0] for n in os.listdir(d) if n.endswith("-delete")) == ["t-0", "t-1", "t-2"]
+    assert m2.delete_logs(clock.ms + 60_000) == 3
+    assert not any(n.startswith("t-") for n in os.listdir(d))
