@@ -180,7 +180,12 @@ class LogSegment:
     # ---- append ----------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
                records) -> None:
-        """Append batches whose offsets are assigned; add index entries every index interval."""
+        """Append batches whose offsets are assigned (Kafka 4's LogSegment.append).
+
+        Per batch: the max timestamp and the offset holding it (the batch's last offset, Kafka's
+        "shallow" offset) are tracked, and an index entry (batch last offset, batch position) is
+        added when more than index.interval.bytes were appended since the previous entry.
+        """
         n = len(records)
         if n == 0:
             return
@@ -193,14 +198,21 @@ class LogSegment:
         _pwrite_all(self._fd, records, position)
         self.size = position + n
         self._dirty = True
-        if largest_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = largest_timestamp
-            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self.offset_index.append(largest_offset, position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += n
+        p = 0
+        while n - p >= HEADER_PREFIX_SIZE:
+            hdr = _PREFIX.unpack_from(records, p)
+            size = hdr[1] + R.LOG_OVERHEAD
+            last = hdr[0] + hdr[6]
+            if hdr[8] > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = hdr[8]
+                self.offset_of_max_timestamp_so_far = last
+            if self.bytes_since_last_index_entry > self.index_interval_bytes:
+                self.offset_index.append(last, position + p)
+                self.time_index.maybe_append(self.max_timestamp_so_far,
+                                             self.offset_of_max_timestamp_so_far)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += size
+            p += size
 
     # ---- reading ---------------------------------------------------------------------------------
     def _read_prefix(self, pos: int):

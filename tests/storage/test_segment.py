@@ -151,3 +151,19 @@ def test_should_roll(tmp_path):
     seg.roll_jitter_ms = 5000
     assert seg.should_roll(messages_size=10, **{**kw, "max_timestamp_in_messages": 10_001})  # jitter
     assert log_file(str(tmp_path), 0).endswith("00000000000000000000.log")
+
+
+def test_multi_batch_append_indexes_like_separate_appends(tmp_path):
+    one = LogSegment(str(tmp_path / "a"), 0, index_interval_bytes=100, max_index_size=4096) \
+        if os.makedirs(str(tmp_path / "a")) is None else None
+    many = LogSegment(str(tmp_path / "b"), 0, index_interval_bytes=100, max_index_size=4096) \
+        if os.makedirs(str(tmp_path / "b")) is None else None
+    raws = [R.build_batch([(b"k", b"v" * 60, None, 10 + (i * 7) % 5)], base_offset=i) for i in range(12)]
+    for i, raw in enumerate(raws):
+        h = R.read_header(raw)
+        one.append(h.last_offset, h.max_timestamp, h.last_offset, raw)
+    many.append(11, max(R.read_header(r).max_timestamp for r in raws), 0, b"".join(raws))
+    entries = lambda s: [s.offset_index.entry(n) for n in range(s.offset_index.entries)]  # noqa: E731
+    assert entries(one) == entries(many) and len(entries(one)) > 2
+    assert (one.max_timestamp_so_far, one.offset_of_max_timestamp_so_far) == \
+        (many.max_timestamp_so_far, many.offset_of_max_timestamp_so_far) == (14, 2)
