@@ -210,3 +210,17 @@ def test_txn_index(tmp_path):
     code, out, err = run(tmp_path / "00000000000000000000.txnindex")
     assert out.splitlines()[1] == "version: 0 producerId: 7 firstOffset: 3 lastOffset: 9 lastStableOffset: 12"
     assert "not a multiple of 34" in err
+
+
+def test_compressed_and_log_append_time_batches(tmp_path):
+    b = R.build_batch([(b"a", b"1"), (b"b", b"2")], base_offset=0, base_timestamp=TS,
+                      compression=R.COMPRESSION_GZIP)
+    b2 = bytearray(R.build_batch([(b"c", b"3")], base_offset=2, base_timestamp=TS))
+    R.patch_max_timestamp_log_append(b2, 0, TS + 77)
+    (tmp_path / "00000000000000000000.log").write_bytes(b + bytes(b2))
+    _, out, _ = run(tmp_path / "00000000000000000000.log", "--deep-iteration")
+    lines = out.splitlines()
+    assert "compresscodec: gzip" in lines[2] and "isvalid: true" in lines[2]
+    assert lines[3].startswith("| offset: 0 CreateTime: ") and lines[4].startswith("| offset: 1 ")
+    assert f"LogAppendTime: {TS + 77}" in lines[5] and "compresscodec: none" in lines[5]
+    assert lines[6].startswith(f"| offset: 2 LogAppendTime: {TS + 77} ")
