@@ -64,3 +64,10 @@ async def test_duplicates(h):
     results = (await h.call(request, 3)).results
     assert [(r.name, r.error_code) for r in results] == [("t", 42)]
     assert h.lm.topics["t"].partitions == 1
+
+
+async def test_internal_topic_is_not_grown(h):
+    h.create("__consumer_offsets", 3)
+    results = await grow(h, CP(name="__consumer_offsets", count=6, assignments=None))
+    assert results["__consumer_offsets"].error_code == 42
+    assert h.lm.topics["__consumer_offsets"].partitions == 3

@@ -76,3 +76,10 @@ async def test_deletion_disabled(tmp_path):
         assert "x" in h.lm.topics
     finally:
         h.close()
+
+
+async def test_internal_topic_is_not_deleted(h):
+    h.create("__consumer_offsets", 2)
+    (result,) = await delete(h, version=5, names=["__consumer_offsets"])
+    assert result.error_code == 42 and "group coordinator" in result.error_message
+    assert "__consumer_offsets" in h.lm.topics

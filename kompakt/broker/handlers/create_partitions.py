@@ -8,6 +8,9 @@ Behaviour (Kafka's ControllerApis.createPartitions + ReplicationControlManager.c
 * assignments (optional): exactly count - current lists, each [this node], else
   INVALID_REPLICA_ASSIGNMENT.
 * More than 10000 new partitions in one request: POLICY_VIOLATION (Kafka's per-operation bound).
+* Internal topics (`__consumer_offsets`): INVALID_REQUEST. Kafka allows growing them, but the group
+  coordinator maps each group to a partition by hash modulo the partition count, so growing it
+  would move groups away from their committed offsets.
 * validate_only: every check, nothing created. Otherwise the log manager adds the partitions
   (new dirs, persisted topic metadata) before we answer.
 
@@ -20,7 +23,7 @@ import logging
 from kafka.protocol.admin.topics import CreatePartitionsResponse
 
 from kompakt.broker.handlers.create_topics import (MAX_PARTITIONS_PER_REQUEST, TopicError, error_code_of,
-                                                   run_storage)
+                                                   is_internal, run_storage)
 from kompakt.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 37
@@ -74,6 +77,10 @@ async def handle(ctx, request) -> CreatePartitionsResponse:
             if meta is None:
                 raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                  "This server does not host this topic-partition.")
+            if is_internal(name):
+                raise TopicError(ErrorCode.INVALID_REQUEST,
+                                 f"Kompakt does not add partitions to the internal topic {name}: the group "
+                                 f"coordinator maps groups to its partitions by hash.")
             current = meta.partitions
             added = _check(topic, current, node_id)
             if added > budget:

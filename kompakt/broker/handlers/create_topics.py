@@ -16,7 +16,8 @@ Behaviour (Kafka's ControllerApis.createTopics + ReplicationControlManager.creat
     `default.replication.factor`;
   - more than 10000 new partitions in one request: POLICY_VIOLATION (Kafka's per-operation
     record bound, MAX_RECORDS_PER_USER_OP).
-* validate_only runs every check and creates nothing.
+* validate_only runs every check and creates nothing (the v7 topic id is then the zero uuid;
+  Kafka sends a random one that never exists).
 * Success: topic id (v7+), and in v5+ num_partitions, replication_factor (1) and the topic's full
   effective configuration with sources (no synonyms), as Kafka returns them.
 
