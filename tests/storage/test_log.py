@@ -146,3 +146,89 @@ def test_replace_segments_rebuilds_indexes_of_a_bare_cleaned_log(logdir):
     assert os.path.getsize(S.index_file(logdir, 0)) == 8 * seg.offset_index.entries
     assert lg.offset_for_timestamp(base_ts + 3) == (4, base_ts + 4)
     lg.close()
+
+
+class FakeTime:
+    def __init__(self, ms: int):
+        self.ms = ms
+
+    def time(self) -> float:
+        return self.ms / 1000
+
+
+def test_segment_ms_rolls_by_record_time_and_clock(logdir):
+    clock = FakeTime(1_700_000_000_000)
+    lg = Log.open(logdir, cfg(segment_ms=60_000), time=clock)
+    lg.append_as_leader(batch(1, ts=clock.ms))
+    lg.append_as_leader(batch(1, ts=clock.ms + 59_000))
+    assert lg.num_segments == 1
+    lg.append_as_leader(batch(1, ts=clock.ms + 60_001))   # 60.001 s after the first batch
+    assert lg.num_segments == 2 and lg.active_segment.base_offset == 2
+    lg.close()
+
+
+def test_flush_messages_moves_the_recovery_point(logdir):
+    lg = Log.open(logdir, cfg(flush_messages=5))
+    for _ in range(4):
+        lg.append_as_leader(batch(1))
+    assert lg.recovery_point == 0 and lg.unflushed_messages == 4
+    lg.append_as_leader(batch(1))
+    assert lg.recovery_point == 5 and lg.unflushed_messages == 0
+    lg.close()
+
+
+def test_update_config_applies_to_following_appends(logdir):
+    lg = Log.open(logdir, cfg())
+    lg.append_as_leader(batch(1, key=None))
+    lg.update_config(cfg(cleanup_policy="compact", internal_segment_bytes=300))
+    with pytest.raises(InvalidRecordError):
+        lg.append_as_leader(batch(1, key=None))
+    for _ in range(6):
+        lg.append_as_leader(batch(1))
+    assert lg.num_segments > 1
+    lg.close()
+
+
+def test_expired_producers_are_forgotten(logdir):
+    clock = FakeTime(1_700_000_000_000)
+    lg = Log.open(logdir, cfg(), time=clock, producer_id_expiration_ms=1000)
+    lg.append_as_leader(R.build_batch([(b"k", b"v", None, clock.ms)], producer_id=4, producer_epoch=0,
+                                      base_sequence=0))
+    assert lg.remove_expired_producers(clock.ms + 999) == 0
+    assert lg.remove_expired_producers(clock.ms + 1000) == 1
+    # forgotten: a retry of sequence 0 is no longer recognised as a duplicate
+    assert not lg.append_as_leader(R.build_batch([(b"k", b"v", None, clock.ms)], producer_id=4,
+                                                 producer_epoch=0, base_sequence=0)).duplicate
+    lg.close()
+
+
+def test_flush_in_a_worker_thread_while_appending(logdir):
+    import threading
+    lg = Log.open(logdir, cfg(internal_segment_bytes=4000))
+    stop = threading.Event()
+    errors = []
+
+    def flusher():
+        while not stop.is_set():
+            try:
+                lg.flush()
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+                return
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for i in range(300):
+            assert lg.append_as_leader(batch(1, key=b"k%d-" % i)).first_offset == i
+    finally:
+        stop.set()
+        t.join()
+    assert not errors
+    lg.flush()
+    assert lg.recovery_point == 300
+    lg.close_handlers()
+    again = Log.open(logdir, cfg(internal_segment_bytes=4000), had_clean_shutdown=False,
+                     recovery_point=0)
+    assert again.log_end_offset == 300 and again.repairs == []
+    again.close()

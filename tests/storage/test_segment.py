@@ -154,10 +154,10 @@ def test_should_roll(tmp_path):
 
 
 def test_multi_batch_append_indexes_like_separate_appends(tmp_path):
-    one = LogSegment(str(tmp_path / "a"), 0, index_interval_bytes=100, max_index_size=4096) \
-        if os.makedirs(str(tmp_path / "a")) is None else None
-    many = LogSegment(str(tmp_path / "b"), 0, index_interval_bytes=100, max_index_size=4096) \
-        if os.makedirs(str(tmp_path / "b")) is None else None
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    one = mk(tmp_path / "a")
+    many = mk(tmp_path / "b")
     raws = [R.build_batch([(b"k", b"v" * 60, None, 10 + (i * 7) % 5)], base_offset=i) for i in range(12)]
     for i, raw in enumerate(raws):
         h = R.read_header(raw)
