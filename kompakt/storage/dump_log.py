@@ -18,7 +18,8 @@ means every file in it, sorted):
   .txnindex     aborted transactions: version producerId firstOffset lastOffset lastStableOffset.
   checkpoints   recovery-point-offset-checkpoint, log-start-offset-checkpoint,
                 cleaner-offset-checkpoint, replication-offset-checkpoint: "topic: t partition: p offset: o";
-                leader-epoch-checkpoint: "epoch: e startOffset: o"; partition.metadata: its topic id.
+                leader-epoch-checkpoint: "epoch: e startOffset: o"; partition.metadata: its topic id;
+                kompakt-topics.json: one line per topic (id, partitions, configs); meta.properties.
 Problems found (index mismatches, non-consecutive offsets, corrupt files) go to stderr after the
 dump, worded like Kafka's. `--json` prints one JSON object per file per line instead (same facts,
 Kafka's field names). The tool only reads; it never repairs.
@@ -118,6 +119,10 @@ def _kind(path: str) -> tuple[str, str]:
         return "leader-epoch-checkpoint", name
     if name == "partition.metadata":
         return "partition-metadata", name
+    if name == "kompakt-topics.json":
+        return "topic-store", name
+    if name == "meta.properties":
+        return "meta-properties", name
     ext = name[name.rfind("."):] if "." in name else ""
     return {".log": "log", ".index": "index", ".timeindex": "timeindex", ".snapshot": "snapshot",
             ".txnindex": "txnindex"}.get(ext, "unknown"), name
@@ -545,10 +550,42 @@ def dump_partition_metadata(path: str, name: str, opts, problems: _Problems, emi
     return result
 
 
+def dump_topic_store(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
+    from kompakt.storage.topic_store import TopicStoreCorruptError, decode, uuid_to_str
+    result: dict[str, Any] = {"file": path, "type": "topic-store", "topics": [], "deleted_topic_ids": []}
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        topics, deleted = decode(data)
+    except TopicStoreCorruptError as exc:
+        result["error"] = str(exc)
+        problems.error(f"Corrupt topic store {path}: {exc}")
+        return result
+    for meta in sorted(topics.values(), key=lambda t: t.name):
+        row = {"topic": meta.name, "topicId": uuid_to_str(meta.topic_id), "partitions": meta.partitions,
+               "configs": dict(sorted(meta.configs.items()))}
+        result["topics"].append(row)
+        configs = ",".join(f"{k}={v}" for k, v in row["configs"].items())
+        emit(f"topic: {meta.name} topicId: {row['topicId']} partitions: {meta.partitions} configs: {configs}")
+    for topic_id in sorted(uuid_to_str(u) for u in deleted):
+        result["deleted_topic_ids"].append(topic_id)
+        emit(f"deleted topicId: {topic_id}")
+    return result
+
+
+def dump_meta_properties(path: str, name: str, opts, problems: _Problems, emit) -> dict[str, Any]:
+    from kompakt.config.broker_config import read_properties
+    props = read_properties(path)
+    for key, value in sorted(props.items()):
+        emit(f"{key}={value}")
+    return {"file": path, "type": "meta.properties", "properties": dict(sorted(props.items()))}
+
+
 DUMPERS = {"log": dump_log, "index": dump_index, "timeindex": dump_time_index, "snapshot": dump_snapshot,
            "txnindex": dump_txn_index,
            "offset-checkpoint": dump_offset_checkpoint, "leader-epoch-checkpoint": dump_epoch_checkpoint,
-           "partition-metadata": dump_partition_metadata}
+           "partition-metadata": dump_partition_metadata, "topic-store": dump_topic_store,
+           "meta-properties": dump_meta_properties}
 
 
 def _expand(paths: list[str]) -> list[str]:

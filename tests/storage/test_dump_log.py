@@ -224,3 +224,17 @@ def test_compressed_and_log_append_time_batches(tmp_path):
     assert lines[3].startswith("| offset: 0 CreateTime: ") and lines[4].startswith("| offset: 1 ")
     assert f"LogAppendTime: {TS + 77}" in lines[5] and "compresscodec: none" in lines[5]
     assert lines[6].startswith(f"| offset: 2 LogAppendTime: {TS + 77} ")
+
+
+def test_topic_store_and_meta_properties(tmp_path):
+    import uuid
+    from kompakt.storage.topic_store import TopicMeta, TopicStore
+    u = uuid.UUID("00000000-0000-0000-0000-000000000002")
+    TopicStore(str(tmp_path)).save({"t": TopicMeta("t", u, 3, {"cleanup.policy": "compact"})})
+    (tmp_path / "meta.properties").write_text("#\nversion=1\nnode.id=1\ncluster.id=abc\n")
+    code, out, err = run(tmp_path / "kompakt-topics.json", tmp_path / "meta.properties")
+    assert out.splitlines() == [
+        f"Dumping {tmp_path}/kompakt-topics.json",
+        "topic: t topicId: AAAAAAAAAAAAAAAAAAAAAg partitions: 3 configs: cleanup.policy=compact",
+        f"Dumping {tmp_path}/meta.properties", "cluster.id=abc", "node.id=1", "version=1"]
+    assert err == ""
