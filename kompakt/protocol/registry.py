@@ -48,7 +48,7 @@ def _api(request: type, response: type) -> Api:
     lo, hi = request._valid_versions
     flex = request._flexible_versions
     return Api(request.API_KEY, request.name.removesuffix("Request"), request, response, lo, hi,
-               flex[0] if flex is not None else None)
+               flex[0] if flex is not None and flex[0] >= 0 else None)  # "none" parses to (-1, -1)
 
 
 # The explicit table: every API kafka-python ships a schema for, by key.
