@@ -324,7 +324,7 @@ class Log:
                     f"Received request for offset {offset} for partition {_tp_name(self.tp)}, but we "
                     f"only have log segments in the range {start} to {leo}.")
             data = b""
-            if offset < leo and max_bytes >= 0:
+            if offset < leo and max_bytes >= 0 and (max_offset is None or offset < max_offset):
                 i = max(bisect_right(self._bases, offset) - 1, 0)
                 while i < len(self._segments):
                     res = self._segments[i].read(offset, max_bytes, None, min_one)

@@ -232,3 +232,13 @@ def test_flush_in_a_worker_thread_while_appending(logdir):
                      recovery_point=0)
     assert again.log_end_offset == 300 and again.repairs == []
     again.close()
+
+
+def test_read_stops_before_max_offset(logdir):
+    lg = Log.open(logdir, cfg())
+    for _ in range(6):
+        lg.append_as_leader(batch(2))
+    hs = batches_of(lg.read(0, 10_000, max_offset=6).records)
+    assert [h.base_offset for h in hs] == [0, 2, 4]
+    assert lg.read(6, 10_000, max_offset=6).records == b""
+    lg.close()

@@ -167,3 +167,17 @@ def test_multi_batch_append_indexes_like_separate_appends(tmp_path):
     assert entries(one) == entries(many) and len(entries(one)) > 2
     assert (one.max_timestamp_so_far, one.offset_of_max_timestamp_so_far) == \
         (many.max_timestamp_so_far, many.offset_of_max_timestamp_so_far) == (14, 2)
+
+
+def test_recover_and_scan_with_batches_larger_than_the_read_chunk(tmp_path, monkeypatch):
+    import kompakt.storage.segment as S
+    seg = mk(tmp_path)
+    for i in range(8):
+        add(seg, i * 3, n=3, value=b"z" * 150)
+    expected = [(h.base_offset, h.size) for _, h, _, _ in seg.iter_batches()]
+    assert [(h.base_offset, h.size) for _, h, _, _ in seg.iter_batches(chunk=64)] == expected
+    monkeypatch.setattr(S, "RECOVER_CHUNK", 100)
+    entries = [seg.offset_index.entry(n) for n in range(seg.offset_index.entries)]
+    assert seg.recover() == 0
+    assert [seg.offset_index.entry(n) for n in range(seg.offset_index.entries)] == entries
+    assert seg.read_next_offset() == 24
