@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
@@ -176,12 +177,25 @@ def _failure(name: str, code: ErrorCode, message: str | None) -> Result:
                   num_partitions=-1, replication_factor=-1, configs=[])
 
 
+def _validate(topic, lm, cfg) -> tuple[dict[str, str], int]:
+    """Kafka's checks for one topic, in Kafka's order; returns (configs, partition count)."""
+    name = topic.name
+    if name == CLUSTER_METADATA_TOPIC:
+        raise TopicError(ErrorCode.INVALID_REQUEST,
+                         f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
+    reason = invalid_topic_reason(name)
+    if reason:
+        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+    existing = lm.topics
+    if name in existing:
+        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+    check_collision(name, existing)
+    return _configs(topic), _partitions_and_rf(topic, cfg, cfg.node_id)
+
+
 async def handle(ctx, request) -> CreateTopicsResponse:
-    lm, cfg = ctx.log_manager, ctx.config
-    node_id = cfg.node_id
-    counts: dict[str, int] = {}
-    for topic in request.topics:
-        counts[topic.name] = counts.get(topic.name, 0) + 1
+    lm, cfg, version = ctx.log_manager, ctx.config, ctx.api_version
+    counts = Counter(topic.name for topic in request.topics)
     results, reported_duplicates = [], set()
     budget = MAX_PARTITIONS_PER_REQUEST
     for topic in request.topics:
@@ -192,29 +206,17 @@ async def handle(ctx, request) -> CreateTopicsResponse:
                     continue
                 reported_duplicates.add(name)
                 raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
-            if name == CLUSTER_METADATA_TOPIC:
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
-            reason = invalid_topic_reason(name)
-            if reason:
-                raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-            existing = lm.topics
-            if name in existing:
-                raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            check_collision(name, existing)
-            configs = _configs(topic)
-            partitions = _partitions_and_rf(topic, cfg, node_id)
+            configs, partitions = _validate(topic, lm, cfg)
             if partitions > budget:
-                raise TopicError(ErrorCode.POLICY_VIOLATION,
-                                 "Unable to perform excessively large batch operation.")
+                raise TopicError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
             budget -= partitions
             if request.validate_only:
-                results.append(_success(name, None, partitions, configs, cfg, ctx.api_version))
+                results.append(_success(name, None, partitions, configs, cfg, version))
                 continue
             meta = await run_storage(lm.create_topic, name, partitions, configs)
             log.info("created topic %s (%d partitions, configs %s) for client %s",
                      name, partitions, configs or "default", ctx.client_id)
-            results.append(_success(name, meta.topic_id, partitions, configs, cfg, ctx.api_version))
+            results.append(_success(name, meta.topic_id, partitions, configs, cfg, version))
         except TopicError as exc:
             results.append(_failure(name, exc.code, exc.message))
         except KafkaError as exc:

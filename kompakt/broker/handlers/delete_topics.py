@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 
 from kafka.protocol.admin.topics import DeleteTopicsResponse
 
@@ -57,63 +58,58 @@ def _requested(request, version: int) -> tuple[list[tuple[str | None, uuid.UUID 
     return wanted, errors
 
 
-async def handle(ctx, request) -> DeleteTopicsResponse:
-    version = ctx.api_version
-    lm = ctx.log_manager
-    wanted, results = _requested(request, version)
-    if not ctx.config["delete.topic.enable"]:
-        code, message = ((ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.") if version >= 3
-                         else (ErrorCode.INVALID_REQUEST, "Topic deletion is disabled."))
-        results += [_result(name, tid, code, message) for name, tid in wanted]
-        return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
-
-    names = [n for n, _ in wanted if n is not None]
-    ids = [t for _, t in wanted if t is not None]
-    by_id = {meta.topic_id: name for name, meta in lm.topics.items()}
-    targets: dict[str, tuple[str | None, uuid.UUID | None]] = {}   # topic name -> as requested
-    duplicates = set()
+def _resolve(wanted, topics) -> tuple[dict[str, tuple], list[Result]]:
+    """Topic name -> (name, id) as requested, for each deletable entry; results for the rest."""
+    name_counts = Counter(n for n, _ in wanted if n is not None)
+    id_counts = Counter(t for _, t in wanted if t is not None)
+    by_id = {meta.topic_id: name for name, meta in topics.items()}
+    targets: dict[str, tuple[str | None, uuid.UUID | None]] = {}
+    results: list[Result] = []
+    reported = set()
     for name, tid in wanted:
-        if name is not None and names.count(name) > 1:
-            if name not in duplicates:   # one answer per duplicated name, as Kafka
-                duplicates.add(name)
-                results.append(_result(name, None, ErrorCode.INVALID_REQUEST, "Duplicate topic name."))
+        if (name is not None and name_counts[name] > 1) or (tid is not None and id_counts[tid] > 1):
+            if (name, tid) not in reported:   # one answer per duplicated name or id, as Kafka
+                reported.add((name, tid))
+                what = "name" if name is not None else "id"
+                results.append(_result(name, tid, ErrorCode.INVALID_REQUEST, f"Duplicate topic {what}."))
             continue
-        if tid is not None and ids.count(tid) > 1:
-            if tid not in duplicates:
-                duplicates.add(tid)
-                results.append(_result(None, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic id."))
-            continue
-        if tid is not None:
-            resolved = by_id.get(tid)
-            if resolved is None:
-                results.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID,
-                                       f"Topic id {tid} does not exist."))
-                continue
-        else:
-            resolved = name
-            if resolved not in lm.topics:
-                results.append(_result(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                       "This server does not host this topic-partition."))
-                continue
-        if resolved in targets:
+        resolved = by_id.get(tid) if tid is not None else name
+        if resolved is None:
+            results.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID, f"Topic id {tid} does not exist."))
+        elif resolved not in topics:
+            results.append(_result(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                   "This server does not host this topic-partition."))
+        elif resolved in targets:
             results.append(_result(name, tid, ErrorCode.INVALID_REQUEST,
                                    "The provided topic name maps to an ID that was already supplied."))
-            continue
-        targets[resolved] = (name, tid)
+        else:
+            targets[resolved] = (name, tid)
+    return targets, results
 
-    for topic, (name, tid) in targets.items():
-        meta = lm.topics.get(topic)
-        topic_id = meta.topic_id if meta is not None else tid
-        if is_internal(topic):
-            results.append(_result(topic, topic_id, ErrorCode.INVALID_REQUEST,
-                                   f"Kompakt does not delete the internal topic {topic}: the group "
-                                   f"coordinator keeps committed offsets in it."))
-            continue
-        try:
-            await run_storage(lm.delete_topic, topic)
-        except KafkaError as exc:
-            results.append(_result(topic, topic_id, error_code_of(exc), str(exc)))
-            continue
-        log.info("deleted topic %s (id %s) for client %s", topic, topic_id, ctx.client_id)
-        results.append(_result(topic, topic_id))
+
+async def _delete(ctx, topic: str, topic_id) -> Result:
+    if is_internal(topic):
+        return _result(topic, topic_id, ErrorCode.INVALID_REQUEST,
+                       f"Kompakt does not delete the internal topic {topic}: the group "
+                       f"coordinator keeps committed offsets in it.")
+    try:
+        await run_storage(ctx.log_manager.delete_topic, topic)
+    except KafkaError as exc:
+        return _result(topic, topic_id, error_code_of(exc), str(exc))
+    log.info("deleted topic %s (id %s) for client %s", topic, topic_id, ctx.client_id)
+    return _result(topic, topic_id)
+
+
+async def handle(ctx, request) -> DeleteTopicsResponse:
+    version = ctx.api_version
+    wanted, results = _requested(request, version)
+    if not ctx.config["delete.topic.enable"]:
+        code = ErrorCode.TOPIC_DELETION_DISABLED if version >= 3 else ErrorCode.INVALID_REQUEST
+        results += [_result(name, tid, code, "Topic deletion is disabled.") for name, tid in wanted]
+        return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
+    topics = ctx.log_manager.topics
+    targets, errors = _resolve(wanted, topics)
+    results += errors
+    for topic in targets:
+        results.append(await _delete(ctx, topic, topics[topic].topic_id))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
