@@ -16,10 +16,11 @@ def create_topic(bootstrap, name, configs, partitions=1):
     fut.result(30)
 
 
-def produce(bootstrap, topic, records, partition=0):
+def produce(bootstrap, topic, records, partition=0, batch_size=16384):
     """records: [(key bytes, value bytes|None)]; returns [(offset, key, value)] as assigned."""
     out = []
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                  "batch.size": batch_size})
 
     def cb(err, msg):
         assert err is None, err
