@@ -1,8 +1,9 @@
 """Request and response bytes <-> objects: headers, kafka-python bodies, and two hot-path codecs.
 
 Role: everything between a frame (framing.py) and a handler. Generic APIs go through
-kafka-python's compiled schema codecs (registry.py). Two paths are written by hand because they
-carry record data and must not copy it:
+kafka-python's compiled schema codecs (registry.py). The produce/fetch hot paths are written by
+hand: Produce responses (`encode_produce_response`, no per-partition Python objects), and two
+that carry record data and must not copy it:
   * Produce requests: `decode_produce` hands each partition's records out as a *writable
     memoryview into the request frame*; storage patches baseOffset in place and writes it.
     (kafka-python's schema decodes `records` as `bytes(...)`: a copy, and immutable.)
@@ -70,6 +71,9 @@ class RequestHeader:
 # -- primitives -------------------------------------------------------------------------------
 
 def read_uvarint(buf, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:                      # the common case: lengths and counts below 128
+        return b, pos + 1
     value = shift = 0
     while True:
         b = buf[pos]
@@ -83,6 +87,8 @@ def read_uvarint(buf, pos: int) -> tuple[int, int]:
 
 
 def skip_tagged_fields(buf, pos: int) -> int:
+    if buf[pos] == 0:                 # no tagged fields: nearly always
+        return pos + 1
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):
         _tag, pos = read_uvarint(buf, pos)
@@ -272,6 +278,58 @@ def decode_produce(header: RequestHeader, frame) -> ProduceRequestData:
     except (IndexError, struct.error, UnicodeDecodeError, ValueError) as exc:
         raise MalformedRequestError(f"cannot decode Produce v{version}: {exc}") from None
     return ProduceRequestData(version, txn_id, acks, timeout_ms, topics)
+
+
+# -- Produce response (hand-written: the produce path's per-request cost is mostly Python objects) ---
+
+_PRODUCE_PART = struct.Struct(">ihq")        # index, error_code, base_offset
+assert _PRODUCE_PART.size == 14
+
+
+def _put_nullable_string(out: bytearray, s: str | None, compact: bool) -> None:
+    if s is None:
+        if compact:
+            out.append(0)
+        else:
+            out += b"\xff\xff"
+    else:
+        _put_string(out, s, compact)
+
+
+def encode_produce_response(correlation_id: int, version: int, topics) -> bytes:
+    """ProduceResponse v0-v13, framed. `topics`: [(name, topic_id, [(index, error_code, base_offset,
+    log_append_time_ms, log_start_offset, error_message)])]. Record errors are always empty and the
+    v10+ tagged fields (current leader, node endpoints) are never sent: we are always the leader."""
+    flex = version >= 9
+    out = bytearray(FRAME_AND_CORRELATION.pack(0, correlation_id))
+    if flex:
+        out.append(0)
+    _put_array_len(out, len(topics), flex)
+    for name, topic_id, partitions in topics:
+        if version >= 13:
+            out += (topic_id or ZERO_UUID).bytes
+        else:
+            _put_string(out, name, flex)
+        _put_array_len(out, len(partitions), flex)
+        for index, error_code, base_offset, append_time, log_start, message in partitions:
+            out += _PRODUCE_PART.pack(index, error_code, base_offset)
+            if version >= 2:
+                out += INT64.pack(append_time)
+            if version >= 5:
+                out += INT64.pack(log_start)
+            if version >= 8:
+                _put_array_len(out, 0, flex)            # record_errors: none
+                _put_nullable_string(out, message, flex)
+            if flex:
+                out.append(0)
+        if flex:
+            out.append(0)
+    if version >= 1:
+        out += INT32.pack(0)                            # throttle_time_ms
+    if flex:
+        out.append(0)
+    INT32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
 
 
 # -- Fetch response (hand-written: record bytes are never copied into a response buffer) ---------

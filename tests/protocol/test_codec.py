@@ -1,5 +1,6 @@
 """Request headers, the hand-written Produce decoder and Fetch encoder, against golden bytes and
 against kafka-python's schema codecs for every version."""
+import struct
 import uuid
 
 import pytest
@@ -259,3 +260,27 @@ def test_api_versions_unsupported_version_answer_is_v0_golden():
         0000 0000 000d  #   Produce 0-13
         0012 0000 0004  #   ApiVersions 0-4
     """))
+
+
+# -- Produce response ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", range(0, 14))
+def test_produce_response_matches_kafka_python_for_every_version(version):
+    from kafka.protocol.producer.produce import ProduceResponse
+    from kompakt.protocol import registry
+    from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
+    tid = uuid.uuid4()
+    parts = [(0, 0, 42, -1, 0, None), (3, 87, -1, -1, -1, "keys required")]
+    ours = codec.encode_produce_response(5, version, [("orders", tid, parts), ("b", tid, [])])
+    R = ProduceResponse
+    TP, PP = R.TopicProduceResponse, R.TopicProduceResponse.PartitionProduceResponse
+    ref = R(version=version, throttle_time_ms=0, responses=[
+        TP(name="orders" if version < 13 else None, topic_id=tid, partition_responses=[
+            PP(index=i, error_code=e, base_offset=b, log_append_time_ms=t, log_start_offset=s,
+               record_errors=[], error_message=m) for i, e, b, t, s, m in parts]),
+        TP(name="b" if version < 13 else None, topic_id=tid, partition_responses=[])])
+    out = EncodeBuffer(256)
+    registry.encoder(0, version)(ref, out)
+    header = struct.pack(">i", 5) + (b"\x00" if version >= 9 else b"")
+    body = header + bytes(out.buf[:out.pos])
+    assert ours == struct.pack(">i", len(body)) + body

@@ -28,8 +28,6 @@ from __future__ import annotations
 
 import logging
 
-from kafka.protocol.producer.produce import ProduceResponse
-
 from kompakt.broker.dispatch import CloseConnection
 from kompakt.protocol import codec
 from kompakt.protocol.errors import ErrorCode, KafkaError
@@ -42,8 +40,6 @@ FIRST_SERVED_VERSION = 3
 
 log = logging.getLogger(__name__)
 
-_Topic = ProduceResponse.TopicProduceResponse
-_Partition = _Topic.PartitionProduceResponse
 _VALID_ACKS = (-1, 0, 1)
 
 
@@ -52,27 +48,22 @@ def decode(header, frame):
 
 
 def _failed(index: int, code: int, message: str | None = None):
-    return _Partition(index=index, error_code=int(code), base_offset=-1, log_append_time_ms=-1,
-                      log_start_offset=-1, record_errors=[], error_message=message)
+    """A partition answer: (index, error_code, base_offset, log_append_time, log_start_offset, message)."""
+    return (index, int(code), -1, -1, -1, message)
 
 
 def _fail_all(request, code: int):
-    return [_Topic(name=t.name, topic_id=t.topic_id,
-                   partition_responses=[_failed(i, code) for i, _ in t.partitions])
-            for t in request.topics]
+    return [(t.name, t.topic_id, [_failed(i, code) for i, _ in t.partitions]) for t in request.topics]
 
 
 def _append(lm, log_obj, records, topic: str, metrics):
-    """Append one partition's bytes, wake long-polling fetches; returns the partition response."""
+    """Append one partition's bytes, wake long-polling fetches; returns the partition answer."""
     tp = log_obj.tp
     info = log_obj.append_as_leader(records if records is not None else b"")
     lm.notify_append(tp)
     if metrics is not None:
-        metrics.record_produce(topic, len(records) if records is not None else 0,
-                               getattr(info, "records_count", 0) or 0)
-    return _Partition(index=tp.partition, error_code=0, base_offset=info.first_offset,
-                      log_append_time_ms=getattr(info, "log_append_time", -1),
-                      log_start_offset=log_obj.log_start_offset, record_errors=[], error_message=None)
+        metrics.record_produce(topic, len(records) if records is not None else 0, info.records_count)
+    return (tp.partition, 0, info.first_offset, info.log_append_time, log_obj.log_start_offset, None)
 
 
 async def handle(ctx, request):
@@ -85,14 +76,14 @@ async def handle(ctx, request):
     else:
         responses = _produce(ctx, request, version)
     if acks == 0:
-        for topic in responses:
-            for p in topic.partition_responses:
-                if p.error_code:
+        for name, topic_id, partitions in responses:
+            for index, code, _, _, _, message in partitions:
+                if code:
                     raise CloseConnection(
-                        f"acks=0 produce to {topic.name or topic.topic_id}-{p.index} failed with "
-                        f"{ErrorCode(p.error_code).name}: {p.error_message or ''}")
+                        f"acks=0 produce to {name or topic_id}-{index} failed with "
+                        f"{ErrorCode(code).name}: {message or ''}")
         return None
-    return ProduceResponse(version=version, responses=responses, throttle_time_ms=0)
+    return codec.encode_produce_response(ctx.correlation_id, version, responses)
 
 
 def _produce(ctx, request, version: int):
@@ -106,12 +97,12 @@ def _produce(ctx, request, version: int):
             if by_id is None:
                 by_id = {m.topic_id: m.name for m in lm.topics.values()}
             name = by_id.get(topic.topic_id)
-        missing = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         parts = []
         for index, records in topic.partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
             if log_obj is None:
-                parts.append(_failed(index, missing if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
                 parts.append(_append(lm, log_obj, records, name, metrics))
@@ -123,6 +114,5 @@ def _produce(ctx, request, version: int):
             except OSError as exc:
                 log.error("produce to %s-%d failed on disk: %s", name, index, exc)
                 parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc)))
-        responses.append(_Topic(name=topic.name if version < 13 else None, topic_id=topic.topic_id,
-                                partition_responses=parts))
+        responses.append((topic.name if version < 13 else None, topic.topic_id, parts))
     return responses
