@@ -110,7 +110,7 @@ def _broker_synonym_group(name: str) -> list[str]:
     return [name]
 
 
-def _topic_rows(meta, cfg, keys, synonyms: bool, docs: bool, version: int) -> list[Row]:
+def _topic_rows(meta, cfg, keys, synonyms: bool, docs: bool) -> list[Row]:
     rows = []
     for entry in topic_config.describe(meta.configs, cfg, keys):
         rows.append(Row(
@@ -122,32 +122,30 @@ def _topic_rows(meta, cfg, keys, synonyms: bool, docs: bool, version: int) -> li
     return rows
 
 
+def _broker_synonyms(cfg, name: str) -> list[Synonym]:
+    """Kafka's order: every spelling of the setting that is set (static), then those with defaults."""
+    group = [syn for syn in _broker_synonym_group(name) if syn in BROKER_KEYS]
+    out = [Synonym(name=syn, value=format_broker_value(BROKER_KEYS[syn], cfg[syn]),
+                   source=topic_config.SOURCE_STATIC_BROKER_CONFIG)
+           for syn in group if cfg.is_set(syn)]
+    out += [Synonym(name=syn, value=format_broker_value(BROKER_KEYS[syn], BROKER_KEYS[syn].default),
+                    source=topic_config.SOURCE_DEFAULT_CONFIG)
+            for syn in group if BROKER_KEYS[syn].default is not None]
+    return out
+
+
 def _broker_rows(cfg, keys, synonyms: bool, docs: bool) -> list[Row]:
     names = sorted(BROKER_KEYS) if keys is None else [k for k in keys if k in BROKER_KEYS]
     rows = []
     for name in names:
         spec = BROKER_KEYS[name]
-        value = format_broker_value(spec, cfg[name])
         source = (topic_config.SOURCE_STATIC_BROKER_CONFIG if cfg.is_set(name)
                   else topic_config.SOURCE_DEFAULT_CONFIG)
-        syns = []
-        if synonyms:
-            ordered = _broker_synonym_group(name)   # Kafka lists the whole group, by priority
-            for syn in ordered:
-                syn_spec = BROKER_KEYS.get(syn)
-                if syn_spec is None:
-                    continue
-                if cfg.is_set(syn):
-                    syns.append(Synonym(name=syn, value=format_broker_value(syn_spec, cfg[syn]),
-                                        source=topic_config.SOURCE_STATIC_BROKER_CONFIG))
-            for syn in ordered:
-                syn_spec = BROKER_KEYS.get(syn)
-                if syn_spec is not None and syn_spec.default is not None:
-                    syns.append(Synonym(name=syn, value=format_broker_value(syn_spec, syn_spec.default),
-                                        source=topic_config.SOURCE_DEFAULT_CONFIG))
-        rows.append(Row(name=name, value=value, read_only=True, config_source=source,
-                        is_default=not cfg.is_set(name), is_sensitive=spec.type == "password",
-                        synonyms=syns, config_type=topic_config.CONFIG_TYPES.get(spec.type, 0),
+        rows.append(Row(name=name, value=format_broker_value(spec, cfg[name]), read_only=True,
+                        config_source=source, is_default=not cfg.is_set(name),
+                        is_sensitive=spec.type == "password",
+                        synonyms=_broker_synonyms(cfg, name) if synonyms else [],
+                        config_type=topic_config.CONFIG_TYPES.get(spec.type, 0),
                         documentation=spec.doc if docs else None))
     return rows
 
@@ -175,7 +173,7 @@ def describe_resource(ctx, resource, synonyms: bool, docs: bool) -> list[Row]:
     rtype, name = resource.resource_type, resource.resource_name
     if rtype == TOPIC:
         meta = topic_meta(ctx.log_manager, name)
-        return _topic_rows(meta, ctx.config, keys, synonyms, docs, ctx.api_version)
+        return _topic_rows(meta, ctx.config, keys, synonyms, docs)
     if rtype == BROKER:
         if not check_broker_name(name, ctx.config.node_id):
             return []   # cluster-wide dynamic defaults: Kompakt has none
