@@ -3,9 +3,11 @@
 Role: for every producer id that wrote to the partition, remember its epoch and the metadata of its
 last 5 batches, so the log can (a) answer a retried batch with the offsets it got the first time
 (duplicate detection), (b) refuse gaps (OUT_OF_ORDER_SEQUENCE_NUMBER) and (c) fence old epochs
-(INVALID_PRODUCER_EPOCH). Kafka 4 rules (ProducerAppendInfo.checkSequence): a producer the
-partition does not know (or knows with no epoch) may start at any sequence; a new epoch must start
-at sequence 0; otherwise the first sequence must be last + 1 (wrapping at int32 max to 0).
+(INVALID_PRODUCER_EPOCH). Kafka 4 rules (ProducerAppendInfo.checkProducerEpoch/checkSequence): an
+older epoch is refused for client and coordinator appends; sequences are checked for client
+appends only: a producer the partition does not know (no epoch) may start at any sequence; a new
+epoch must start at sequence 0; otherwise the first sequence must be last + 1 (wrapping at int32
+max to 0), where a known epoch with no batch left counts as last = -1.
 
 Snapshot file `<20-digit offset>.snapshot` (Kafka's ProducerStateManager format, version 1),
 taken at segment roll and on close, named after the log end offset it reflects:
@@ -227,9 +229,9 @@ class ProducerStateManager:
             if entry is None:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 staged[pid] = entry
-            if origin == "client" and not hdr.is_control:
+            if origin != "replication" and not hdr.is_control:
                 self._check_epoch(entry, hdr.producer_epoch)
-                if hdr.base_sequence >= 0:
+                if origin == "client":
                     self._check_sequence(entry, hdr.producer_epoch, hdr.base_sequence)
             entry.add_batch(hdr.producer_epoch, hdr.last_sequence, last_offset,
                             last_offset - first_offset, hdr.max_timestamp)
@@ -252,8 +254,9 @@ class ProducerStateManager:
                     f"{entry.producer_epoch} (current producer epoch)")
             return
         last_seq = entry.last_seq
-        # No batch retained (all deleted by retention/DeleteRecords, or a fresh entry): accept.
-        if last_seq == NO_SEQUENCE or entry.producer_epoch == NO_PRODUCER_EPOCH:
+        # No epoch known (a new producer, or all its batches deleted by retention/DeleteRecords):
+        # any sequence is accepted. A known epoch without a batch expects sequence 0.
+        if entry.producer_epoch == NO_PRODUCER_EPOCH:
             return
         if not in_sequence(last_seq, first_seq):
             raise OutOfOrderSequenceNumberError(

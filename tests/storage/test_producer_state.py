@@ -129,3 +129,14 @@ def test_expiration(tmp_path):
     last_ts = psm.producers[3].last_timestamp
     assert psm.remove_expired_producers(last_ts + 999) == 0
     assert psm.remove_expired_producers(last_ts + 1000) == 1 and not psm.producers
+
+
+def test_known_epoch_without_batches_expects_sequence_zero(tmp_path):
+    psm = ProducerStateManager(str(tmp_path))
+    psm.producers[8] = ProducerStateEntry(8, producer_epoch=2)   # e.g. from a snapshot entry with no batch
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        psm.check_batches([(R.read_header(pbatch(8, 2, 5)), 0, 0)])
+    staged, dup = psm.check_batches([(R.read_header(pbatch(8, 2, 0)), 0, 0)])
+    assert dup is None and staged[8].last_seq == 0
+    with pytest.raises(InvalidProducerEpochError):          # coordinator appends are fenced too
+        psm.check_batches([(R.read_header(pbatch(8, 1, 0)), 0, 0)], origin="coordinator")
