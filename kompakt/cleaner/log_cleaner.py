@@ -206,7 +206,7 @@ class LogCleaner:
 
     def partition_status(self, tp) -> dict | None:
         tp = _tp(tp)
-        lg = self._logs().get(tp)
+        lg = self.log_manager.get_log(tp)  # one lookup: a scrape asks this for every partition
         if lg is None:
             return None
         ps = self.partitions.get(tp) or PartitionCleanStatus()
