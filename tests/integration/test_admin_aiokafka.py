@@ -65,13 +65,15 @@ async def test_admin_story(broker, client):
     (topic,) = await client.describe_topics(["metrics"])
     assert len(topic["partitions"]) == 3
 
-    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+    # aiokafka's idempotent producer (InitProducerId at its own, older version)
+    producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, enable_idempotence=True)
     await producer.start()
     try:
-        for i in range(6):
-            await producer.send_and_wait("metrics", value=b"x%d" % i, key=b"k", partition=2)
+        offsets = [(await producer.send_and_wait("metrics", value=b"x%d" % i, key=b"k", partition=2)).offset
+                   for i in range(6)]
     finally:
         await producer.stop()
+    assert offsets == list(range(6))
     low = await client.delete_records({TopicPartition("metrics", 2): RecordsToDelete(5)})
     assert low == {TopicPartition("metrics", 2): 5}
     with pytest.raises(OffsetOutOfRangeError):
