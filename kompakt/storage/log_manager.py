@@ -18,20 +18,10 @@ blocking work (fsync, unlink, retention scans) in worker threads:
   log.flush.scheduler.interval.ms is Long.MAX_VALUE (its default) even if a topic sets flush.ms;
   we check at the smallest finite flush.ms instead, so a topic's flush.ms is honoured.
 
-Per log dir (Kafka's names and formats):
-    .lock                              fcntl.flock'ed for the life of the manager; a second
-                                       broker on the dir fails naming the dir
-    meta.properties                    Java properties: version=1, node.id, cluster.id, directory.id
-    .kafka_cleanshutdown               JSON {"version":0,"brokerEpoch":-1}; written at clean
-                                       shutdown, deleted (and the dir fsynced) as soon as startup
-                                       has read it, so a crash while loading counts as unclean
-    recovery-point-offset-checkpoint   checkpoint.OffsetCheckpointFile
-    log-start-offset-checkpoint        checkpoint.OffsetCheckpointFile
-    <topic>-<n>/                       one partition (storage.log.Log)
-    <topic>-<n>.<uuid hex>-delete/     a deleted partition waiting file.delete.delay.ms
-    <topic>-<n>.<uuid hex>-stray/      a partition dir whose topic id does not match the topic
-                                       store (kept for an operator, never loaded)
-  and in the first dir only, kompakt-topics.json (storage.topic_store).
+Per log dir: `.lock`, `meta.properties`, `.kafka_cleanshutdown` (formats in storage.log_dirs),
+`recovery-point-offset-checkpoint` and `log-start-offset-checkpoint` (storage.checkpoint), the
+partition dirs `<topic>-<n>/` (storage.log.Log) and their `-delete` / `-stray` renames
+(storage.log_dirs); in the first dir only, `kompakt-topics.json` (storage.topic_store).
 
 Crash rules: topic create saves the store before making dirs (startup creates missing partitions);
 delete saves the store (topic gone, id remembered as deleted) before renaming dirs `-delete`
@@ -46,10 +36,8 @@ methods (startup, shutdown, cleanup_logs, flush_*, checkpoint_*, create/delete) 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import heapq
 import itertools
-import json
 import logging
 import os
 import shutil
@@ -60,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kompakt.config.broker_config import LONG_MAX, read_properties
+from kompakt.config.broker_config import LONG_MAX
 from kompakt.config.topic_config import LogConfig, validate_topic_configs
 from kompakt.protocol.errors import (InvalidPartitionsError, InvalidTopicExceptionError, KafkaError,
                                      KafkaStorageErrorError, TopicAlreadyExistsError,
@@ -68,56 +56,31 @@ from kompakt.protocol.errors import (InvalidPartitionsError, InvalidTopicExcepti
 from kompakt.storage import TopicPartition
 from kompakt.storage import retention
 from kompakt.storage.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
-                                        TMP_SUFFIX, OffsetCheckpointFile, atomic_write, fsync_dir)
+                                        TMP_SUFFIX, OffsetCheckpointFile, fsync_dir)
+from kompakt.storage.log_dirs import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LOCK_FILE,
+                                      META_PROPERTIES_FILE, STRAY_DIR_SUFFIX, LogDirError, LogDirLockedError,
+                                      create_and_validate_dirs, load_meta_properties, lock_dir,
+                                      parse_partition_dir, partition_dir_name, read_and_clear_clean_shutdown,
+                                      unique_dir_name, unlock_dir, write_clean_shutdown)
 from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
                                          random_topic_id, read_partition_metadata, uuid_to_str,
                                          validate_topic_name)
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE = ".lock"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-META_PROPERTIES_FILE = "meta.properties"
-DELETE_DIR_SUFFIX = "-delete"
-STRAY_DIR_SUFFIX = "-stray"
-FUTURE_DIR_SUFFIX = "-future"
-META_PROPERTIES_VERSION = 1
 _KNOWN_ROOT_FILES = {LOCK_FILE, CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
                      LOG_START_OFFSET_CHECKPOINT_FILE, "cleaner-offset-checkpoint",
                      "replication-offset-checkpoint", "bootstrap.checkpoint", STORE_FILE}
 _MAX_SLEEP_S = 3600.0  # long periods are slept in slices so huge Kafka defaults never overflow
 
-__all__ = ["LogManager", "TopicMeta", "TopicPartition", "LogDirLockedError", "LogDirError"]
-
-
-class LogDirError(RuntimeError):
-    """A log dir that cannot be used (inconsistent meta.properties, duplicate partitions...)."""
-
-
-class LogDirLockedError(LogDirError):
-    """Another process (or manager) holds the dir's .lock."""
+__all__ = ["LogManager", "TopicMeta", "TopicPartition", "LogDirLockedError", "LogDirError",
+           "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "parse_partition_dir", "partition_dir_name"]
 
 
 @dataclass
 class _PendingDirDelete:
     path: str
     due_ms: int
-
-
-def partition_dir_name(tp: TopicPartition) -> str:
-    return f"{tp.topic}-{tp.partition}"
-
-
-def parse_partition_dir(name: str) -> TopicPartition | None:
-    """`<topic>-<n>` -> TopicPartition; None if the name is not a live partition dir."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit() or (len(part) > 1 and part[0] == "0"):
-        return None
-    try:
-        validate_topic_name(topic)
-    except InvalidTopicExceptionError:
-        return None
-    return TopicPartition(topic, int(part))
 
 
 class LogManager:
@@ -263,94 +226,24 @@ class LogManager:
         return first
 
     def _create_and_validate_dirs(self) -> None:
-        seen: dict[str, str] = {}
-        live = []
-        for d in self.config.log_dirs:
-            canonical = os.path.realpath(d)
-            if canonical in seen:
-                raise LogDirError(f"Duplicate log directory found: {d} and {seen[canonical]} are the same directory")
-            seen[canonical] = d
-            try:
-                os.makedirs(d, exist_ok=True)
-                if not os.path.isdir(d) or not os.access(d, os.R_OK | os.W_OK | os.X_OK):
-                    raise OSError(f"{d} is not a readable, writable directory")
-                live.append(os.path.abspath(d))
-            except OSError as exc:
-                log.error("log dir %s is unusable and taken offline: %s", d, exc)
-                self.offline_dirs.append(d)
-        if not live:
-            raise LogDirError(f"None of the specified log dirs from {','.join(self.config.log_dirs)} "
-                              "can be created or validated")
-        self.log_dirs = live
+        self.log_dirs, self.offline_dirs = create_and_validate_dirs(self.config.log_dirs)
 
     def _lock_dirs(self) -> None:
         for d in self.log_dirs:
-            path = os.path.join(d, LOCK_FILE)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
+                self._lock_fds[d] = lock_dir(d)
+            except LogDirLockedError:
                 self._unlock_dirs()
-                raise LogDirLockedError(
-                    f"Failed to acquire lock on file {LOCK_FILE} in {d}. A Kafka instance (another "
-                    "Kompakt broker) in another process or thread is using this directory.") from None
-            self._lock_fds[d] = fd
+                raise
 
     def _unlock_dirs(self) -> None:
         for d, fd in list(self._lock_fds.items()):
-            try:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            finally:
-                os.close(fd)
+            unlock_dir(fd)
             del self._lock_fds[d]
 
     def _load_meta_properties(self) -> None:
-        """Check meta.properties of every dir agree with each other and the config; write missing ones."""
-        found: dict[str, dict[str, str]] = {}
-        for d in self.log_dirs:
-            path = os.path.join(d, META_PROPERTIES_FILE)
-            if os.path.exists(path):
-                try:
-                    found[d] = read_properties(path)
-                except (OSError, UnicodeDecodeError) as exc:
-                    raise LogDirError(f"Cannot read {path}: {exc}") from None
-        cluster_ids = {p.get("cluster.id") for p in found.values() if p.get("cluster.id")}
-        configured = self.config["cluster.id"]
-        if len(cluster_ids) > 1:
-            raise LogDirError(f"Log dirs disagree on cluster.id: {sorted(cluster_ids)} "
-                              f"(meta.properties in {', '.join(sorted(found))})")
-        stored = next(iter(cluster_ids), None)
-        if configured and stored and configured != stored:
-            raise LogDirError(f"Invalid cluster.id in {', '.join(sorted(found))}: expected {configured}, "
-                              f"but read {stored}")
-        self.cluster_id = stored or configured or uuid_to_str(random_topic_id())
-        node_id = self.config.node_id
-        for d, props in found.items():
-            stored_node = props.get("node.id", props.get("broker.id"))
-            if stored_node is not None and int(stored_node) != node_id:
-                raise LogDirError(f"Stored node id {stored_node} in {d}/{META_PROPERTIES_FILE} doesn't match "
-                                  f"node.id {node_id}")
-        for d in self.log_dirs:
-            props = found.get(d, {})
-            directory_id = props.get("directory.id") or uuid_to_str(random_topic_id())
-            self.directory_ids[d] = directory_id
-            wanted = {"cluster.id": self.cluster_id, "directory.id": directory_id,
-                      "node.id": str(node_id), "version": str(META_PROPERTIES_VERSION)}
-            if {k: props.get(k) for k in wanted} != wanted:
-                stamp = _time.strftime("%a %b %d %H:%M:%S UTC %Y", _time.gmtime())
-                text = "#\n#" + stamp + "\n" + "".join(f"{k}={v}\n" for k, v in sorted(wanted.items()))
-                atomic_write(os.path.join(d, META_PROPERTIES_FILE), text.encode("utf-8"))
-
-    def _read_clean_shutdown(self, d: str) -> bool:
-        marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
-        if not os.path.exists(marker):
-            log.info("no clean shutdown marker in %s: recovering unflushed segments", d)
-            return False
-        os.unlink(marker)  # KAFKA-10471: a crash while loading must count as unclean next time
-        fsync_dir(d)
-        log.info("clean shutdown marker found in %s: skipping recovery", d)
-        return True
+        self.cluster_id, self.directory_ids = load_meta_properties(
+            self.log_dirs, self.config["cluster.id"], self.config.node_id)
 
     def _scan_dir(self, d: str) -> list[tuple[str, TopicPartition]]:
         """Partition dirs to load; queue `-delete` dirs; report foreign entries."""
@@ -387,7 +280,7 @@ class LogManager:
         jobs: list[tuple[str, TopicPartition, Any]] = []
         try:
             for d in self.log_dirs:
-                clean = self._read_clean_shutdown(d)
+                clean = read_and_clear_clean_shutdown(d)
                 self.had_clean_shutdown[d] = clean
                 recovery_points = OffsetCheckpointFile(os.path.join(d, RECOVERY_POINT_CHECKPOINT_FILE)).read()
                 log_starts = OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).read()
@@ -427,7 +320,7 @@ class LogManager:
             return False
         meta = self._topics.get(tp.topic)
         if meta is not None and stored_id is not None and stored_id != meta.topic_id:
-            stray = self._unique_dir(path, STRAY_DIR_SUFFIX)
+            stray = unique_dir_name(path, STRAY_DIR_SUFFIX)
             os.replace(path, stray)
             fsync_dir(os.path.dirname(path))
             self._repaired(f"{path}: topic id {uuid_to_str(stored_id)} differs from topic {tp.topic}'s id "
@@ -648,7 +541,7 @@ class LogManager:
             self.cleaner.abort_cleaning(tp)
         with plog.lock:
             plog.close_handlers()
-            target = self._unique_dir(plog.dir, DELETE_DIR_SUFFIX)
+            target = unique_dir_name(plog.dir, DELETE_DIR_SUFFIX)
             try:
                 plog.rename_dir(target)
             except OSError as exc:
@@ -660,18 +553,8 @@ class LogManager:
                 log.exception("cleaner checkpoint update for deleted %s-%d failed", tp.topic, tp.partition)
         self._queue_dir_delete(target, "topic deletion")
 
-    @staticmethod
-    def _unique_dir(path: str, suffix: str) -> str:
-        """`<topic>-<n>.<uuid hex><suffix>` beside `path`, the topic cut so the name fits 255 bytes
-        (Kafka's logDeleteDirName: a 249-character topic must still be deletable)."""
-        path = os.path.normpath(path)
-        name = os.path.basename(path)
-        topic, _, partition = name.rpartition("-")
-        tail = f"-{partition}.{uuid.uuid4().hex}{suffix}"
-        return os.path.join(os.path.dirname(path), topic[: max(0, 255 - len(tail))] + tail)
-
     def _rename_for_delete(self, path: str, tp: TopicPartition) -> None:
-        target = self._unique_dir(path, DELETE_DIR_SUFFIX)
+        target = unique_dir_name(path, DELETE_DIR_SUFFIX)
         os.replace(path, target)
         fsync_dir(os.path.dirname(os.path.abspath(path)))
         self._queue_dir_delete(target, "partition of a deleted topic")
@@ -972,8 +855,7 @@ class LogManager:
                 try:
                     self._write_checkpoints_for_dir(d)
                     if not dir_errors:  # a log that did not close cleanly is recovered next start
-                        atomic_write(os.path.join(d, CLEAN_SHUTDOWN_FILE),
-                                     json.dumps({"version": 0, "brokerEpoch": -1}).encode("ascii"))
+                        write_clean_shutdown(d)
                 except OSError as exc:
                     dir_errors.append(f"{d}: {exc}")
                 errors += dir_errors
