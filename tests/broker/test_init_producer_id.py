@@ -62,3 +62,22 @@ async def test_unreadable_block_file_is_retriable_and_logged(tmp_path, caplog):
         assert "producer-id-block is corrupt" in caplog.text
     finally:
         h.close()
+
+
+async def test_ids_found_in_partitions_are_not_reissued(tmp_path):
+    """A log dir whose block file is gone (or one adopted from Kafka) still holds producer ids."""
+    from kompakt.protocol.records import build_batch
+    from kompakt.storage import TopicPartition
+    h = Harness(tmp_path)
+    try:
+        h.create("t")
+        log = h.lm.get_log(TopicPartition("t", 0))
+        log.append_as_leader(bytearray(build_batch([(b"k", b"v")], producer_id=5000, producer_epoch=0,
+                                                   base_sequence=0)))
+    finally:
+        h.close()
+    h = Harness(tmp_path)
+    try:
+        assert await init(h) == (0, 5001, 0)
+    finally:
+        h.close()
