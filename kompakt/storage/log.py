@@ -522,6 +522,8 @@ class Log:
                 `.cleaned` offset are deleted at load and the old segments stay (roll back).
              -> crash after: all new segments are `.swap`; load deletes the live segments their
                 offsets cover and renames the `.swap` files live (roll forward).
+             The directory is fsynced here: without it an OS crash could keep step 4's `.deleted`
+             renames but lose these, leaving neither old nor new data.
           3. put the new segments into the in-memory segment list
           4. remove every old segment from the list and rename its files `.deleted` (unlinked
              later by the LogManager's delete-file task, or at once without one)
@@ -550,6 +552,7 @@ class Log:
                     seg.change_file_suffixes(S.CLEANED_SUFFIX, S.SWAP_SUFFIX)
                 elif seg.suffix != S.SWAP_SUFFIX:
                     raise ValueError(f"replace_segments expects .cleaned segments, got {seg.log_path}")
+            fsync_dir(self.dir)  # the .swap names must be durable before any old segment goes
             present = [s for s in old_segments if s in self._segments]
             new_bases = {s.base_offset for s in new_segments}
             kept = [s for s in self._segments                            # step 3
