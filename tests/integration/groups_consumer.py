@@ -159,6 +159,7 @@ def main() -> None:
     p.add_argument("--session-ms", type=int, default=2000)
     p.add_argument("--rebalance-ms", type=int, default=6000)
     args = p.parse_args()
+    args.rebalance_ms = max(args.rebalance_ms, args.session_ms)   # librdkafka insists
     # Client warnings (and everything with GROUPS_CONSUMER_DEBUG=1) go to the member's stderr log.
     logging.basicConfig(level=logging.DEBUG if os.environ.get("GROUPS_CONSUMER_DEBUG") else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s")

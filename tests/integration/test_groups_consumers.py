@@ -105,8 +105,8 @@ def test_static_member_restart_without_rebalance(client, start_broker, tmp_path)
     topic, group = "static", f"s-{client}"
     create_topic(broker.bootstrap, topic, 4)
     # Long sessions: the restarted instance must be back before the broker would expire it.
-    a = Member(client, broker.bootstrap, group, topic, tmp_path, instance_id="a", session_ms=20000)
-    b = Member(client, broker.bootstrap, group, topic, tmp_path, instance_id="b", session_ms=20000)
+    a = Member(client, broker.bootstrap, group, topic, tmp_path, instance_id="a", session_ms=10000)
+    b = Member(client, broker.bootstrap, group, topic, tmp_path, instance_id="b", session_ms=10000)
     restarted = None
     try:
         wait_until(lambda: full_disjoint_assignment([a, b], 4), "two static members sharing 4 partitions")
@@ -118,7 +118,7 @@ def test_static_member_restart_without_rebalance(client, start_broker, tmp_path)
 
         a.kill()
         restarted = Member(client, broker.bootstrap, group, topic, tmp_path, instance_id="a",
-                           session_ms=20000)
+                           session_ms=10000)
         wait_until(lambda: restarted.assignment(), "the restarted static member to be assigned")
         assert restarted.assignment() == owned_by_a
         second = values("s2", 40)

@@ -5,7 +5,8 @@ protocol type, and - only when Stable - the selected protocol and each member's 
 assignment (Kafka hides them mid-rebalance); members always carry member id, group instance id,
 client id and client host. An unknown group is described as Dead with no error before v6, and
 GROUP_ID_NOT_FOUND with a message from v6 (KIP-1043). Authorized operations are not computed
-(ACLs are not implemented): the "not requested" sentinel is returned.
+(ACLs are not implemented): the field keeps its schema default, Kafka's "not requested"
+sentinel INT32_MIN (kafka-python models the field as a bitfield, so we never set it).
 
 Version notes: v1 throttle time; v3 include_authorized_operations / authorized_operations;
 v4 group_instance_id; v5+ flexible; v6 error_message.
@@ -22,7 +23,6 @@ MAX_VERSION = 6
 
 Described = DescribeGroupsResponse.DescribedGroup
 DescribedMember = Described.DescribedGroupMember
-NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
 async def handle(ctx, request):
@@ -35,14 +35,12 @@ async def handle(ctx, request):
             out.append(Described(error_code=code,
                                  error_message=f"Group {group_id} not found." if v >= 6 else None,
                                  group_id=group_id, group_state="Dead", protocol_type="",
-                                 protocol_data="", members=[],
-                                 authorized_operations=NO_AUTHORIZED_OPERATIONS))
+                                 protocol_data="", members=[]))
             continue
         out.append(Described(
             error_code=0, error_message=None, group_id=group_id, group_state=d.state,
             protocol_type=d.protocol_type, protocol_data=d.protocol_data,
             members=[DescribedMember(member_id=mid, group_instance_id=iid, client_id=cid,
                                      client_host=host, member_metadata=meta, member_assignment=asg)
-                     for mid, iid, cid, host, meta, asg in d.members],
-            authorized_operations=NO_AUTHORIZED_OPERATIONS))
+                     for mid, iid, cid, host, meta, asg in d.members]))
     return DescribeGroupsResponse(version=v, throttle_time_ms=0, groups=out)
