@@ -230,3 +230,33 @@ def test_dir_copy_is_a_valid_log(tmp_path):
     lg = Log.open(str(tmp_path / "u-3"), CFG)
     assert tuple(lg.tp) == ("u", 3) and lg.log_end_offset == 25
     lg.close()
+
+
+@pytest.mark.parametrize("point", ["after_cleaned_written", "after_old_renamed_deleted",
+                                   "after_swap_dropped"])
+def test_replace_segments_crash_points(tmp_path, point):
+    """The on-disk state a kill leaves at each step of Log.replace_segments, then a restart."""
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    olds = lg.segments[:2]
+    cut = lg.segments[2].base_offset   # the cleaned segment covers both olds: [0, cut)
+    keep = lambda k: int(k.split(b"-")[1]) % 2 == 0  # noqa: E731
+    new = _cleaned_copy(lg, olds, keep)
+    before = values(lg)
+    new.close()
+    if point != "after_cleaned_written":
+        new.change_file_suffixes(S.CLEANED_SUFFIX, S.SWAP_SUFFIX)        # step 2
+        for old in olds:                                                  # step 4
+            old.change_file_suffixes("", S.DELETED_SUFFIX)
+        if point == "after_swap_dropped":
+            new.change_file_suffixes(S.SWAP_SUFFIX, "")                   # step 5
+    lg.close_handlers()
+    again = Log.open(d, CFG, had_clean_shutdown=False)
+    got = values(again)
+    if point == "after_cleaned_written":
+        assert got == before                                              # rolled back
+    else:
+        assert [o for o, _ in got if o < cut] == [o for o in range(cut) if o % 2 == 0]
+        assert [o for o, _ in got if o >= cut] == list(range(cut, 40))
+    assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned", ".deleted"))]
+    again.close()
