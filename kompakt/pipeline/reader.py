@@ -54,6 +54,7 @@ SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 SKIPPED_DIR_SUFFIXES = ("-delete", "-stray", "-future")
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+STAGING_MANIFEST = "compact.json"
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
 
 
@@ -131,8 +132,21 @@ def _partition_of(path: str) -> PartitionDir:
     return PartitionDir(m.group(1), int(m.group(2)), os.path.normpath(path))
 
 
+def _staging_partition(path: str) -> PartitionDir | None:
+    """A `compact` staging dir (segments + compact.json) reads as the partition it was made from."""
+    manifest = os.path.join(path, STAGING_MANIFEST)
+    if not os.path.isfile(manifest):
+        return None
+    import json
+
+    with open(manifest) as f:
+        m = json.load(f)
+    return PartitionDir(m["topic"], int(m["partition"]), path)
+
+
 def find_partitions(paths, topics=None, partitions=None) -> list[PartitionDir]:
-    """Partition dirs under `paths`: each a log dir, a partition dir, or `<log dir>/<topic>`.
+    """Partition dirs under `paths`: each a log dir, a partition dir, `<log dir>/<topic>`, or a
+    `compact` staging dir (read as the partition named in its compact.json).
 
     `topics` / `partitions` (collections or None) restrict the result; sorted by (topic, partition).
     """
@@ -141,7 +155,10 @@ def find_partitions(paths, topics=None, partitions=None) -> list[PartitionDir]:
     found: dict[tuple[str, int], PartitionDir] = {}
     for path in paths:
         path = os.path.normpath(path)
-        if _is_partition_dir(path):
+        staged = _staging_partition(path)
+        if staged is not None:
+            cands = [staged]
+        elif _is_partition_dir(path):
             cands = [_partition_of(path)]
         elif os.path.isdir(path):
             cands = [_partition_of(os.path.join(path, n)) for n in sorted(os.listdir(path))

@@ -36,9 +36,11 @@ def write_partition(log_dir: str, topic: str, partition: int, batches, *, segmen
     for spec in batches:
         spec = dict(spec)
         recs = spec.pop("records")
+        offset = spec.pop("base_offset", offset)  # a later base offset leaves a gap, as compaction does
+        roll = spec.pop("roll", False)
         data = R.build_batch(recs, base_offset=offset, **spec)
         h = R.read_header(data)
-        if seg.size > 0 and seg.size + len(data) > segment_bytes:
+        if seg.size > 0 and (roll or seg.size + len(data) > segment_bytes):
             seg.on_become_inactive()
             seg.close()
             seg = LogSegment(pdir, offset, index_interval_bytes=index_interval_bytes)

@@ -15,9 +15,11 @@ Per partition (topic, partition):
     projected_bytes    their bytes (each record's share of its batch's bytes)
     cleaner_passes     passes the broker's cleaner needs for the dirty range: distinct dirty keys /
                        (slots of log.cleaner.dedupe.buffer.size / log.cleaner.threads x load factor)
-    first_gap_offset / last_gap_offset   first and last offset missing from the log (read from batch
-                       headers: a batch starting past its predecessor's end, or holding fewer records
-                       than its offset span): where visible compaction starts and ends; -1 = none
+    first_gap_offset / last_gap_offset   where visible compaction starts and ends (-1 = no gap), from
+                       batch headers only: a batch starting past its predecessor's end leaves the
+                       exact gap [previous end, base offset); a batch holding fewer records than its
+                       offset span counts as a gap from its base to its last offset (the missing
+                       offsets are inside it; finding them exactly would mean decoding every batch)
 The figures come from one Spark aggregation over the `kompakt` source plus a header scan per
 partition on the driver (sizes, gaps, checkpoints).
 """

@@ -57,12 +57,10 @@ def verify(spark, target: str, *, source: str | None = None, topic: str | None =
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     parts = rd.find_partitions(target, {topic} if topic else None, {partition} if partition is not None else None)
     manifest = None
-    mpath = os.path.join(target, "compact.json")
+    mpath = os.path.join(target, rd.STAGING_MANIFEST)
     if os.path.exists(mpath):
         with open(mpath) as f:
             manifest = json.load(f)
-        staged = rd.PartitionDir(manifest["topic"], manifest["partition"], os.path.normpath(target))
-        parts = [staged]  # a staging dir is one partition named by its manifest
     if len(parts) != 1:
         raise ValueError(f"verify checks one partition; {target} holds {len(parts)} (give --topic/--partition)")
     part = parts[0]

@@ -1,0 +1,64 @@
+"""`audit` figures against a small log computed by hand."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from kompakt.pipeline import reader as rd
+from kompakt.pipeline.jobs.audit import JSON_KEYS, audit, map_capacity
+from kompakt.protocol import records as R
+
+from .conftest import write_partition
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def small_log(tmp_path_factory):
+    d = str(tmp_path_factory.mktemp("audit"))
+    write_partition(d, "t", 0, [
+        dict(records=[(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (None, b"x")]),   # offsets 0-3, segment 0
+        dict(records=[(b"c", b"1"), (b"a", None), (b"b", b"2")], roll=True),      # 4-6, segment 4
+        dict(records=[(b"d", b"1")], roll=True),                                  # 7, active segment 7
+    ])
+    write_partition(d, "t", 1, [
+        dict(records=[(b"k1", b"v"), (b"k2", b"v")]),                             # 0-1
+        dict(records=[(b"k1", b"w")], base_offset=5),                             # 5: offsets 2-4 gone
+    ])
+    with open(f"{d}/cleaner-offset-checkpoint", "w") as f:
+        f.write("0\n1\nt 0 4\n")
+    return d
+
+
+def _batch_sizes(pdir):
+    out = []
+    for seg in rd.list_segments(pdir):
+        data = open(seg.log_path, "rb").read()
+        out += [(h.size, h.records_count) for _, h in R.iter_batches(data)]
+    return out
+
+
+def test_audit_figures_match_hand_computation(spark, small_log):
+    rows = audit(spark, small_log, dedupe_buffer_size=24 * 3)  # 3 slots: 2 keys per pass
+    p0, p1 = rows
+    assert all(k in p0 for k in JSON_KEYS)
+    (s1, n1), (s2, n2), (s3, n3) = _batch_sizes(f"{small_log}/t-0")
+    assert (p0["topic"], p0["partition"]) == ("t", 0)
+    assert p0["records"] == 8 and p0["keyless"] == 1 and p0["tombstones"] == 1
+    assert p0["distinct_keys"] == 4                      # a b c d
+    assert p0["duplicate_ratio"] == round(1 - 4 / 7, 4)  # 7 keyed records, 4 keys
+    assert p0["projected_records"] == 3                  # a's latest is a tombstone
+    assert p0["projected_bytes"] == round(2 * s2 / n2 + s3 / n3)
+    assert p0["bytes"] == s1 + s2 + s3
+    assert p0["dirty_ratio"] == round(s2 / (s1 + s2), 4)  # checkpoint at 4: segment 0 clean, 4 dirty
+    assert p0["dirty_keys"] == 3 and map_capacity(24 * 3) == 2
+    assert p0["cleaner_passes"] == math.ceil(3 / 2)
+    assert (p0["first_gap_offset"], p0["last_gap_offset"]) == (-1, -1)
+    assert p1["records"] == 3 and p1["distinct_keys"] == 2 and p1["duplicate_ratio"] == round(1 - 2 / 3, 4)
+    assert (p1["first_gap_offset"], p1["last_gap_offset"]) == (2, 4)
+    assert p1["log_end_offset"] == 6 and p1["dirty_ratio"] == 0.0  # one segment: all active
+    default = audit(spark, small_log, topics={"t"})
+    assert default[0]["cleaner_passes"] == 1
+    json.dumps(rows)  # plain JSON types only

@@ -1,0 +1,88 @@
+"""`verify` passes a correct compaction and names each kind of violation."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+from kompakt.pipeline import reader as rd
+from kompakt.pipeline.jobs.compact import compact
+from kompakt.pipeline.jobs.verify import verify
+from kompakt.protocol import records as R
+
+from .conftest import keyed_batches, write_partition
+
+pytestmark = pytest.mark.spark
+NOW = 1_800_000_000_000
+
+
+@pytest.fixture(scope="module")
+def compacted(spark, tmp_path_factory):
+    d = tmp_path_factory.mktemp("verify")
+    write_partition(str(d / "src"), "v", 0, keyed_batches(600, 80, tombstone_every=9), segment_bytes=4000)
+    compact(spark, str(d / "src"), "v", 0, str(d / "staging"), now_ms=NOW, delete_retention_ms=1000)
+    return d
+
+
+def _rewrite_first_segment(staging, drop=None, change=None):
+    """Rebuild the staged segment's batches, dropping or changing the record at one offset."""
+    seg = rd.list_segments(staging)[0]
+    data = open(seg.log_path, "rb").read()
+    out = bytearray()
+    for pos, h in R.iter_batches(data):
+        recs = R.decode_records(data, pos, h)
+        kept = []
+        for r in recs:
+            off = h.base_offset + r.offset_delta
+            if off == drop:
+                continue
+            if off == change:
+                r = r._replace(value=b"tampered")
+            kept.append(r)
+        if kept:
+            out += R.build_batch(kept, base_offset=h.base_offset, base_timestamp=h.base_timestamp,
+                                 last_offset_delta=h.last_offset_delta,
+                                 delete_horizon_ms=h.delete_horizon_ms if h.has_delete_horizon else None)
+    with open(seg.log_path, "wb") as f:
+        f.write(out)
+    for ext in (".index", ".timeindex"):
+        os.unlink(seg.log_path[:-4] + ext)
+
+
+def test_correct_compaction_verifies(spark, compacted):
+    rep = verify(spark, str(compacted / "staging"), source=str(compacted / "src"), now_ms=NOW)
+    assert rep["ok"], rep["violations"]
+    assert rep["changed_records"] == 0 and rep["missing_latest"] == 0 and rep["superseded_kept"] == 0
+    assert rep["records"] > 0 and rep["end"] > 0
+
+
+def test_violations_are_reported(spark, compacted, tmp_path):
+    staged = [r for r in rd.read_partition(rd.PartitionDir("v", 0, str(compacted / "staging")))]
+    victim = next(r for r in staged if not r.is_tombstone)
+    tomb = next(r for r in staged if r.is_tombstone)
+    changed = next(r for r in staged if not r.is_tombstone and r.offset != victim.offset)
+    bad = tmp_path / "bad"
+    shutil.copytree(compacted / "staging", bad)
+    _rewrite_first_segment(str(bad), drop=victim.offset)
+    rep = verify(spark, str(bad), source=str(compacted / "src"), now_ms=NOW)
+    assert not rep["ok"] and [v["kind"] for v in rep["violations"]] == ["latest"]
+    assert rep["violations"][0]["offset"] == victim.offset
+    bad2 = tmp_path / "bad2"
+    shutil.copytree(compacted / "staging", bad2)
+    _rewrite_first_segment(str(bad2), drop=tomb.offset, change=changed.offset)
+    kinds = sorted(v["kind"] for v in verify(spark, str(bad2), source=str(compacted / "src"), now_ms=NOW)["violations"])
+    assert kinds == ["changed", "tombstone"]
+
+
+def test_crc_and_order_without_source(compacted, tmp_path):
+    bad = tmp_path / "crc"
+    shutil.copytree(compacted / "staging", bad)
+    seg = rd.list_segments(str(bad))[0]
+    with open(seg.log_path, "r+b") as f:
+        f.seek(R.RECORDS_POS + 1)
+        b = f.read(1)
+        f.seek(R.RECORDS_POS + 1)
+        f.write(bytes([b[0] ^ 1]))
+    rep = verify(None, str(bad))
+    assert not rep["ok"] and rep["violations"][0]["kind"] == "crc" and rep["corrupt_batches"] == 1
