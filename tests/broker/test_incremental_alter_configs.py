@@ -89,3 +89,17 @@ async def test_broker_and_logger_resources(h):
     assert r.error_code == 40
     r = await alter(h, "1", ("other.lib", SET, "INFO"), rtype=8)
     assert r.error_code == 40
+
+
+async def test_concurrent_alters_of_one_topic_lose_nothing(h):
+    """Two clients alter different keys at once: both changes land (the read-modify-write of the
+    override set is serialised, as Kafka's controller serialises config changes)."""
+    import asyncio
+    h.create("t")
+    results = await asyncio.gather(
+        alter(h, "t", ("cleanup.policy", APPEND, "compact")),
+        alter(h, "t", ("retention.ms", SET, "1000")),
+        alter(h, "t", ("segment.ms", SET, "2000")))
+    assert [r.error_code for r in results] == [0, 0, 0]
+    assert h.lm.topics["t"].configs == {"cleanup.policy": "delete,compact", "retention.ms": "1000",
+                                        "segment.ms": "2000"}

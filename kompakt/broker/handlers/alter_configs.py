@@ -14,12 +14,16 @@ Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.l
   DescribeConfigs.
 * BROKER_LOGGER: only IncrementalAlterConfigs changes loggers (as in Kafka): INVALID_REQUEST.
 * validate_only: every check, nothing changed.
+* Alters (this API and IncrementalAlterConfigs) run one resource at a time (`config_lock`), so
+  concurrent clients never lose each other's changes.
 
 Version notes: v2 flexible; v0-2 otherwise identical.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
+import weakref
 
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
@@ -34,6 +38,20 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 log = logging.getLogger(__name__)
+
+
+_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]" = weakref.WeakKeyDictionary()
+
+
+def config_lock() -> asyncio.Lock:
+    """One lock per event loop around config changes: an alter reads the topic's overrides, awaits
+    the disk, then writes the new set, so two alters of one topic must not interleave (Kafka's
+    controller applies config changes one at a time)."""
+    loop = asyncio.get_running_loop()
+    lock = _LOCKS.get(loop)
+    if lock is None:
+        lock = _LOCKS[loop] = asyncio.Lock()
+    return lock
 
 
 def duplicate_resources(resources) -> set[tuple[int, str]]:
@@ -107,7 +125,8 @@ async def alter_resources(ctx, request, result_cls, alter_one) -> list:
         try:
             if (resource.resource_type, resource.resource_name) in dups:
                 raise ResourceError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
-            await alter_one(ctx, resource, bool(request.validate_only))
+            async with config_lock():
+                await alter_one(ctx, resource, bool(request.validate_only))
         except ResourceError as exc:
             result.error_code, result.error_message = int(exc.code), exc.message
         results.append(result)
