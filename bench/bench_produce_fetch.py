@@ -58,6 +58,12 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds the process has used (/proc/<pid>/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Broker:
     def __init__(self, profile: str | None):
         self.dir = tempfile.mkdtemp(prefix="kompakt-bench-")
@@ -209,12 +215,17 @@ def main() -> None:
                 for acks in ("1", "all"):
                     topic = f"b{size}-p{partitions}-a{acks}"
                     create_topic(broker.bootstrap, topic, partitions)
+                    c0 = cpu_s(broker.proc.pid)
                     pt = produce(broker.bootstrap, topic, n, size, acks)
+                    c1 = cpu_s(broker.proc.pid)
                     ft = fetch(broker.bootstrap, topic, partitions, n)
-                    row = (size, partitions, acks, n, n / pt, n * size / pt / 1e6, n / ft, n * size / ft / 1e6)
+                    c2 = cpu_s(broker.proc.pid)
+                    row = (size, partitions, acks, n, n / pt, n * size / pt / 1e6, (c1 - c0) / pt * 100,
+                           n / ft, n * size / ft / 1e6, (c2 - c1) / ft * 100)
                     rows.append(row)
-                    print("{:>5} B  p={}  acks={:<3}  {:>8} recs  produce {:>9,.0f} rec/s {:>7.1f} MB/s   "
-                          "fetch {:>9,.0f} rec/s {:>7.1f} MB/s".format(*row), flush=True)
+                    print("{:>5} B  p={}  acks={:<3}  {:>8} recs  produce {:>9,.0f} rec/s {:>7.1f} MB/s "
+                          "(broker CPU {:>3.0f}%)   fetch {:>9,.0f} rec/s {:>7.1f} MB/s (broker CPU {:>3.0f}%)"
+                          .format(*row), flush=True)
         create_topic(broker.bootstrap, "latency", 1)
         p50, p99, count = latency(broker.bootstrap, "latency", 5000, 6 * max(scale, 0.5))
         print(f"acks=all latency at 5,000 msg/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({count} msgs)", flush=True)
@@ -235,10 +246,10 @@ def main() -> None:
              f"shared with other work while measured. `python bench/bench_produce_fetch.py{' --quick' if args.quick else ''}`; "
              f"confluent-kafka {ck.version()[0]} / librdkafka {ck.libversion()[0]}, no compression, "
              f"linger.ms=5, idempotence off.\n",
-             "| record | partitions | acks | records | produce rec/s | produce MB/s | fetch rec/s | fetch MB/s |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|"]
+             "| record | partitions | acks | records | produce rec/s | produce MB/s | broker CPU | fetch rec/s | fetch MB/s | broker CPU |",
+             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        lines.append("| {} B | {} | {} | {:,} | {:,.0f} | {:.1f} | {:,.0f} | {:.1f} |".format(*r))
+        lines.append("| {} B | {} | {} | {:,} | {:,.0f} | {:.1f} | {:.0f}% | {:,.0f} | {:.1f} | {:.0f}% |".format(*r))
     lines += ["",
               f"- acks=all produce latency at 5,000 msg/s (linger.ms=0, 100 B): p50 {p50:.2f} ms, p99 {p99:.2f} ms",
               f"- start-up to first Metadata answer: {broker.startup_s:.2f} s; idle RSS {idle_rss:.0f} MiB "

@@ -1,0 +1,108 @@
+"""Broker lifecycle and `kompakt serve`: start/stop order, clean-shutdown marker, config errors,
+the listener parser, and the real command with SIGTERM."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from argparse import ArgumentParser
+from pathlib import Path
+
+import pytest
+
+from kompakt.broker import serve_cmd
+from kompakt.broker.server import Broker, parse_listener
+from kompakt.config.broker_config import BrokerConfig, ConfigError
+
+
+def config(tmp_path, **extra):
+    props = {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0",
+             "metrics.port": "0", "log.cleaner.enable": "false"}
+    props.update(extra)
+    return BrokerConfig(props)
+
+
+def test_parse_listener():
+    assert parse_listener("PLAINTEXT://127.0.0.1:9092") == ("PLAINTEXT", "127.0.0.1", 9092)
+    assert parse_listener("plaintext://:9093") == ("PLAINTEXT", "", 9093)
+    assert parse_listener("PLAINTEXT://[::1]:9094") == ("PLAINTEXT", "::1", 9094)
+    for bad in ("127.0.0.1:9092", "PLAINTEXT://host", "PLAINTEXT://host:port"):
+        with pytest.raises(ConfigError, match="NAME://host:port"):
+            parse_listener(bad)
+
+
+async def test_start_stop_writes_the_clean_shutdown_marker(tmp_path):
+    b = Broker(config(tmp_path))
+    await b.start()
+    assert b.ready and b.bound[0][2] > 0 and b.advertised == ("127.0.0.1", b.bound[0][2])
+    assert b.cluster_id and b.log_manager.cluster_id == b.cluster_id
+    b.log_manager.create_topic("t", 2, {})
+    await b.stop()
+    assert not b.ready
+    assert (tmp_path / "data" / ".kafka_cleanshutdown").exists()
+    await b.stop()                                   # idempotent
+
+
+async def test_cluster_id_survives_restarts(tmp_path):
+    first = Broker(config(tmp_path))
+    await first.start()
+    await first.stop()
+    second = Broker(config(tmp_path))
+    await second.start()
+    await second.stop()
+    assert first.cluster_id == second.cluster_id
+
+
+def test_serve_rejects_a_bad_value_with_exit_code_1(capsys):
+    parser = ArgumentParser()
+    serve_cmd.add_arguments(parser)
+    args = parser.parse_args(["--override", "socket.request.max.bytes=lots"])
+    assert serve_cmd.run(args) == 1
+    assert "socket.request.max.bytes" in capsys.readouterr().err
+
+
+def test_serve_reports_a_port_in_use(tmp_path):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        parser = ArgumentParser()
+        serve_cmd.add_arguments(parser)
+        args = parser.parse_args(["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                                  "--override", f"log.dirs={tmp_path}/d", "--override", "metrics.port=0",
+                                  "--override", "log.cleaner.enable=false"])
+        assert serve_cmd.run(args) == 1
+
+
+def test_kompakt_serve_with_properties_file_env_and_sigterm(tmp_path):
+    """The real command: a server.properties file, a KOMPAKT_* variable over it, an --override over
+    both; SIGTERM exits 0 after a clean shutdown."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    props = tmp_path / "server.properties"
+    props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path}/from-file\n"
+                     "metrics.port=0\nnum.partitions=7\nprocess.roles=broker,controller\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
+    env["KOMPAKT_LOG_DIRS"] = str(tmp_path / "from-env")
+    proc = subprocess.Popen([sys.executable, "-m", "kompakt", "serve", "--config", str(props),
+                             "--override", "log.cleaner.enable=false", "--log-format", "json"],
+                            env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "from-env" / "meta.properties").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=30):
+            pass
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert not (tmp_path / "from-file").exists()     # the environment won over the file
+    assert (tmp_path / "from-env" / ".kafka_cleanshutdown").exists()
+    lines = [ln for ln in err.splitlines() if ln.startswith("{")]
+    assert any('"process.roles' in ln or "process.roles" in ln for ln in lines)   # ignored key logged
+    assert any("shutting down gracefully" in ln for ln in lines)
