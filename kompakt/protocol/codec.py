@@ -128,8 +128,11 @@ def read_request_header(frame) -> RequestHeader:
     if flexible:
         try:
             pos = skip_tagged_fields(frame, pos)
-        except IndexError:
-            raise MalformedRequestError("request header tagged fields are truncated") from None
+        except (IndexError, MalformedRequestError):
+            # An ApiVersions request newer than we know is answered from the correlation id alone
+            # (KIP-511); its header layout is not ours to judge.
+            if api_key != registry.API_VERSIONS_KEY:
+                raise MalformedRequestError("request header tagged fields are truncated") from None
     return RequestHeader(api_key, api_version, correlation_id, client_id, pos, flexible)
 
 
