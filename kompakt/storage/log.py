@@ -98,6 +98,7 @@ class Log:
         self.dir = dir
         self.config = config
         self.tp = tp if tp is not None else _safe_tp(dir)
+        self._tp_str = _tp_name(self.tp)
         self._time = time
         self.lock = threading.RLock()
         self._flush_lock = threading.Lock()
@@ -190,7 +191,7 @@ class Log:
             now = self._now()
             vr = validate_and_assign(records, next_offset=self._next_offset, config=self.config,
                                      now_ms=now, leader_epoch=leader_epoch, origin=origin,
-                                     topic_partition=_tp_name(self.tp))
+                                     topic_partition=self._tp_str)
             hdr = vr.header
             staged = None
             if hdr.producer_id >= 0:

@@ -122,5 +122,5 @@ class LogMachine(RuleBasedStateMachine):
         assert [s.base_offset for s in segs] == sorted(s.base_offset for s in segs)
 
 
-LogMachine.TestCase.settings = settings(max_examples=30, stateful_step_count=25, deadline=None)
+LogMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
 TestLogAgainstModel = LogMachine.TestCase

@@ -81,7 +81,7 @@ def test_truncate_keeps_entries_below_offset_and_zeroes_the_rest(tmp_path):
     assert OffsetIndex(path, 0).entries == 4
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(1, 50), st.integers(1, 500)), max_size=60),
        st.lists(st.integers(-10, 3000), max_size=30),
        st.integers(-5, 3000))

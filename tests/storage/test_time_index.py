@@ -67,7 +67,7 @@ def test_reload_and_sanity(tmp_path):
         TimeIndex(path, 0).sanity_check()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 40)), max_size=50),
        st.lists(st.integers(-5, 1500), max_size=20), st.integers(0, 2000))
 def test_lookup_matches_a_model(tmp_path_factory, steps, targets, cut):
