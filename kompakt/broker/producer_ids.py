@@ -23,18 +23,21 @@ in its partitions' producer state; `floor` (the largest id seen there + 1) lifts
 ids are not reissued either.
 
 Epochs (KIP-360). A producer that already has an id may ask for an epoch bump by passing its id and
-epoch: it gets the same id with epoch + 1, which fences its own older in-flight batches; when the
-epoch would pass 32766 (Short.MAX_VALUE - 1), it gets a fresh id with epoch 0, as Kafka does.
-(Kafka's coordinator answers a non-transactional InitProducerId with a fresh id every time; clients
-accept either answer.)
+epoch: when that is exactly the id and epoch this process last handed out, it gets the same id with
+epoch + 1, which fences its own older in-flight batches. Anything else gets a fresh id with epoch 0:
+a stale epoch (two clients must never share an id and epoch), an id issued before a restart (its
+epoch is not remembered), an epoch that would pass 32766 (Short.MAX_VALUE - 1). Kafka's
+coordinator answers every non-transactional InitProducerId with a fresh id; clients accept both.
+The last epochs of at most `MAX_TRACKED` ids are remembered (least recently used dropped).
 
 Invariants: `next_id < reserved_end <= persisted next_block` at all times once an id has been
-handed out; the file value never decreases.
+handed out; the file value never decreases; an (id, epoch) pair is handed out at most once.
 """
 from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 
 FILE_NAME = "producer-id-block"
 VERSION = 0
@@ -43,6 +46,7 @@ MAX_PRODUCER_ID = 2**63 - 1
 MAX_EPOCH = 32767          # Short.MAX_VALUE; an epoch of MAX_EPOCH - 1 cannot be bumped in place
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
+MAX_TRACKED = 100_000      # ids whose last epoch is remembered for bumps
 
 
 class ProducerIdFileError(Exception):
@@ -96,6 +100,7 @@ class ProducerIdManager:
         self._persisted = persisted if persisted is not None else 0
         self._next_id = max(self._persisted, floor)
         self._reserved_end = self._next_id   # nothing reserved by this process yet
+        self._epochs: OrderedDict[int, int] = OrderedDict()   # id -> last epoch handed out
 
     @property
     def next_id(self) -> int:
@@ -112,32 +117,38 @@ class ProducerIdManager:
     def generate(self) -> int:
         """A producer id never returned before (by this or any earlier process on these dirs)."""
         with self._lock:
-            if self._next_id >= self._reserved_end:
-                end = self._next_id + self.block_size
-                if end > MAX_PRODUCER_ID:
-                    raise OverflowError("producer ids exhausted")
-                write_block_file(self.path, end)   # persisted before any id of the block is used
-                self._persisted = end
-                self._reserved_end = end
-            pid = self._next_id
-            self._next_id += 1
-            return pid
+            return self._generate_locked()
 
-    def was_issued(self, producer_id: int) -> bool:
-        """Could this id have come from us? (Ids at or above the persisted block never did.)"""
-        return 0 <= producer_id < self._persisted
+    def _generate_locked(self) -> int:
+        if self._next_id >= self._reserved_end:
+            end = self._next_id + self.block_size
+            if end > MAX_PRODUCER_ID:
+                raise OverflowError("producer ids exhausted")
+            write_block_file(self.path, end)   # persisted before any id of the block is used
+            self._persisted = end
+            self._reserved_end = end
+        pid = self._next_id
+        self._next_id += 1
+        return pid
 
     def init_producer(self, producer_id: int = NO_PRODUCER_ID,
                       producer_epoch: int = NO_PRODUCER_EPOCH) -> tuple[int, int]:
         """InitProducerId for a non-transactional producer: (id, epoch) to hand back.
 
-        A known id with a bumpable epoch keeps its id with epoch + 1 (KIP-360); anything else gets a
-        fresh id with epoch 0. Callers validate that id and epoch are both -1 or both set.
+        The id and epoch we last handed out get the same id with epoch + 1 (KIP-360); anything
+        else gets a fresh id with epoch 0. Callers validate that id and epoch are both -1 or both set.
         """
-        if (producer_id != NO_PRODUCER_ID and self.was_issued(producer_id)
-                and 0 <= producer_epoch < MAX_EPOCH - 1):
-            return producer_id, producer_epoch + 1
-        return self.generate(), 0
+        with self._lock:
+            if (producer_id != NO_PRODUCER_ID and self._epochs.get(producer_id) == producer_epoch
+                    and 0 <= producer_epoch < MAX_EPOCH - 1):
+                answer = producer_id, producer_epoch + 1
+            else:
+                answer = self._generate_locked(), 0
+            self._epochs[answer[0]] = answer[1]
+            self._epochs.move_to_end(answer[0])
+            if len(self._epochs) > MAX_TRACKED:
+                self._epochs.popitem(last=False)
+            return answer
 
 
 def get_manager(broker) -> ProducerIdManager:

@@ -72,8 +72,19 @@ def test_epoch_bump_keeps_id_kip_360(tmp_path):
     pid, epoch = mgr.init_producer()
     assert (pid, epoch) == (0, 0)
     assert mgr.init_producer(pid, 0) == (pid, 1)
-    assert mgr.init_producer(pid, 5) == (pid, 6)
-    # An exhausted epoch gets a fresh id with epoch 0.
-    assert mgr.init_producer(pid, MAX_EPOCH - 1) == (1, 0)
-    # An id we never issued is not bumped: a fresh id instead.
+    assert mgr.init_producer(pid, 1) == (pid, 2)
+    # a stale epoch must not hand out an (id, epoch) pair twice: a fresh id instead
+    assert mgr.init_producer(pid, 1) == (1, 0)
+    # an id we never issued (or issued before a restart) is not bumped
     assert mgr.init_producer(10_000, 3) == (2, 0)
+    assert ProducerIdManager(str(tmp_path), block_size=10).init_producer(pid, 2) == (10, 0)
+
+
+def test_exhausted_epoch_gets_a_fresh_id(tmp_path):
+    mgr = ProducerIdManager(str(tmp_path), block_size=10)
+    pid, epoch = mgr.init_producer()
+    while epoch < MAX_EPOCH - 2:
+        pid, epoch = mgr.init_producer(pid, epoch)
+    assert (pid, epoch) == (0, MAX_EPOCH - 2)
+    assert mgr.init_producer(pid, epoch) == (0, MAX_EPOCH - 1)
+    assert mgr.init_producer(0, MAX_EPOCH - 1) == (1, 0)
