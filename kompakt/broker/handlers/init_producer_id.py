@@ -5,9 +5,10 @@ Behaviour:
   and librdkafka with enable.idempotence): a producer id from `broker/producer_ids.py`, never
   reused across restarts, epoch 0.
 * producer_id and producer_epoch (v3+, KIP-360): both -1 asks for a new id; both set asks for an
-  epoch bump — a producer id we issued keeps its id with epoch + 1 (fencing its own older
-  in-flight batches); an exhausted epoch or an id we never issued gets a fresh id with epoch 0.
-  One set and the other -1: INVALID_REQUEST.
+  epoch bump: the (id, epoch) this broker last handed out keeps its id with epoch + 1 (fencing
+  the producer's own older in-flight batches); a stale epoch, an id from before a restart or an
+  exhausted epoch gets a fresh id with epoch 0 (producer_ids.py). One set and the other -1:
+  INVALID_REQUEST.
 * A transactional id: Kompakt does not implement transactions (no transaction coordinator, no
   markers), and ApiVersions does not advertise AddPartitionsToTxn/EndTxn. We answer
   INVALID_REQUEST (whose Kafka text reads "...sent to an incompatible broker. See the broker logs
