@@ -511,3 +511,54 @@ def test_crash_midway_through_renaming_a_deleted_topic(tmp_path, manager, clock)
     assert sorted(n.split(".")[0] for n in os.listdir(d) if n.endswith("-delete")) == ["t-0", "t-1", "t-2"]
     assert m2.delete_logs(clock.ms + 60_000) == 3
     assert not any(n.startswith("t-") for n in os.listdir(d))
+
+
+def test_truncate_to_with_a_cleaner(tmp_path, clock):
+    from kompakt.cleaner import LogCleaner
+    cfg = make_config(tmp_path / "logs")
+    m = LogManager(cfg, time=clock)
+    m.cleaner = LogCleaner(cfg, m, time=clock)
+    m.startup()
+    try:
+        m.create_topic("c", 1, {"cleanup.policy": "compact"})
+        fill(m, ("c", 0), 8)
+        assert m.truncate_to(("c", 0), 4) is True
+        assert m.get_log(("c", 0)).log_end_offset == 4
+        assert m.truncate_to(("c", 0), 10) is False
+        status = m.cleaner.partition_status(TopicPartition("c", 0))
+        assert status is None or "Paused" not in str(status)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            m.truncate_to(("nope", 0), 1)
+    finally:
+        m.shutdown()
+
+
+def test_expired_producers_are_removed(manager, clock):
+    m = manager(producer_id_expiration_ms=1000)
+    m.create_topic("p", 1)
+    m.append_as_leader(("p", 0), R.build_batch([(b"k", b"v")], producer_id=42, producer_epoch=0,
+                                               base_sequence=0, base_timestamp=T0))
+    assert m.remove_expired_producers() == 0
+    clock.ms += 1001
+    assert m.remove_expired_producers() == 1
+    assert m.get_log(("p", 0)).producer_state.last_entry(42) is None
+
+
+async def test_roll_flushes_the_previous_segment_in_the_background(tmp_path, clock):
+    cfg = make_config(tmp_path / "logs", log_initial_task_delay_ms=3_600_000)
+    m = LogManager(cfg, time=clock)
+    await asyncio.to_thread(m.startup)
+    m.start_background(asyncio.get_running_loop())
+    try:
+        await asyncio.to_thread(m.create_topic, "r", 1)
+        for i in range(4):  # the 4th batch rolls a new segment at offset 3
+            m.append_as_leader(("r", 0), batch(i))
+        plog = m.get_log(("r", 0))
+        for _ in range(500):
+            if plog.recovery_point >= 3:
+                break
+            await asyncio.sleep(0.01)
+        assert plog.recovery_point == 3  # flushed up to the new segment, not beyond
+    finally:
+        await m.stop_background()
+        await asyncio.to_thread(m.shutdown)
