@@ -142,7 +142,9 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
              topic_id: uuid.UUID | None = None, time=_time,
              producer_id_expiration_ms: int = 86_400_000) -> LoadedLog:
     """Load (and repair) the partition directory `dir`; see the module docstring for the steps."""
-    os.makedirs(dir, exist_ok=True)
+    if not os.path.isdir(dir):
+        os.makedirs(dir, exist_ok=True)
+        fsync_dir(os.path.dirname(os.path.abspath(dir)))  # the new partition dir must survive a crash
     repairs: list[str] = []
 
     def repaired(msg: str) -> None:
