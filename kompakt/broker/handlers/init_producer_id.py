@@ -17,8 +17,9 @@ Behaviour:
 * The id block file cannot be read or written: COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka
   answers while it has no id block) and an error log line naming the file.
 
-Version notes: v2+ flexible; v3 adds producer_id/producer_epoch; v4 allows the
-PRODUCER_FENCED-era error codes; v5 is identical; v6 (KIP-939 2PC, unstable in Kafka) not served.
+Version notes: v1 = v0; v2+ flexible; v3 adds producer_id/producer_epoch; v4 lets the client
+understand PRODUCER_FENCED and v5 TRANSACTION_ABORTABLE (transactional codes we never send);
+v6 (KIP-939 2PC, unstable in Kafka) is not served.
 """
 from __future__ import annotations
 
