@@ -17,7 +17,7 @@ compaction last run?" / "How many records are on a topic?"):
 | GET    | /v1/jobs/{id}                                | a compact job: running / done (stats) / failed |
 | POST   | /v1/partitions/{topic}/{partition}/pause     | pause cleaning (reentrant: n pauses need n resumes) |
 | POST   | /v1/partitions/{topic}/{partition}/resume    | undo one pause; 409 when not paused           |
-| POST   | /v1/partitions/{topic}/{partition}/adopt     | body {"staging_dir": ...}: swap in a pipeline-compacted staging dir with cleaning paused |
+| POST   | /v1/partitions/{topic}/{partition}/adopt     | body {"staging_dir": ...}: swap in a pipeline-compacted staging dir with cleaning paused, then move the cleaner point to its end; 409 when stale |
 | GET    | /v1/cleaner                                  | workers, current jobs, throttle, Kafka cleaner figures |
 
 Errors are JSON `{"error": <kind>, "message": <sentence saying what and how to fix>, "status": n}`
@@ -580,7 +580,7 @@ async def adopt(request: web.Request) -> web.Response:
     if not os.path.isdir(staging):
         raise ApiError(400, "bad_staging_dir", f"staging_dir {staging!r} is not a directory on the broker's host")
     try:
-        from kompakt.pipeline.adopt import adopt_staging
+        from kompakt.pipeline.adopt import StaleStagingError, adopt_staging
     except ImportError as exc:
         raise ApiError(501, "not_available", f"adoption is not available in this build: {exc}")
     cleaner = getattr(broker, "cleaner", None)
@@ -588,6 +588,11 @@ async def adopt(request: web.Request) -> web.Response:
         await _call(cleaner.abort_and_pause_cleaning, tp)
     try:
         result = await asyncio.to_thread(adopt_staging, lg, staging)
+        if cleaner is not None:
+            await asyncio.to_thread(_advance_cleaner_point, cleaner, tp, lg, result)
+    except StaleStagingError as exc:
+        raise ApiError(409, "stale_staging", f"cannot adopt {staging!r} into {tp[0]}-{tp[1]}: {exc}; "
+                                             "the live log is unchanged", kafka_error="KAFKA_STORAGE_ERROR") from exc
     except (ValueError, OSError) as exc:
         if _kafka_error_of(exc) is not None:
             raise
@@ -599,6 +604,20 @@ async def adopt(request: web.Request) -> web.Response:
     log.info("adopted staging dir %s into %s-%s", staging, tp[0], tp[1])
     return web.json_response({"topic": tp[0], "partition": tp[1], "adopted": staging,
                               "result": jsonable(result), "partition_state": partition_view(broker, tp, lg)})
+
+
+def _advance_cleaner_point(cleaner: Any, tp: Any, lg: Any, result: Any) -> None:
+    """Everything below the adopted range's end is clean now: move the cleaner checkpoint there
+    (never backwards), so the cleaner does not redo the pipeline's work."""
+    end = result.get("first_dirty_offset") if isinstance(result, Mapping) else None
+    update = getattr(cleaner, "update_checkpoints", None)
+    if end is None or update is None:
+        return
+    status = cleaner.partition_status(tp) if callable(getattr(cleaner, "partition_status", None)) else None
+    current = status.get("cleaner_point") if isinstance(status, Mapping) else None
+    if current is not None and current >= end:
+        return
+    update(os.path.dirname(os.path.abspath(os.fspath(lg.dir))), partition_to_update=(tp, int(end)))
 
 
 def make_app(broker: Any) -> web.Application:

@@ -1,7 +1,7 @@
 """`kompakt admin ...`: the admin HTTP API from a shell.
 
 Role: one sub-command per endpoint of kompakt.broker.admin (partitions, partition, compact, pause,
-resume, cleaner, adopt), each printing a short human summary or, with `--json`, the API's JSON.
+resume, cleaner, adopt, ready — the container HEALTHCHECK), each printing a short human summary or, with `--json`, the API's JSON.
 Uses only the standard library (urllib), so it starts fast and needs no event loop.
 
 Exit status: 0 success; 1 the API answered an error (its message is printed); 2 the API could not be

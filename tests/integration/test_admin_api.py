@@ -2,7 +2,8 @@
 producing and consuming: partition listing and detail, every error path (unknown topic, partition
 out of range, bad input, compact on a delete-policy topic, resume when not paused), reentrant
 pause/resume, compact-now actually compacting (checked by reading from offset 0 with
-confluent-kafka), and the `kompakt admin` CLI wrapping it."""
+confluent-kafka), adopting a compacted staging dir (and refusing a stale one), and the
+`kompakt admin` CLI wrapping it."""
 from __future__ import annotations
 
 import json
@@ -238,3 +239,70 @@ def test_cli_wraps_the_api(kbroker):
     kbroker.stop()
     r = kompakt_admin(url, "partitions")
     assert r.returncode == 2 and "cannot reach the Kompakt admin API" in r.stderr
+
+
+def make_compacted_staging(partition_dir: str, staging: str, topic: str, partition: int,
+                           closed: list[dict], end: int) -> dict:
+    """What `kompakt pipeline compact` leaves behind, made without Spark: the closed segments'
+    records deduplicated to each key's latest, written as one segment, plus the manifest that
+    kompakt.pipeline.adopt reads. Returns {key: (offset, timestamp, value)} kept."""
+    import os
+
+    from kompakt.pipeline.adopt import MANIFEST
+    from kompakt.protocol.records import build_batch, decode_records, iter_batches
+    from kompakt.storage.segment import LogSegment
+
+    latest: dict[bytes, tuple[int, int, bytes | None]] = {}
+    for seg in closed:
+        with open(os.path.join(partition_dir, f"{seg['base_offset']:020d}.log"), "rb") as f:
+            buf = f.read()
+        for pos, hdr in iter_batches(buf):
+            for rec in decode_records(buf, pos, hdr):
+                latest[rec.key] = (hdr.base_offset + rec.offset_delta, hdr.base_timestamp + rec.timestamp_delta,
+                                   rec.value)
+    os.makedirs(staging)
+    out = LogSegment(staging, closed[0]["base_offset"])
+    for key, (offset, ts, value) in sorted(latest.items(), key=lambda kv: kv[1][0]):
+        out.append(offset, ts, offset, build_batch([(key, value, [], ts)], base_offset=offset))
+    out.close()
+    manifest = {"topic": topic, "partition": partition, "start": closed[0]["base_offset"], "end": end,
+                "records_out": len(latest),
+                "source_segments": [[s["base_offset"], s["size_bytes"]] for s in closed],
+                "segments": [[closed[0]["base_offset"], out.size]]}
+    with open(os.path.join(staging, MANIFEST), "w") as f:
+        json.dump(manifest, f)
+    return latest
+
+
+def test_adopt_swaps_in_a_compacted_staging_dir(kbroker, tmp_path):
+    base = kbroker.metrics_url
+    records = [(b"a%d" % (i % 6), b"v%d-" % i + PAD) for i in range(120)]
+    produce(kbroker.bootstrap, "cmp", records)
+    detail = http(base, "GET", "/v1/partitions/cmp/0")[1]
+    closed = [s for s in detail["segments"] if not s["active"]]
+    active_base = detail["segments"][-1]["base_offset"]
+    assert len(closed) > 3
+
+    staging = str(tmp_path / "staging")
+    latest = make_compacted_staging(detail["dir"], staging, "cmp", 0, closed, end=active_base)
+
+    # a staging dir made for another partition is refused and nothing changes
+    status, body = http(base, "POST", "/v1/partitions/cmp/1/adopt", {"staging_dir": staging})
+    assert status == 409 and body["error"] == "stale_staging", body
+    assert http(base, "GET", "/v1/partitions/cmp/1")[1]["cleaner"]["paused_count"] == 0
+
+    status, body = http(base, "POST", "/v1/partitions/cmp/0/adopt", {"staging_dir": staging})
+    assert status == 200, body
+    after = body["partition_state"]
+    assert after["size_bytes"] < detail["size_bytes"] and after["log_end_offset"] == 120
+    assert after["cleaner"]["paused_count"] == 0  # the pause taken for the swap was released
+    assert after["cleaner"]["cleaner_point"] == active_base  # the adopted range counts as clean
+
+    got = read_all(kbroker.bootstrap, "cmp", 0, 120)
+    below = [(o, k, v) for o, k, v in got if o < active_base]
+    assert sorted(below) == sorted((o, k, v) for k, (o, _, v) in latest.items())
+    assert [o for o, _, _ in got if o >= active_base] == list(range(active_base, 120))
+
+    # the same staging again: its source segments are gone, so it is stale
+    status, body = http(base, "POST", "/v1/partitions/cmp/0/adopt", {"staging_dir": staging})
+    assert status == 409 and "compact again" in body["message"]
