@@ -1,0 +1,383 @@
+"""GroupCoordinator over a real LogManager in a temp dir: error codes of the classic protocol,
+what reaches __consumer_offsets (and when), reload, deletion, expiry and dump-log decoding.
+
+The coordinator needs only `broker.config` and `broker.log_manager`, so the broker here is a
+plain namespace around the real ones. Timers are real asyncio timers with small timeouts; tests
+poll with deadlines, never assert on elapsed time.
+"""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import types
+
+import pytest
+
+from kompakt.broker.groups.coordinator import GroupCoordinator, JoinRequest
+from kompakt.broker.groups.group import GroupState
+from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC
+from kompakt.config.broker_config import BrokerConfig
+from kompakt.protocol import group_records as gr
+from kompakt.protocol import records as rec
+from kompakt.protocol.errors import ErrorCode as EC
+from kompakt.protocol.errors import KafkaError
+from kompakt.storage import TopicPartition
+from kompakt.storage.log_manager import LogManager
+
+SUB = gr.encode_consumer_subscription(["t"])
+
+
+class Clock:
+    def __init__(self, now=1_000_000):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def make_config(tmp_path, **extra):
+    props = {"log.dirs": str(tmp_path / "data"), "group.initial.rebalance.delay.ms": "0",
+             "group.min.session.timeout.ms": "10", "offsets.topic.num.partitions": "3",
+             "log.initial.task.delay.ms": "0"}
+    props.update({k.replace("_", "."): str(v) for k, v in extra.items()})
+    return BrokerConfig(props)
+
+
+@pytest.fixture
+def env(tmp_path):
+    """(broker namespace, clock); the LogManager is shut down at teardown."""
+    config = make_config(tmp_path)
+    lm = LogManager(config)
+    lm.startup()
+    lm.create_topic("t", 2, {})
+    broker = types.SimpleNamespace(config=config, log_manager=lm)
+    yield broker, Clock()
+    lm.shutdown()
+
+
+async def started(broker, clock) -> GroupCoordinator:
+    c = GroupCoordinator(broker, time_ms=clock)
+    await c.start()
+    return c
+
+
+def join_req(member_id="", instance=None, session=5000, rebalance=5000, version=5,
+             protocols=(("range", SUB),), protocol_type="consumer", group="g"):
+    return JoinRequest(group, member_id, instance, protocol_type, list(protocols), session, rebalance,
+                       "client", "/127.0.0.1", version)
+
+
+async def join_alone(c, **kw):
+    """Join a fresh member (MEMBER_ID_REQUIRED round trip) and complete its generation."""
+    first = await c.join_group(join_req(**kw))
+    if first.error == EC.MEMBER_ID_REQUIRED:
+        first = await c.join_group(join_req(member_id=first.member_id, **kw))
+    assert first.error == 0, first
+    return first
+
+
+async def wait_for(predicate, what, timeout=10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def log_records(broker, group):
+    """Decoded (key, value) records of the group's __consumer_offsets partition, in order."""
+    partition = gr.partition_for(group, broker.log_manager.topics[OFFSETS_TOPIC].partitions)
+    plog = broker.log_manager.get_log(TopicPartition(OFFSETS_TOPIC, partition))
+    data = plog.read(plog.log_start_offset, 1 << 24).records
+    out = []
+    for pos, header in rec.iter_batches(data):
+        for r in rec.decode_records(data, pos, header):
+            key = gr.decode_key(r.key)
+            out.append((key, gr.decode_value(key, r.value)))
+    return out
+
+
+async def test_member_id_required_join_sync_heartbeat_errors(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        first = await c.join_group(join_req())
+        assert first.error == EC.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
+        assert c.groups["g"].pending_members == {first.member_id}
+        joined = await c.join_group(join_req(member_id=first.member_id))
+        assert (joined.generation_id, joined.leader, joined.protocol_name) == (1, first.member_id, "range")
+        assert joined.members == [(first.member_id, None, SUB)]
+        synced = await c.sync_group("g", 1, joined.member_id, None, "consumer", "range",
+                                    [(joined.member_id, b"assignment")])
+        assert (synced.error, synced.assignment) == (0, b"assignment")
+        assert c.groups["g"].state is GroupState.STABLE
+        assert c.heartbeat("g", 1, joined.member_id, None) == 0
+        assert c.heartbeat("g", 0, joined.member_id, None) == EC.ILLEGAL_GENERATION
+        assert c.heartbeat("g", 1, "stranger", None) == EC.UNKNOWN_MEMBER_ID
+        assert c.heartbeat("nogroup", 1, joined.member_id, None) == EC.UNKNOWN_MEMBER_ID
+        bad = await c.sync_group("g", 1, joined.member_id, None, "consumer", "roundrobin", [])
+        assert bad.error == EC.INCONSISTENT_GROUP_PROTOCOL
+        # The assignment is in the log before SyncGroup was answered.
+        key, value = log_records(broker, "g")[-1]
+        assert key == {"type": "group_metadata", "version": 2, "group": "g"}
+        assert value["generation"] == 1 and value["members"][0]["assignment"] == b"assignment"
+    finally:
+        await c.stop()
+
+
+async def test_join_argument_errors(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        assert (await c.join_group(join_req(group=""))).error == EC.INVALID_GROUP_ID
+        assert (await c.join_group(join_req(session=5))).error == EC.INVALID_SESSION_TIMEOUT
+        assert (await c.join_group(join_req(session=10**8))).error == EC.INVALID_SESSION_TIMEOUT
+        assert (await c.join_group(join_req(member_id="ghost"))).error == EC.UNKNOWN_MEMBER_ID
+        assert (await c.join_group(join_req(protocol_type=""))).error == EC.INCONSISTENT_GROUP_PROTOCOL
+        a = await join_alone(c)
+        other = await c.join_group(join_req(protocol_type="connect", version=3))
+        assert other.error == EC.INCONSISTENT_GROUP_PROTOCOL
+        disjoint = await c.join_group(join_req(protocols=[("sticky", b"")], version=3))
+        assert disjoint.error == EC.INCONSISTENT_GROUP_PROTOCOL
+        assert a.generation_id == 1
+    finally:
+        await c.stop()
+
+
+async def test_second_member_rebalances_and_old_generation_is_refused(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        a = await join_alone(c)
+        await c.sync_group("g", 1, a.member_id, None, None, None, [(a.member_id, b"A")])
+        b_id = (await c.join_group(join_req())).member_id
+        b_join = asyncio.create_task(c.join_group(join_req(member_id=b_id)))
+        await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "rebalance")
+        assert c.heartbeat("g", 1, a.member_id, None) == EC.REBALANCE_IN_PROGRESS
+        assert (await c.sync_group("g", 1, a.member_id, None, None, None, [])).error == EC.REBALANCE_IN_PROGRESS
+        # a commits during the join phase with its (still current) generation: accepted
+        codes = c.commit_offsets("g", 1, a.member_id, None, -1, [("t", 0, 7, -1, "", -1)], 8)
+        assert codes == {("t", 0): 0}
+        a_join = await c.join_group(join_req(member_id=a.member_id))
+        b_res = await b_join
+        assert a_join.generation_id == b_res.generation_id == 2
+        assert a_join.leader == a.member_id and len(a_join.members) == 2 and b_res.members == []
+        # CompletingRebalance: commits wait for the assignment
+        with pytest.raises(KafkaError) as info:
+            c.commit_offsets("g", 2, a.member_id, None, -1, [("t", 0, 8, -1, "", -1)], 8)
+        assert info.value.code == EC.REBALANCE_IN_PROGRESS
+        assert c.heartbeat("g", 2, b_id, None) == 0      # heartbeats are fine meanwhile
+        b_sync = asyncio.create_task(c.sync_group("g", 2, b_id, None, None, None, []))
+        await asyncio.sleep(0)
+        assert not b_sync.done()                          # parked until the leader's SyncGroup
+        a_sync = await c.sync_group("g", 2, a.member_id, None, None, None,
+                                    [(a.member_id, b"A2"), (b_id, b"B2")])
+        assert (a_sync.assignment, (await b_sync).assignment) == (b"A2", b"B2")
+        assert (await c.sync_group("g", 1, b_id, None, None, None, [])).error == EC.ILLEGAL_GENERATION
+    finally:
+        await c.stop()
+
+
+async def test_session_timeout_removes_member_and_group_becomes_empty(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        a = await join_alone(c, session=50)
+        await c.sync_group("g", 1, a.member_id, None, None, None, [(a.member_id, b"A")])
+        await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the silent member to expire")
+        assert c.groups["g"].generation_id == 2 and not c.groups["g"].members
+        assert c.heartbeat("g", 2, a.member_id, None) == EC.UNKNOWN_MEMBER_ID
+        key, value = log_records(broker, "g")[-1]
+        assert value["generation"] == 2 and value["members"] == [] and value["protocol"] is None
+    finally:
+        await c.stop()
+
+
+async def test_pending_member_expires(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        first = await c.join_group(join_req(session=30))
+        assert first.error == EC.MEMBER_ID_REQUIRED
+        await wait_for(lambda: not c.groups["g"].pending_members, "the pending member to expire")
+        assert (await c.join_group(join_req(member_id=first.member_id))).error == EC.UNKNOWN_MEMBER_ID
+    finally:
+        await c.stop()
+
+
+async def test_static_member_replaced_fences_old_id_without_rebalance(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        a = await join_alone(c, instance="i-a")
+        assert a.member_id.startswith("i-a-")
+        await c.sync_group("g", 1, a.member_id, "i-a", None, None, [(a.member_id, b"A")])
+        again = await c.join_group(join_req(instance="i-a"))       # restarted instance, v5
+        assert again.error == 0 and again.member_id != a.member_id
+        assert again.generation_id == 1 and again.leader == a.member_id   # old leader id (v<9)
+        assert c.groups["g"].state is GroupState.STABLE
+        assert c.heartbeat("g", 1, a.member_id, "i-a") == EC.FENCED_INSTANCE_ID
+        assert c.heartbeat("g", 1, again.member_id, "i-a") == 0
+        synced = await c.sync_group("g", 1, again.member_id, "i-a", None, None, [])
+        assert synced.assignment == b"A"                              # kept its partitions
+        v9 = await c.join_group(join_req(instance="i-a", version=9))  # KIP-814 leader rejoin
+        assert v9.skip_assignment and v9.leader == v9.member_id and len(v9.members) == 1
+        # leave by instance id alone (admin removeMembersFromConsumerGroup)
+        top, codes = c.leave_group("g", [("", "i-a"), ("", "i-unknown")])
+        assert (top, codes) == (0, [0, EC.UNKNOWN_MEMBER_ID])
+        await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the group to empty")
+    finally:
+        await c.stop()
+
+
+async def test_leave_group_batch_and_errors(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        a = await join_alone(c)
+        assert c.leave_group("nope", [(a.member_id, None)])[0] == EC.UNKNOWN_MEMBER_ID
+        top, codes = c.leave_group("g", [(a.member_id, "wrong-instance"), ("x", None), (a.member_id, None)])
+        assert (top, codes) == (0, [EC.UNKNOWN_MEMBER_ID, EC.UNKNOWN_MEMBER_ID, 0])
+        await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the group to empty")
+    finally:
+        await c.stop()
+
+
+async def test_offset_commit_rules(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        # simple commit (generation -1) creates an Empty group without protocol
+        codes = c.commit_offsets("simple", -1, "", None, -1,
+                                 [("t", 0, 5, 2, "m", -1), ("t", 1, 6, -1, "x" * 4097, -1),
+                                  ("missing", 0, 1, -1, "", -1)], 8)
+        assert codes == {("t", 0): 0, ("t", 1): EC.OFFSET_METADATA_TOO_LARGE,
+                         ("missing", 0): EC.UNKNOWN_TOPIC_OR_PARTITION}
+        om = c.fetch_offsets("simple", [("t", 0), ("t", 1)])
+        assert om[("t", 1)] is None
+        assert (om[("t", 0)].offset, om[("t", 0)].leader_epoch, om[("t", 0)].metadata) == (5, 2, "m")
+        assert c.list_groups() == [("simple", "", "Empty")]
+        for version, code in ((8, EC.ILLEGAL_GENERATION), (9, EC.GROUP_ID_NOT_FOUND)):
+            with pytest.raises(KafkaError) as info:
+                c.commit_offsets("unknown", 3, "m", None, -1, [("t", 0, 1, -1, "", -1)], version)
+            assert info.value.code == code
+        a = await join_alone(c)
+        with pytest.raises(KafkaError) as info:   # non-member commit to a group with members
+            c.commit_offsets("g", -1, "", None, -1, [("t", 0, 1, -1, "", -1)], 8)
+        assert info.value.code == EC.UNKNOWN_MEMBER_ID
+        with pytest.raises(KafkaError) as info:
+            c.commit_offsets("g", 1, "other", None, -1, [("t", 0, 1, -1, "", -1)], 8)
+        assert info.value.code == EC.UNKNOWN_MEMBER_ID
+        # v2-4 retention time: stored with an expire timestamp (value version 1)
+        await c.sync_group("g", 1, a.member_id, None, None, None, [])
+        clock.now = 2_000_000
+        c.commit_offsets("g", 1, a.member_id, None, 60_000, [("t", 1, 9, -1, "", -1)], 2)
+        key, value = log_records(broker, "g")[-1]
+        assert key == {"type": "offset_commit", "version": 1, "group": "g", "topic": "t", "partition": 1}
+        assert (value["version"], value["commit_timestamp"], value["expire_timestamp"]) == (1, 2_000_000, 2_060_000)
+    finally:
+        await c.stop()
+
+
+async def test_state_survives_a_log_manager_restart(tmp_path):
+    config = make_config(tmp_path)
+    clock = Clock()
+    lm = LogManager(config)
+    lm.startup()
+    lm.create_topic("t", 2, {})
+    broker = types.SimpleNamespace(config=config, log_manager=lm)
+    c = await started(broker, clock)
+    a = await join_alone(c, instance="i-1")
+    await c.sync_group("g", 1, a.member_id, "i-1", None, None, [(a.member_id, b"ASG")])
+    c.commit_offsets("g", 1, a.member_id, "i-1", -1, [("t", 0, 11, 4, "meta", -1)], 8)
+    c.commit_offsets("simple", -1, "", None, -1, [("t", 1, 3, -1, "", -1)], 8)
+    c.commit_offsets("gone", -1, "", None, -1, [("t", 1, 1, -1, "", -1)], 8)
+    assert c.delete_groups(["gone"]) == {"gone": 0}
+    await c.stop()
+    lm.shutdown()
+
+    lm2 = LogManager(config)
+    lm2.startup()
+    try:
+        c2 = await started(types.SimpleNamespace(config=config, log_manager=lm2), clock)
+        try:
+            g = c2.groups["g"]
+            assert (g.state, g.generation_id, g.protocol_name, g.leader_id) == (GroupState.STABLE, 1, "range", a.member_id)
+            assert g.members[a.member_id].assignment == b"ASG" and g.static_member_id("i-1") == a.member_id
+            om = c2.fetch_offsets("g", None)[("t", 0)]
+            assert (om.offset, om.leader_epoch, om.metadata) == (11, 4, "meta")
+            assert c2.fetch_offsets("simple", None)[("t", 1)].offset == 3
+            assert "gone" not in c2.groups and c2.fetch_offsets("gone", None) == {}
+            # the member carries on with its generation after the restart
+            assert c2.heartbeat("g", 1, a.member_id, "i-1") == 0
+        finally:
+            await c2.stop()
+    finally:
+        lm2.shutdown()
+
+
+async def test_delete_groups_and_offsets(env):
+    broker, clock = env
+    broker.log_manager.create_topic("other", 1, {})
+    c = await started(broker, clock)
+    try:
+        a = await join_alone(c)
+        await c.sync_group("g", 1, a.member_id, None, None, None, [])
+        assert c.commit_offsets("g", 1, a.member_id, None, -1,
+                                [("t", 0, 1, -1, "", -1), ("other", 0, 1, -1, "", -1)], 8) == {
+            ("t", 0): 0, ("other", 0): 0}
+        assert c.delete_groups(["g", "nope", ""]) == {"g": EC.NON_EMPTY_GROUP, "nope": EC.GROUP_ID_NOT_FOUND,
+                                                      "": EC.INVALID_GROUP_ID}
+        top, codes = c.delete_offsets("g", [("t", 0), ("other", 0)])
+        assert (top, codes) == (0, {("t", 0): EC.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 0): 0})
+        assert list(c.fetch_offsets("g", None)) == [("t", 0)]
+        assert c.delete_offsets("nope", [("t", 0)])[0] == EC.GROUP_ID_NOT_FOUND
+        c.leave_group("g", [(a.member_id, None)])
+        await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "empty group")
+        assert c.delete_groups(["g"]) == {"g": 0}
+        assert "g" not in c.groups and c.describe_group("g") is None
+        tail = log_records(broker, "g")[-1:]
+        assert tail == [({"type": "group_metadata", "version": 2, "group": "g"}, None)]
+        tombstoned = [k["topic"] for k, v in log_records(broker, "g") if k["type"] == "offset_commit" and v is None]
+        assert sorted(tombstoned) == ["other", "t"]
+    finally:
+        await c.stop()
+
+
+async def test_offsets_expire_only_after_retention(tmp_path):
+    config = make_config(tmp_path, offsets_retention_minutes=1)
+    lm = LogManager(config)
+    lm.startup()
+    lm.create_topic("t", 1, {})
+    clock = Clock(0)
+    c = await started(types.SimpleNamespace(config=config, log_manager=lm), clock)
+    try:
+        c.commit_offsets("simple", -1, "", None, -1, [("t", 0, 5, -1, "", -1)], 8)
+        clock.now = 59_999
+        assert c.expire_offsets() == 0 and "simple" in c.groups
+        clock.now = 60_000
+        assert c.expire_offsets() == 1
+        assert "simple" not in c.groups          # Empty and nothing left: the group dies too
+        kinds = [(k["type"], v is None) for k, v in log_records(types.SimpleNamespace(log_manager=lm), "simple")]
+        assert kinds == [("offset_commit", False), ("offset_commit", True), ("group_metadata", True)]
+    finally:
+        await c.stop()
+        lm.shutdown()
+
+
+async def test_dump_log_decodes_our_records(env, tmp_path):
+    broker, clock = env
+    c = await started(broker, clock)
+    try:
+        c.commit_offsets("dumpme", -1, "", None, -1, [("t", 0, 42, 7, "hello", -1)], 8)
+    finally:
+        await c.stop()
+    partition = gr.partition_for("dumpme", 3)
+    plog = broker.log_manager.get_log(TopicPartition(OFFSETS_TOPIC, partition))
+    plog.flush()
+    out = subprocess.run([sys.executable, "-m", "kompakt", "dump-log", "--offsets-decoder",
+                          plog.segments[0].log_path], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert '"group":"dumpme"' in out.stdout and '"offset":42' in out.stdout
+    assert '"metadata":"hello"' in out.stdout and '"leaderEpoch":7' in out.stdout
