@@ -96,7 +96,7 @@ class LogSegment:
 
     def __init__(self, dir: str, base_offset: int, *, index_interval_bytes: int = 4096,
                  max_index_size: int = 10 * 1024 * 1024, roll_jitter_ms: int = 0,
-                 time=_time, suffix: str = "", preallocate_size: int = 0):
+                 time=_time, suffix: str = ""):
         self.dir = dir
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
@@ -264,17 +264,10 @@ class LogSegment:
         return pos, data[:_whole_batches(data)]
 
     def read_next_offset(self) -> int:
-        """Offset after the last batch (base_offset when empty)."""
-        _, pos = self.offset_index.last_entry()
+        """Offset after the last batch (base_offset when empty): scan from the last index entry."""
         next_offset = self.base_offset
-        size = self.size
-        while pos + HEADER_PREFIX_SIZE <= size:
-            hdr = self._read_prefix(pos)
-            batch_size = hdr[1] + R.LOG_OVERHEAD
-            if batch_size < R.BATCH_OVERHEAD or pos + batch_size > size:
-                break
+        for _, hdr in self.iter_headers(self.offset_index.last_entry()[1]):
             next_offset = hdr[0] + hdr[6] + 1
-            pos += batch_size
         return next_offset
 
     def iter_headers(self, start_pos: int = 0):
