@@ -436,14 +436,20 @@ class LogSegment:
             self.created = int(self._time.time() * 1000)
             self._rolling_based_timestamp = None
         self.bytes_since_last_index_entry = 0
-        self._reload_max_timestamp()
+        self.reload_max_timestamp()
         return removed
 
-    def _reload_max_timestamp(self) -> None:
+    def reload_max_timestamp(self) -> None:
+        """Recompute max_timestamp_so_far from the time index plus a scan of the unindexed tail.
+
+        The time index's last entry covers every batch up to the last offset-index entry (both
+        are written together), so only the batches after that position are read: at most about
+        index.interval.bytes. Used after truncation and for an active segment loaded without
+        recovery (its final time-index entry is only written at roll/close).
+        """
         ts, off = self.time_index.last_entry()
         self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
-        _, pos = self.offset_index.lookup(off)
-        for _, hdr in self.iter_headers(pos):
+        for _, hdr in self.iter_headers(self.offset_index.last_entry()[1]):
             if hdr[8] > self.max_timestamp_so_far:
                 self.max_timestamp_so_far = hdr[8]
                 self.offset_of_max_timestamp_so_far = hdr[0] + hdr[6]
