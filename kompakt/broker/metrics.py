@@ -84,6 +84,16 @@ LOG_START_OFFSET = "kompakt_log_start_offset"
 LOG_END_OFFSET = "kompakt_log_end_offset"
 LOG_PARTITIONS = "kompakt_log_partitions"
 
+# --- log manager family (scrape time, from LogManager.stats(); added by storage-manager) ----------
+LOG_MANAGER_OFFLINE_DIRS = "kompakt_log_manager_offline_dirs"
+LOG_MANAGER_STARTUP = "kompakt_log_manager_startup_seconds"
+LOG_MANAGER_PENDING_DELETIONS = "kompakt_log_manager_pending_deletions"
+LOG_RETENTION_DELETED_SEGMENTS = "kompakt_log_retention_deleted_segments_total"
+LOG_RETENTION_DELETED_BYTES = "kompakt_log_retention_deleted_bytes_total"
+LOG_FLUSHES = "kompakt_log_flushes_total"
+LOG_FLUSH_TIME = "kompakt_log_flush_seconds_total"
+LOG_DELETED_DIRS = "kompakt_log_deleted_dirs_total"
+
 # --- cleaner family (scrape time) ----------------------------------------------------------------
 CLEANER_MAX_DIRTY_RATIO = "kompakt_cleaner_max_dirty_ratio"
 CLEANER_MAX_CLEAN_TIME = "kompakt_cleaner_max_clean_time_seconds"
@@ -323,6 +333,52 @@ class LiveCollector:
             yield from self._collect_cleaner()
         except Exception:
             log.exception("collecting cleaner metrics failed")
+        try:
+            yield from self._collect_log_manager()
+        except Exception:
+            log.exception("collecting log manager metrics failed")
+
+    # -- log manager (storage-manager) --
+    def _collect_log_manager(self) -> Iterable[Any]:
+        manager = getattr(self.broker, "log_manager", None)
+        stats = manager.stats() if callable(getattr(manager, "stats", None)) else None
+        if not stats:
+            return
+        gauges = (
+            (LOG_MANAGER_OFFLINE_DIRS, "offline_log_dirs", "Log dirs taken offline at start-up. "
+             "Kafka: kafka.log:type=LogManager,name=OfflineLogDirectoryCount."),
+            (LOG_MANAGER_STARTUP, "startup_seconds", "Time the last start-up took to load and recover "
+             "every log. Kafka: the 'Loaded N logs in Xms' log line (no JMX metric)."),
+        )
+        for name, key, text in gauges:
+            v = _num(stats.get(key))
+            if v is not None:
+                yield GaugeMetricFamily(name, text, value=v)
+        pending = GaugeMetricFamily(LOG_MANAGER_PENDING_DELETIONS, "Deleted partition dirs and segments "
+                                    "waiting file.delete.delay.ms before their unlink. Kafka: none "
+                                    "(kafka-delete-logs / delete-file scheduler tasks).", labels=["kind"])
+        for kind, key in (("dir", "pending_dir_deletions"), ("segment", "pending_segment_deletions")):
+            v = _num(stats.get(key))
+            if v is not None:
+                pending.add_metric([kind], v)
+        yield pending
+        counters = (
+            (LOG_RETENTION_DELETED_SEGMENTS, "retention_deleted_segments_total", "Segments deleted by "
+             "retention (log-start, retention.bytes and retention.ms breaches). Kafka: the 'Deleting "
+             "segments due to ...' log lines of UnifiedLog.deleteOldSegments."),
+            (LOG_RETENTION_DELETED_BYTES, "retention_deleted_bytes_total", "Bytes of the segments deleted "
+             "by retention. Kafka: none."),
+            (LOG_FLUSHES, "flushes_total", "Logs fsynced by the flusher task (flush.ms). "
+             "Kafka: kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs (count)."),
+            (LOG_FLUSH_TIME, "flush_seconds_total", "Time spent in flusher fsyncs. "
+             "Kafka: kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs (time, ms there)."),
+            (LOG_DELETED_DIRS, "deleted_dirs_total", "Partition dirs of deleted topics removed after "
+             "file.delete.delay.ms. Kafka: none (kafka-delete-logs task)."),
+        )
+        for name, key, text in counters:
+            v = _num(stats.get(key))
+            if v is not None:
+                yield CounterMetricFamily(name[:-len("_total")], text, value=v)
 
     # -- logs --
     def _logs(self) -> list[tuple[Any, Any]]:

@@ -562,3 +562,26 @@ async def test_roll_flushes_the_previous_segment_in_the_background(tmp_path, clo
     finally:
         await m.stop_background()
         await asyncio.to_thread(m.shutdown)
+
+
+def test_log_manager_metrics_are_exported(manager, clock):
+    import shutil
+    import subprocess
+    import types
+    from kompakt.broker.metrics import Metrics
+    m = manager(log_segment_delete_delay_ms=0)
+    m.create_topic("t", 1, {"retention.ms": "1"})
+    fill(m, ("t", 0), 6)
+    clock.ms += 10
+    m.cleanup_logs()
+    metrics = Metrics(process_metrics=False)
+    metrics.attach(types.SimpleNamespace(log_manager=m, cleaner=None, ready=True))
+    text = metrics.render().decode()
+    assert "kompakt_log_retention_deleted_segments_total 1.0" in text
+    assert "kompakt_log_retention_deleted_bytes_total 270.0" in text
+    assert 'kompakt_log_manager_pending_deletions{kind="segment"} 1.0' in text
+    assert "kompakt_log_manager_offline_dirs 0.0" in text
+    promtool = shutil.which("promtool")
+    if promtool:
+        result = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
+        assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
