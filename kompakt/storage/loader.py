@@ -287,7 +287,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
         segments.append(_open_segment(dir, max(log_start_offset_checkpoint, 0), config, time))
     active = segments[-1]
     active.resize_indexes(config.segment_index_bytes)
-    active.reload_max_timestamp()  # its last time-index entry is only written at roll/close
+    active.reload_max_timestamp()  # a log copied from a live broker lacks the final time entry
     next_offset = active.read_next_offset()
     log_start = max(log_start_offset_checkpoint, segments[0].base_offset)
     if log_start > next_offset:

@@ -261,17 +261,3 @@ def test_replace_segments_crash_points(tmp_path, point):
     assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned", ".deleted"))]
     again.close()
 
-
-def test_active_segment_max_timestamp_survives_an_unclean_stop_without_recovery(tmp_path):
-    d = str(tmp_path / "t-0")
-    lg = Log.open(d, LogConfig.from_overrides({"index.interval.bytes": "100"}))
-    base = 1_700_000_000_000
-    for i in range(20):
-        lg.append_as_leader(R.build_batch([(b"k%d" % i, b"v" * 50, None, base + i)]))
-    lg.flush()
-    lg.close_handlers()   # no final time-index entry was written
-    again = Log.open(d, LogConfig.from_overrides({"index.interval.bytes": "100"}),
-                     had_clean_shutdown=False, recovery_point=20)   # nothing to recover
-    assert again.active_segment.max_timestamp_so_far == base + 19
-    assert again.max_timestamp_offset() == (19, base + 19)
-    again.close()
