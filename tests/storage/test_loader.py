@@ -261,3 +261,18 @@ def test_replace_segments_crash_points(tmp_path, point):
     assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned", ".deleted"))]
     again.close()
 
+
+
+def test_max_timestamp_of_an_active_segment_copied_from_a_live_log(tmp_path):
+    d = str(tmp_path / "t-0")
+    lg = Log.open(d, LogConfig.default())   # 4 KiB index interval: the 20 batches are not indexed
+    base = 1_700_000_000_000
+    for i in range(20):
+        lg.append_as_leader(R.build_batch([(b"k%d" % i, b"v" * 50, None, base + i)]))
+    lg.flush()
+    shutil.copytree(d, str(tmp_path / "copy-0"))   # like a backup of a running broker
+    lg.close()
+    again = Log.open(str(tmp_path / "copy-0"), LogConfig.default())
+    assert again.active_segment.max_timestamp_so_far == base + 19
+    assert again.offset_for_timestamp(base + 19) == (19, base + 19)
+    again.close()
