@@ -244,7 +244,7 @@ def main() -> None:
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
              f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
              f"shared with other work while measured. `python bench/bench_produce_fetch.py{' --quick' if args.quick else ''}`; "
-             f"confluent-kafka {ck.version()[0]} / librdkafka {ck.libversion()[0]}, no compression, "
+             f"confluent-kafka {ck.version()} / librdkafka {ck.libversion()[0]}, no compression, "
              f"linger.ms=5, idempotence off.\n",
              "| record | partitions | acks | records | produce rec/s | produce MB/s | broker CPU | fetch rec/s | fetch MB/s | broker CPU |",
              "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
