@@ -18,7 +18,7 @@ Rules, each with the error that goes to the wire:
   [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] (INVALID_TIMESTAMP);
 - LogAppendTime: maxTimestamp := now and the timestamp-type bit set (CRC recomputed);
 - compression.type other than `producer` and different from the batch's codec: records re-encoded
-  with the topic codec (as Kafka's buildRecordsAndAssignOffsets does).
+  with the topic codec at its compression.<codec>.level (as Kafka's buildRecordsAndAssignOffsets).
 
 Parse nothing we need not parse: records are decoded only for compacted topics, recompression, or a
 finite `message.timestamp.before.max.ms` (a lower bound cannot be checked from the header: records
@@ -60,6 +60,18 @@ def target_codec(compression_type: str, source_codec: int) -> int:
     if name == "producer":
         return source_codec
     return R.CODEC_BY_NAME[name]
+
+
+def _level(config, codec: int) -> int | None:
+    """compression.gzip.level / compression.lz4.level / compression.zstd.level (KIP-390)."""
+    if codec == R.COMPRESSION_GZIP:
+        level = getattr(config, "compression_gzip_level", -1)
+        return None if level == -1 else level   # -1: the codec's default
+    if codec == 3:
+        return getattr(config, "compression_lz4_level", None)
+    if codec == R.COMPRESSION_ZSTD:
+        return getattr(config, "compression_zstd_level", None)
+    return None
 
 
 def _check_timestamp(ts: int, now: int, before: int, after: int, offset: int) -> None:
@@ -166,7 +178,8 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
             producer_id=hdr.producer_id, producer_epoch=hdr.producer_epoch,
             base_sequence=hdr.base_sequence, is_transactional=hdr.is_transactional,
             is_control=hdr.is_control, partition_leader_epoch=leader_epoch,
-            max_timestamp=now_ms if log_append else None))
+            max_timestamp=now_ms if log_append else None,
+            compression_level=_level(config, target)))
         if len(buf) > max_message_bytes:
             raise MessageTooLargeError(
                 f"The record batch size in the append to {tp} is {len(buf)} bytes after "

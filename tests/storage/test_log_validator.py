@@ -122,3 +122,13 @@ def test_recompression_to_topic_codec():
     assert not keep.recompressed and R.read_header(keep.buffer).compression == R.COMPRESSION_LZ4
     plain = run(R.build_batch([(b"a", b"x", None, NOW)], compression=R.COMPRESSION_ZSTD), cfg(compression_type="uncompressed"))
     assert R.read_header(plain.buffer).compression == R.COMPRESSION_NONE
+
+
+def test_recompression_uses_the_topic_level():
+    data = batch([(b"k%d" % i, b"abcdefgh" * 200) for i in range(20)])
+    fast = run(data, cfg(compression_type="zstd", compression_zstd_level=1)).buffer
+    best = run(data, cfg(compression_type="zstd", compression_zstd_level=19)).buffer
+    assert len(best) < len(fast)
+    for buf in (fast, best):
+        h = R.read_header(buf)
+        assert [r.value for r in R.decode_records(buf, 0, h)] == [b"abcdefgh" * 200] * 20
