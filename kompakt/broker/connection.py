@@ -109,7 +109,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def eof_received(self):
-        return False   # close our side too
+        # The client will send nothing more: answer what it already sent, then close.
+        self.close_when_idle()
+        return True
 
     def pause_writing(self) -> None:
         self._write_paused = True

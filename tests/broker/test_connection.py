@@ -128,3 +128,14 @@ async def test_port_in_use_fails_start_with_a_clear_message(broker):
 async def test_advertised_listener(broker):
     b = await broker(**{"advertised.listeners": "PLAINTEXT://kafka.example:9999"})
     assert b.advertised == ("kafka.example", 9999)
+
+
+async def test_half_closed_client_still_gets_its_answers(broker):
+    b = await broker()
+    b.log_manager.create_topic("t", 1, {})
+    reader, writer = await connect(b)
+    writer.write(long_poll("t", 1, 100) + frame(ApiVersionsRequest(version=0), 0, 2))
+    writer.write_eof()                                        # shutdown(SHUT_WR)
+    assert [await read_correlation(reader), await read_correlation(reader)] == [1, 2]
+    assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+    writer.close()
