@@ -18,7 +18,8 @@ def topic_configs(client, topic, config_filter="all"):
     return described["topic"][topic]
 
 
-def test_create_alter_partitions_records_delete(broker, client):
+def test_create_alter_partitions_records_delete(broker):
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
     out = client.create_topics({"ledger": {"num_partitions": 2, "replication_factor": 1,
                                            "configs": {"cleanup.policy": "compact,delete"}}},
                                validate_only=True)
@@ -52,6 +53,14 @@ def test_create_alter_partitions_records_delete(broker, client):
     assert modified["retention.ms"]["value"] == "7200000"
     assert modified["segment.ms"]["value"] == "60000"
 
+    # persisted: the overrides survive a restart
+    client.close()
+    broker.restart()
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=15000)
+    modified = topic_configs(client, "ledger", "modified")
+    assert {k: v["value"] for k, v in modified.items()} == {"cleanup.policy": "compact", "segment.ms": "60000",
+                                                           "retention.ms": "7200000"}
+
     client.create_partitions({"ledger": 4})
     described = client.describe_topics(["ledger"])
     assert len(described[0]["partitions"]) == 4
@@ -74,6 +83,7 @@ def test_create_alter_partitions_records_delete(broker, client):
 
     client.delete_topics(["ledger"])
     assert "ledger" not in client.list_topics()
+    client.close()
 
 
 def test_errors_cluster_and_broker_configs(broker, client):

@@ -131,8 +131,9 @@ def test_confluent_idempotent_producer(start_broker, kill):
     check_exactly_once(read_all(broker, "idem"))
 
 
-def test_kafka_python_default_producer_and_producer_ids(start_broker):
-    """kafka-python 3.x is idempotent by default; SIGKILL restart; producer ids across the crash."""
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
+def test_kafka_python_default_producer_and_producer_ids(start_broker, kill):
+    """kafka-python 3.x is idempotent by default; restart; producer ids across the restart."""
     from kafka import KafkaProducer
     broker = start_broker()
     create_topic(broker, "kp-idem")
@@ -155,7 +156,7 @@ def test_kafka_python_default_producer_and_producer_ids(start_broker):
     producer.flush(TIMEOUT)
     futures += send(2 * PHASE, 3 * PHASE)
     before = [init_producer_id(broker).producer_id for _ in range(2)]
-    broker.restart(kill=True)
+    broker.restart(kill=kill)
     futures += send(3 * PHASE, TOTAL)
     producer.flush(TIMEOUT)
     for f in futures:
@@ -163,7 +164,7 @@ def test_kafka_python_default_producer_and_producer_ids(start_broker):
     producer.close(TIMEOUT)
     check_exactly_once(read_all(broker, "kp-idem"))
 
-    # InitProducerId after the crash: a fresh id above every id handed out before it
+    # InitProducerId after the restart: a fresh id above every id handed out before it
     after = init_producer_id(broker)
     assert after.error_code == 0 and after.producer_epoch == 0
     assert before == sorted(set(before)) and after.producer_id > max(before)
