@@ -30,7 +30,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest, InitProdu
 
 TIMEOUT = 60
 PARTITIONS = 2
-PHASE = 1000          # records per phase; 4 phases
+PHASE = 500           # records per phase; 4 phases
 TOTAL = 4 * PHASE
 
 
@@ -77,10 +77,12 @@ def check_exactly_once(got: dict[int, list[int]]) -> None:
         assert values == expected, f"partition {partition}: out of order"
 
 
-def freeze_until(broker, condition, what: str, poll=lambda: time.sleep(0.05)) -> None:
-    """SIGSTOP the broker until the client shows `condition`, then SIGCONT it."""
+def frozen_send(broker, send, condition, what: str, poll=lambda: time.sleep(0.05)) -> None:
+    """SIGSTOP the broker, `send()` (the requests reach its socket and get no answer), wait until the
+    client shows `condition` (it gave up on a request and will resend it), then SIGCONT."""
     os.kill(broker.pid, signal.SIGSTOP)
     try:
+        send()
         wait_until(condition, what, poll)
     finally:
         os.kill(broker.pid, signal.SIGCONT)
@@ -118,9 +120,8 @@ def test_confluent_idempotent_producer(start_broker, kill):
 
     send(0, PHASE)
     assert producer.flush(TIMEOUT) == 0
-    send(PHASE, 2 * PHASE)
-    freeze_until(broker, lambda: request_timeouts[0] > 0, "a request timeout",
-                 poll=lambda: producer.poll(0.05))
+    frozen_send(broker, lambda: send(PHASE, 2 * PHASE), lambda: request_timeouts[0] > 0, "a request timeout",
+                poll=lambda: producer.poll(0.05))
     assert producer.flush(TIMEOUT) == 0
     send(2 * PHASE, 3 * PHASE)
     broker.restart(kill=kill)      # requests in flight: the client retries them after the restart
@@ -151,8 +152,7 @@ def test_kafka_python_default_producer_and_producer_ids(start_broker, kill):
 
     futures = send(0, PHASE)
     producer.flush(TIMEOUT)
-    futures += send(PHASE, 2 * PHASE)
-    freeze_until(broker, lambda: retries() > 0, "a retried send")
+    frozen_send(broker, lambda: futures.extend(send(PHASE, 2 * PHASE)), lambda: retries() > 0, "a retried send")
     producer.flush(TIMEOUT)
     futures += send(2 * PHASE, 3 * PHASE)
     before = [init_producer_id(broker).producer_id for _ in range(2)]
