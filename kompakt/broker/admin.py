@@ -504,6 +504,10 @@ async def compact(request: web.Request) -> web.Response:
                                              "cleanup.policy to compact first)",
                        kafka_error="INVALID_CONFIG")
     cleaner = _cleaner(broker, "compact")
+    paused = cleaner_view(broker, tp, lg).get("paused_count") or 0
+    if paused:
+        raise ApiError(409, "paused", f"cleaning of {tp[0]}-{tp[1]} is paused ({paused} pause(s) outstanding); "
+                                      "POST .../resume once per pause first")
     task = asyncio.ensure_future(_maybe_await(cleaner.clean_now(tp)))
     done, _ = await asyncio.wait({task}, timeout=wait)
     if task in done:

@@ -49,7 +49,8 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json(_ref("Partition"), "the partition"), **_TP_ERRORS}}},
         "/v1/partitions/{topic}/{partition}/compact": {"post": {
             "summary": "Clean this partition now, ignoring min.cleanable.dirty.ratio but never the active "
-                       "segment, the last stable offset or min.compaction.lag.ms",
+                       "segment, the last stable offset or min.compaction.lag.ms; 409 on a delete-policy "
+                       "topic or while cleaning is paused",
             "parameters": _TP_PARAMS + [{"name": "wait", "in": "query", "required": False,
                                          "description": "seconds to wait for the clean before answering 202 (default 5)",
                                          "schema": {"type": "number", "minimum": 0, "maximum": 300}}],
@@ -75,7 +76,9 @@ OPENAPI: dict[str, Any] = {
             "requestBody": {"required": True, "content": {"application/json": {"schema": {
                 "type": "object", "required": ["staging_dir"],
                 "properties": {"staging_dir": {"type": "string"}}}}}},
-            "responses": {"200": _json({"type": "object"}, "adopted"), "501": _ERR, **_TP_ERRORS}}},
+            "responses": {"200": _json({"type": "object"}, "adopted"),
+                          "409": _json(_ref("Error"), "stale staging dir: the log changed since it was made"),
+                          "501": _ERR, **_TP_ERRORS}}},
         "/v1/cleaner": {"get": {
             "summary": "The log cleaner: workers, current jobs, throttle and Kafka's cleaner figures",
             "responses": {"200": _json({"type": "object", "properties": {"enabled": {"type": "boolean"}},

@@ -7,6 +7,7 @@ confluent-kafka), adopting a compacted staging dir (and refusing a stale one), a
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,8 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.conftest import BrokerProcess, free_port
 
 QUIET = {"log_level": 0}
 PAD = b"x" * 100  # values large enough that a few dozen records roll 1 KiB segments
@@ -72,31 +75,47 @@ def read_all(bootstrap: str, topic: str, partition: int, end_offset: int) -> lis
     return out
 
 
+@pytest.fixture(scope="module")
+def kbroker(tmp_path_factory):
+    """One broker for the module (each test works on its own topic): small segments so a few
+    hundred records roll several; the background cleaner waits long so only the admin API's
+    compact-now cleans here."""
+    b = BrokerProcess(tmp_path_factory.mktemp("admin-api"), {
+        "log.segment.bytes": "1024", "log.cleaner.backoff.ms": "600000",
+        "log.cleaner.min.cleanable.ratio": "0.99", "offsets.topic.num.partitions": "1"})
+    try:
+        yield b.start()
+    finally:
+        try:
+            b.stop()
+        except RuntimeError:
+            b.kill()
+
+
 @pytest.fixture
-def kbroker(start_broker):
-    # Small segments so a few hundred records roll several; the background cleaner waits long so
-    # only the admin API's compact-now cleans in these tests.
-    b = start_broker(config={"log.segment.bytes": "1024", "log.cleaner.backoff.ms": "600000",
-                             "log.cleaner.min.cleanable.ratio": "0.99"})
-    create_topics(b.bootstrap, NewTopic("cmp", 2, 1, config={"cleanup.policy": "compact"}),
-                  NewTopic("plain", 1, 1, config={"cleanup.policy": "delete"}))
-    return b
+def topic(kbroker, request) -> str:
+    """A fresh compacted topic of 2 partitions named after the test."""
+    name = request.node.name.removeprefix("test_")[:60]
+    create_topics(kbroker.bootstrap, NewTopic(name, 2, 1, config={"cleanup.policy": "compact"}))
+    return name
 
 
-def test_partitions_list_detail_and_errors(kbroker):
+def test_partitions_list_detail_and_errors(kbroker, topic):
     base = kbroker.metrics_url
-    produce(kbroker.bootstrap, "plain", [(b"k", b"v%d-" % i + PAD) for i in range(30)])
+    plain = topic + "_plain"
+    create_topics(kbroker.bootstrap, NewTopic(plain, 1, 1, config={"cleanup.policy": "delete"}))
+    produce(kbroker.bootstrap, plain, [(b"k", b"v%d-" % i + PAD) for i in range(30)])
 
     status, body = http(base, "GET", "/v1/partitions")
     assert status == 200
     rows = {(p["topic"], p["partition"]): p for p in body["partitions"]}
-    assert {("cmp", 0), ("cmp", 1), ("plain", 0)} <= set(rows)
-    assert rows[("plain", 0)]["log_end_offset"] == 30 and rows[("plain", 0)]["size_bytes"] > 0
-    assert rows[("plain", 0)]["cleanup_policy"] == ["delete"] and rows[("cmp", 0)]["cleanup_policy"] == ["compact"]
-    status, body = http(base, "GET", "/v1/partitions?topic=cmp")
-    assert status == 200 and {p["topic"] for p in body["partitions"]} == {"cmp"}
+    assert {(topic, 0), (topic, 1), (plain, 0)} <= set(rows)
+    assert rows[(plain, 0)]["log_end_offset"] == 30 and rows[(plain, 0)]["size_bytes"] > 0
+    assert rows[(plain, 0)]["cleanup_policy"] == ["delete"] and rows[(topic, 0)]["cleanup_policy"] == ["compact"]
+    status, body = http(base, "GET", f"/v1/partitions?topic={topic}")
+    assert status == 200 and {p["topic"] for p in body["partitions"]} == {topic}
 
-    status, detail = http(base, "GET", "/v1/partitions/plain/0")
+    status, detail = http(base, "GET", f"/v1/partitions/{plain}/0")
     assert status == 200
     assert detail["log_end_offset"] == 30 and detail["segment_count"] == len(detail["segments"]) > 1
     assert sum(s["size_bytes"] for s in detail["segments"]) == detail["size_bytes"]
@@ -106,77 +125,79 @@ def test_partitions_list_detail_and_errors(kbroker):
     cases = [
         ("GET", "/v1/partitions/nosuch/0", 404, "unknown_topic"),
         ("GET", "/v1/partitions?topic=nosuch", 404, "unknown_topic"),
-        ("GET", "/v1/partitions/cmp/2", 404, "unknown_partition"),
-        ("GET", "/v1/partitions/cmp/x", 400, "bad_partition"),
-        ("GET", "/v1/partitions/cmp/-1", 400, "bad_partition"),
+        ("GET", f"/v1/partitions/{topic}/2", 404, "unknown_partition"),
+        ("GET", f"/v1/partitions/{topic}/x", 400, "bad_partition"),
+        ("GET", f"/v1/partitions/{topic}/-1", 400, "bad_partition"),
         ("POST", "/v1/partitions/nosuch/0/compact", 404, "unknown_topic"),
-        ("POST", "/v1/partitions/cmp/9/pause", 404, "unknown_partition"),
-        ("POST", "/v1/partitions/plain/0/compact", 409, "not_compacted"),
-        ("POST", "/v1/partitions/cmp/0/compact?wait=soon", 400, "bad_wait"),
-        ("POST", "/v1/partitions/cmp/0/compact?wait=9999", 400, "bad_wait"),
-        ("POST", "/v1/partitions/cmp/0/resume", 409, "not_paused"),
+        ("POST", f"/v1/partitions/{topic}/9/pause", 404, "unknown_partition"),
+        ("POST", f"/v1/partitions/{plain}/0/compact", 409, "not_compacted"),
+        ("POST", f"/v1/partitions/{topic}/0/compact?wait=soon", 400, "bad_wait"),
+        ("POST", f"/v1/partitions/{topic}/0/compact?wait=9999", 400, "bad_wait"),
+        ("POST", f"/v1/partitions/{topic}/0/resume", 409, "not_paused"),
         ("GET", "/v1/jobs/12345", 404, "unknown_job"),
-        ("DELETE", "/v1/partitions/cmp/0", 405, "method_not_allowed"),
+        ("DELETE", f"/v1/partitions/{topic}/0", 405, "method_not_allowed"),
     ]
     for method, path, want_status, want_kind in cases:
         status, body = http(base, method, path)
         assert (status, body.get("error")) == (want_status, want_kind), (method, path, body)
         assert body["message"] and body["status"] == want_status
-    status, body = http(base, "GET", "/v1/partitions/cmp/2")
+    status, body = http(base, "GET", f"/v1/partitions/{topic}/2")
     assert "has 2 partition(s), 0..1" in body["message"]
-    status, body = http(base, "POST", "/v1/partitions/plain/0/compact")
+    status, body = http(base, "POST", f"/v1/partitions/{plain}/0/compact")
     assert "cleanup.policy=delete" in body["message"] and "compact" in body["message"]
 
     # adopt: bad bodies are refused before anything is touched
     for payload in ({}, {"staging_dir": 3}, {"staging_dir": "/nonexistent/staging"}):
-        status, body = http(base, "POST", "/v1/partitions/cmp/0/adopt", payload)
+        status, body = http(base, "POST", f"/v1/partitions/{topic}/0/adopt", payload)
         assert status == 400, (payload, body)
-    req = urllib.request.Request(base + "/v1/partitions/cmp/0/adopt", data=b"not json", method="POST")
+    req = urllib.request.Request(base + f"/v1/partitions/{topic}/0/adopt", data=b"not json", method="POST")
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(req, timeout=10)
     assert info.value.code == 400 and json.loads(info.value.read())["error"] == "bad_body"
 
 
-def test_pause_twice_resume_twice(kbroker):
+def test_pause_twice_resume_twice(kbroker, topic):
     base = kbroker.metrics_url
     for expected in (1, 2):
-        status, body = http(base, "POST", "/v1/partitions/cmp/1/pause")
+        status, body = http(base, "POST", f"/v1/partitions/{topic}/1/pause")
         assert status == 200, body
         assert body["cleaner"]["paused_count"] == expected and body["cleaner"]["state"] == f"Paused({expected})"
-    # paused partitions are not compacted on demand either; the other partition is untouched
-    assert http(base, "GET", "/v1/partitions/cmp/0")[1]["cleaner"]["paused_count"] == 0
+    # a paused partition is not compacted on demand either; the other partition is untouched
+    status, body = http(base, "POST", f"/v1/partitions/{topic}/1/compact")
+    assert status == 409 and body["error"] == "paused" and "2 pause(s)" in body["message"]
+    assert http(base, "GET", f"/v1/partitions/{topic}/0")[1]["cleaner"]["paused_count"] == 0
     metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
-    assert 'kompakt_cleaner_partition_paused{partition="1",topic="cmp"} 1.0' in metrics
+    assert f'kompakt_cleaner_partition_paused{{partition="1",topic="{topic}"}} 1.0' in metrics
     for expected in (1, 0):
-        status, body = http(base, "POST", "/v1/partitions/cmp/1/resume")
+        status, body = http(base, "POST", f"/v1/partitions/{topic}/1/resume")
         assert status == 200, body
         assert body["cleaner"]["paused_count"] == expected
     assert body["cleaner"]["state"] == "None"
-    status, body = http(base, "POST", "/v1/partitions/cmp/1/resume")
+    status, body = http(base, "POST", f"/v1/partitions/{topic}/1/resume")
     assert status == 409 and body["error"] == "not_paused"
 
 
-def test_compact_now_compacts(kbroker):
+def test_compact_now_compacts(kbroker, topic):
     base = kbroker.metrics_url
     keys = [b"key-%d" % i for i in range(8)]
     records = [(keys[i % len(keys)], b"value-%d-" % i + PAD) for i in range(240)]
     records[-20] = (keys[3], None)  # a tombstone: kept (delete.retention.ms not passed), value None
-    produce(kbroker.bootstrap, "cmp", records)
-    before = http(base, "GET", "/v1/partitions/cmp/0")[1]
+    produce(kbroker.bootstrap, topic, records)
+    before = http(base, "GET", f"/v1/partitions/{topic}/0")[1]
     assert before["log_end_offset"] == 240 and before["segment_count"] > 3
 
-    status, body = http(base, "POST", "/v1/partitions/cmp/0/compact?wait=60")
+    status, body = http(base, "POST", f"/v1/partitions/{topic}/0/compact?wait=60")
     assert status == 200, body
     assert body["state"] == "done" and body["stats"]
 
-    after = http(base, "GET", "/v1/partitions/cmp/0")[1]
+    after = http(base, "GET", f"/v1/partitions/{topic}/0")[1]
     cleaner = after["cleaner"]
     active_base = after["segments"][-1]["base_offset"]
     assert cleaner["last_clean_time_ms"] > 0 and cleaner["cleans"] >= 1
     assert cleaner["cleaner_point"] == active_base  # cleaned up to, never into, the active segment
     assert after["size_bytes"] < before["size_bytes"]
 
-    got = read_all(kbroker.bootstrap, "cmp", 0, 240)
+    got = read_all(kbroker.bootstrap, topic, 0, 240)
     offsets = [o for o, _, _ in got]
     assert offsets == sorted(offsets) and len(got) < len(records)
     cleaned = [(o, k) for o, k, _ in got if o < active_base]
@@ -189,14 +210,14 @@ def test_compact_now_compacts(kbroker):
 
     # the figures Kafka hides are on the metrics page too
     metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
-    assert 'kompakt_cleaner_partition_last_clean_timestamp_seconds{partition="0",topic="cmp"}' in metrics
-    assert "kompakt_cleaner_cleanings_total 1.0" in metrics
+    assert f'kompakt_cleaner_partition_last_clean_timestamp_seconds{{partition="0",topic="{topic}"}}' in metrics
+    assert float(re.search(r"^kompakt_cleaner_cleanings_total (\S+)$", metrics, re.M).group(1)) >= 1
 
 
-def test_compact_answers_202_with_a_job_when_not_waiting(kbroker):
+def test_compact_answers_202_with_a_job_when_not_waiting(kbroker, topic):
     base = kbroker.metrics_url
-    produce(kbroker.bootstrap, "cmp", [(b"k%d" % (i % 4), b"v%d-" % i + PAD) for i in range(120)], partition=1)
-    status, job = http(base, "POST", "/v1/partitions/cmp/1/compact?wait=0")
+    produce(kbroker.bootstrap, topic, [(b"k%d" % (i % 4), b"v%d-" % i + PAD) for i in range(120)], partition=1)
+    status, job = http(base, "POST", f"/v1/partitions/{topic}/1/compact?wait=0")
     assert status == 202 and job["state"] == "running" and job["status_url"] == f"/v1/jobs/{job['id']}"
     deadline = time.monotonic() + 60
     while job["state"] == "running" and time.monotonic() < deadline:
@@ -211,33 +232,32 @@ def kompakt_admin(url: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-def test_cli_wraps_the_api(kbroker):
+def test_cli_wraps_the_api(kbroker, topic):
     url = kbroker.metrics_url
-    produce(kbroker.bootstrap, "cmp", [(b"k%d" % (i % 3), b"v%d-" % i + PAD) for i in range(150)])
+    produce(kbroker.bootstrap, topic, [(b"k%d" % (i % 3), b"v%d-" % i + PAD) for i in range(150)])
     r = kompakt_admin(url, "partitions")
     assert r.returncode == 0, r.stderr
     header, *lines = r.stdout.splitlines()
     assert header.split()[:4] == ["TOPIC", "PART", "POLICY", "START"]
-    assert any(line.split()[:3] == ["cmp", "0", "compact"] for line in lines)
+    assert any(line.split()[:3] == [topic, "0", "compact"] for line in lines)
 
-    r = kompakt_admin(url, "compact", "cmp", "0")
+    r = kompakt_admin(url, "compact", topic, "0")
     assert r.returncode == 0, r.stderr
     assert "state: done" in r.stdout
-    r = kompakt_admin(url, "--json", "partition", "cmp", "0")
+    r = kompakt_admin(url, "--json", "partition", topic, "0")
     assert r.returncode == 0 and json.loads(r.stdout)["cleaner"]["cleans"] >= 1
 
-    assert kompakt_admin(url, "pause", "cmp", "0").returncode == 0
-    assert kompakt_admin(url, "resume", "cmp", "0").returncode == 0
-    r = kompakt_admin(url, "resume", "cmp", "0")
-    assert r.returncode == 1 and "error 409" in r.stderr and "cmp-0" in r.stderr
+    assert kompakt_admin(url, "pause", topic, "0").returncode == 0
+    assert kompakt_admin(url, "resume", topic, "0").returncode == 0
+    r = kompakt_admin(url, "resume", topic, "0")
+    assert r.returncode == 1 and "error 409" in r.stderr and f"{topic}-0" in r.stderr
     r = kompakt_admin(url, "partition", "nosuch", "0")
     assert r.returncode == 1 and "unknown topic 'nosuch'" in r.stderr
     r = kompakt_admin(url, "--json", "cleaner")
     assert r.returncode == 0 and json.loads(r.stdout)["enabled"] is True
     assert kompakt_admin(url, "ready").returncode == 0
 
-    kbroker.stop()
-    r = kompakt_admin(url, "partitions")
+    r = kompakt_admin(f"http://127.0.0.1:{free_port()}", "partitions")
     assert r.returncode == 2 and "cannot reach the Kompakt admin API" in r.stderr
 
 
@@ -274,35 +294,35 @@ def make_compacted_staging(partition_dir: str, staging: str, topic: str, partiti
     return latest
 
 
-def test_adopt_swaps_in_a_compacted_staging_dir(kbroker, tmp_path):
+def test_adopt_swaps_in_a_compacted_staging_dir(kbroker, topic, tmp_path):
     base = kbroker.metrics_url
     records = [(b"a%d" % (i % 6), b"v%d-" % i + PAD) for i in range(120)]
-    produce(kbroker.bootstrap, "cmp", records)
-    detail = http(base, "GET", "/v1/partitions/cmp/0")[1]
+    produce(kbroker.bootstrap, topic, records)
+    detail = http(base, "GET", f"/v1/partitions/{topic}/0")[1]
     closed = [s for s in detail["segments"] if not s["active"]]
     active_base = detail["segments"][-1]["base_offset"]
     assert len(closed) > 3
 
     staging = str(tmp_path / "staging")
-    latest = make_compacted_staging(detail["dir"], staging, "cmp", 0, closed, end=active_base)
+    latest = make_compacted_staging(detail["dir"], staging, topic, 0, closed, end=active_base)
 
     # a staging dir made for another partition is refused and nothing changes
-    status, body = http(base, "POST", "/v1/partitions/cmp/1/adopt", {"staging_dir": staging})
+    status, body = http(base, "POST", f"/v1/partitions/{topic}/1/adopt", {"staging_dir": staging})
     assert status == 409 and body["error"] == "stale_staging", body
-    assert http(base, "GET", "/v1/partitions/cmp/1")[1]["cleaner"]["paused_count"] == 0
+    assert http(base, "GET", f"/v1/partitions/{topic}/1")[1]["cleaner"]["paused_count"] == 0
 
-    status, body = http(base, "POST", "/v1/partitions/cmp/0/adopt", {"staging_dir": staging})
+    status, body = http(base, "POST", f"/v1/partitions/{topic}/0/adopt", {"staging_dir": staging})
     assert status == 200, body
     after = body["partition_state"]
     assert after["size_bytes"] < detail["size_bytes"] and after["log_end_offset"] == 120
     assert after["cleaner"]["paused_count"] == 0  # the pause taken for the swap was released
     assert after["cleaner"]["cleaner_point"] == active_base  # the adopted range counts as clean
 
-    got = read_all(kbroker.bootstrap, "cmp", 0, 120)
+    got = read_all(kbroker.bootstrap, topic, 0, 120)
     below = [(o, k, v) for o, k, v in got if o < active_base]
     assert sorted(below) == sorted((o, k, v) for k, (o, _, v) in latest.items())
     assert [o for o, _, _ in got if o >= active_base] == list(range(active_base, 120))
 
     # the same staging again: its source segments are gone, so it is stale
-    status, body = http(base, "POST", "/v1/partitions/cmp/0/adopt", {"staging_dir": staging})
+    status, body = http(base, "POST", f"/v1/partitions/{topic}/0/adopt", {"staging_dir": staging})
     assert status == 409 and "compact again" in body["message"]

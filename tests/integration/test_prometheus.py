@@ -5,6 +5,7 @@ Also: `promtool check metrics` on a live broker's /metrics (log and cleaner fami
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -12,11 +13,23 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from pathlib import Path
+
 import pytest
 from confluent_kafka.admin import NewTopic
 
 from tests.integration.conftest import free_port
-from tests.integration.test_admin_api import PAD, create_topics, http, produce
+from tests.integration.test_admin_api import PAD, create_topics, http, produce, read_all
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docker" / "grafana" / "dashboards" / "kompakt.json"
+
+
+def dashboard_queries() -> list[str]:
+    """Every PromQL expression of the Grafana dashboard, its variables bound as Grafana would."""
+    dash = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    return [e.replace("$__rate_interval", "1m").replace('"$job"', '"kompakt"').replace('"$topic"', '".*"')
+            for e in exprs]
 
 
 def get_json(url: str) -> dict:
@@ -105,7 +118,7 @@ def prometheus_for(tmp_path):
 
 def test_prometheus_sees_traffic_and_compaction(start_broker, prometheus_for):
     broker = start_broker(config={"log.segment.bytes": "1024", "log.cleaner.backoff.ms": "600000",
-                                  "log.cleaner.min.cleanable.ratio": "0.99"})
+                                  "log.cleaner.min.cleanable.ratio": "0.99", "offsets.topic.num.partitions": "1"})
     prom = prometheus_for(f"127.0.0.1:{broker.metrics_port}")
     prom.wait_for('up{job="kompakt"}', lambda v: v == 1, "the broker to be scraped")
     assert prom.query("kompakt_broker_ready") == 1
@@ -132,11 +145,22 @@ def test_prometheus_sees_traffic_and_compaction(start_broker, prometheus_for):
                   lambda v: v > 1e9, "the last clean time")
     prom.wait_for("kompakt_cleaner_read_bytes_total", lambda v: v > 0, "cleaner bytes read")
 
+    # The Grafana dashboard's queries are valid PromQL over metrics this broker really exports
+    # (after a fetch, so the bytes-out series exists too).
+    assert len(read_all(broker.bootstrap, "prom", 0, 150)) > 0
+    exported = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read().decode()
+    for expr in dashboard_queries():
+        body = get_json(prom.url + "/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+        assert body["status"] == "success", (expr, body)
+        for name in set(re.findall(r"\b((?:kompakt|process)_[a-z_]+)", expr)):
+            family = re.sub(r"_(bucket|sum|count)$", "", name)
+            assert re.search(rf"^# TYPE {family} ", exported, re.M), f"dashboard uses {name}, not exported: {expr}"
+
 
 def test_promtool_accepts_live_metrics(start_broker):
     promtool = shutil.which("promtool")
     assert promtool, "promtool missing: apt-get install prometheus (scripts/test.sh does)"
-    broker = start_broker(config={"log.segment.bytes": "1024"})
+    broker = start_broker(config={"log.segment.bytes": "1024", "offsets.topic.num.partitions": "1"})
     create_topics(broker.bootstrap, NewTopic("lint", 2, 1, config={"cleanup.policy": "compact"}))
     produce(broker.bootstrap, "lint", [(b"k", b"v" + PAD)] * 20)
     text = urllib.request.urlopen(broker.metrics_url + "/metrics", timeout=10).read()
@@ -149,7 +173,7 @@ def test_promtool_accepts_live_metrics(start_broker):
 
 
 def test_partition_labels_can_be_dropped(start_broker):
-    broker = start_broker(config={"metrics.partition.labels": "false"})
+    broker = start_broker(config={"metrics.partition.labels": "false", "offsets.topic.num.partitions": "1"})
     create_topics(broker.bootstrap, NewTopic("nolabels", 3, 1, config={"cleanup.policy": "compact"}))
     for p in range(3):
         produce(broker.bootstrap, "nolabels", [(b"k", b"v")] * (p + 1), partition=p)
