@@ -36,8 +36,6 @@ methods (startup, shutdown, cleanup_logs, flush_*, checkpoint_*, create/delete) 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import os
 import shutil
@@ -45,7 +43,6 @@ import threading
 import time as _time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from kompakt.config.broker_config import LONG_MAX
@@ -62,6 +59,7 @@ from kompakt.storage.log_dirs import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FU
                                       create_and_validate_dirs, load_meta_properties, lock_dir,
                                       parse_partition_dir, partition_dir_name, read_and_clear_clean_shutdown,
                                       unique_dir_name, unlock_dir, write_clean_shutdown)
+from kompakt.storage.log_tasks import DeletionQueue, LogTasks
 from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
                                          random_topic_id, read_partition_metadata, uuid_to_str,
                                          validate_topic_name)
@@ -71,16 +69,9 @@ log = logging.getLogger(__name__)
 _KNOWN_ROOT_FILES = {LOCK_FILE, CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
                      LOG_START_OFFSET_CHECKPOINT_FILE, "cleaner-offset-checkpoint",
                      "replication-offset-checkpoint", "bootstrap.checkpoint", STORE_FILE}
-_MAX_SLEEP_S = 3600.0  # long periods are slept in slices so huge Kafka defaults never overflow
 
 __all__ = ["LogManager", "TopicMeta", "TopicPartition", "LogDirLockedError", "LogDirError",
            "CLEAN_SHUTDOWN_FILE", "LOCK_FILE", "parse_partition_dir", "partition_dir_name"]
-
-
-@dataclass
-class _PendingDirDelete:
-    path: str
-    due_ms: int
 
 
 class LogManager:
@@ -103,19 +94,12 @@ class LogManager:
         self._deleted_topic_ids: set[uuid.UUID] = set()
         self._store: TopicStore | None = None
         self._lock_fds: dict[str, int] = {}
-        self._dirs_to_delete: list[_PendingDirDelete] = []
-        self._segment_deletes: list[tuple[int, int, list]] = []  # heap of (due_ms, seq, segments)
-        self._seq = itertools.count()
-        self._deletes_lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Event | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._deletions = DeletionQueue()
+        self._tasks = LogTasks(self._now)
         self._started = False
         self._shut_down = False
         self._stats = {"retention_deleted_segments_total": 0, "retention_deleted_bytes_total": 0,
-                       "flushes_total": 0, "flush_seconds_total": 0.0, "deleted_dirs_total": 0,
-                       "deleted_segments_unlinked_total": 0, "startup_seconds": 0.0,
-                       "startup_repairs": 0}
+                       "flushes_total": 0, "flush_seconds_total": 0.0, "startup_seconds": 0.0}
 
     # ---- public views ----------------------------------------------------------------------------
     @property
@@ -152,9 +136,9 @@ class LogManager:
         out = dict(self._stats)
         out["offline_log_dirs"] = len(self.offline_dirs)
         out["startup_repairs"] = len(self.repairs)
-        with self._deletes_lock:
-            out["pending_dir_deletions"] = len(self._dirs_to_delete)
-            out["pending_segment_deletions"] = sum(len(e[2]) for e in self._segment_deletes)
+        out["deleted_dirs_total"] = self._deletions.deleted_dirs_total
+        out["deleted_segments_unlinked_total"] = self._deletions.unlinked_segments_total
+        out["pending_dir_deletions"], out["pending_segment_deletions"] = self._deletions.pending()
         return out
 
     def partitions_per_dir(self) -> dict[str, int]:
@@ -561,10 +545,9 @@ class LogManager:
 
     def _queue_dir_delete(self, path: str, why: str) -> None:
         delay = self._broker_default_config().file_delete_delay_ms
-        with self._deletes_lock:
-            self._dirs_to_delete.append(_PendingDirDelete(path, self._now() + delay))
+        self._deletions.add_dir(path, self._now() + delay)
         log.info("scheduled deletion of %s in %d ms (%s)", path, delay, why)
-        self._kick()
+        self._tasks.kick()
 
     def _check_started(self) -> None:
         if not self._started or self._shut_down:
@@ -626,53 +609,21 @@ class LogManager:
 
     # ---- deferred deletion ---------------------------------------------------------------------------
     def _schedule_segment_delete(self, plog, segments: list) -> None:
-        delay = plog.config.file_delete_delay_ms
-        due = self._now() + delay
-        with self._deletes_lock:
-            heapq.heappush(self._segment_deletes, (due, next(self._seq), list(segments)))
-        self._kick()
+        self._deletions.add_segments(segments, self._now() + plog.config.file_delete_delay_ms)
+        self._tasks.kick()
 
     def run_due_segment_deletions(self, now_ms: int | None = None) -> int:
         """Unlink `.deleted` segments whose file.delete.delay.ms has passed; returns how many."""
-        now = self._now() if now_ms is None else now_ms
-        due = []
-        with self._deletes_lock:
-            while self._segment_deletes and self._segment_deletes[0][0] <= now:
-                due.extend(heapq.heappop(self._segment_deletes)[2])
-        for seg in due:
-            try:
-                seg.delete()
-            except OSError as exc:
-                log.warning("could not delete segment files of %s: %s", seg, exc)
-        self._stats["deleted_segments_unlinked_total"] += len(due)
-        return len(due)
+        return self._deletions.run_due_segments(self._now() if now_ms is None else now_ms)
 
     def delete_logs(self, now_ms: int | None = None) -> int:
         """Remove `-delete` partition dirs whose delay has passed; returns how many."""
-        now = self._now() if now_ms is None else now_ms
-        with self._deletes_lock:
-            due = [p for p in self._dirs_to_delete if p.due_ms <= now]
-            self._dirs_to_delete = [p for p in self._dirs_to_delete if p.due_ms > now]
-        for p in due:
-            try:
-                shutil.rmtree(p.path)
-                fsync_dir(os.path.dirname(p.path))
-                self._stats["deleted_dirs_total"] += 1
-                log.info("deleted log directory %s", p.path)
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                log.warning("could not delete %s (will retry): %s", p.path, exc)
-                with self._deletes_lock:
-                    self._dirs_to_delete.append(_PendingDirDelete(p.path, now + 1000))
-        return len(due)
+        return self._deletions.run_due_dirs(self._now() if now_ms is None else now_ms)
 
-    def _next_delete_due_ms(self) -> int | None:
-        with self._deletes_lock:
-            dues = [p.due_ms for p in self._dirs_to_delete]
-            if self._segment_deletes:
-                dues.append(self._segment_deletes[0][0])
-        return min(dues) if dues else None
+    def _run_deletions(self) -> None:
+        now = self._now()
+        self._deletions.run_due_segments(now)
+        self._deletions.run_due_dirs(now)
 
     # ---- flush and checkpoints ------------------------------------------------------------------------
     def flush_dirty_logs(self) -> int:
@@ -723,11 +674,7 @@ class LogManager:
         return removed
 
     def _on_roll(self, plog, new_offset: int) -> None:
-        """After a roll, flush the log up to the new segment in the background (Kafka's roll hook)."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-
+        """After a roll, flush the log up to the new segment in a worker (Kafka's roll hook)."""
         def flush_upto() -> None:
             try:
                 if not plog.closed:
@@ -735,23 +682,12 @@ class LogManager:
             except (OSError, KafkaError) as exc:
                 log.warning("flush after roll of %s failed: %s", plog.dir, exc)
 
-        def submit() -> None:
-            self._tasks = [t for t in self._tasks if not t.done()]
-            self._tasks.append(loop.create_task(asyncio.to_thread(flush_upto)))
-
-        try:
-            loop.call_soon_threadsafe(submit)
-        except RuntimeError:
-            pass  # the loop is closing: the shutdown flush covers it
+        self._tasks.run_in_thread(flush_upto)  # no loop yet/any more: the shutdown flush covers it
 
     # ---- background tasks -------------------------------------------------------------------------------
     def start_background(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Schedule the periodic tasks on `loop` (call from the loop's thread)."""
-        loop = loop or asyncio.get_event_loop()
-        self._loop = loop
-        self._wake = asyncio.Event()
+        """Schedule the periodic tasks (module docstring's table) on `loop`; call from the loop's thread."""
         cfg = self.config
-        delay = cfg["log.initial.task.delay.ms"]
         periodic = [
             ("kafka-log-retention", self.cleanup_logs, lambda: cfg["log.retention.check.interval.ms"]),
             ("kafka-log-flusher", self.flush_dirty_logs, self._flush_check_ms),
@@ -762,9 +698,8 @@ class LogManager:
             ("kafka-producer-id-expiration", self.remove_expired_producers,
              lambda: cfg["producer.id.expiration.check.interval.ms"]),
         ]
-        for name, fn, period in periodic:
-            self._tasks.append(loop.create_task(self._periodic(name, fn, period, delay), name=name))
-        self._tasks.append(loop.create_task(self._deleter(delay), name="kafka-delete-logs"))
+        self._tasks.start(loop or asyncio.get_event_loop(), periodic, self._run_deletions,
+                          self._deletions.next_due_ms, cfg["log.initial.task.delay.ms"])
 
     def _flush_check_ms(self) -> int:
         interval = self.config["log.flush.scheduler.interval.ms"]
@@ -773,66 +708,8 @@ class LogManager:
         finite = [p.config.flush_ms for p in list(self._logs.values()) if p.config.flush_ms != LONG_MAX]
         return max(10, min(finite)) if finite else LONG_MAX
 
-    async def _sleep_ms(self, ms: int) -> None:
-        remaining = max(ms, 0) / 1000.0
-        while remaining > 0:
-            step = min(remaining, _MAX_SLEEP_S)
-            await asyncio.sleep(step)
-            remaining -= step
-
-    async def _periodic(self, name: str, fn, period_ms: Callable[[], int], initial_delay_ms: int) -> None:
-        await self._sleep_ms(initial_delay_ms)
-        while True:
-            try:
-                await asyncio.to_thread(fn)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - a failing pass must not kill the schedule
-                log.exception("background task %s failed", name)
-            period = period_ms()
-            await self._sleep_ms(min(period, int(_MAX_SLEEP_S * 1000)) if period != LONG_MAX
-                                 else int(_MAX_SLEEP_S * 1000))
-
-    async def _deleter(self, initial_delay_ms: int) -> None:
-        """kafka-delete-logs + delete-file: sleep until the next due deletion (or a new one arrives)."""
-        await self._sleep_ms(initial_delay_ms)
-        while True:
-            try:
-                await asyncio.to_thread(self.run_due_segment_deletions)
-                await asyncio.to_thread(self.delete_logs)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001
-                log.exception("background deletion failed")
-            due = self._next_delete_due_ms()
-            wait_s = _MAX_SLEEP_S if due is None else max(0.0, (due - self._now()) / 1000.0)
-            self._wake.clear()
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=min(wait_s, _MAX_SLEEP_S))
-            except asyncio.TimeoutError:
-                pass
-
-    def _kick(self) -> None:
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None and not loop.is_closed():
-            try:
-                loop.call_soon_threadsafe(wake.set)
-            except RuntimeError:
-                pass
-
     async def stop_background(self) -> None:
-        tasks, self._tasks = self._tasks, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            try:
-                await t
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # noqa: BLE001
-                log.exception("background task ended with an error")
-        self._loop = None
-        self._wake = None
+        await self._tasks.stop()
 
     # ---- shutdown --------------------------------------------------------------------------------------
     def shutdown(self) -> None:
