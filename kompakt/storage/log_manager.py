@@ -14,7 +14,8 @@ blocking work (fsync, unlink, retention scans) in worker threads:
     kafka-delete-logs        next due `-delete` dir                          delete_logs()
     delete-file              next due `.deleted` segment                     run_due_segment_deletions()
     producer-id expiration   producer.id.expiration.check.interval.ms        remove_expired_producers()
-  every task first waits log.initial.task.delay.ms. (*) Kafka never flushes by time while
+  every task first waits log.initial.task.delay.ms; the runner and the deletion queue live in
+  storage.log_tasks. (*) Kafka never flushes by time while
   log.flush.scheduler.interval.ms is Long.MAX_VALUE (its default) even if a topic sets flush.ms;
   we check at the smallest finite flush.ms instead, so a topic's flush.ms is honoured.
 
