@@ -69,7 +69,8 @@ GROUP_METADATA_VALUE_VERSION = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-assert (_I16.size, _I32.size, _I64.size) == (2, 4, 8)
+_VALUE_V3_HEAD = struct.Struct(">hqi")   # version, offset, leaderEpoch
+assert (_I16.size, _I32.size, _I64.size, _VALUE_V3_HEAD.size) == (2, 4, 8, 14)
 
 
 class GroupRecordError(ValueError):
@@ -217,23 +218,24 @@ class _Writer:
 # Keys
 # ---------------------------------------------------------------------------------------------
 
+def _short_string(s: str) -> bytes:
+    """STRING (int16 length + UTF-8) of the non-flexible versions: the commit hot path."""
+    data = s.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise GroupRecordError(f"string of {len(data)} bytes exceeds 32767")
+    return _I16.pack(len(data)) + data
+
+
 def encode_offset_commit_key(group: str, topic: str, partition: int,
                              version: int = OFFSET_COMMIT_KEY_VERSION) -> bytes:
     if version not in (0, 1):
         raise GroupRecordError(f"OffsetCommitKey version {version} not in 0-1")
-    w = _Writer()
-    w.i16(version)
-    w.string(group)
-    w.string(topic)
-    w.i32(partition)
-    return w.getvalue()
+    return b"".join((_I16.pack(version), _short_string(group), _short_string(topic),
+                     _I32.pack(partition)))
 
 
 def encode_group_metadata_key(group: str) -> bytes:
-    w = _Writer()
-    w.i16(GROUP_METADATA_KEY_VERSION)
-    w.string(group)
-    return w.getvalue()
+    return _I16.pack(GROUP_METADATA_KEY_VERSION) + _short_string(group)
 
 
 def decode_key(data: bytes) -> dict[str, Any]:
@@ -266,6 +268,10 @@ def encode_offset_commit_value(offset: int, metadata: str = "", commit_timestamp
     if version is None:
         version = (OFFSET_COMMIT_VALUE_VERSION_EXPIRE if expire_timestamp >= 0
                    else OFFSET_COMMIT_VALUE_VERSION)
+    if version == 3:   # what every plain commit writes: one struct pack, no writer
+        return b"".join((_VALUE_V3_HEAD.pack(3, offset, leader_epoch),
+                         _short_string(metadata if metadata is not None else ""),
+                         _I64.pack(commit_timestamp)))
     if not 0 <= version <= 4:
         raise GroupRecordError(f"OffsetCommitValue version {version} not in 0-4")
     w = _Writer(flexible=version >= 4)

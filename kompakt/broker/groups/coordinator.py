@@ -695,10 +695,11 @@ class GroupCoordinator:
         codes: dict[tuple[str, int], int] = {}
         records: list[tuple[bytes, bytes]] = []
         accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        topics = self.broker.log_manager.topics
         for topic, partition, offset, epoch, metadata, commit_ts in partitions:
             tp = (topic, partition)
             metadata = metadata or ""
-            if topic not in self.broker.log_manager.topics:   # Kafka checks the topic only
+            if topic not in topics:   # Kafka checks the topic only, not the partition
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if len(metadata.encode("utf-8")) > max_metadata:

@@ -5,7 +5,8 @@ of (key, value) pairs (value None = tombstone) to the group's partition and retu
 `Log.append_as_leader` has accepted it (synchronously, on the event loop: these batches are a
 few hundred bytes, and a synchronous append keeps every group change atomic with respect to
 other requests - Kafka needs purgatories and re-checks for the same guarantee); `replay()` reads every partition from its log start
-offset to its end and yields the decoded records in log order. The topic is created on first
+offset to its end and yields, per key, the last record (decoded), in the order of those last
+records. The topic is created on first
 write with `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and
 `segment.bytes=offsets.topic.segment.bytes`, so our own log cleaner keeps it small: only the
 latest commit per (group, topic, partition) and the latest metadata per group survive, and
@@ -97,6 +98,24 @@ class OffsetsTopic:
                 yield from self._replay_partition(partition_log, partition)
 
     def _replay_partition(self, partition_log, partition: int) -> Iterator[tuple[dict, dict | None]]:
+        # Only the last record of each key matters (exactly what compaction would keep), so the
+        # raw bytes are deduplicated first and only the survivors are decoded, in the order of
+        # their last occurrence - which keeps group and offset records in their relative order.
+        latest: dict[bytes, bytes | None] = {}
+        for record in self._raw_records(partition_log):
+            if record.key is None:
+                log.warning("%s-%d: record without key skipped", OFFSETS_TOPIC, partition)
+                continue
+            key = bytes(record.key)
+            latest.pop(key, None)
+            latest[key] = record.value
+        for key, value in latest.items():
+            decoded = self._decode(key, value, partition)
+            if decoded is not None:
+                yield decoded
+
+    @staticmethod
+    def _raw_records(partition_log) -> Iterator:
         offset = partition_log.log_start_offset
         end = partition_log.log_end_offset
         while offset < end:
@@ -109,28 +128,20 @@ class OffsetsTopic:
                     continue
                 progressed = True
                 offset = header.next_offset
-                if header.is_control:
+                if header.is_control or header.is_transactional:
+                    # TxnOffsetCommit is not implemented; no transactional batches are written.
                     continue
-                if header.is_transactional:
-                    # TxnOffsetCommit is not implemented; no transactional batches are ever written.
-                    continue
-                for record in rec.decode_records(data, pos, header):
-                    decoded = self._decode(record, partition)
-                    if decoded is not None:
-                        yield decoded
+                yield from rec.decode_records(data, pos, header)
             if not progressed:
                 break
 
     @staticmethod
-    def _decode(record, partition: int):
-        if record.key is None:
-            log.warning("%s-%d: record without key skipped", OFFSETS_TOPIC, partition)
-            return None
+    def _decode(key: bytes, value: bytes | None, partition: int):
         try:
-            key = gr.decode_key(record.key)
-            if key["type"] == "unknown":
+            decoded_key = gr.decode_key(key)
+            if decoded_key["type"] == "unknown":
                 return None
-            return key, gr.decode_value(key, record.value)
+            return decoded_key, gr.decode_value(decoded_key, value)
         except gr.GroupRecordError as exc:
             log.warning("%s-%d: undecodable record skipped: %s", OFFSETS_TOPIC, partition, exc)
             return None
