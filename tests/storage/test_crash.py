@@ -115,3 +115,66 @@ def test_torn_tail_is_truncated_and_earlier_batches_survive(tmp_path):
         assert any("truncated" in r for r in m2.repairs)
     finally:
         m2.shutdown()
+
+
+RETENTION_CHILD = textwrap.dedent("""
+    import sys
+    from kompakt.config.broker_config import BrokerConfig
+    from kompakt.protocol import records as R
+    from kompakt.storage.log_manager import LogManager
+
+    log_dir = sys.argv[1]
+    m = LogManager(BrokerConfig({"log.dirs": log_dir, "log.index.size.max.bytes": "4096",
+                                  "log.segment.delete.delay.ms": "3600000"}))
+    m.startup()
+    m.create_topic("ret", 1, {"internal.segment.bytes": "600", "retention.bytes": "1500"})
+    plog = m.get_log(("ret", 0))
+    i = 0
+    while True:
+        info = plog.append_as_leader(R.build_batch([(b"key-%d" % i, b"value-%08d" % i + b"x" * 30)]))
+        plog.flush()
+        if i % 5 == 4:
+            m.cleanup_logs()           # segments renamed .deleted, unlinks pending for an hour
+            m.checkpoint_log_start_offsets()
+        print("acked", info.first_offset, plog.log_start_offset, flush=True)
+        i += 1
+""")
+
+
+def test_sigkill_during_retention_keeps_everything_above_the_log_start(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(RETENTION_CHILD)
+    log_dir = tmp_path / "logs"
+    proc = subprocess.Popen([sys.executable, str(script), str(log_dir)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    acked = []
+    try:
+        for line in proc.stdout:
+            _, offset, start = line.split()
+            acked.append((int(offset), int(start)))
+            if len(acked) >= 80:
+                break
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        proc.stderr.close()
+    assert len(acked) >= 80, err
+    part = log_dir / "ret-0"
+    assert any(n.endswith(".deleted") for n in os.listdir(part))  # killed with unlinks pending
+    m = LogManager(BrokerConfig({"log.dirs": str(log_dir), "log.index.size.max.bytes": "4096"}))
+    m.startup()
+    try:
+        plog = m.get_log(("ret", 0))
+        assert not any(n.endswith(".deleted") for n in os.listdir(part))  # removed by recovery
+        last_start = acked[-1][1]
+        assert plog.log_start_offset >= acked[0][1]
+        assert plog.log_start_offset <= last_start or plog.log_start_offset == plog.segments[0].base_offset
+        contents = read_all(plog)
+        for offset, _ in acked:
+            if offset >= plog.log_start_offset:
+                assert contents[offset] == b"value-%08d" % offset + b"x" * 30
+        assert plog.log_end_offset >= acked[-1][0] + 1
+    finally:
+        m.shutdown()
