@@ -26,11 +26,13 @@ now + delete.retention.ms, record timestamp deltas rewritten against the new bas
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import struct
 
 import crc32c as _crc32c
 
+from kompakt.cleaner import native as _native
 from kompakt.protocol.records import compress, decompress, encode_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -51,6 +53,12 @@ H_BASE_OFFSET, H_LENGTH, H_EPOCH, H_MAGIC, H_CRC, H_ATTRS, H_LAST_DELTA, H_BASE_
     H_PID, H_PEPOCH, H_BASE_SEQ, H_COUNT = range(13)
 
 _md5 = hashlib.md5
+_LIB = _native.LIB          # the compiled seam, or None (pure Python below)
+_INT64_MIN = -(2**63)
+
+
+def implementation() -> str:
+    return "native" if _LIB is not None else "python"
 
 
 def _varint_slow(d, p):
@@ -97,6 +105,25 @@ def index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int) ->
     before a record of this batch: the records up to it were put, `map.latest_offset` is the last
     mapped offset, and the clean covers only up to there (Kafka's partial pass).
     """
+    if _LIB is None:
+        return _py_index_batch(batch, hdr, offset_map, start_offset, limit)
+    data = records_of(batch, hdr)
+    io = offset_map.native_io
+    io[0] = offset_map.size
+    io[1] = offset_map.latest_offset
+    io[2] = io[3] = io[4] = 0
+    rc = _LIB.km_index(data, len(data), HEADER_SIZE if data is batch else 0, hdr[H_COUNT], hdr[H_BASE_OFFSET],
+                       start_offset, offset_map.address, offset_map.slots, limit, io)
+    if rc < 0:
+        raise CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]} does not hold {hdr[H_COUNT]} valid records")
+    offset_map.size = io[0]
+    offset_map.latest_offset = io[1]
+    offset_map.probes += io[3]
+    offset_map.lookups += io[4]
+    return hdr[H_COUNT], io[2], rc == 1
+
+
+def _py_index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int) -> tuple[int, int, bool]:
     data = records_of(batch, hdr)
     p = HEADER_SIZE if data is batch else 0
     base = hdr[H_BASE_OFFSET]
@@ -212,7 +239,59 @@ def filter_batch(batch: bytes, hdr, offset_map, now_ms: int, delete_retention_ms
             return FilterResult(_rebuild(batch, hdr, b"", 0, attrs, base_ts, hdr[H_MAX_TS]),
                                 count, 0, 0, 0, False, False)
         return FilterResult(None, count, 0, 0, 0, False, False)
+    if _LIB is not None:
+        res = _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec)
+        if res is not None:
+            return res
+    return _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, retain_empty, target_codec)
 
+
+_OUT = [None, 0]   # a reusable output buffer for the compiled filter: [ctypes buffer, size]
+
+
+def _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec):
+    """The compiled filter; None when the batch needs a delete horizon stamped (Python does that)."""
+    attrs = hdr[H_ATTRS]
+    count = hdr[H_COUNT]
+    has_horizon = bool(attrs & DELETE_HORIZON_MASK)
+    base_ts = hdr[H_BASE_TS]
+    data = records_of(batch, hdr)
+    p = HEADER_SIZE if data is batch else 0
+    if _OUT[1] < len(data):
+        _OUT[1] = max(len(data), 1 << 20)
+        _OUT[0] = ctypes.create_string_buffer(_OUT[1])
+    out = _OUT[0]
+    io = offset_map.native_io
+    io[5] = 0
+    horizon_passed = 1 if has_horizon and now_ms >= base_ts else 0
+    rc = _LIB.km_filter(data, len(data), p, count, hdr[H_BASE_OFFSET], offset_map.address, offset_map.slots,
+                        offset_map.latest_offset, horizon_passed, out, io)
+    if rc < 0:
+        raise CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]} does not hold {count} valid records")
+    kept, tombstones, keyless, maxtd, outlen = io[0], io[1], io[2], io[3], io[4]
+    offset_map.probes += io[5]
+    offset_map.lookups += count
+    if tombstones > 0 and not has_horizon:
+        return None
+    if kept == count and (target_codec is None or target_codec == attrs & COMPRESSION_MASK):
+        return FilterResult(batch, count, count, tombstones, 0, True, False)
+    if kept == 0 and not retain_empty:
+        return FilterResult(None, count, 0, 0, keyless, False, False)
+    payload = ctypes.string_at(out, outlen)
+    if kept and not (attrs & TIMESTAMP_TYPE_MASK):
+        max_ts = base_ts + maxtd
+    else:
+        max_ts = hdr[H_MAX_TS]
+    return FilterResult(_rebuild(batch, hdr, payload, kept, attrs, base_ts, max_ts, target_codec),
+                        count, kept, tombstones, keyless, False, False)
+
+
+
+def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, retain_empty, target_codec):
+    attrs = hdr[H_ATTRS]
+    count = hdr[H_COUNT]
+    has_horizon = bool(attrs & DELETE_HORIZON_MASK)
+    base_ts = hdr[H_BASE_TS]
     data = records_of(batch, hdr)
     p = HEADER_SIZE if data is batch else 0
     base = hdr[H_BASE_OFFSET]

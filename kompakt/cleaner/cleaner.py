@@ -35,6 +35,7 @@ next offset is the first uncleanable offset (last-offset information).
 from __future__ import annotations
 
 import bisect
+import ctypes
 import mmap
 import os
 import struct
@@ -42,6 +43,7 @@ import time as _time
 from dataclasses import dataclass, field
 
 from kompakt.cleaner import batch_ops
+from kompakt.cleaner import native as N
 from kompakt.cleaner.batch_ops import (CONTROL_MASK, H_ATTRS, H_BASE_OFFSET, H_COUNT, H_LAST_DELTA,
                                        H_LENGTH, H_MAX_TS, H_PEPOCH, H_PID, HEADER, HEADER_SIZE,
                                        TRANSACTIONAL_MASK)
@@ -53,6 +55,9 @@ TIME_ENTRY = struct.Struct(">qi")
 assert OFFSET_ENTRY.size == 8 and TIME_ENTRY.size == 12
 INT32_MAX = 2**31 - 1
 CHECK_EVERY = 64
+RANGE_BUDGET = 1 << 20        # bytes a native range call handles between abort checks
+OUT_CAP = 4 << 20             # output buffer of the native filter
+INDEX_CAP = 8192              # index entries buffered by the native filter
 ABORT_MARKER = 0
 COMMIT_MARKER = 1
 
@@ -115,18 +120,28 @@ def segment_file(dir_: str, base_offset: int, ext: str, suffix: str = "") -> str
 # file access
 
 class _Mapped:
-    """A read-only view of the first `size` bytes of a segment's .log."""
+    """A view of the first `size` bytes of a segment's .log (a private mapping: never written)."""
 
-    def __init__(self, path: str, size: int):
+    def __init__(self, path: str, size: int, want_address: bool = False):
         self.size = 0
         self.mm = None
+        self.address = None
+        self._anchor = None
         self._f = open(path, "rb")
         real = os.fstat(self._f.fileno()).st_size
         self.size = min(size, real)
         if self.size > 0:
-            self.mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
+            if want_address:
+                # copy-on-write mapping: writable as far as ctypes is concerned, the file is never touched
+                self.mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_COPY)
+                self._anchor = ctypes.c_char.from_buffer(self.mm)
+                self.address = ctypes.addressof(self._anchor)
+            else:
+                self.mm = mmap.mmap(self._f.fileno(), 0, access=mmap.ACCESS_READ)
 
     def close(self):
+        self._anchor = None
+        self.address = None
         if self.mm is not None:
             self.mm.close()
         self._f.close()
@@ -249,43 +264,78 @@ class Cleaner:
         return False
 
     def _map_segment(self, seg: SegmentInfo, start: int, end: int, limit: int, markers, stats) -> bool:
-        omap = self.offset_map
-        f = _Mapped(seg.log_path, seg.size)
+        lib = batch_ops._LIB
+        f = _Mapped(seg.log_path, seg.size, want_address=lib is not None)
         try:
             if f.mm is None:
                 return False
-            mm = f.mm
-            n = 0
-            chunk = 0
-            for pos, h in f.batches():
-                last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
-                if last < start:
-                    continue
-                if h[H_BASE_OFFSET] >= end:
-                    break
-                size = h[H_LENGTH] + 12
-                n += 1
-                if n % CHECK_EVERY == 0:
+            if lib is None:
+                return self._map_batches(f, f.batches(), start, end, limit, markers, stats)
+            omap = self.offset_map
+            io = (ctypes.c_int64 * 8)()
+            while True:
+                io[0], io[1] = omap.size, omap.latest_offset
+                io[2] = io[3] = io[5] = io[6] = io[7] = 0
+                rc = lib.km_index_range(f.address, f.size, start, end, omap.address, omap.slots, limit,
+                                        RANGE_BUDGET, io)
+                omap.size, omap.latest_offset = io[0], io[1]
+                omap.probes += io[3]
+                omap.lookups += io[5]
+                stats.map_messages_read += io[5]
+                stats.map_bytes_read += io[6]
+                self._throttle(io[6])
+                pos = io[4]
+                if rc in (N.RC_END, N.RC_STOP):
+                    return False
+                if rc == N.RC_FULL:
+                    return True
+                if rc == N.RC_BUDGET:
                     self.check_done()
-                chunk += size
-                if chunk >= 1 << 20:
-                    self._throttle(chunk)
-                    chunk = 0
-                stats.map_bytes_read += size
-                raw = mm[pos:pos + size]
-                batch_ops.verify_crc(raw, h, f" in {seg.log_path}")
-                if h[H_ATTRS] & CONTROL_MASK or _is_aborted(markers, h):
-                    stats.map_messages_read += h[H_COUNT]
-                else:
-                    read, _, full = batch_ops.index_batch(raw, h, omap, start, limit)
-                    stats.map_messages_read += read
-                    if full:
-                        return True
-                omap.update_latest_offset(last)
-            self._throttle(chunk)
-            return False
+                    continue
+                if rc == N.RC_CORRUPT:
+                    raise batch_ops.CorruptBatchError(f"corrupt batch at position {pos} of {seg.log_path} "
+                                                      "(CRC or record layout)")
+                # RC_PYTHON: one batch the Python code handles (compressed, control, transactional)
+                h = HEADER.unpack_from(f.mm, pos)
+                size = h[H_LENGTH] + 12
+                if self._map_batches(f, [(pos, h)], start, end, limit, markers, stats):
+                    return True
+                io[4] = pos + size
         finally:
             f.close()
+
+    def _map_batches(self, f, batches, start: int, end: int, limit: int, markers, stats) -> bool:
+        omap = self.offset_map
+        mm = f.mm
+        n = 0
+        chunk = 0
+        for pos, h in batches:
+            last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
+            if last < start:
+                continue
+            if h[H_BASE_OFFSET] >= end:
+                break
+            size = h[H_LENGTH] + 12
+            n += 1
+            if n % CHECK_EVERY == 0:
+                self.check_done()
+            chunk += size
+            if chunk >= 1 << 20:
+                self._throttle(chunk)
+                chunk = 0
+            stats.map_bytes_read += size
+            raw = mm[pos:pos + size]
+            batch_ops.verify_crc(raw, h, f" in {f._f.name}")
+            if h[H_ATTRS] & CONTROL_MASK or _is_aborted(markers, h):
+                stats.map_messages_read += h[H_COUNT]
+            else:
+                read, _, full = batch_ops.index_batch(raw, h, omap, start, limit)
+                stats.map_messages_read += read
+                if full:
+                    return True
+            omap.update_latest_offset(last)
+        self._throttle(chunk)
+        return False
 
     # pass 2 ------------------------------------------------------------------------------------
     def clean_segments(self, job: CleanJob, group: list, markers, producers, txn_state, stats,
@@ -297,76 +347,25 @@ class Cleaner:
         for p in (log_path, idx_path, tim_path):
             _unlink(p)
             written.append(p)
-        out = open(log_path, "wb", buffering=1 << 20)
-        offset_entries = bytearray()
-        time_entries = bytearray()
-        position = 0
-        since_index = 0
-        max_ts_so_far = -1
-        offset_of_max_ts = base
-        last_time_entry_ts = -1
-        omap = self.offset_map
-        now_ms = job.now_ms
-        drm = job.delete_retention_ms
-        upper = job.first_uncleanable_offset
-        codec = job.target_codec
+        w = _SegmentWriter(log_path, base, job.index_interval_bytes)
+        lib = batch_ops._LIB if job.target_codec in (None, 0) else None
         try:
-            n = 0
             for seg in group:
-                f = _Mapped(seg.log_path, seg.size)
+                f = _Mapped(seg.log_path, seg.size, want_address=lib is not None)
                 try:
                     if f.mm is None:
                         continue
-                    mm = f.mm
-                    chunk = 0
-                    for pos, h in f.batches():
-                        size = h[H_LENGTH] + 12
-                        n += 1
-                        if n % CHECK_EVERY == 0:
-                            self.check_done()
-                        chunk += size
-                        if chunk >= 1 << 20:
-                            self._throttle(chunk)
-                            chunk = 0
-                        raw = mm[pos:pos + size]
-                        batch_ops.verify_crc(raw, h, f" in {seg.log_path}")
-                        res = self._filter(raw, h, markers, producers, txn_state, now_ms, drm, upper, codec)
-                        stats.messages_read += res.read
-                        stats.bytes_read += size
-                        stats.invalid_messages += res.keyless
-                        stats.tombstones_retained += res.tombstones
-                        if res.output is None:
-                            continue
-                        data = res.output
-                        last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
-                        if last - base > INT32_MAX:
-                            raise ValueError(f"offset {last} does not fit the index of cleaned segment {base}")
-                        bts = h[H_MAX_TS] if res.copied else HEADER.unpack_from(data, 0)[H_MAX_TS]
-                        if bts > max_ts_so_far:
-                            max_ts_so_far = bts
-                            offset_of_max_ts = last
-                        if since_index > job.index_interval_bytes:
-                            offset_entries += OFFSET_ENTRY.pack(last - base, position)
-                            if max_ts_so_far > last_time_entry_ts:
-                                time_entries += TIME_ENTRY.pack(max_ts_so_far, offset_of_max_ts - base)
-                                last_time_entry_ts = max_ts_so_far
-                            since_index = 0
-                        out.write(data)
-                        position += len(data)
-                        since_index += len(data)
-                        stats.messages_written += res.retained
-                        stats.bytes_written += len(data)
-                        chunk += len(data)
-                    self._throttle(chunk)
+                    if lib is None:
+                        self._filter_batches(job, f, f.batches(), w, markers, producers, txn_state, stats)
+                    else:
+                        self._filter_native(lib, job, f, w, markers, producers, txn_state, stats)
                 finally:
                     f.close()
-            if max_ts_so_far > last_time_entry_ts and position > 0:
-                time_entries += TIME_ENTRY.pack(max_ts_so_far, offset_of_max_ts - base)
-            out.flush()
-            os.fsync(out.fileno())
-        finally:
-            out.close()
-        for path, content in ((idx_path, offset_entries), (tim_path, time_entries)):
+            w.close()
+        except BaseException:
+            w.abandon()
+            raise
+        for path, content in ((idx_path, w.offset_entries), (tim_path, w.time_entries)):
             with open(path, "wb") as fh:
                 fh.write(content)
                 fh.flush()
@@ -374,7 +373,83 @@ class Cleaner:
         mtime = group[-1].last_modified
         if mtime:
             os.utime(log_path, (mtime, mtime))
-        return CleanedGroup(base, [s.base_offset for s in group], log_path, position)
+        return CleanedGroup(base, [s.base_offset for s in group], log_path, w.st[0])
+
+    def _filter_batches(self, job, f, batches, w, markers, producers, txn_state, stats) -> None:
+        mm = f.mm
+        n = 0
+        chunk = 0
+        for pos, h in batches:
+            size = h[H_LENGTH] + 12
+            n += 1
+            if n % CHECK_EVERY == 0:
+                self.check_done()
+            chunk += size
+            if chunk >= 1 << 20:
+                self._throttle(chunk)
+                chunk = 0
+            raw = mm[pos:pos + size]
+            batch_ops.verify_crc(raw, h, f" in {f._f.name}")
+            res = self._filter(raw, h, markers, producers, txn_state, job.now_ms, job.delete_retention_ms,
+                               job.first_uncleanable_offset, job.target_codec)
+            stats.messages_read += res.read
+            stats.bytes_read += size
+            stats.invalid_messages += res.keyless
+            stats.tombstones_retained += res.tombstones
+            if res.output is None:
+                continue
+            data = res.output
+            last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
+            if last - w.base > INT32_MAX:
+                raise ValueError(f"offset {last} does not fit the index of cleaned segment {w.base}")
+            bts = h[H_MAX_TS] if res.copied else HEADER.unpack_from(data, 0)[H_MAX_TS]
+            w.write(data, last, bts)
+            stats.messages_written += res.retained
+            stats.bytes_written += len(data)
+            chunk += len(data)
+        self._throttle(chunk)
+
+    def _filter_native(self, lib, job, f, w, markers, producers, txn_state, stats) -> None:
+        omap = self.offset_map
+        st = w.st
+        st[10] = 0
+        keep = sorted(p[0] for p in producers.values() if p[0] >= 0)
+        keep_arr = (ctypes.c_int64 * max(len(keep), 1))(*keep)
+        while True:
+            for i in range(11, 18):
+                st[i] = 0
+            rc = lib.km_filter_range(f.address, f.size, omap.address, omap.slots, omap.latest_offset, job.now_ms,
+                                     job.first_uncleanable_offset, keep_arr, len(keep), w.out, OUT_CAP,
+                                     w.oidx, INDEX_CAP, w.tidx, INDEX_CAP, RANGE_BUDGET, st)
+            stats.messages_read += st[11]
+            stats.bytes_read += st[12]
+            stats.messages_written += st[13]
+            stats.bytes_written += st[14]
+            stats.invalid_messages += st[15]
+            stats.tombstones_retained += st[16]
+            omap.probes += st[17]
+            self._throttle(st[12] + st[14])
+            pos = st[10]
+            if rc == N.RC_END:
+                w.flush_native()
+                return
+            if rc == N.RC_BUDGET:
+                self.check_done()
+                continue
+            if rc == N.RC_FLUSH and (st[9] or st[7] or st[8]):
+                w.flush_native()
+                continue
+            if rc == N.RC_CORRUPT:
+                raise batch_ops.CorruptBatchError(f"corrupt batch at position {pos} of {f._f.name} "
+                                                  "(CRC or record layout)")
+            if rc == N.RC_OVERFLOW:
+                raise ValueError(f"an offset at position {pos} of {f._f.name} does not fit the index of "
+                                 f"cleaned segment {w.base}")
+            # RC_PYTHON (or a batch larger than the output buffer): this one batch in Python
+            w.flush_native()
+            h = HEADER.unpack_from(f.mm, pos)
+            self._filter_batches(job, f, [(pos, h)], w, markers, producers, txn_state, stats)
+            st[10] = pos + h[H_LENGTH] + 12
 
     def _filter(self, raw, h, markers, producers, txn_state, now_ms, drm, upper, codec):
         attrs = h[H_ATTRS]
@@ -406,6 +481,71 @@ class Cleaner:
         if attrs & TRANSACTIONAL_MASK and res.retained:
             txn_state[pid] = True
         return res
+
+
+class _SegmentWriter:
+    """The `.log.cleaned` file being written plus its index bookkeeping (LogSegment.append's rule),
+    shared by the Python path and the native range loop through the int64 array `st` (layout in
+    native.c, km_filter_range)."""
+
+    def __init__(self, log_path: str, base: int, index_interval_bytes: int):
+        self.base = base
+        self.file = open(log_path, "wb", buffering=1 << 20)
+        self.st = (ctypes.c_int64 * 18)()
+        self.st[2] = -1            # max timestamp so far
+        self.st[3] = base          # its offset
+        self.st[4] = -1            # timestamp of the last time-index entry
+        self.st[5] = base
+        self.st[6] = index_interval_bytes
+        self.offset_entries = bytearray()
+        self.time_entries = bytearray()
+        self.out = self.oidx = self.tidx = None
+        if batch_ops._LIB is not None:
+            self.out = ctypes.create_string_buffer(OUT_CAP)
+            self.oidx = ctypes.create_string_buffer(8 * INDEX_CAP)
+            self.tidx = ctypes.create_string_buffer(12 * INDEX_CAP)
+
+    def flush_native(self) -> None:
+        st = self.st
+        if st[9]:
+            self.file.write(ctypes.string_at(self.out, st[9]))
+            st[9] = 0
+        if st[7]:
+            self.offset_entries += ctypes.string_at(self.oidx, 8 * st[7])
+            st[7] = 0
+        if st[8]:
+            self.time_entries += ctypes.string_at(self.tidx, 12 * st[8])
+            st[8] = 0
+
+    def write(self, data, last: int, max_ts: int) -> None:
+        st = self.st
+        if max_ts > st[2]:
+            st[2] = max_ts
+            st[3] = last
+        if st[1] > st[6]:
+            self.offset_entries += OFFSET_ENTRY.pack(last - self.base, st[0])
+            if st[2] > st[4]:
+                self.time_entries += TIME_ENTRY.pack(st[2], st[3] - self.base)
+                st[4] = st[2]
+            st[1] = 0
+        self.file.write(data)
+        st[0] += len(data)
+        st[1] += len(data)
+
+    def close(self) -> None:
+        self.flush_native()
+        st = self.st
+        if st[2] > st[4] and st[0] > 0:      # Kafka's final entry when the segment becomes inactive
+            self.time_entries += TIME_ENTRY.pack(st[2], st[3] - self.base)
+        self.file.flush()
+        os.fsync(self.file.fileno())
+        self.file.close()
+
+    def abandon(self) -> None:
+        try:
+            self.file.close()
+        except OSError:
+            pass
 
 
 def _next_base(segments, i, end):

@@ -28,6 +28,7 @@ overwrites its offset and does not change `size`. The caller enforces the load f
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import mmap
 import struct
@@ -89,6 +90,9 @@ class SkimpyOffsetMap:
         self.latest_offset = -1
         self.lookups = 0
         self.probes = 0
+        # for the compiled seam (native.c): the buffer's address and an int64 scratch array
+        self.address = ctypes.addressof(ctypes.c_char.from_buffer(self.buffer))
+        self.native_io = (ctypes.c_int64 * 8)()
 
     # --- basic operations --------------------------------------------------------------------
     def clear(self) -> None:

@@ -98,7 +98,8 @@ def test_index_files_are_written(tmp_path):
     assert len(tim) == 12 and C.TIME_ENTRY.unpack(tim) == (NOW, 0)  # first offset reaching the max timestamp
 
 
-def test_abort_deletes_partial_output(tmp_path):
+def test_abort_deletes_partial_output(tmp_path, monkeypatch):
+    monkeypatch.setattr(C, "RANGE_BUDGET", 500)      # abort checks every 500 bytes in the native loops
     d = str(tmp_path)
     write_segment(d, 0, [b([(b"k%d" % i, b"v")], i) for i in range(500)])
     write_segment(d, 500, [])

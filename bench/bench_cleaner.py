@@ -1,0 +1,188 @@
+"""Cleaner throughput per pass (MB/s, records/s) and offset-map memory per key.
+
+One command: `python bench/bench_cleaner.py` runs the default sizes (a few minutes here);
+`--large` adds 10 M and 50 M records; `--sizes 1000000:100000:100,...` picks your own
+(records:keys:value bytes). Logs are generated once into `--cache` (segment files of v2 batches of
+100 records, uncompressed unless --codec) and reused; each run cleans the whole log as one first
+clean (every record dirty) with one worker's map (log.cleaner.dedupe.buffer.size = 128 MiB, load
+factor 0.9), in this process, exactly the code a worker process runs (kompakt.cleaner.cleaner).
+
+Figures: pass 1 = building the offset map over the dirty range (plus the header-only prescan);
+pass 2 = recopying every segment through the filter; overall = Kafka's "MB of log processed in
+N seconds" (bytes read in pass 2 over the whole clean). Memory: the map's fixed buffer, keys it
+held, bytes of buffer per key, and the Python heap peak (tracemalloc) of the clean, which must
+stay a small constant independent of the key count.
+Results are appended to bench/RESULTS.md with `--write`.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import random
+import shutil
+import sys
+import time
+import tracemalloc
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from kompakt.cleaner import cleaner as C  # noqa: E402
+from kompakt.cleaner.offset_map import BYTES_PER_ENTRY, SkimpyOffsetMap  # noqa: E402
+from kompakt.protocol import records as R  # noqa: E402
+
+DEFAULT_SIZES = [(1_000_000, 100_000, 100), (2_000_000, 200_000, 100), (1_000_000, 100_000, 1024)]
+LARGE_SIZES = [(10_000_000, 1_000_000, 100), (50_000_000, 5_000_000, 100)]
+SEGMENT_BYTES = 64 * 1024 * 1024
+BATCH_RECORDS = 100
+MAP_MEMORY = 128 * 1024 * 1024
+MB = 1024 * 1024
+
+
+def generate(dir_: str, n: int, keys: int, value_size: int, codec: int) -> None:
+    os.makedirs(dir_, exist_ok=True)
+    rnd = random.Random(42)
+    ts = 1_700_000_000_000
+    value_pad = b"x" * max(value_size - 10, 0)
+    base = 0
+    seg_base = 0
+    f = open(C.segment_file(dir_, 0, ".log"), "wb")
+    size = 0
+    enc = R.encode_varint
+    while base < n:
+        count = min(BATCH_RECORDS, n - base)
+        parts = []
+        for i in range(count):
+            key = b"key-%08d" % rnd.randrange(keys)
+            value = value_pad + b"%010d" % (base + i)
+            body = b"\x00\x00" + enc(i) + enc(len(key)) + key + enc(len(value)) + value + b"\x00"
+            parts.append(enc(len(body)) + body)
+        payload = b"".join(parts)
+        if codec:
+            payload = R.compress(codec, payload)
+        batch = bytearray(R.BATCH_OVERHEAD + len(payload))
+        R._HEADER.pack_into(batch, 0, base, len(batch) - 12, 0, 2, 0, codec, count - 1, ts, ts, -1, -1, -1, count)
+        batch[61:] = payload
+        R._rewrite_crc(batch, 0, len(batch))
+        if size + len(batch) > SEGMENT_BYTES:
+            f.close()
+            seg_base = base
+            f = open(C.segment_file(dir_, seg_base, ".log"), "wb")
+            size = 0
+        f.write(batch)
+        size += len(batch)
+        base += count
+    f.close()
+    # an empty active segment after the last one, so every record is cleanable
+    open(C.segment_file(dir_, n, ".log"), "wb").close()
+    for name in os.listdir(dir_):
+        if name.endswith(".log"):
+            b = int(name[:20])
+            for ext in (".index", ".timeindex"):
+                open(C.segment_file(dir_, b, ext), "wb").close()
+
+
+def job_for(dir_: str, n: int) -> C.CleanJob:
+    infos = []
+    for name in sorted(os.listdir(dir_)):
+        if name.endswith(".log"):
+            p = os.path.join(dir_, name)
+            infos.append(C.SegmentInfo(int(name[:20]), p, os.path.getsize(p), 0, 0, 0.0))
+    return C.CleanJob(("bench", 0), dir_, infos[:-1], infos[-1:], 0, n, 0, 1_700_000_000_000 + 1000,
+                      86_400_000, segment_bytes=1 << 30)
+
+
+def heap_peak(dir_: str, n: int) -> int:
+    """Python heap peak (tracemalloc) of a clean: per-batch temporaries, not per key."""
+    C.delete_cleaned_files(dir_)
+    cl = C.Cleaner(0, SkimpyOffsetMap(MAP_MEMORY, 0.9))
+    tracemalloc.start()
+    cl.clean(job_for(dir_, n))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+def run(n: int, keys: int, value_size: int, codec: int, cache: str, measure_heap: bool = False) -> dict:
+    name = f"n{n}-k{keys}-v{value_size}-c{codec}"
+    dir_ = os.path.join(cache, name)
+    if not os.path.exists(os.path.join(dir_, "done")):
+        shutil.rmtree(dir_, ignore_errors=True)
+        t = time.perf_counter()
+        generate(dir_, n, keys, value_size, codec)
+        open(os.path.join(dir_, "done"), "w").close()
+        print(f"  generated {name} in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+    C.delete_cleaned_files(dir_)
+    omap = SkimpyOffsetMap(MAP_MEMORY, 0.9)
+    # the stats clock is CPU time of this process: the machine is shared, wall time is reported too
+    cl = C.Cleaner(0, omap, monotonic=time.process_time)
+    t0 = time.perf_counter()
+    res = cl.clean(job_for(dir_, n))
+    wall = time.perf_counter() - t0
+    total = res.stats.elapsed_secs
+    peak = heap_peak(dir_, n) if measure_heap else 0
+    C.delete_cleaned_files(dir_)
+    s = res.stats
+    idx, clean = s.elapsed_index_secs, s.elapsed_secs - s.elapsed_index_secs
+    return {
+        "records": n, "keys": keys, "value": value_size, "codec": R.CODEC_NAMES[codec],
+        "log_mb": s.bytes_read / MB, "end_offset": res.end_offset, "kept": s.messages_written,
+        "p1_s": idx, "p1_mbs": s.map_bytes_read / MB / idx, "p1_rps": s.map_messages_read / idx,
+        "p2_s": clean, "p2_mbs": s.bytes_read / MB / clean, "p2_rps": s.messages_read / clean,
+        "total_s": total, "mbs": s.bytes_read / MB / total, "rps": s.messages_read / total, "wall_s": wall,
+        "map_keys": res.map_size, "map_bytes": len(omap.buffer),
+        "bytes_per_key_capacity": len(omap.buffer) / omap.max_desired_size,
+        "heap_peak_mb": peak / MB, "util": s.buffer_utilization,
+    }
+
+
+def table(rows) -> str:
+    out = ["| records | keys | value | codec | log MB | pass 1 MB/s | pass 1 rec/s | pass 2 MB/s | pass 2 rec/s "
+           "| overall MB/s | overall rec/s | CPU s | wall s | kept | map keys | heap peak MB |",
+           "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['records']:,} | {r['keys']:,} | {r['value']} | {r['codec']} | {r['log_mb']:.0f} "
+                   f"| {r['p1_mbs']:.1f} | {r['p1_rps']:,.0f} | {r['p2_mbs']:.1f} | {r['p2_rps']:,.0f} "
+                   f"| {r['mbs']:.1f} | {r['rps']:,.0f} | {r['total_s']:.1f} | {r['wall_s']:.1f} | {r['kept']:,} "
+                   f"| {r['map_keys']:,} | {r['heap_peak_mb']:.1f} |")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--large", action="store_true", help="add 10 M and 50 M records")
+    ap.add_argument("--sizes", help="records:keys:value_bytes,... instead of the defaults")
+    ap.add_argument("--codec", default="none", choices=list(R.CODEC_BY_NAME))
+    ap.add_argument("--cache", default=os.path.join("/tmp", "kompakt-bench-cleaner"))
+    ap.add_argument("--write", action="store_true", help="append the table to bench/RESULTS.md")
+    ap.add_argument("--no-heap", action="store_true", help="skip the tracemalloc run (slow)")
+    args = ap.parse_args()
+    sizes = DEFAULT_SIZES + (LARGE_SIZES if args.large else [])
+    if args.sizes:
+        sizes = [tuple(int(x) for x in s.split(":")) for s in args.sizes.split(",")]
+    codec = R.CODEC_BY_NAME[args.codec]
+    rows = []
+    for n, k, v in sizes:
+        print(f"cleaning {n:,} records over {k:,} keys, {v}-byte values ...", file=sys.stderr)
+        r = run(n, k, v, codec, args.cache, measure_heap=(n, k, v) == sizes[0] and not args.no_heap)
+        rows.append(r)
+        print(table([r]).split("\n")[-1], file=sys.stderr)
+    mem = rows[0]
+    text = table(rows)
+    text += (f"\n\nOffset map: {mem['map_bytes'] / MB:.0f} MiB fixed buffer = {mem['map_bytes'] // BYTES_PER_ENTRY:,} "
+             f"slots of {BYTES_PER_ENTRY} bytes; at load factor 0.9 that is "
+             f"{mem['bytes_per_key_capacity']:.1f} bytes of buffer per key it can hold "
+             f"({int(mem['map_bytes'] / mem['bytes_per_key_capacity']):,} keys per pass).")
+    print(text)
+    if args.write:
+        head = (f"\n## Cleaner (bench/bench_cleaner.py) — {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n\n"
+                f"Machine: {platform.platform()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
+                f"shared with other work while measured. One clean of an all-dirty log, in process, "
+                f"one worker's 128 MiB map, {args.codec} batches of {BATCH_RECORDS} records.\n\n")
+        with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
+            f.write(head + text + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,538 @@
+/*
+ * Compiled implementation of the cleaner's per-batch seam (see batch_ops.py, offset_map.py).
+ *
+ * Plain C, no Python headers: loaded with ctypes by native.py, which compiles it with the system C
+ * compiler on first use. Every function works on the *records* bytes of one batch (the batch itself
+ * when uncompressed, starting at byte 61; the decompressed payload otherwise) and on the offset map's
+ * buffer, and must give exactly the results of the Python code it replaces:
+ *   - MD5 of the key bytes (RFC 1321), the same 16 bytes as hashlib.md5(key).digest();
+ *   - map slot = big-endian uint64 of digest[0:8] mod slots, step = 1 + big-endian uint64 of
+ *     digest[8:16] mod (slots - 1); a slot of 24 zero bytes is empty; offsets stored big-endian;
+ *   - the retain rules listed in batch_ops.py's docstring.
+ * Bounds: every read is checked against the buffer length; a record that does not fit is reported
+ * as corrupt (-1) instead of being read past.
+ */
+#include <stdint.h>
+#include <string.h>
+
+static const uint32_t MD5_K[64] = {
+    0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
+    0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193, 0xa679438e, 0x49b40821,
+    0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d, 0x02441453, 0xd8a1e681, 0xe7d3fbc8,
+    0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed, 0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a,
+    0xfffa3942, 0x8771f681, 0x6d9d6122, 0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70,
+    0x289b7ec6, 0xeaa127fa, 0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665,
+    0xf4292244, 0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
+    0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb, 0xeb86d391};
+static const uint8_t MD5_R[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+                                  5, 9,  14, 20, 5, 9,  14, 20, 5, 9,  14, 20, 5, 9,  14, 20,
+                                  4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+                                  6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
+
+#define ROTL(x, c) (((x) << (c)) | ((x) >> (32 - (c))))
+
+static void md5_block(uint32_t s[4], const uint8_t *p) {
+    uint32_t M[16];
+    for (int i = 0; i < 16; i++)
+        M[i] = (uint32_t)p[4 * i] | ((uint32_t)p[4 * i + 1] << 8) | ((uint32_t)p[4 * i + 2] << 16) |
+               ((uint32_t)p[4 * i + 3] << 24);
+    uint32_t A = s[0], B = s[1], C = s[2], D = s[3];
+    /* fully unrolled by the compiler: the round selection and message index fold to constants */
+#pragma GCC unroll 64
+    for (int i = 0; i < 64; i++) {
+        uint32_t F;
+        int g;
+        if (i < 16) {
+            F = (B & C) | (~B & D);
+            g = i;
+        } else if (i < 32) {
+            F = (D & B) | (~D & C);
+            g = (5 * i + 1) & 15;
+        } else if (i < 48) {
+            F = B ^ C ^ D;
+            g = (3 * i + 5) & 15;
+        } else {
+            F = C ^ (B | ~D);
+            g = (7 * i) & 15;
+        }
+        F = F + A + MD5_K[i] + M[g];
+        A = D;
+        D = C;
+        C = B;
+        B = B + ROTL(F, MD5_R[i]);
+    }
+    s[0] += A;
+    s[1] += B;
+    s[2] += C;
+    s[3] += D;
+}
+
+void km_md5(const uint8_t *msg, int64_t len, uint8_t out[16]) {
+    uint32_t s[4] = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476};
+    int64_t full = len / 64;
+    for (int64_t i = 0; i < full; i++) md5_block(s, msg + 64 * i);
+    uint8_t tail[128];
+    int64_t rem = len - full * 64;
+    memcpy(tail, msg + full * 64, (size_t)rem);
+    tail[rem] = 0x80;
+    int64_t total = (rem < 56) ? 64 : 128;
+    memset(tail + rem + 1, 0, (size_t)(total - rem - 1));
+    uint64_t bits = (uint64_t)len * 8;
+    for (int i = 0; i < 8; i++) tail[total - 8 + i] = (uint8_t)(bits >> (8 * i));
+    md5_block(s, tail);
+    if (total == 128) md5_block(s, tail + 64);
+    for (int i = 0; i < 4; i++) {
+        out[4 * i] = (uint8_t)s[i];
+        out[4 * i + 1] = (uint8_t)(s[i] >> 8);
+        out[4 * i + 2] = (uint8_t)(s[i] >> 16);
+        out[4 * i + 3] = (uint8_t)(s[i] >> 24);
+    }
+}
+
+static inline int rd_varint(const uint8_t *d, int64_t end, int64_t *p, int64_t *out) {
+    if (*p < end && d[*p] < 0x80) { /* the one-byte case: most lengths and deltas */
+        uint64_t b = d[(*p)++];
+        *out = (int64_t)((b >> 1) ^ (~(b & 1) + 1));
+        return 0;
+    }
+    uint64_t v = 0;
+    int shift = 0;
+    for (;;) {
+        if (*p >= end) return -1;
+        uint8_t b = d[(*p)++];
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) break;
+        shift += 7;
+        if (shift > 63) return -1;
+    }
+    *out = (int64_t)((v >> 1) ^ (~(v & 1) + 1));
+    return 0;
+}
+
+static inline uint64_t be64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+static inline void put_be64(uint8_t *p, int64_t x) {
+    uint64_t v = (uint64_t)x;
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+static inline int is_empty(const uint8_t *e) {
+    static const uint8_t zero[24] = {0};
+    return memcmp(e, zero, 24) == 0;
+}
+
+/* lookup: offset of the digest, or -1 */
+static int64_t map_get(const uint8_t *map, int64_t slots, const uint8_t dg[16], int64_t *probes) {
+    uint64_t i = be64(dg) % (uint64_t)slots;
+    uint64_t step = 0;
+    for (;;) {
+        (*probes)++;
+        const uint8_t *e = map + i * 24;
+        if (memcmp(e, dg, 16) == 0) return (int64_t)be64(e + 16);
+        if (is_empty(e)) return -1;
+        if (!step) step = 1 + be64(dg + 8) % (uint64_t)(slots - 1);
+        i += step;
+        if (i >= (uint64_t)slots) i -= (uint64_t)slots;
+    }
+}
+
+/* insert or overwrite; returns 1 if a new slot was taken */
+static int map_put(uint8_t *map, int64_t slots, const uint8_t dg[16], int64_t offset, int64_t *probes) {
+    uint64_t i = be64(dg) % (uint64_t)slots;
+    uint64_t step = 0;
+    for (;;) {
+        (*probes)++;
+        uint8_t *e = map + i * 24;
+        if (memcmp(e, dg, 16) == 0) {
+            put_be64(e + 16, offset);
+            return 0;
+        }
+        if (is_empty(e)) {
+            memcpy(e, dg, 16);
+            put_be64(e + 16, offset);
+            return 1;
+        }
+        if (!step) step = 1 + be64(dg + 8) % (uint64_t)(slots - 1);
+        i += step;
+        if (i >= (uint64_t)slots) i -= (uint64_t)slots;
+    }
+}
+
+void km_map_put(uint8_t *map, int64_t slots, const uint8_t *dg, int64_t offset, int64_t *io) {
+    io[0] += map_put(map, slots, dg, offset, &io[3]);
+}
+
+int64_t km_map_get(const uint8_t *map, int64_t slots, const uint8_t *dg, int64_t *io) {
+    return map_get(map, slots, dg, &io[3]);
+}
+
+/*
+ * Pass 1 over one batch. io: [0] map size, [1] latest offset, [2] keyless count (added to),
+ * [3] probes (added to), [4] records read (set). Returns 0, 1 when the map reached `limit` before
+ * a record (records before it were put), -1 when the bytes are not `count` records.
+ */
+int64_t km_index(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64_t base, int64_t start_offset,
+                 uint8_t *map, int64_t slots, int64_t limit, int64_t *io) {
+    uint8_t dg[16];
+    for (int64_t n = 0; n < count; n++) {
+        int64_t ln, td, od, kl;
+        io[4] = n + 1;
+        if (rd_varint(d, end, &p, &ln) || ln < 1) return -1;
+        int64_t rec_end = p + ln;
+        if (rec_end > end) return -1;
+        int64_t q = p + 1;
+        if (rd_varint(d, rec_end, &q, &td) || rd_varint(d, rec_end, &q, &od) || rd_varint(d, rec_end, &q, &kl))
+            return -1;
+        if (kl >= 0) {
+            if (q + kl > rec_end) return -1;
+            int64_t off = base + od;
+            if (off >= start_offset) {
+                if (io[0] >= limit) return 1;
+                km_md5(d + q, kl, dg);
+                io[0] += map_put(map, slots, dg, off, &io[3]);
+                if (off > io[1]) io[1] = off;
+            }
+        } else {
+            io[2]++;
+        }
+        p = rec_end;
+    }
+    return 0;
+}
+
+/*
+ * Pass 2 over one batch: copy the retained records to `out` (at least as large as the records).
+ * io out: [0] kept, [1] tombstones kept, [2] keyless dropped, [3] max timestamp delta of kept
+ * records (INT64_MIN if none), [4] bytes written to out, [5] probes (added to).
+ * Returns 0, or -1 when the bytes are not `count` records.
+ */
+int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64_t base, const uint8_t *map,
+                  int64_t slots, int64_t latest, int64_t horizon_passed, uint8_t *out, int64_t *io) {
+    uint8_t dg[16];
+    int64_t kept = 0, tombs = 0, keyless = 0, outlen = 0, maxtd = INT64_MIN;
+    for (int64_t n = 0; n < count; n++) {
+        int64_t ln, td, od, kl, vl;
+        int64_t start = p;
+        if (rd_varint(d, end, &p, &ln) || ln < 1) return -1;
+        int64_t rec_end = p + ln;
+        if (rec_end > end) return -1;
+        int64_t q = p + 1;
+        if (rd_varint(d, rec_end, &q, &td) || rd_varint(d, rec_end, &q, &od) || rd_varint(d, rec_end, &q, &kl))
+            return -1;
+        int64_t key_at = q;
+        if (kl > 0) q += kl;
+        if (q > rec_end || rd_varint(d, rec_end, &q, &vl)) return -1;
+        int tomb = vl < 0;
+        int64_t off = base + od;
+        int keep = 0;
+        if (off > latest) {
+            keep = 1;
+            tombs += tomb;
+        } else if (kl < 0) {
+            keyless++;
+        } else {
+            km_md5(d + key_at, kl, dg);
+            int64_t found = map_get(map, slots, dg, &io[5]);
+            if (off >= found) {
+                if (tomb) {
+                    if (!horizon_passed) {
+                        keep = 1;
+                        tombs++;
+                    }
+                } else {
+                    keep = 1;
+                }
+            }
+        }
+        if (keep) {
+            memcpy(out + outlen, d + start, (size_t)(rec_end - start));
+            outlen += rec_end - start;
+            kept++;
+            if (td > maxtd) maxtd = td;
+        }
+        p = rec_end;
+    }
+    io[0] = kept;
+    io[1] = tombs;
+    io[2] = keyless;
+    io[3] = maxtd;
+    io[4] = outlen;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * CRC-32C (Castagnoli), as Kafka's record batch v2 uses: SSE4.2 instruction when the CPU has it,
+ * otherwise a slicing-by-1 table.
+ */
+static uint32_t crc_table[256];
+static int crc_ready = 0;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+    crc_ready = 1;
+}
+
+static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, int64_t n) {
+    if (!crc_ready) crc_init();
+    crc = ~crc;
+    while (n--) crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+    return ~crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, int64_t n) {
+    uint64_t c = ~crc & 0xffffffffu;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = __builtin_ia32_crc32di(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return ~c32;
+}
+static int have_sse42 = -1;
+#endif
+
+uint32_t km_crc32c(uint32_t crc, const uint8_t *p, int64_t n) {
+#if defined(__x86_64__)
+    if (have_sse42 < 0) {
+        __builtin_cpu_init();
+        have_sse42 = __builtin_cpu_supports("sse4.2") ? 1 : 0;
+    }
+    if (have_sse42) return crc32c_hw(crc, p, n);
+#endif
+    return crc32c_sw(crc, p, n);
+}
+
+/* ------------------------------------------------------------------------------------------------
+ * Whole-range loops: walk the batches of a segment (mapped in memory) and do the common case in C,
+ * returning to Python for a batch that needs it (compressed, control or transactional batches, and
+ * batches whose tombstones need a delete horizon stamped). Byte offsets in the v2 batch header:
+ * 0 baseOffset, 8 length, 12 leader epoch, 16 magic, 17 crc, 21 attributes, 23 lastOffsetDelta,
+ * 27 baseTimestamp, 35 maxTimestamp, 43 producerId, 51 producerEpoch, 53 baseSequence, 57 count.
+ */
+static inline int32_t be32(const uint8_t *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+static inline void put_be32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+enum { RC_END = 0, RC_FULL = 1, RC_PYTHON = 2, RC_STOP = 3, RC_FLUSH = 4, RC_BUDGET = 5, RC_CORRUPT = -1,
+       RC_OVERFLOW = -3 };
+
+/*
+ * Pass 1 over buf[pos, end). io: [0] map size, [1] latest, [2] keyless (+), [3] probes (+),
+ * [4] pos (in/out), [5] records read (+), [6] bytes read (+), [7] batches (+).
+ * Skips batches ending before start_offset; RC_STOP at the first batch at or past end_offset.
+ */
+int64_t km_index_range(const uint8_t *buf, int64_t end, int64_t start_offset, int64_t end_offset,
+                       uint8_t *map, int64_t slots, int64_t limit, int64_t budget, int64_t *io) {
+    int64_t pos = io[4];
+    int64_t done = 0;
+    int64_t sub[5];
+    while (end - pos >= 61) {
+        const uint8_t *b = buf + pos;
+        int64_t size = (int64_t)be32(b + 8) + 12;
+        if (size < 61 || pos + size > end) break;
+        int64_t base = (int64_t)be64(b);
+        int64_t last = base + be32(b + 23);
+        if (last < start_offset) {
+            pos += size;
+            continue;
+        }
+        if (base >= end_offset) {
+            io[4] = pos;
+            return RC_STOP;
+        }
+        int16_t attrs = be16(b + 21);
+        if ((attrs & 0x07) || (attrs & 0x30)) {
+            io[4] = pos;
+            return RC_PYTHON;
+        }
+        if (km_crc32c(0, b + 21, size - 21) != (uint32_t)be32(b + 17)) {
+            io[4] = pos;
+            return RC_CORRUPT;
+        }
+        int64_t count = be32(b + 57);
+        sub[0] = io[0];
+        sub[1] = io[1];
+        sub[2] = 0;
+        sub[3] = 0;
+        sub[4] = 0;
+        int64_t rc = km_index(b, size, 61, count, base, start_offset, map, slots, limit, sub);
+        io[0] = sub[0];
+        io[1] = sub[1];
+        io[2] += sub[2];
+        io[3] += sub[3];
+        if (rc < 0) {
+            io[4] = pos;
+            return RC_CORRUPT;
+        }
+        io[5] += count;
+        io[6] += size;
+        io[7] += 1;
+        if (rc == 1) {
+            io[4] = pos;
+            return RC_FULL;
+        }
+        if (last > io[1]) io[1] = last;
+        pos += size;
+        done += size;
+        if (done >= budget) {
+            io[4] = pos;
+            return RC_BUDGET;
+        }
+    }
+    io[4] = pos;
+    return RC_END;
+}
+
+static int in_sorted(const int64_t *a, int64_t n, int64_t x) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && a[lo] == x;
+}
+
+/* the index bookkeeping of LogSegment.append for one written batch at st[0] */
+static int note_written(int64_t *st, int64_t last, int64_t max_ts, int64_t len, uint8_t *oidx, int64_t ocap,
+                        uint8_t *tidx, int64_t tcap) {
+    if (max_ts > st[2]) {
+        st[2] = max_ts;
+        st[3] = last;
+    }
+    if (st[1] > st[6]) {
+        if (st[7] >= ocap || st[8] >= tcap) return -1;
+        put_be32(oidx + 8 * st[7], (uint32_t)(last - st[5]));
+        put_be32(oidx + 8 * st[7] + 4, (uint32_t)st[0]);
+        st[7]++;
+        if (st[2] > st[4]) {
+            put_be64(tidx + 12 * st[8], st[2]);
+            put_be32(tidx + 12 * st[8] + 8, (uint32_t)(st[3] - st[5]));
+            st[8]++;
+            st[4] = st[2];
+        }
+        st[1] = 0;
+    }
+    st[0] += len;
+    st[1] += len;
+    return 0;
+}
+
+/*
+ * Pass 2 over buf[st[10], end) into out. st: [0] position in the cleaned segment, [1] bytes since
+ * the last index entry, [2] max timestamp so far, [3] its offset, [4] last time-index timestamp,
+ * [5] cleaned segment base offset, [6] index.interval.bytes, [7] offset-index entries in oidx,
+ * [8] time-index entries in tidx, [9] bytes in out, [10] input position, [11] records read (+),
+ * [12] bytes read (+), [13] records written (+), [14] bytes written (+), [15] keyless (+),
+ * [16] tombstones kept (+), [17] probes (+).
+ * keep_offsets: sorted last offsets whose batch is kept even if empty (active producers' last
+ * batches). upper: a batch ending right before it is kept even if empty.
+ */
+int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int64_t slots, int64_t latest,
+                        int64_t now_ms, int64_t upper, const int64_t *keep_offsets, int64_t n_keep,
+                        uint8_t *out, int64_t out_cap, uint8_t *oidx, int64_t ocap, uint8_t *tidx, int64_t tcap,
+                        int64_t budget, int64_t *st) {
+    int64_t pos = st[10];
+    int64_t done = 0;
+    int64_t io[6];
+    while (end - pos >= 61) {
+        const uint8_t *b = buf + pos;
+        int64_t size = (int64_t)be32(b + 8) + 12;
+        if (size < 61 || pos + size > end) break;
+        int16_t attrs = be16(b + 21);
+        if ((attrs & 0x07) || (attrs & 0x30)) {
+            st[10] = pos;
+            return RC_PYTHON;
+        }
+        if (st[9] + size > out_cap || st[7] >= ocap || st[8] >= tcap) {
+            st[10] = pos;
+            return RC_FLUSH;
+        }
+        if (km_crc32c(0, b + 21, size - 21) != (uint32_t)be32(b + 17)) {
+            st[10] = pos;
+            return RC_CORRUPT;
+        }
+        int64_t base = (int64_t)be64(b);
+        int64_t last = base + be32(b + 23);
+        int64_t base_ts = (int64_t)be64(b + 27);
+        int64_t hdr_max_ts = (int64_t)be64(b + 35);
+        int64_t pid = (int64_t)be64(b + 43);
+        int64_t count = be32(b + 57);
+        int has_horizon = (attrs & 0x40) != 0;
+        int retain_empty = (last + 1 == upper) || (pid >= 0 && in_sorted(keep_offsets, n_keep, last));
+        uint8_t *dst = out + st[9] + 61;
+        io[5] = 0;
+        int64_t rc = km_filter(b, size, 61, count, base, map, slots, latest,
+                               has_horizon && now_ms >= base_ts, dst, io);
+        st[17] += io[5];
+        if (rc < 0) {
+            st[10] = pos;
+            return RC_CORRUPT;
+        }
+        int64_t kept = io[0], tombs = io[1], keyless = io[2], maxtd = io[3], outlen = io[4];
+        if (tombs > 0 && !has_horizon) {
+            st[10] = pos;
+            return RC_PYTHON; /* the delete horizon is stamped by the Python path */
+        }
+        if (last - st[5] > 2147483647LL) {
+            st[10] = pos;
+            return RC_OVERFLOW;
+        }
+        st[11] += count;
+        st[12] += size;
+        st[15] += keyless;
+        st[16] += tombs;
+        if (kept == count) {
+            memcpy(out + st[9], b, (size_t)size);
+            if (note_written(st, last, hdr_max_ts, size, oidx, ocap, tidx, tcap)) return RC_CORRUPT;
+            st[9] += size;
+            st[13] += count;
+            st[14] += size;
+        } else if (kept > 0 || retain_empty) {
+            uint8_t *h = out + st[9];
+            int64_t max_ts = (kept && !(attrs & 0x08)) ? base_ts + maxtd : hdr_max_ts;
+            memcpy(h, b, 61);
+            put_be32(h + 8, (uint32_t)(49 + outlen));
+            put_be64(h + 35, max_ts);
+            put_be32(h + 57, (uint32_t)kept);
+            put_be32(h + 17, km_crc32c(0, h + 21, 40 + outlen));
+            if (note_written(st, last, max_ts, 61 + outlen, oidx, ocap, tidx, tcap)) return RC_CORRUPT;
+            st[9] += 61 + outlen;
+            st[13] += kept;
+            st[14] += 61 + outlen;
+        }
+        pos += size;
+        done += size;
+        if (done >= budget) {
+            st[10] = pos;
+            return RC_BUDGET;
+        }
+    }
+    st[10] = pos;
+    return RC_END;
+}
