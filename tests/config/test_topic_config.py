@@ -149,3 +149,30 @@ def test_compression_level_synonyms_reach_topics():
     broker = BrokerConfig({"compression.zstd.level": "9", "compression.type": "zstd"})
     c = LogConfig.from_overrides({}, broker)
     assert c.compression_zstd_level == 9 and c.compression_type == "zstd"
+
+
+from hypothesis import given, strategies as st  # noqa: E402
+
+from kompakt.config.topic_config import format_value  # noqa: E402
+
+
+@given(st.data())
+def test_every_valid_value_survives_describe_formatting(data):
+    """format_value (what DescribeConfigs shows) parses back to the same value for every key."""
+    key = data.draw(st.sampled_from(sorted(TOPIC_KEYS.values(), key=lambda k: k.name)))
+    if key.choices:
+        value = data.draw(st.lists(st.sampled_from(key.choices), min_size=1, max_size=2, unique=True)) \
+            if key.type == "list" else data.draw(st.sampled_from(key.choices))
+    elif key.type == "bool":
+        value = data.draw(st.booleans())
+    elif key.type == "double":
+        value = data.draw(st.floats(min_value=key.min, max_value=key.max, allow_nan=False))
+    elif key.type == "list":
+        value = data.draw(st.lists(st.sampled_from(["0:1", "1:1", "*"]), max_size=2))
+    else:
+        lo = int(key.min) if key.min is not None else -(2**31 if key.type == "int" else 2**63)
+        hi = int(key.max) if key.max is not None else (2**31 - 1 if key.type == "int" else 2**63 - 1)
+        value = data.draw(st.integers(lo, hi))
+    text = format_value(key, value)
+    assert key.parse(text) == value
+    assert validate_topic_configs({key.name: text})[key.name] == value
