@@ -241,7 +241,7 @@ def _broker(request: web.Request) -> Any:
 
 def _log_manager(broker: Any) -> Any:
     manager = getattr(broker, "log_manager", None)
-    if manager is None:
+    if manager is None or not getattr(broker, "ready", False):
         raise ApiError(503, "not_ready", "the broker has not loaded its logs yet; retry when /ready answers 200")
     return manager
 

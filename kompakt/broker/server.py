@@ -5,14 +5,15 @@ them up in dependency order and binds the listeners last, so a client that can c
 by loaded logs; `await stop()` takes them down in reverse:
 
   start                                        stop (SIGTERM / SIGINT)
-  1. LogManager.startup() (thread: recovery)   1. ready = False; close the listening sockets
-  2. append_listener -> fetch long-poll wake   2. each connection: stop reading, answer what it
-  3. LogManager.start_background(loop)            read, close; after shutdown.timeout.ms abort
-  4. LogCleaner.start (log.cleaner.enable)     3. admin HTTP stops
-  5. GroupCoordinator.start()                  4. groups stop, cleaner shuts down,
-  6. bind listeners (asyncio.Protocol)            LogManager.stop_background()
-  7. admin HTTP on metrics.port (if != 0)      5. LogManager.shutdown() (thread): flush,
-  8. ready = True; compile the served codecs      checkpoints, clean-shutdown marker, unlock
+  0. admin HTTP on metrics.port (if != 0):     1. ready = False; close the listening sockets
+     /health 200, /ready 503 until step 7      2. each connection: stop reading, answer what it
+  1. LogManager.startup() (thread: recovery)      read, close; after shutdown.timeout.ms abort
+  2. append_listener -> fetch long-poll wake   3. admin HTTP stops
+  3. LogManager.start_background(loop)         4. groups stop, cleaner shuts down,
+  4. LogCleaner.start (log.cleaner.enable)        LogManager.stop_background()
+  5. GroupCoordinator.start()                  5. LogManager.shutdown() (thread): flush,
+  6. bind listeners (asyncio.Protocol)            checkpoints, clean-shutdown marker, unlock
+  7. ready = True; compile the served codecs
      on the loop between requests
 
 Invariants: at most one `start()`; `stop()` is idempotent and safe after a failed start (it stops
@@ -97,6 +98,11 @@ class Broker:
         loop = asyncio.get_running_loop()
         t0 = time.monotonic()
         self.fetch_waiters.bind(loop)
+        if self.config["metrics.port"] != 0:
+            # first, so /health answers and /ready says 503 while a long recovery runs
+            from kompakt.broker.admin import start_admin
+            self._admin = start_admin(self)
+            await self._admin
         await asyncio.to_thread(self.log_manager.startup)
         self._started["logs"] = True
         self.cluster_id = getattr(self.log_manager, "cluster_id", None) or self.cluster_id or _new_cluster_id()
@@ -109,10 +115,6 @@ class Broker:
         await self.groups.start()
         self._started["groups"] = True
         await self._bind(loop)
-        if self.config["metrics.port"] != 0:
-            from kompakt.broker.admin import start_admin
-            self._admin = start_admin(self)
-            await self._admin
         self.metrics.set_info(node_id=self.node_id, cluster_id=self.cluster_id)
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms and idle_ms > 0:
