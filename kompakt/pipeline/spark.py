@@ -36,13 +36,14 @@ def parse_conf(pairs) -> dict[str, str]:
 
 
 def get_session(master: str | None = None, conf: dict | None = None, app_name: str = "kompakt-pipeline"):
-    """A SparkSession with the defaults above and the `kompakt` format registered."""
+    """A SparkSession with the defaults above and the `kompakt` / `kompakt-stream` formats registered."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from kompakt.pipeline.source import register
+    from kompakt.pipeline.streaming import register_stream
 
     merged = dict(DEFAULT_CONF)
     merged.update(conf or {})
@@ -52,4 +53,5 @@ def get_session(master: str | None = None, conf: dict | None = None, app_name: s
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(merged.get("kompakt.log.level", "ERROR"))
     register(spark)
+    register_stream(spark)
     return spark
