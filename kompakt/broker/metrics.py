@@ -91,6 +91,15 @@ LOG_MANAGER_PENDING_DELETIONS = "kompakt_log_manager_pending_deletions"
 LOG_RETENTION_DELETED_SEGMENTS = "kompakt_log_retention_deleted_segments_total"
 LOG_RETENTION_DELETED_BYTES = "kompakt_log_retention_deleted_bytes_total"
 LOG_FLUSHES = "kompakt_log_flushes_total"
+
+# --- group coordinator family (groups; read at scrape time from GroupCoordinator.stats()) ---
+GROUPS = "kompakt_groups"
+GROUP_MEMBERS = "kompakt_group_members"
+GROUP_COMMITTED_OFFSETS = "kompakt_group_committed_offsets"
+GROUP_REBALANCES = "kompakt_group_rebalances_total"
+GROUP_MEMBERS_EXPIRED = "kompakt_group_members_expired_total"
+GROUP_OFFSET_COMMITS = "kompakt_group_offset_commits_total"
+GROUP_OFFSETS_EXPIRED = "kompakt_group_offsets_expired_total"
 LOG_FLUSH_TIME = "kompakt_log_flush_seconds_total"
 LOG_DELETED_DIRS = "kompakt_log_deleted_dirs_total"
 
@@ -337,6 +346,41 @@ class LiveCollector:
             yield from self._collect_log_manager()
         except Exception:
             log.exception("collecting log manager metrics failed")
+        try:
+            yield from self._collect_groups()
+        except Exception:
+            log.exception("collecting group coordinator metrics failed")
+
+    # -- group coordinator (groups) --
+    def _collect_groups(self) -> Iterable[Any]:
+        groups = getattr(self.broker, "groups", None)
+        stats = groups.stats() if callable(getattr(groups, "stats", None)) else None
+        if not stats:
+            return
+        by_state = GaugeMetricFamily(GROUPS, "Consumer groups by state (Empty, PreparingRebalance, "
+                                     "CompletingRebalance, Stable). Kafka: kafka.coordinator.group:"
+                                     "type=GroupMetadataManager,name=NumGroups<State>.", labels=["state"])
+        for state, n in sorted(stats.get("groups_by_state", {}).items()):
+            by_state.add_metric([state], n)
+        yield by_state
+        yield GaugeMetricFamily(GROUP_MEMBERS, "Members of all classic groups. Kafka: none (sum of "
+                                "kafka-consumer-groups --members).", value=stats.get("members", 0))
+        yield GaugeMetricFamily(GROUP_COMMITTED_OFFSETS, "Committed offsets held in memory. Kafka: "
+                                "kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets.",
+                                value=stats.get("offsets", 0))
+        counters = (
+            (GROUP_REBALANCES, "rebalances_total", "Join phases completed (new generations). Kafka: "
+             "kafka.coordinator.group:type=group-coordinator-metrics,name=group-completed-rebalance-count."),
+            (GROUP_MEMBERS_EXPIRED, "members_expired_total", "Members removed because their session "
+             "timed out. Kafka: none (the 'removing member ... on heartbeat expiration' log line)."),
+            (GROUP_OFFSET_COMMITS, "offset_commits_total", "Partition offsets committed. Kafka: "
+             "kafka.coordinator.group:type=group-coordinator-metrics,name=offset-commit-count."),
+            (GROUP_OFFSETS_EXPIRED, "offsets_expired_total", "Committed offsets removed by retention "
+             "(offsets.retention.minutes). Kafka: kafka.coordinator.group:type=group-coordinator-metrics,"
+             "name=offset-expiration-count."),
+        )
+        for name, key, text in counters:
+            yield CounterMetricFamily(name, text, value=stats.get(key, 0))
 
     # -- log manager (storage-manager) --
     def _collect_log_manager(self) -> Iterable[Any]:

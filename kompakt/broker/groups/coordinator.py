@@ -129,6 +129,9 @@ class GroupCoordinator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retention_task: asyncio.Task | None = None
         self.started = False
+        # cumulative counters exported by broker/metrics.py (see stats())
+        self.counters = {"rebalances_total": 0, "members_expired_total": 0,
+                         "offset_commits_total": 0, "offsets_expired_total": 0}
 
     # ============================================================================= lifecycle
 
@@ -158,6 +161,16 @@ class GroupCoordinator:
             for m in group.members.values():
                 _complete(m.join_future, JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
                 _complete(m.sync_future, SyncResult(error=ErrorCode.NOT_COORDINATOR))
+
+    def stats(self) -> dict:
+        """Figures for /metrics (read at scrape time by broker/metrics.py's LiveCollector)."""
+        by_state: dict[str, int] = {s.value: 0 for s in GroupState if s is not GroupState.DEAD}
+        for g in self.groups.values():
+            if g.state is not GroupState.DEAD:
+                by_state[g.state.value] += 1
+        return {"groups_by_state": by_state,
+                "members": sum(len(g.members) for g in self.groups.values()),
+                "offsets": sum(len(o) for o in self.offsets.values()), **self.counters}
 
     def load(self) -> bool:
         """Replay __consumer_offsets into memory (start-up; also used by tests)."""
@@ -249,6 +262,7 @@ class GroupCoordinator:
             member = group.member(member_id)
             if not member.has_satisfied_heartbeat():
                 log.info("member %s of group %s expired after its session timeout", member_id, group_id)
+                self.counters["members_expired_total"] += 1
                 self._remove_member_and_update_group(group, member)
 
     # ======================================================================== join / sync
@@ -501,6 +515,7 @@ class GroupCoordinator:
             except KafkaError as exc:
                 log.warning("failed to write empty metadata of group %s: %s", group.group_id, exc)
             return
+        self.counters["rebalances_total"] += 1
         log.info("group %s: generation %d with %d members, protocol %s, leader %s", group.group_id,
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
         for member in group.members.values():
@@ -722,6 +737,7 @@ class GroupCoordinator:
                     codes[tp] = code
                 return codes
             self.offsets.setdefault(group_id, {}).update(accepted)
+            self.counters["offset_commits_total"] += len(accepted)
             for tp in accepted:
                 codes[tp] = ErrorCode.NONE
         if group.has_member(member_id):
@@ -886,6 +902,7 @@ class GroupCoordinator:
                     log.warning("could not expire offsets of group %s: %s", group_id, exc)
                     continue
                 log.info("expired %d offsets of group %s", len(expired), group_id)
+                self.counters["offsets_expired_total"] += len(expired)
                 total += len(expired)
             if (group.is_state(GroupState.EMPTY) and not group.pending_members
                     and not self.offsets.get(group_id)):

@@ -381,3 +381,26 @@ async def test_dump_log_decodes_our_records(env, tmp_path):
     assert out.returncode == 0, out.stderr
     assert '"group":"dumpme"' in out.stdout and '"offset":42' in out.stdout
     assert '"metadata":"hello"' in out.stdout and '"leaderEpoch":7' in out.stdout
+
+
+async def test_metrics_export_group_figures(env):
+    from kompakt.broker.metrics import Metrics
+    broker, clock = env
+    c = await started(broker, clock)
+    broker.groups = c
+    try:
+        a = await join_alone(c)
+        await c.sync_group("g", 1, a.member_id, None, None, None, [])
+        c.commit_offsets("g", 1, a.member_id, None, -1, [("t", 0, 1, -1, "", -1), ("t", 1, 1, -1, "", -1)], 8)
+        c.commit_offsets("s", -1, "", None, -1, [("t", 0, 1, -1, "", -1)], 8)
+        metrics = Metrics(process_metrics=False)
+        metrics.attach(broker)
+        text = metrics.render().decode()
+        assert 'kompakt_groups{state="Stable"} 1.0' in text
+        assert 'kompakt_groups{state="Empty"} 1.0' in text
+        assert "kompakt_group_members 1.0" in text
+        assert "kompakt_group_committed_offsets 3.0" in text
+        assert "kompakt_group_offset_commits_total 3.0" in text
+        assert "kompakt_group_rebalances_total 1.0" in text
+    finally:
+        await c.stop()
