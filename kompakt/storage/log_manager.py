@@ -278,7 +278,10 @@ class LogManager:
                                       log_starts.get(tp), clean)
                     jobs.append((path, tp, fut))
             failures = []
-            for path, tp, fut in jobs:
+            step = max(1, len(jobs) // 10)  # progress every ~10% (Kafka: remainingLogsToRecover)
+            for done, (path, tp, fut) in enumerate(jobs, start=1):
+                if done % step == 0 or done == len(jobs):
+                    log.info("loading logs: %d/%d", done, len(jobs))
                 try:
                     plog = fut.result()
                 except Exception as exc:  # noqa: BLE001 - reported together below
