@@ -280,10 +280,10 @@ class LogManager:
             failures = []
             step = max(1, len(jobs) // 10)  # progress every ~10% (Kafka: remainingLogsToRecover)
             for done, (path, tp, fut) in enumerate(jobs, start=1):
-                if done % step == 0 or done == len(jobs):
-                    log.info("loading logs: %d/%d", done, len(jobs))
                 try:
                     plog = fut.result()
+                    if done % step == 0 or done == len(jobs):
+                        log.info("loaded %d/%d logs", done, len(jobs))
                 except Exception as exc:  # noqa: BLE001 - reported together below
                     failures.append(f"{path}: {exc.__class__.__name__}: {exc}")
                     continue
