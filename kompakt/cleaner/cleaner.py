@@ -160,10 +160,18 @@ class _Mapped:
 
 
 def prescan(segments) -> tuple[dict, dict]:
-    """Markers per producer {pid: ([offsets], [types])} and last batch per producer
-    {pid: (last data offset or -1, epoch)} over every segment, reading headers only."""
+    """Markers per producer and last batch per producer (see prescan_counting); used by pipeline/."""
+    markers, last, _ = prescan_counting(segments)
+    return markers, last
+
+
+def prescan_counting(segments, dirty_start: int = 0, dirty_end: int = -1) -> tuple[dict, dict, int]:
+    """Markers per producer {pid: ([offsets], [types])}, last batch per producer
+    {pid: (last data offset or -1, epoch)} over every segment, and the number of records in
+    batches starting in [dirty_start, dirty_end) (bounds the keys of pass 1); headers only."""
     markers: dict = {}
     last: dict = {}
+    dirty_records = 0
     for seg in segments:
         try:
             f = _Mapped(seg.log_path, seg.size)
@@ -173,6 +181,8 @@ def prescan(segments) -> tuple[dict, dict]:
             if f.mm is None:
                 continue
             for pos, h in f.batches():
+                if dirty_start <= h[H_BASE_OFFSET] + h[H_LAST_DELTA] and h[H_BASE_OFFSET] < dirty_end:
+                    dirty_records += h[H_COUNT]
                 pid = h[H_PID]
                 if pid < 0:
                     continue
@@ -187,7 +197,7 @@ def prescan(segments) -> tuple[dict, dict]:
                     last[pid] = (h[H_BASE_OFFSET] + h[H_LAST_DELTA], h[H_PEPOCH])
         finally:
             f.close()
-    return markers, last
+    return markers, last, dirty_records
 
 
 def _is_aborted(markers: dict, h) -> bool:
@@ -221,9 +231,10 @@ class Cleaner:
 
     def clean(self, job: CleanJob) -> CleanResult:
         stats = CleanerStats(monotonic=self.monotonic)
-        markers, last_batches = prescan(list(job.segments) + list(job.tail))
+        markers, last_batches, dirty_records = prescan_counting(list(job.segments) + list(job.tail),
+                                                       job.first_dirty_offset, job.first_uncleanable_offset)
         producers = job.active_producers if job.active_producers is not None else last_batches
-        self.build_offset_map(job, markers, stats)
+        self.build_offset_map(job, markers, stats, dirty_records)
         omap = self.offset_map
         end_offset = omap.latest_offset + 1 if omap.latest_offset >= 0 else job.first_dirty_offset
         end_offset = max(end_offset, job.first_dirty_offset)
@@ -247,9 +258,10 @@ class Cleaner:
         return result
 
     # pass 1 ------------------------------------------------------------------------------------
-    def build_offset_map(self, job: CleanJob, markers: dict, stats: CleanerStats) -> bool:
+    def build_offset_map(self, job: CleanJob, markers: dict, stats: CleanerStats,
+                         dirty_records: int | None = None) -> bool:
         omap = self.offset_map
-        omap.clear()
+        omap.clear(dirty_records)
         start = job.first_dirty_offset
         end = job.first_uncleanable_offset
         limit = omap.max_desired_size

@@ -123,9 +123,20 @@ static inline void put_be64(uint8_t *p, int64_t x) {
     }
 }
 
-static inline int is_empty(const uint8_t *e) {
-    static const uint8_t zero[24] = {0};
-    return memcmp(e, zero, 24) == 0;
+static inline uint64_t ld64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline int is_empty(const uint8_t *e) { return (ld64(e) | ld64(e + 8) | ld64(e + 16)) == 0; }
+
+static inline int same_digest(const uint8_t *e, const uint8_t *dg) {
+    return ld64(e) == ld64(dg) && ld64(e + 8) == ld64(dg + 8);
+}
+
+static inline void prefetch_slot(const uint8_t *map, int64_t slots, const uint8_t *dg) {
+    __builtin_prefetch(map + (be64(dg) % (uint64_t)slots) * 24);
 }
 
 /* lookup: offset of the digest, or -1 */
@@ -135,7 +146,7 @@ static int64_t map_get(const uint8_t *map, int64_t slots, const uint8_t dg[16], 
     for (;;) {
         (*probes)++;
         const uint8_t *e = map + i * 24;
-        if (memcmp(e, dg, 16) == 0) return (int64_t)be64(e + 16);
+        if (same_digest(e, dg)) return (int64_t)be64(e + 16);
         if (is_empty(e)) return -1;
         if (!step) step = 1 + be64(dg + 8) % (uint64_t)(slots - 1);
         i += step;
@@ -150,7 +161,7 @@ static int map_put(uint8_t *map, int64_t slots, const uint8_t dg[16], int64_t of
     for (;;) {
         (*probes)++;
         uint8_t *e = map + i * 24;
-        if (memcmp(e, dg, 16) == 0) {
+        if (same_digest(e, dg)) {
             put_be64(e + 16, offset);
             return 0;
         }
@@ -180,30 +191,47 @@ int64_t km_map_get(const uint8_t *map, int64_t slots, const uint8_t *dg, int64_t
  */
 int64_t km_index(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64_t base, int64_t start_offset,
                  uint8_t *map, int64_t slots, int64_t limit, int64_t *io) {
-    uint8_t dg[16];
-    for (int64_t n = 0; n < count; n++) {
-        int64_t ln, td, od, kl;
-        io[4] = n + 1;
-        if (rd_varint(d, end, &p, &ln) || ln < 1) return -1;
-        int64_t rec_end = p + ln;
-        if (rec_end > end) return -1;
-        int64_t q = p + 1;
-        if (rd_varint(d, rec_end, &q, &td) || rd_varint(d, rec_end, &q, &od) || rd_varint(d, rec_end, &q, &kl))
-            return -1;
-        if (kl >= 0) {
-            if (q + kl > rec_end) return -1;
-            int64_t off = base + od;
-            if (off >= start_offset) {
-                if (io[0] >= limit) return 1;
-                km_md5(d + q, kl, dg);
-                io[0] += map_put(map, slots, dg, off, &io[3]);
-                if (off > io[1]) io[1] = off;
+    /* records are parsed and hashed CHUNK at a time and their first slots prefetched before the
+       puts, which then run in record order (so later offsets still overwrite earlier ones) */
+    enum { CHUNK = 32 };
+    uint8_t dg[CHUNK][16];
+    int64_t offs[CHUNK];
+    int64_t n = 0;
+    while (n < count) {
+        int m = 0;
+        int64_t first = n;
+        for (; n < count && m < CHUNK; n++) {
+            int64_t ln, td, od, kl;
+            if (rd_varint(d, end, &p, &ln) || ln < 1) return -1;
+            int64_t rec_end = p + ln;
+            if (rec_end > end) return -1;
+            int64_t q = p + 1;
+            if (rd_varint(d, rec_end, &q, &td) || rd_varint(d, rec_end, &q, &od) ||
+                rd_varint(d, rec_end, &q, &kl))
+                return -1;
+            if (kl >= 0) {
+                if (q + kl > rec_end) return -1;
+                int64_t off = base + od;
+                if (off >= start_offset) {
+                    km_md5(d + q, kl, dg[m]);
+                    prefetch_slot(map, slots, dg[m]);
+                    offs[m++] = off;
+                }
+            } else {
+                io[2]++;
             }
-        } else {
-            io[2]++;
+            p = rec_end;
         }
-        p = rec_end;
+        for (int i = 0; i < m; i++) {
+            if (io[0] >= limit) {
+                io[4] = first + i;
+                return 1;
+            }
+            io[0] += map_put(map, slots, dg[i], offs[i], &io[3]);
+            if (offs[i] > io[1]) io[1] = offs[i];
+        }
     }
+    io[4] = count;
     return 0;
 }
 
@@ -215,33 +243,52 @@ int64_t km_index(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64_
  */
 int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64_t base, const uint8_t *map,
                   int64_t slots, int64_t latest, int64_t horizon_passed, uint8_t *out, int64_t *io) {
-    uint8_t dg[16];
+    enum { CHUNK = 32 };
+    uint8_t dg[CHUNK][16];
+    int64_t starts[CHUNK], ends[CHUNK], tds[CHUNK], offs[CHUNK];
+    int8_t kind[CHUNK]; /* 0 keyless, 1 keyed, 2 past the mapped range */
+    int8_t tomb[CHUNK];
     int64_t kept = 0, tombs = 0, keyless = 0, outlen = 0, maxtd = INT64_MIN;
-    for (int64_t n = 0; n < count; n++) {
-        int64_t ln, td, od, kl, vl;
-        int64_t start = p;
-        if (rd_varint(d, end, &p, &ln) || ln < 1) return -1;
-        int64_t rec_end = p + ln;
-        if (rec_end > end) return -1;
-        int64_t q = p + 1;
-        if (rd_varint(d, rec_end, &q, &td) || rd_varint(d, rec_end, &q, &od) || rd_varint(d, rec_end, &q, &kl))
-            return -1;
-        int64_t key_at = q;
-        if (kl > 0) q += kl;
-        if (q > rec_end || rd_varint(d, rec_end, &q, &vl)) return -1;
-        int tomb = vl < 0;
-        int64_t off = base + od;
-        int keep = 0;
-        if (off > latest) {
-            keep = 1;
-            tombs += tomb;
-        } else if (kl < 0) {
-            keyless++;
-        } else {
-            km_md5(d + key_at, kl, dg);
-            int64_t found = map_get(map, slots, dg, &io[5]);
-            if (off >= found) {
-                if (tomb) {
+    int64_t n = 0;
+    while (n < count) {
+        int m = 0;
+        for (; n < count && m < CHUNK; n++, m++) {
+            int64_t ln, td, od, kl, vl;
+            starts[m] = p;
+            if (rd_varint(d, end, &p, &ln) || ln < 1) return -1;
+            int64_t rec_end = p + ln;
+            if (rec_end > end) return -1;
+            int64_t q = p + 1;
+            if (rd_varint(d, rec_end, &q, &td) || rd_varint(d, rec_end, &q, &od) ||
+                rd_varint(d, rec_end, &q, &kl))
+                return -1;
+            int64_t key_at = q;
+            if (kl > 0) q += kl;
+            if (q > rec_end || rd_varint(d, rec_end, &q, &vl)) return -1;
+            ends[m] = rec_end;
+            tds[m] = td;
+            offs[m] = base + od;
+            tomb[m] = vl < 0;
+            if (offs[m] > latest) {
+                kind[m] = 2;
+            } else if (kl < 0) {
+                kind[m] = 0;
+            } else {
+                kind[m] = 1;
+                km_md5(d + key_at, kl, dg[m]);
+                prefetch_slot(map, slots, dg[m]);
+            }
+            p = rec_end;
+        }
+        for (int i = 0; i < m; i++) {
+            int keep = 0;
+            if (kind[i] == 2) {
+                keep = 1;
+                tombs += tomb[i];
+            } else if (kind[i] == 0) {
+                keyless++;
+            } else if (offs[i] >= map_get(map, slots, dg[i], &io[5])) {
+                if (tomb[i]) {
                     if (!horizon_passed) {
                         keep = 1;
                         tombs++;
@@ -250,14 +297,13 @@ int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64
                     keep = 1;
                 }
             }
+            if (keep) {
+                memcpy(out + outlen, d + starts[i], (size_t)(ends[i] - starts[i]));
+                outlen += ends[i] - starts[i];
+                kept++;
+                if (tds[i] > maxtd) maxtd = tds[i];
+            }
         }
-        if (keep) {
-            memcpy(out + outlen, d + start, (size_t)(rec_end - start));
-            outlen += rec_end - start;
-            kept++;
-            if (td > maxtd) maxtd = td;
-        }
-        p = rec_end;
     }
     io[0] = kept;
     io[1] = tombs;
