@@ -127,3 +127,9 @@ def test_errors_cluster_and_broker_configs(broker, client):
     broker_configs = configs["broker"][node]
     assert broker_configs["num.partitions"]["value"] == "1"
     assert broker_configs["log.dirs"]["config_source"] == "STATIC_BROKER_CONFIG"
+
+    # BROKER_LOGGER: the broker's Python loggers, changed live
+    res = ConfigResource(ConfigResourceType.BROKER_LOGGER, node, {"kompakt.storage.log": (AlterConfigOp.SET, "DEBUG")})
+    assert client.alter_configs([res]) == {"broker_logger": {node: "OK"}}
+    loggers = client.describe_configs([ConfigResource(ConfigResourceType.BROKER_LOGGER, node)], config_filter="all")
+    assert loggers["broker_logger"][node]["kompakt.storage.log"]["value"] == "DEBUG"
