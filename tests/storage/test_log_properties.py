@@ -1,7 +1,8 @@
-"""Property test: a Log driven by random appends, reads, truncations, rolls, deletions and reopens
-(clean and unclean) behaves like a plain list of batches."""
+"""Property test: a Log driven by random appends, reads, truncations, rolls, segment deletions,
+cleaner-style segment swaps and reopens (clean and unclean) behaves like a plain list of batches."""
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 
@@ -14,6 +15,7 @@ from kompakt.config.topic_config import LogConfig
 from kompakt.protocol import records as R
 from kompakt.protocol.errors import OffsetOutOfRangeError
 from kompakt.storage import Log
+from kompakt.storage import segment as S
 
 CFG = LogConfig.from_overrides({"internal.segment.bytes": "1500", "index.interval.bytes": "150",
                                 "segment.index.bytes": "96"})
@@ -101,6 +103,24 @@ class LogMachine(RuleBasedStateMachine):
         assert self.log.delete_segments([self.log.segments[0]], "retention") == 1
         self.start = max(self.start, nxt)
         self.batches = [b for b in self.batches if b[0] >= nxt]
+
+    @precondition(lambda self: self.log.num_segments > 2)
+    @rule(build_indexes=st.booleans())
+    def swap_in_a_copy_of_the_oldest_segments(self, build_indexes):
+        """A cleaner that keeps every batch: two old segments become one through replace_segments."""
+        olds = self.log.segments[:2]
+        new = S.LogSegment(self.dir, olds[0].base_offset, index_interval_bytes=150,
+                           max_index_size=96, suffix=S.CLEANED_SUFFIX)
+        for old in olds:
+            for _, h, buf, p in old.iter_batches():
+                raw = buf[p:p + h.size]
+                if build_indexes:
+                    new.append(h.last_offset, h.max_timestamp, h.last_offset, raw)
+                else:   # a writer that leaves the indexes to replace_segments
+                    os.pwrite(new._fd, raw, new.size)
+                    new.size += len(raw)
+        new.flush()
+        self.log.replace_segments([new], olds)
 
     @rule(clean=st.booleans())
     def reopen(self, clean):
