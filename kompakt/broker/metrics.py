@@ -14,9 +14,10 @@ Conventions (https://prometheus.io/docs/practices/naming/):
   dropped (values summed, or the maximum taken, per topic) when `metrics.partition.labels=false`.
 
 Two kinds of figures:
-1. Events counted on the hot path (requests, bytes in/out, connections): plain prometheus-client
-   counters and histograms; the helpers below cache the labelled child per label value so the
-   request path pays one dict lookup and one lock-free-ish `inc`.
+1. Events counted on the hot path (requests, bytes in/out): plain Python lists per API or topic,
+   written only by the event loop (`HotPathCollector`; about 0.5 us per request instead of ~3 us
+   for prometheus-client's locked Counter + Histogram), exported at scrape time. Rare events
+   (errors, connections) use ordinary prometheus-client metrics.
 2. State that lives in other objects (log sizes and offsets, cleaner state): read at scrape time by
    `LiveCollector` from the broker's `log_manager` and `cleaner`, so the hot path pays nothing.
    It reads, never locks: a scrape must not wait for a cleaner swap holding a log's lock.
@@ -40,11 +41,13 @@ from __future__ import annotations
 
 import logging
 import time
+from bisect import bisect_left
 from typing import Any, Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Info
 from prometheus_client import disable_created_metrics, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 from prometheus_client.process_collector import ProcessCollector
 
 log = logging.getLogger(__name__)
@@ -171,44 +174,18 @@ class Metrics:
             BROKER_CONNECTIONS_CREATED, "Client connections accepted since start. "
             "Kafka: kafka.server:type=socket-server-metrics,name=connection-creation-total.", registry=r)
 
-        self.requests = Counter(REQUESTS, "Requests handled, by Kafka API name. "
-                                "Kafka: kafka.network:type=RequestMetrics,name=RequestsPerSec,request=<api>.",
-                                ["api"], registry=r)
-        self.request_duration = Histogram(
-            REQUEST_DURATION, "Time from a request's arrival to its response being queued, by API. "
-            "Kafka: kafka.network:type=RequestMetrics,name=TotalTimeMs,request=<api> (ms there).",
-            ["api"], buckets=LATENCY_BUCKETS, registry=r)
         self.request_errors = Counter(
             REQUEST_ERRORS, "Error codes returned, by API and Kafka error name (partition-level errors "
             "included). Kafka: kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=<api>,error=<error>.",
             ["api", "error"], registry=r)
-        self.request_bytes = Counter(REQUEST_BYTES, "Request bytes received, by API. "
-                                     "Kafka: kafka.network:type=RequestMetrics,name=RequestBytes,request=<api>.",
-                                     ["api"], registry=r)
-        self.response_bytes = Counter(RESPONSE_BYTES, "Response bytes sent, by API. "
-                                      "Kafka: kafka.network:type=RequestMetrics,name=ResponseSendTimeMs (bytes here).",
-                                      ["api"], registry=r)
-
-        self.bytes_in = Counter(TOPIC_BYTES_IN, "Record-batch bytes appended by producers, by topic. "
-                                "Kafka: kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=<topic>.",
-                                ["topic"], registry=r)
-        self.bytes_out = Counter(TOPIC_BYTES_OUT, "Record-batch bytes served to fetchers, by topic. "
-                                 "Kafka: kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec,topic=<topic>.",
-                                 ["topic"], registry=r)
-        self.messages_in = Counter(TOPIC_MESSAGES_IN, "Records appended by producers, by topic. "
-                                   "Kafka: kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=<topic>.",
-                                   ["topic"], registry=r)
-        self.messages_out = Counter(TOPIC_MESSAGES_OUT, "Records served to fetchers, by topic (counted "
-                                    "from batch headers). Kafka has no direct twin; closest: "
-                                    "kafka.server:type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec.",
-                                    ["topic"], registry=r)
+        # Requests and topic traffic are counted on every request: plain lists updated by the one
+        # writer (the event loop), exported by HotPathCollector at scrape time.
+        self.hot = HotPathCollector(LATENCY_BUCKETS)
+        r.register(self.hot)
         if process_metrics:
             ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
 
-        self._req_children: dict[str, tuple[Any, Any]] = {}
         self._err_children: dict[tuple[str, int], Any] = {}
-        self._topic_in: dict[str, tuple[Any, Any]] = {}
-        self._topic_out: dict[str, tuple[Any, Any]] = {}
 
     # --- identity ---------------------------------------------------------------------------------
     def set_info(self, *, node_id: Any = "", cluster_id: Any = "", version: str | None = None) -> None:
@@ -221,17 +198,13 @@ class Metrics:
     def observe_request(self, api: str, seconds: float, error_code: int = 0,
                         request_bytes: int = 0, response_bytes: int = 0) -> None:
         """One request handled: count it, time it, and count its top-level error code if any."""
-        children = self._req_children.get(api)
-        if children is None:
-            children = (self.requests.labels(api), self.request_duration.labels(api),
-                        self.request_bytes.labels(api), self.response_bytes.labels(api))
-            self._req_children[api] = children
-        children[0].inc()
-        children[1].observe(seconds)
-        if request_bytes:
-            children[2].inc(request_bytes)
-        if response_bytes:
-            children[3].inc(response_bytes)
+        row = self.hot.requests.get(api)
+        if row is None:
+            row = self.hot.new_request_row(api)
+        row[bisect_left(self.hot.bounds, seconds)] += 1
+        row[-3] += seconds
+        row[-2] += request_bytes
+        row[-1] += response_bytes
         if error_code:
             self.record_error(api, error_code)
 
@@ -244,19 +217,19 @@ class Metrics:
         child.inc(count)
 
     def record_produce(self, topic: str, nbytes: int, nmessages: int) -> None:
-        children = self._topic_in.get(topic)
-        if children is None:
-            children = self._topic_in[topic] = (self.bytes_in.labels(topic), self.messages_in.labels(topic))
-        children[0].inc(nbytes)
-        children[1].inc(nmessages)
+        row = self.hot.topics.get(topic)
+        if row is None:
+            row = self.hot.topics[topic] = [0, 0, 0, 0]
+        row[0] += nbytes
+        row[1] += nmessages
 
     def record_fetch(self, topic: str, nbytes: int, nmessages: int | None = None) -> None:
-        children = self._topic_out.get(topic)
-        if children is None:
-            children = self._topic_out[topic] = (self.bytes_out.labels(topic), self.messages_out.labels(topic))
-        children[0].inc(nbytes)
+        row = self.hot.topics.get(topic)
+        if row is None:
+            row = self.hot.topics[topic] = [0, 0, 0, 0]
+        row[2] += nbytes
         if nmessages:
-            children[1].inc(nmessages)
+            row[3] += nmessages
 
     def connection_opened(self) -> None:
         self.connections.inc()
@@ -267,14 +240,7 @@ class Metrics:
 
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's series so dashboards stop showing it."""
-        for fam, cache in ((self.bytes_in, self._topic_in), (self.messages_in, None),
-                           (self.bytes_out, self._topic_out), (self.messages_out, None)):
-            try:
-                fam.remove(topic)
-            except KeyError:
-                pass
-            if cache is not None:
-                cache.pop(topic, None)
+        self.hot.topics.pop(topic, None)
 
     # --- scrape -----------------------------------------------------------------------------------
     def attach(self, broker: Any) -> None:
@@ -291,6 +257,75 @@ class Metrics:
         if self._live is not None:
             self.ready.set(1 if getattr(self._live.broker, "ready", False) else 0)
         return generate_latest(self.registry)
+
+
+class HotPathCollector:
+    """Request and topic-traffic figures kept as plain lists, written only by the event loop.
+
+    A prometheus-client Counter or Histogram takes a lock and walks its buckets on every call
+    (about 3 us per request for count + histogram + bytes); a list slot increment costs a tenth
+    of that. Rows: requests[api] = [bucket counts (len(bounds)), +Inf count, sum seconds, request
+    bytes, response bytes]; topics[topic] = [bytes in, messages in, bytes out, messages out].
+    `collect()` (run by a scrape, possibly in a thread) copies each row first, so the cumulative
+    buckets it exports are consistent with the count it derives from them.
+    """
+
+    def __init__(self, buckets: Iterable[float]):
+        self.bounds = tuple(float(b) for b in buckets)
+        self._les = [floatToGoString(b) for b in self.bounds] + ["+Inf"]
+        self.requests: dict[str, list] = {}
+        self.topics: dict[str, list] = {}
+
+    def new_request_row(self, api: str) -> list:
+        row = [0] * (len(self.bounds) + 1) + [0.0, 0, 0]
+        self.requests[api] = row
+        return row
+
+    def describe(self) -> Iterable[Any]:
+        return []
+
+    def collect(self) -> Iterable[Any]:
+        count = CounterMetricFamily(REQUESTS, "Requests handled, by Kafka API name. "
+                                    "Kafka: kafka.network:type=RequestMetrics,name=RequestsPerSec,request=<api>.",
+                                    labels=["api"])
+        hist = HistogramMetricFamily(REQUEST_DURATION, "Time from a request's arrival to its response being "
+                                     "queued, by API. Kafka: kafka.network:type=RequestMetrics,name=TotalTimeMs,"
+                                     "request=<api> (ms there).", labels=["api"])
+        req_bytes = CounterMetricFamily(REQUEST_BYTES, "Request bytes received, by API. "
+                                        "Kafka: kafka.network:type=RequestMetrics,name=RequestBytes,request=<api>.",
+                                        labels=["api"])
+        resp_bytes = CounterMetricFamily(RESPONSE_BYTES, "Response bytes sent, by API. Kafka: kafka.network:"
+                                         "type=RequestMetrics,name=ResponseSendTimeMs (bytes here).", labels=["api"])
+        for api, row in sorted(list(self.requests.items())):
+            snap = list(row)
+            cumulative, buckets = 0, []
+            for le, n in zip(self._les, snap[:len(self._les)]):
+                cumulative += n
+                buckets.append((le, cumulative))
+            hist.add_metric([api], buckets, snap[-3])
+            count.add_metric([api], cumulative)
+            req_bytes.add_metric([api], snap[-2])
+            resp_bytes.add_metric([api], snap[-1])
+        yield from (count, hist, req_bytes, resp_bytes)
+        fams = [
+            CounterMetricFamily(TOPIC_BYTES_IN, "Record-batch bytes appended by producers, by topic. "
+                                "Kafka: kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=<topic>.",
+                                labels=["topic"]),
+            CounterMetricFamily(TOPIC_MESSAGES_IN, "Records appended by producers, by topic. "
+                                "Kafka: kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=<topic>.",
+                                labels=["topic"]),
+            CounterMetricFamily(TOPIC_BYTES_OUT, "Record-batch bytes served to fetchers, by topic. "
+                                "Kafka: kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec,topic=<topic>.",
+                                labels=["topic"]),
+            CounterMetricFamily(TOPIC_MESSAGES_OUT, "Records served to fetchers, by topic, when the fetch "
+                                "path counts them. Kafka has no direct twin; closest: kafka.server:"
+                                "type=BrokerTopicMetrics,name=TotalFetchRequestsPerSec.", labels=["topic"]),
+        ]
+        for topic, row in sorted(list(self.topics.items())):
+            snap = list(row)
+            for fam, value in zip(fams, snap):
+                fam.add_metric([topic], value)
+        yield from fams
 
 
 def _get(obj: Any, *names: str, default: Any = None) -> Any:

@@ -93,3 +93,17 @@ def test_promtool_accepts_exposition(tmp_path):
     m.record_fetch("t", 10, 1)
     result = subprocess.run([promtool, "check", "metrics"], input=m.render(), capture_output=True, timeout=30)
     assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+def test_histogram_buckets_are_cumulative_and_inclusive():
+    m = Metrics(process_metrics=False)
+    for seconds in (0.001, 0.001, 0.0011, 45.0):  # on a bound, just above it, beyond the last one
+        m.observe_request("Metadata", seconds)
+    s = samples(m)
+    bucket = lambda le: s[("kompakt_request_duration_seconds_bucket", (("api", "Metadata"), ("le", le)))]
+    assert bucket("0.0005") == 0
+    assert bucket("0.001") == 2          # le is inclusive
+    assert bucket("0.0025") == 3
+    assert bucket("30.0") == 3 and bucket("+Inf") == 4
+    assert s[("kompakt_request_duration_seconds_count", (("api", "Metadata"),))] == 4
+    assert s[("kompakt_requests_total", (("api", "Metadata"),))] == 4
