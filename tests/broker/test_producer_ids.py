@@ -88,3 +88,31 @@ def test_exhausted_epoch_gets_a_fresh_id(tmp_path):
     assert (pid, epoch) == (0, MAX_EPOCH - 2)
     assert mgr.init_producer(pid, epoch) == (0, MAX_EPOCH - 1)
     assert mgr.init_producer(0, MAX_EPOCH - 1) == (1, 0)
+
+
+@pytest.mark.parametrize("crash_at", ["write", "rename", "dir-fsync"])
+def test_crash_at_each_step_of_a_block_reservation(tmp_path, monkeypatch, crash_at):
+    """Steps of write_block_file: (1) tmp + fsync, (2) rename, (3) dir fsync. A crash at any step
+    happens before an id of the new block is returned, so after restart no handed-out id repeats."""
+    import kompakt.broker.producer_ids as pids
+    mgr = ProducerIdManager(str(tmp_path), block_size=5)
+    handed = [mgr.generate() for _ in range(5)]          # block 0..4 used up; file says 5
+
+    class Crash(BaseException):
+        pass
+
+    def crash(*args, **kwargs):
+        raise Crash()
+
+    target = {"write": (pids.os, "fsync"), "rename": (pids.os, "replace"), "dir-fsync": (pids.os, "open")}[crash_at]
+    monkeypatch.setattr(*target, crash)
+    with pytest.raises(Crash):
+        mgr.generate()                                    # the process "dies" reserving block 5..9
+    monkeypatch.undo()
+
+    after = ProducerIdManager(str(tmp_path), block_size=5)
+    nxt = after.generate()
+    assert nxt not in handed
+    # before the rename the old file (5) stands; after it the new one (10): both are safe
+    assert nxt == (10 if crash_at == "dir-fsync" else 5)
+    assert read_block_file(str(tmp_path / FILE_NAME)) == nxt + 5
