@@ -49,7 +49,8 @@ async def handle(ctx, request):
             parts, v)
         code_of = lambda tp: codes.get(tp, 0)  # noqa: E731
     except KafkaError as exc:
-        code_of = lambda tp: exc.code  # noqa: E731
+        whole = exc.code      # every partition fails with the request-level error
+        code_of = lambda tp: whole  # noqa: E731
     return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
         Topic(name=t.name, partitions=[
             Partition(partition_index=p.partition_index, error_code=code_of((t.name, p.partition_index)))
