@@ -110,7 +110,7 @@ class LogMachine(RuleBasedStateMachine):
         """A cleaner that keeps every batch: two old segments become one through replace_segments."""
         olds = self.log.segments[:2]
         new = S.LogSegment(self.dir, olds[0].base_offset, index_interval_bytes=150,
-                           max_index_size=96, suffix=S.CLEANED_SUFFIX)
+                           max_index_size=4096, suffix=S.CLEANED_SUFFIX)
         for old in olds:
             for _, h, buf, p in old.iter_batches():
                 raw = buf[p:p + h.size]
@@ -142,5 +142,5 @@ class LogMachine(RuleBasedStateMachine):
         assert [s.base_offset for s in segs] == sorted(s.base_offset for s in segs)
 
 
-LogMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+LogMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
 TestLogAgainstModel = LogMachine.TestCase
