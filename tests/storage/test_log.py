@@ -242,3 +242,24 @@ def test_read_stops_before_max_offset(logdir):
     assert [h.base_offset for h in hs] == [0, 2, 4]
     assert lg.read(6, 10_000, max_offset=6).records == b""
     lg.close()
+
+
+def test_segment_files_parse_with_an_independent_kafka_decoder(logdir):
+    """kafka-python's own v2 reader walks our .log files: every batch valid, offsets as assigned."""
+    from kafka.record import MemoryRecords
+    lg = Log.open(logdir, cfg(internal_segment_bytes=2000, message_timestamp_type="LogAppendTime"))
+    for i in range(30):
+        lg.append_as_leader(batch(2, key=b"k%d-" % i, compression=R.COMPRESSION_GZIP if i % 3 else 0),
+                            leader_epoch=4)
+    lg.close()
+    seen = []
+    for name in sorted(n for n in os.listdir(logdir) if n.endswith(".log")):
+        records = MemoryRecords(open(os.path.join(logdir, name), "rb").read())
+        while records.has_next():
+            b = records.next_batch()
+            assert b.validate_crc() and b.leader_epoch == 4 and b.timestamp_type == 1
+            assert b.base_offset >= int(name[:20])
+            for r in b:
+                seen.append((r.offset, r.key))
+    assert [o for o, _ in seen] == list(range(60))
+    assert seen[5][1] == b"k2-1"
