@@ -1,0 +1,281 @@
+#!/usr/bin/env node
+// kafkajs driver for tests/integration/test_kafkajs.py: one step of a client story per run.
+//
+//   node kafkajs_client.js <bootstrap> <step> '<json args>'
+//
+// Prints one JSON document on stdout (what the step saw) and exits 0; on any kafkajs error it
+// prints {"error": name, "message": ..., "type": ...} and exits 1, so the Python test reports the
+// client's own words. The script asserts nothing itself: every check lives in the Python test,
+// which is where a regression must fail. kafkajs logs go to stderr (level WARN) for diagnosis.
+'use strict'
+
+const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
+
+const [bootstrap, step, rawArgs] = process.argv.slice(2)
+const args = rawArgs ? JSON.parse(rawArgs) : {}
+
+const kafka = new Kafka({
+  clientId: 'kompakt-kafkajs-test',
+  brokers: [bootstrap],
+  logLevel: logLevel.WARN,
+  // retries stay short: a broker that answers wrongly must fail the test quickly, not after 30 s
+  retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 },
+  connectionTimeout: 5000,
+  requestTimeout: 15000,
+  logCreator: () => ({ namespace, level, label, log }) => {
+    process.stderr.write(`[kafkajs ${label} ${namespace}] ${log.message} ${JSON.stringify(log)}\n`)
+  },
+})
+
+const str = buf => (buf === null || buf === undefined ? null : buf.toString('utf8'))
+const headersOut = headers => {
+  const out = {}
+  for (const [k, v] of Object.entries(headers || {})) {
+    out[k] = Array.isArray(v) ? v.map(str) : str(v)
+  }
+  return out
+}
+
+async function withAdmin(fn) {
+  const admin = kafka.admin()
+  await admin.connect()
+  try {
+    return await fn(admin)
+  } finally {
+    await admin.disconnect()
+  }
+}
+
+// -- steps -------------------------------------------------------------------------------------------
+
+// Admin APIs: CreateTopics (with configs), ListTopics/Metadata, DescribeConfigs, AlterConfigs,
+// CreatePartitions, DescribeCluster, ListOffsets (latest, earliest, by timestamp), DeleteTopics.
+async function admin({ topic, doomed }) {
+  return withAdmin(async admin => {
+    const report = {}
+    report.created = await admin.createTopics({
+      topics: [
+        {
+          topic,
+          numPartitions: 3,
+          configEntries: [
+            { name: 'cleanup.policy', value: 'compact' },
+            { name: 'segment.bytes', value: '1048576' },
+          ],
+        },
+        { topic: doomed, numPartitions: 1 },
+      ],
+    })
+    // creating an existing topic: kafkajs answers false (TOPIC_ALREADY_EXISTS is not an error)
+    report.createdAgain = await admin.createTopics({ topics: [{ topic, numPartitions: 3 }] })
+    report.listed = (await admin.listTopics()).sort()
+    const meta = await admin.fetchTopicMetadata({ topics: [topic, doomed] })
+    report.metadata = meta.topics.map(t => ({
+      name: t.name,
+      partitions: t.partitions
+        .map(p => ({ partitionId: p.partitionId, leader: p.leader, replicas: p.replicas, isr: p.isr }))
+        .sort((a, b) => a.partitionId - b.partitionId),
+    }))
+    report.cluster = await admin.describeCluster()
+
+    const described = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: 2 /* TOPIC */, name: topic }],
+    })
+    report.topicConfigs = Object.fromEntries(
+      described.resources[0].configEntries.map(e => [e.configName, { value: e.configValue, isDefault: e.isDefault }])
+    )
+    report.topicConfigError = described.resources[0].errorCode
+
+    await admin.alterConfigs({
+      resources: [{ type: 2, name: topic, configEntries: [{ name: 'retention.ms', value: '86400000' }] }],
+    })
+    const after = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: 2, name: topic, configNames: ['retention.ms', 'cleanup.policy'] }],
+    })
+    report.alteredConfigs = Object.fromEntries(
+      after.resources[0].configEntries.map(e => [e.configName, e.configValue])
+    )
+
+    const broker = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: [{ type: 4 /* BROKER */, name: String(report.cluster.brokers[0].nodeId), configNames: ['log.cleaner.enable'] }],
+    })
+    report.brokerConfigs = Object.fromEntries(
+      broker.resources[0].configEntries.map(e => [e.configName, e.configValue])
+    )
+
+    await admin.createPartitions({ topicPartitions: [{ topic: doomed, count: 2 }] })
+    report.doomedPartitions = (await admin.fetchTopicMetadata({ topics: [doomed] })).topics[0].partitions.length
+
+    await admin.deleteTopics({ topics: [doomed] })
+    report.listedAfterDelete = (await admin.listTopics()).sort()
+    return report
+  })
+}
+
+// Produce `count` keyed messages with two headers each, `compression` (GZIP | None), as
+// `batches` sendBatch calls; returns what was sent and the offsets the broker acknowledged.
+async function produce({ topic, count, start = 0, batches = 3, compression = 'GZIP', idempotent = false, timestamp }) {
+  const producer = kafka.producer({ idempotent, maxInFlightRequests: idempotent ? 1 : undefined, allowAutoTopicCreation: false })
+  await producer.connect()
+  const sent = []
+  const acks = []
+  try {
+    const per = Math.ceil(count / batches)
+    for (let b = 0; b < batches; b++) {
+      const messages = []
+      for (let i = start + b * per; i < Math.min(start + count, start + (b + 1) * per); i++) {
+        const m = {
+          key: `key-${i % 20}`,
+          value: `value-${i}`,
+          headers: { seq: String(i), origin: 'kafkajs' },
+        }
+        if (timestamp !== undefined) m.timestamp = String(timestamp + i)
+        messages.push(m)
+        sent.push({ key: m.key, value: m.value, headers: m.headers, timestamp: m.timestamp || null })
+      }
+      if (messages.length === 0) continue
+      const meta = await producer.sendBatch({
+        acks: -1,
+        compression: CompressionTypes[compression],
+        topicMessages: [{ topic, messages }],
+      })
+      for (const m of meta) acks.push({ partition: m.partition, baseOffset: m.baseOffset, errorCode: m.errorCode, logAppendTime: m.logAppendTime })
+    }
+  } finally {
+    await producer.disconnect()
+  }
+  return { sent, acks }
+}
+
+// A consumer group of `members` members reading `topic` from the beginning until `expect`
+// messages arrived in total; each member commits after every batch (autoCommit) and leaves.
+async function group({ topic, groupId, members = 2, expect, timeoutMs = 30000 }) {
+  const consumers = []
+  const seen = []
+  const joins = []
+  let done
+  const allSeen = new Promise(resolve => (done = resolve))
+  for (let n = 0; n < members; n++) {
+    const consumer = kafka.consumer({
+      groupId,
+      sessionTimeout: 10000,
+      heartbeatInterval: 500,
+      maxWaitTimeInMs: 100,
+      retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 },
+    })
+    consumer.on(consumer.events.GROUP_JOIN, e => joins.push({ member: n, ...e.payload }))
+    consumers.push(consumer)
+  }
+  const timer = setTimeout(() => done('timeout'), timeoutMs)
+  await Promise.all(consumers.map(c => c.connect()))
+  await Promise.all(consumers.map(c => c.subscribe({ topics: [topic], fromBeginning: true })))
+  // run both at once: the broker's group.initial.rebalance.delay.ms collects them into one generation
+  await Promise.all(
+    consumers.map((c, n) =>
+      c.run({
+        eachMessage: async ({ topic: t, partition, message }) => {
+          seen.push({
+            member: n,
+            topic: t,
+            partition,
+            offset: message.offset,
+            key: str(message.key),
+            value: str(message.value),
+            headers: headersOut(message.headers),
+            timestamp: message.timestamp,
+          })
+          if (seen.length >= expect) done('complete')
+        },
+      })
+    )
+  )
+  const outcome = await allSeen
+  clearTimeout(timer)
+  // disconnect commits the resolved offsets, then LeaveGroup
+  await Promise.all(consumers.map(c => c.disconnect()))
+  return { outcome, seen, joins }
+}
+
+async function fetchOffsets({ groupId, topics }) {
+  return withAdmin(async admin => ({
+    offsets: await admin.fetchOffsets({ groupId, topics }),
+    topicOffsets: Object.fromEntries(
+      await Promise.all(topics.map(async t => [t, await admin.fetchTopicOffsets(t)]))
+    ),
+  }))
+}
+
+async function groups({ groupIds }) {
+  return withAdmin(async admin => ({
+    listed: (await admin.listGroups()).groups,
+    described: (await admin.describeGroups(groupIds)).groups.map(g => ({
+      groupId: g.groupId,
+      state: g.state,
+      protocolType: g.protocolType,
+      members: g.members.length,
+      errorCode: g.errorCode,
+    })),
+  }))
+}
+
+async function deleteGroups({ groupIds }) {
+  return withAdmin(async admin => {
+    let deleted
+    let failed = []
+    try {
+      deleted = await admin.deleteGroups(groupIds)
+    } catch (e) {
+      // kafkajs throws KafkaJSDeleteGroupsError carrying the groups that failed
+      if (!e.groups) throw e
+      deleted = []
+      failed = e.groups
+    }
+    const brief = g => ({ groupId: g.groupId, errorCode: g.errorCode, error: g.error ? g.error.type : null })
+    return {
+      deleted: deleted.map(brief),
+      failed: failed.map(brief),
+      listed: (await admin.listGroups()).groups.map(g => g.groupId).sort(),
+    }
+  })
+}
+
+async function createTopic({ topic, numPartitions = 1, configs = {} }) {
+  return withAdmin(async admin => ({
+    created: await admin.createTopics({
+      topics: [{ topic, numPartitions, configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })) }],
+    }),
+  }))
+}
+
+// offsets of the first message at or after a timestamp, and DeleteRecords then ListOffsets earliest
+async function offsetsByTime({ topic, timestamp, deleteBelow }) {
+  return withAdmin(async admin => {
+    const report = {}
+    report.byTimestamp = await admin.fetchTopicOffsetsByTimestamp(topic, timestamp)
+    if (deleteBelow !== undefined) {
+      await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: String(deleteBelow) }] })
+    }
+    report.after = await admin.fetchTopicOffsets(topic)
+    return report
+  })
+}
+
+const STEPS = { admin, createTopic, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
+
+async function main() {
+  const fn = STEPS[step]
+  if (!fn) throw new Error(`unknown step ${step}; one of ${Object.keys(STEPS).join(', ')}`)
+  const result = await fn(args)
+  process.stdout.write(JSON.stringify(result) + '\n')
+}
+
+main().then(
+  () => process.exit(0),
+  e => {
+    process.stdout.write(JSON.stringify({ error: e.name, message: e.message, type: e.type || null, stack: e.stack }) + '\n')
+    process.exit(1)
+  }
+)

@@ -1,0 +1,215 @@
+"""kafkajs (the pure-JavaScript Kafka client, npm `kafkajs`) against a real `kompakt serve`.
+
+kafkajs speaks older API versions than the Python clients and librdkafka (Metadata v6, Produce v7,
+Fetch v11, JoinGroup v5, SyncGroup v3, OffsetCommit v5, OffsetFetch v4, FindCoordinator v2,
+CreateTopics v3, DescribeConfigs v2, DeleteGroups v1, ...), so it covers version ranges the other
+clients never send. Each test runs tests/integration/js/kafkajs_client.js steps (one node process
+per step, JSON on stdout) and checks what kafkajs saw here, and where useful what the broker wrote
+on disk.
+
+kafkajs is pinned in tests/integration/js/package.json + package-lock.json; `npm ci` installs it
+into tests/integration/js/node_modules (git-ignored) on first use. The tests skip only when node or
+npm are missing from the machine.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import BrokerProcess
+from kompakt.protocol.records import decode_records, iter_batches
+
+JS_DIR = Path(__file__).resolve().parent / "js"
+NODE = shutil.which("node")
+NPM = shutil.which("npm")
+pytestmark = pytest.mark.skipif(NODE is None or NPM is None,
+                                reason="node/npm not installed (kafkajs tests need Node >= 14 and npm)")
+STEP_TIMEOUT_S = 90
+
+
+def ensure_node_modules() -> None:
+    """`npm ci` once: installs exactly the locked kafkajs into js/node_modules."""
+    if (JS_DIR / "node_modules" / "kafkajs" / "package.json").exists():
+        return
+    proc = subprocess.run([NPM, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"npm ci failed in {JS_DIR}:\n{proc.stdout}\n{proc.stderr}"
+
+
+@pytest.fixture(scope="module")
+def js_broker(tmp_path_factory):
+    ensure_node_modules()
+    # A short, non-zero initial rebalance delay: two kafkajs members started together land in one
+    # generation (no rebalance in the middle of the read, so no legitimate redelivery to excuse).
+    proc = BrokerProcess(tmp_path_factory.mktemp("kafkajs-broker"),
+                         {"num.partitions": "3", "offsets.topic.num.partitions": "1",
+                          "group.initial.rebalance.delay.ms": "300"})
+    proc.start()
+    yield proc
+    try:
+        proc.stop()
+    except RuntimeError:
+        proc.kill()
+
+
+def kafkajs(broker: BrokerProcess, step: str, **args) -> dict:
+    """Run one kafkajs step; fail with kafkajs' own error and log when it throws."""
+    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    proc = subprocess.run([NODE, str(JS_DIR / "kafkajs_client.js"), broker.bootstrap, step, json.dumps(args)],
+                          cwd=JS_DIR, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+    lines = proc.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if lines else {}
+    assert proc.returncode == 0 and "error" not in result, (
+        f"kafkajs {step} failed ({proc.returncode}): {result}\n--- kafkajs log ---\n{proc.stderr[-4000:]}"
+        f"\n--- broker log ---\n{broker.log_text()[-3000:]}")
+    return result
+
+
+def stored_batches(broker: BrokerProcess, topic: str, partition: int):
+    """(header, records) of every batch on disk for one partition, in offset order."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(broker.log_dir, f"{topic}-{partition}", "*.log"))):
+        data = Path(path).read_bytes()
+        for pos, header in iter_batches(data):
+            out.append((header, decode_records(data, pos, header)))
+    return out
+
+
+def test_kafkajs_admin(js_broker):
+    r = kafkajs(js_broker, "admin", topic="js-admin", doomed="js-doomed")
+    assert r["created"] is True
+    assert r["createdAgain"] is False            # TOPIC_ALREADY_EXISTS, which kafkajs reports as false
+    assert {"js-admin", "js-doomed"} <= set(r["listed"])
+
+    node = r["cluster"]["brokers"]
+    assert node == [{"nodeId": node[0]["nodeId"], "host": "127.0.0.1", "port": js_broker.port}]
+    node_id = node[0]["nodeId"]
+    assert r["cluster"]["controller"] == node_id and r["cluster"]["clusterId"]
+    meta = {t["name"]: t["partitions"] for t in r["metadata"]}
+    assert meta["js-admin"] == [{"partitionId": p, "leader": node_id, "replicas": [node_id], "isr": [node_id]}
+                                for p in range(3)]
+    assert len(meta["js-doomed"]) == 1
+
+    configs = r["topicConfigs"]
+    assert r["topicConfigError"] == 0
+    assert configs["cleanup.policy"] == {"value": "compact", "isDefault": False}
+    assert configs["segment.bytes"] == {"value": "1048576", "isDefault": False}
+    assert configs["retention.ms"] == {"value": "604800000", "isDefault": True}
+    assert configs["min.cleanable.dirty.ratio"]["value"] == "0.5"
+    # AlterConfigs (the non-incremental API) replaces the whole set: cleanup.policy falls back
+    assert r["alteredConfigs"] == {"retention.ms": "86400000", "cleanup.policy": "delete"}
+    assert r["brokerConfigs"] == {"log.cleaner.enable": "true"}
+
+    assert r["doomedPartitions"] == 2           # CreatePartitions
+    assert "js-doomed" not in r["listedAfterDelete"] and "js-admin" in r["listedAfterDelete"]
+    assert not os.path.exists(os.path.join(js_broker.log_dir, "js-doomed-0"))
+
+
+def test_kafkajs_produce_group_commit_resume(js_broker):
+    topic, group = "js-orders", "js-group"
+    kafkajs(js_broker, "createTopic", topic=topic, numPartitions=3)
+
+    # -- produce: 300 keyed GZIP messages with headers in 3 batches; every ack is error-free
+    produced = kafkajs(js_broker, "produce", topic=topic, count=300, batches=3, compression="GZIP")
+    assert produced["acks"] and all(a["errorCode"] == 0 for a in produced["acks"])
+    sent = {m["value"]: m for m in produced["sent"]}
+    assert len(sent) == 300
+
+    # the broker stored kafkajs' batches as they came: GZIP (codec 1), CreateTime, headers intact
+    on_disk = {}
+    for p in range(3):
+        for header, records in stored_batches(js_broker, topic, p):
+            assert header.compression == 1 and header.timestamp_type == 0
+            for rec in records:
+                on_disk[rec.value.decode()] = (p, header.base_offset + rec.offset_delta, rec.key.decode(),
+                                               dict((k, v.decode()) for k, v in rec.headers))
+    assert set(on_disk) == set(sent)
+    for value, (_, _, key, headers) in on_disk.items():
+        assert key == sent[value]["key"] and headers == sent[value]["headers"]
+
+    # -- a group of two members reads everything from the beginning, each partition by one member
+    consumed = kafkajs(js_broker, "group", topic=topic, groupId=group, members=2, expect=300)
+    assert consumed["outcome"] == "complete"
+    seen = consumed["seen"]
+    positions = Counter((s["partition"], int(s["offset"])) for s in seen)
+    assert [pos for pos, n in positions.items() if n > 1] == []          # no duplicates
+    assert len(seen) == 300 and {s["value"] for s in seen} == set(sent)
+    assignments = {}
+    for join in consumed["joins"]:
+        assignments[join["member"]] = set(join["memberAssignment"].get(topic, []))
+    assert set(assignments) == {0, 1}, consumed["joins"]
+    assert assignments[0] | assignments[1] == {0, 1, 2} and not assignments[0] & assignments[1]
+    for s in seen:
+        partition, offset, key, headers = on_disk[s["value"]]
+        assert (s["partition"], int(s["offset"]), s["key"], s["headers"]) == (partition, offset, key, headers)
+        assert s["partition"] in assignments[s["member"]]
+        assert abs(int(s["timestamp"]) - time.time() * 1000) < 600_000
+    # per partition the read is in offset order
+    for p in range(3):
+        offsets = [int(s["offset"]) for s in seen if s["partition"] == p]
+        assert offsets == sorted(offsets)
+
+    # -- committed offsets (OffsetFetch) equal the end offsets (ListOffsets)
+    offsets = kafkajs(js_broker, "fetchOffsets", groupId=group, topics=[topic])
+    ends = {int(p["partition"]): p["high"] for p in offsets["topicOffsets"][topic]}
+    assert sum(int(v) for v in ends.values()) == 300
+    (committed,) = offsets["offsets"]
+    assert {p["partition"]: p["offset"] for p in committed["partitions"]} == ends
+
+    # -- 30 more from an idempotent producer; the group resumes at its commits and reads only them
+    more = kafkajs(js_broker, "produce", topic=topic, count=30, start=300, batches=1, idempotent=True)
+    assert all(a["errorCode"] == 0 for a in more["acks"])
+    resumed = kafkajs(js_broker, "group", topic=topic, groupId=group, members=1, expect=30)
+    assert resumed["outcome"] == "complete"
+    assert sorted(s["value"] for s in resumed["seen"]) == sorted(m["value"] for m in more["sent"])
+    for s in resumed["seen"]:
+        assert int(s["offset"]) >= int(ends[s["partition"]])
+    idem = [h for p in range(3) for h, _ in stored_batches(js_broker, topic, p) if h.producer_id >= 0]
+    assert idem and all(h.base_sequence >= 0 for h in idem)
+
+    offsets = kafkajs(js_broker, "fetchOffsets", groupId=group, topics=[topic])
+    ends = {int(p["partition"]): p["high"] for p in offsets["topicOffsets"][topic]}
+    assert sum(int(v) for v in ends.values()) == 330
+    assert {p["partition"]: p["offset"] for p in offsets["offsets"][0]["partitions"]} == ends
+
+    # -- DescribeGroups / ListGroups, then DeleteGroups; its commits are gone afterwards
+    described = kafkajs(js_broker, "groups", groupIds=[group, "js-never"])
+    states = {g["groupId"]: (g["state"], g["members"], g["errorCode"]) for g in described["described"]}
+    assert states == {group: ("Empty", 0, 0), "js-never": ("Dead", 0, 0)}
+    assert {"groupId": group, "protocolType": "consumer"} in described["listed"]
+
+    deleted = kafkajs(js_broker, "deleteGroups", groupIds=[group])
+    assert deleted["deleted"] == [{"groupId": group, "errorCode": 0, "error": None}]
+    assert group not in deleted["listed"]
+    missing = kafkajs(js_broker, "deleteGroups", groupIds=["js-never"])
+    assert missing["failed"] == [{"groupId": "js-never", "errorCode": 69, "error": "GROUP_ID_NOT_FOUND"}]
+    offsets = kafkajs(js_broker, "fetchOffsets", groupId=group, topics=[topic])
+    assert {p["offset"] for p in offsets["offsets"][0]["partitions"]} == {"-1"}
+
+
+def test_kafkajs_offsets_by_timestamp_and_delete_records(js_broker):
+    topic = "js-times"
+    kafkajs(js_broker, "createTopic", topic=topic, numPartitions=1)
+    base = int(time.time() * 1000) - 60_000
+    produced = kafkajs(js_broker, "produce", topic=topic, count=10, batches=2, compression="None",
+                       timestamp=base)
+    assert [a["baseOffset"] for a in produced["acks"]] == ["0", "5"]
+    # the producer's timestamps are kept (CreateTime), uncompressed batches as sent
+    stored = [(h.compression, h.base_timestamp + r.timestamp_delta)
+              for h, recs in stored_batches(js_broker, topic, 0) for r in recs]
+    assert stored == [(0, base + i) for i in range(10)]
+
+    r = kafkajs(js_broker, "offsetsByTime", topic=topic, timestamp=base + 7, deleteBelow=3)
+    assert r["byTimestamp"] == [{"partition": 0, "offset": "7"}]
+    assert r["after"] == [{"partition": 0, "offset": "10", "high": "10", "low": "3"}]
+    # past the newest timestamp: kafkajs maps "no such offset" to the end offset
+    r = kafkajs(js_broker, "offsetsByTime", topic=topic, timestamp=base + 3_600_000)
+    assert r["byTimestamp"] == [{"partition": 0, "offset": "10"}]
