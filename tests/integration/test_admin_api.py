@@ -228,37 +228,57 @@ def test_compact_answers_202_with_a_job_when_not_waiting(kbroker, topic):
 
 
 def kompakt_admin(url: str, *args: str) -> subprocess.CompletedProcess:
+    """The real `kompakt` entry point in a subprocess (used once: the rest runs cli.main in-process)."""
     return subprocess.run([sys.executable, "-m", "kompakt", "admin", "--url", url, *args],
                           capture_output=True, text=True, timeout=120)
 
 
-def test_cli_wraps_the_api(kbroker, topic):
+class CliRun:
+    def __init__(self, capsys, url: str):
+        self.capsys, self.url = capsys, url
+
+    def __call__(self, *args: str, url: str | None = None) -> subprocess.CompletedProcess:
+        from kompakt.cli import main
+        self.capsys.readouterr()
+        code = main(["admin", "--url", url or self.url, *args])
+        out, err = self.capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+
+def test_cli_wraps_the_api(kbroker, topic, capsys):
     url = kbroker.metrics_url
+    admin = CliRun(capsys, url)
     produce(kbroker.bootstrap, topic, [(b"k%d" % (i % 3), b"v%d-" % i + PAD) for i in range(150)])
-    r = kompakt_admin(url, "partitions")
+    r = admin("partitions")
     assert r.returncode == 0, r.stderr
     header, *lines = r.stdout.splitlines()
     assert header.split()[:4] == ["TOPIC", "PART", "POLICY", "START"]
     assert any(line.split()[:3] == [topic, "0", "compact"] for line in lines)
 
-    r = kompakt_admin(url, "compact", topic, "0")
+    r = admin("compact", topic, "0")
     assert r.returncode == 0, r.stderr
     assert "state: done" in r.stdout
-    r = kompakt_admin(url, "--json", "partition", topic, "0")
+    r = admin("--json", "partition", topic, "0")
     assert r.returncode == 0 and json.loads(r.stdout)["cleaner"]["cleans"] >= 1
 
-    assert kompakt_admin(url, "pause", topic, "0").returncode == 0
-    assert kompakt_admin(url, "resume", topic, "0").returncode == 0
-    r = kompakt_admin(url, "resume", topic, "0")
+    assert admin("pause", topic, "0").returncode == 0
+    r = admin("compact", topic, "0")
+    assert r.returncode == 1 and "is paused" in r.stderr
+    assert admin("resume", topic, "0").returncode == 0
+    r = admin("resume", topic, "0")
     assert r.returncode == 1 and "error 409" in r.stderr and f"{topic}-0" in r.stderr
-    r = kompakt_admin(url, "partition", "nosuch", "0")
+    r = admin("partition", "nosuch", "0")
     assert r.returncode == 1 and "unknown topic 'nosuch'" in r.stderr
-    r = kompakt_admin(url, "--json", "cleaner")
+    r = admin("--json", "cleaner")
     assert r.returncode == 0 and json.loads(r.stdout)["enabled"] is True
-    assert kompakt_admin(url, "ready").returncode == 0
+    r = admin("adopt", topic, "0", "/nonexistent/staging")
+    assert r.returncode == 1 and "is not a directory" in r.stderr
 
-    r = kompakt_admin(f"http://127.0.0.1:{free_port()}", "partitions")
+    r = admin("partitions", url=f"http://127.0.0.1:{free_port()}")
     assert r.returncode == 2 and "cannot reach the Kompakt admin API" in r.stderr
+    # the installed entry point, as the container HEALTHCHECK runs it
+    r = kompakt_admin(url, "ready")
+    assert r.returncode == 0, r.stderr
 
 
 def make_compacted_staging(partition_dir: str, staging: str, topic: str, partition: int,
