@@ -23,8 +23,7 @@ import logging
 import os
 from bisect import bisect_left, bisect_right
 
-from kompakt.storage.checkpoint import (LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile,
-                                        atomic_write, fsync_dir)
+from kompakt.storage.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +130,3 @@ class LeaderEpochFileCache:
     def update_dir(self, new_dir: str) -> None:
         self.dir = new_dir
 
-
-def write_text_atomically(path: str, text: str) -> None:
-    atomic_write(path, text.encode("utf-8"))

@@ -41,8 +41,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from kompakt.storage import segment as S
-from kompakt.storage.leader_epoch import (LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache,
-                                          fsync_dir, write_text_atomically)
+from kompakt.storage.checkpoint import atomic_write, fsync_dir
+from kompakt.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
 from kompakt.storage.offset_index import CorruptIndexError
 from kompakt.storage.producer_state import ProducerStateManager
 
@@ -98,8 +98,8 @@ def read_partition_metadata(dir: str) -> uuid.UUID | None:
 
 
 def write_partition_metadata(dir: str, topic_id: uuid.UUID) -> None:
-    write_text_atomically(os.path.join(dir, PARTITION_METADATA_FILENAME),
-                          format_partition_metadata(topic_id))
+    atomic_write(os.path.join(dir, PARTITION_METADATA_FILENAME),
+                 format_partition_metadata(topic_id).encode("utf-8"))
 
 
 # ---- loading -----------------------------------------------------------------------------------

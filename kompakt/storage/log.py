@@ -36,7 +36,7 @@ from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, Ka
                                      OffsetOutOfRangeError)
 from kompakt.storage import loader as L
 from kompakt.storage import segment as S
-from kompakt.storage.leader_epoch import fsync_dir
+from kompakt.storage.checkpoint import fsync_dir
 from kompakt.storage.offset_index import CorruptIndexError
 from kompakt.storage.log_validator import validate_and_assign
 

@@ -32,7 +32,7 @@ import struct
 import time as _time
 
 from kompakt.protocol import records as R
-from kompakt.storage.offset_index import INT32_MAX, CorruptIndexError, OffsetIndex
+from kompakt.storage.offset_index import INT32_MAX, OffsetIndex
 from kompakt.storage.time_index import NO_TIMESTAMP, TimeIndex
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,7 @@ import pytest
 
 from kompakt.config.topic_config import LogConfig
 from kompakt.protocol import records as R
-from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, KafkaError,
-                                     OffsetOutOfRangeError)
+from kompakt.protocol.errors import CorruptMessageError, InvalidRecordError, OffsetOutOfRangeError
 from kompakt.storage import Log, TopicPartition
 
 
