@@ -346,3 +346,21 @@ def test_adopt_swaps_in_a_compacted_staging_dir(kbroker, topic, tmp_path):
     # the same staging again: its source segments are gone, so it is stale
     status, body = http(base, "POST", f"/v1/partitions/{topic}/0/adopt", {"staging_dir": staging})
     assert status == 409 and "compact again" in body["message"]
+
+
+def test_compact_now_respects_min_compaction_lag(kbroker, topic):
+    """compact-now ignores the dirty ratio, never min.compaction.lag.ms: records younger than the
+    lag stay, every one of them."""
+    base = kbroker.metrics_url
+    lagged = topic + "_lag"
+    create_topics(kbroker.bootstrap, NewTopic(lagged, 1, 1, config={"cleanup.policy": "compact",
+                                                                    "min.compaction.lag.ms": "3600000"}))
+    produce(kbroker.bootstrap, lagged, [(b"same-key", b"v%d-" % i + PAD) for i in range(60)])
+    before = http(base, "GET", f"/v1/partitions/{lagged}/0")[1]
+    assert before["segment_count"] > 3
+    assert before["cleaner"]["first_uncleanable_offset"] == 0  # the lag holds back every segment
+    status, body = http(base, "POST", f"/v1/partitions/{lagged}/0/compact?wait=60")
+    assert status == 200, body
+    after = http(base, "GET", f"/v1/partitions/{lagged}/0")[1]
+    assert after["size_bytes"] == before["size_bytes"] and after["cleaner"]["cleaner_point"] == 0
+    assert len(read_all(kbroker.bootstrap, lagged, 0, 60)) == 60
