@@ -132,7 +132,7 @@ def run(n: int, keys: int, value_size: int, codec: int, cache: str, measure_heap
         "p2_s": clean, "p2_mbs": s.bytes_read / MB / clean, "p2_rps": s.messages_read / clean,
         "total_s": total, "mbs": s.bytes_read / MB / total, "rps": s.messages_read / total, "wall_s": wall,
         "map_keys": res.map_size, "map_bytes": len(omap.buffer),
-        "bytes_per_key_capacity": len(omap.buffer) / omap.max_desired_size,
+        "bytes_per_key_capacity": len(omap.buffer) / omap.capacity_max_desired_size,
         "heap_peak_mb": peak / MB, "util": s.buffer_utilization,
     }
 

@@ -1,0 +1,81 @@
+"""The compiled seam against the Python one: MD5 (one and eight lanes), CRC-32C, and whole cleans
+giving byte-identical output."""
+import hashlib
+import os
+import random
+
+import crc32c
+import pytest
+
+from kompakt.cleaner import batch_ops, native
+from kompakt.cleaner import cleaner as C
+from kompakt.cleaner.offset_map import SkimpyOffsetMap
+from kompakt.protocol import records as R
+
+from .segfiles import job_for, write_segment
+
+pytestmark = pytest.mark.skipif(native.LIB is None, reason="no C compiler: the Python seam is in use")
+
+
+def test_md5_matches_hashlib():
+    rnd = random.Random(3)
+    for n in list(range(0, 130)) + [1000, 4096]:
+        data = bytes(rnd.randrange(256) for _ in range(n))
+        assert native.md5(data) == hashlib.md5(data).digest(), n
+
+
+def test_md5_eight_lanes_matches_hashlib():
+    rnd = random.Random(5)
+    for trial in range(40):
+        keys = [bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 1, 7, 20, 55, 56, 64, 100])))
+                for _ in range(rnd.randrange(1, 33))]
+        assert native.md5_many(keys) == [hashlib.md5(k).digest() for k in keys]
+
+
+def test_crc32c_matches_library():
+    data = os.urandom(10007)
+    for n in (0, 1, 7, 8, 9, 100, 10007):
+        assert native.LIB.km_crc32c(0, data[:n], n) == crc32c.crc32c(data[:n])
+
+
+def _clean(d, monkeypatch, lib, slots):
+    monkeypatch.setattr(batch_ops, "_LIB", lib)
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * slots)).clean(job_for(d, 0, 1_700_000_000_000, index_interval_bytes=500))
+    out = {}
+    for g in res.groups:
+        for ext in (".log", ".index", ".timeindex"):
+            p = C.segment_file(d, g.base_offset, ext, ".cleaned")
+            out[p] = open(p, "rb").read()
+    C.delete_cleaned_files(d)
+    return res, out
+
+
+@pytest.mark.parametrize("slots", [7, 50, 5000])
+def test_native_and_python_cleans_are_identical(tmp_path, monkeypatch, slots):
+    d = str(tmp_path)
+    rnd = random.Random(slots)
+    off = 0
+    for s in range(4):
+        batches = []
+        for _ in range(30):
+            recs = []
+            for _ in range(rnd.randrange(1, 12)):
+                k = rnd.randrange(60)
+                key = None if k == 0 else b"key-%d" % k * rnd.choice([1, 1, 1, 9])
+                value = None if rnd.random() < 0.1 else os.urandom(rnd.randrange(0, 300))
+                recs.append((key, value, [], 1_700_000_000_000 + rnd.randrange(1000)))
+            pid = rnd.choice([-1, -1, 5])
+            batches.append(R.build_batch(recs, base_offset=off, base_timestamp=1_700_000_000_000,
+                                         producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
+                                         base_sequence=off if pid >= 0 else -1,
+                                         compression=rnd.choice([0, 0, 0, 1])))
+            off += len(recs)
+        write_segment(d, batches and R.read_header(batches[0]).base_offset, batches)
+    write_segment(d, off, [])
+    py_res, py_out = _clean(d, monkeypatch, None, slots)
+    c_res, c_out = _clean(d, monkeypatch, native.LIB, slots)
+    assert py_out == c_out
+    assert py_res.end_offset == c_res.end_offset
+    assert (py_res.stats.messages_written, py_res.stats.bytes_written, py_res.stats.tombstones_retained,
+            py_res.stats.invalid_messages) == (c_res.stats.messages_written, c_res.stats.bytes_written,
+                                               c_res.stats.tombstones_retained, c_res.stats.invalid_messages)
