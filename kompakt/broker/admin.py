@@ -490,6 +490,8 @@ def _error_body(exc: BaseException) -> dict[str, Any]:
     mapped = _kafka_error_of(exc)
     if mapped is not None:
         return mapped.body()
+    if type(exc) is RuntimeError:  # the cleaner is stopping or not running: try again later
+        return {"error": "cleaner_unavailable", "message": str(exc), "status": 503}
     return {"error": "internal", "message": f"{type(exc).__name__}: {exc}", "status": 500}
 
 

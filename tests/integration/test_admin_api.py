@@ -364,3 +364,16 @@ def test_compact_now_respects_min_compaction_lag(kbroker, topic):
     after = http(base, "GET", f"/v1/partitions/{lagged}/0")[1]
     assert after["size_bytes"] == before["size_bytes"] and after["cleaner"]["cleaner_point"] == 0
     assert len(read_all(kbroker.bootstrap, lagged, 0, 60)) == 60
+
+
+def test_cleaner_disabled(start_broker):
+    b = start_broker(config={"log.cleaner.enable": "false", "offsets.topic.num.partitions": "1"})
+    create_topics(b.bootstrap, NewTopic("nocleaner", 1, 1, config={"cleanup.policy": "compact"}))
+    base = b.metrics_url
+    assert http(base, "GET", "/v1/cleaner") == (200, {"enabled": False})
+    assert http(base, "GET", "/v1/partitions/nocleaner/0")[1]["cleaner"] == {"enabled": False}
+    for action in ("compact", "pause", "resume"):
+        status, body = http(base, "POST", f"/v1/partitions/nocleaner/0/{action}")
+        assert status == 503 and body["error"] == "cleaner_disabled" and "log.cleaner.enable" in body["message"]
+    metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
+    assert "kompakt_cleaner_" not in metrics and 'kompakt_log_size_bytes{partition="0",topic="nocleaner"}' in metrics
