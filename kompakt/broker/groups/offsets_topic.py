@@ -23,6 +23,7 @@ logged and skipped on replay, never fatal (the rest of the state still loads).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Callable, Iterator
 
@@ -42,6 +43,7 @@ class OffsetsTopic:
         self.log_manager = log_manager
         self.config = config
         self.time_ms = time_ms
+        self._create_lock: asyncio.Lock | None = None
 
     # -- topic -------------------------------------------------------------------------------
 
@@ -56,8 +58,19 @@ class OffsetsTopic:
     def partition_for(self, group_id: str) -> int:
         return gr.partition_for(group_id, self.num_partitions)
 
+    async def ensure_async(self) -> None:
+        """Create the topic off the event loop (FindCoordinator, Kafka's trigger for it): creating
+        dozens of partition dirs with their fsyncs must not stall every other client."""
+        if self.exists():
+            return
+        if self._create_lock is None:
+            self._create_lock = asyncio.Lock()
+        async with self._create_lock:
+            if not self.exists():
+                await asyncio.to_thread(self.ensure)
+
     def ensure(self) -> None:
-        """Create the topic if it does not exist yet (first write, or FindCoordinator)."""
+        """Create the topic if it does not exist yet (synchronous fallback of the first write)."""
         if self.exists():
             return
         configs = {"cleanup.policy": "compact",

@@ -2,7 +2,7 @@
 
 Behaviour: this single broker coordinates every consumer group, so a GROUP key (key_type 0)
 always resolves to us (node id and advertised host/port) - and, as Kafka does on the first lookup,
-`__consumer_offsets` is created if it does not exist yet. TRANSACTION (1) and SHARE (2) keys are
+`__consumer_offsets` is created if it does not exist yet (in a thread: the event loop goes on). TRANSACTION (1) and SHARE (2) keys are
 answered COORDINATOR_NOT_AVAILABLE: transactions and share groups are not implemented. Like Kafka, an empty
 group id is answered like any other key (JoinGroup rejects it later with INVALID_GROUP_ID).
 
@@ -26,11 +26,11 @@ KEY_TYPE_GROUP = 0
 log = logging.getLogger(__name__)
 
 
-def _lookup(ctx, key: str, key_type: int) -> tuple[int, str | None]:
+async def _lookup(ctx, key: str, key_type: int) -> tuple[int, str | None]:
     if key_type != KEY_TYPE_GROUP:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions and share groups are not supported."
     try:
-        ctx.groups.topic.ensure()
+        await ctx.groups.topic.ensure_async()
     except KafkaError as exc:
         log.warning("cannot create __consumer_offsets: %s", exc)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
@@ -46,14 +46,14 @@ async def handle(ctx, request):
         key_type = request.key_type
         results = []
         for key in request.coordinator_keys:
-            code, message = _lookup(ctx, key, key_type)
+            code, message = await _lookup(ctx, key, key_type)
             ok = code == ErrorCode.NONE
             results.append(FindCoordinatorResponse.Coordinator(
                 key=key, node_id=node if ok else -1, host=host if ok else "", port=port if ok else -1,
                 error_code=code, error_message=message))
         return FindCoordinatorResponse(version=version, throttle_time_ms=0, coordinators=results)
     key_type = request.key_type if version >= 1 else KEY_TYPE_GROUP
-    code, message = _lookup(ctx, request.key, key_type)
+    code, message = await _lookup(ctx, request.key, key_type)
     ok = code == ErrorCode.NONE
     return FindCoordinatorResponse(version=version, throttle_time_ms=0, error_code=code,
                                    error_message=message, node_id=node if ok else -1,
