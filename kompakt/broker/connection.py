@@ -57,6 +57,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._write_paused = False
         self._closing = False
         self._processing = False
+        self._out: list = []                 # responses ready to write, in order
+        self._write_scheduled = False
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -152,20 +154,39 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._flush()
 
     def _flush(self) -> None:
+        """Move the finished responses at the head of the queue to the output batch."""
         pending = self.pending
-        transport = self.transport
+        out = self._out
         while pending and pending[0].done:
             data = pending.popleft().data
-            if data is not None and transport is not None:
+            if data is not None:
                 if isinstance(data, list):
-                    transport.writelines(data)
+                    out.extend(data)
                 else:
-                    transport.write(data)
+                    out.append(data)
+        if out and not self._write_scheduled:
+            # Responses finishing in the same loop iteration leave in one writev, not one
+            # send() each (pipelining clients finish many at once).
+            self._write_scheduled = True
+            self._loop.call_soon(self._write_out)
         if self._closing:
-            if not pending and transport is not None:
-                transport.close()
+            if not pending and not out and self.transport is not None:
+                self.transport.close()
             return
         self._process()
+
+    def _write_out(self) -> None:
+        self._write_scheduled = False
+        out, self._out = self._out, []
+        transport = self.transport
+        if transport is None or not out:
+            return
+        if len(out) == 1:
+            transport.write(out[0])
+        else:
+            transport.writelines(out)
+        if self._closing and not self.pending:
+            transport.close()
 
     def _update_reading(self) -> None:
         transport = self.transport
@@ -197,7 +218,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
-        if not self.pending:
+        if not self.pending and not self._out:
             self.transport.close()
 
     @property
