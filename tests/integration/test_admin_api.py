@@ -377,3 +377,47 @@ def test_cleaner_disabled(start_broker):
         assert status == 503 and body["error"] == "cleaner_disabled" and "log.cleaner.enable" in body["message"]
     metrics = urllib.request.urlopen(base + "/metrics", timeout=10).read().decode()
     assert "kompakt_cleaner_" not in metrics and 'kompakt_log_size_bytes{partition="0",topic="nocleaner"}' in metrics
+
+
+def test_scrapes_and_listing_survive_topic_churn(kbroker, topic):
+    """Topics created and deleted while /metrics and /v1/partitions are read: every answer is 200
+    and well-formed (the collectors read live objects without locks and skip what vanishes)."""
+    import threading
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    base = kbroker.metrics_url
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap, **QUIET})
+    stop = threading.Event()
+    failures: list = []
+    reads = [0]
+
+    def reader():
+        while not stop.is_set():
+            try:
+                text = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
+                list(text_string_to_metric_families(text))
+                status, body = http(base, "GET", "/v1/partitions")
+                assert status == 200 and isinstance(body["partitions"], list)
+                reads[0] += 1
+            except Exception as exc:  # collected, asserted below
+                failures.append(repr(exc))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for round_ in range(2):
+            names = [f"{topic}_{round_}_{i}" for i in range(3)]
+            for fut in admin.create_topics([NewTopic(n, 3, 1, config={"cleanup.policy": "compact"})
+                                            for n in names]).values():
+                fut.result(30)
+            produce(kbroker.bootstrap, names[0], [(b"k", b"v")] * 5)
+            for fut in admin.delete_topics(names, operation_timeout=30).values():
+                fut.result(30)
+    finally:
+        stop.set()
+        t.join(60)
+    assert not failures, failures[:3]
+    assert reads[0] > 0
+    broker_log = kbroker.log_text()
+    assert "metrics failed" not in broker_log and "admin request" not in broker_log
