@@ -255,8 +255,20 @@ class Metrics:
     def render(self) -> bytes:
         """The Prometheus text exposition of every metric (what GET /metrics serves)."""
         if self._live is not None:
-            self.ready.set(1 if getattr(self._live.broker, "ready", False) else 0)
+            ready = bool(getattr(self._live.broker, "ready", False))
+            self.ready.set(1 if ready else 0)
+            if ready:
+                self._forget_deleted_topics()
         return generate_latest(self.registry)
+
+    def _forget_deleted_topics(self) -> None:
+        """Like Kafka's BrokerTopicStats.removeMetrics on topic deletion: traffic series of topics
+        the LogManager no longer has stop being exported."""
+        topics = getattr(getattr(self._live.broker, "log_manager", None), "topics", None)
+        if not isinstance(topics, Mapping):
+            return
+        for topic in [t for t in list(self.hot.topics) if t not in topics]:
+            self.hot.topics.pop(topic, None)
 
 
 class HotPathCollector:

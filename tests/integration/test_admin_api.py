@@ -421,3 +421,6 @@ def test_scrapes_and_listing_survive_topic_churn(kbroker, topic):
     assert reads[0] > 0
     broker_log = kbroker.log_text()
     assert "metrics failed" not in broker_log and "admin request" not in broker_log
+    # deleted topics' traffic series are gone, as Kafka removes a deleted topic's metrics
+    text = urllib.request.urlopen(base + "/metrics", timeout=30).read().decode()
+    assert f'topic="{topic}_0_0"' not in text
