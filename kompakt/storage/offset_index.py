@@ -78,11 +78,15 @@ def _unpack_column(raw: bytes, typecode: str) -> array:
 
 class SparseIndex:
     """File mechanics shared by the offset and time indexes: a flat array of fixed-size entries,
-    preallocated while active, trimmed when inactive. Subclasses hold the columns (`_rel`, the
-    relative offsets, is always one of them) and parse/write entries."""
+    preallocated while active, trimmed when inactive.
+
+    Columns (`array`s, one per field; `_rel` the relative offsets is always one of them) are
+    loaded lazily, like Kafka's LazyIndex: opening a log with thousands of segments reads no index
+    file; the sanity check and `last_entry` of an unloaded index read just the entries they need.
+    """
 
     entry_size = ENTRY_SIZE
-    kind = "index"
+    REL = 0  # position of the relative-offset column in the columns tuple
 
     def __init__(self, path: str, base_offset: int, max_index_size: int = 10 * 1024 * 1024,
                  writable: bool = True):
@@ -90,7 +94,7 @@ class SparseIndex:
         self.base_offset = base_offset
         self.writable = writable
         self._dirty = False  # written since the last flush
-        self._init_columns()
+        self._cols: tuple | None = None
         new = not os.path.exists(path) or os.path.getsize(path) == 0
         flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
         self._fd = os.open(path, flags, 0o644)
@@ -101,19 +105,39 @@ class SparseIndex:
             self._length = round_down(max_index_size, self.entry_size)
             if writable:
                 os.ftruncate(self._fd, self._length)
+            self._cols = self._empty_columns()
         else:
             self._length = os.fstat(self._fd).st_size
-            n = min(self._length, _data_end(self._fd, self._length)) // self.entry_size
-            self._load(os.pread(self._fd, n * self.entry_size, 0) if n else b"")
 
-    def _init_columns(self) -> None:
+    def _empty_columns(self) -> tuple:
         raise NotImplementedError
 
-    def _load(self, raw: bytes) -> None:
+    def _parse(self, raw: bytes) -> tuple:
         raise NotImplementedError
 
     def _columns(self) -> tuple:
-        raise NotImplementedError
+        """The columns, read from the file on first use."""
+        if self._cols is None:
+            n = min(self._length, _data_end(self._fd, self._length)) // self.entry_size
+            self._cols = self._parse(os.pread(self._fd, n * self.entry_size, 0) if n else b"")
+        return self._cols
+
+    @property
+    def loaded(self) -> bool:
+        return self._cols is not None
+
+    @property
+    def _rel(self) -> array:
+        return self._columns()[self.REL]
+
+    def _peek_entry(self, n: int) -> bytes | None:
+        """Raw entry n (negative: from the end of the file) of an unloaded index, or None when the
+        index is loaded or that slot is zero (a preallocated tail needs a full load)."""
+        if self._cols is not None or self._length < self.entry_size:
+            return None
+        count = self._length // self.entry_size
+        raw = os.pread(self._fd, self.entry_size, (n % count) * self.entry_size)
+        return raw if len(raw) == self.entry_size and raw.count(0) != self.entry_size else None
 
     @property
     def entries(self) -> int:
@@ -140,7 +164,7 @@ class SparseIndex:
         if n >= len(self._rel):
             return
         for col in self._columns():
-            del col[n:]
+            del col[n:]  # noqa: the columns are mutated in place
         if self.writable:
             # Zero the dropped entries so a crash never resurrects them, keep the preallocation.
             os.ftruncate(self._fd, n * self.entry_size)
@@ -180,9 +204,9 @@ class SparseIndex:
         self.path = new_path
 
     def close(self) -> None:
-        """Trim to the entries and close."""
+        """Trim to the entries (an index never loaded is untouched: nothing to trim) and close."""
         if self._fd >= 0:
-            if self.writable:
+            if self.writable and self._cols is not None:
                 self.trim_to_valid_size()
             os.close(self._fd)
             self._fd = -1
@@ -210,30 +234,39 @@ class OffsetIndex(SparseIndex):
 
     entry_size = ENTRY_SIZE
 
-    def _init_columns(self) -> None:
-        self._rel, self._pos = array("i"), array("i")
+    def _empty_columns(self) -> tuple:
+        return array("i"), array("i")
 
-    def _columns(self) -> tuple:
-        return self._rel, self._pos
-
-    def _load(self, raw: bytes) -> None:
+    def _parse(self, raw: bytes) -> tuple:
         # Drop the all-zero tail of a preallocated file left by a crash (C-speed rstrip).
         n = -(-len(raw.rstrip(b"\x00")) // ENTRY_SIZE)
         pairs = _unpack_column(raw[:n * ENTRY_SIZE], "i")
-        self._rel, self._pos = pairs[0::2], pairs[1::2]
+        return pairs[0::2], pairs[1::2]
+
+    @property
+    def _pos(self) -> array:
+        return self._columns()[1]
 
     def sanity_check(self, log_size: int | None = None) -> None:
-        """Raise CorruptIndexError if the file cannot be this segment's index."""
+        """Raise CorruptIndexError if the file cannot be this segment's index (reads one entry
+        when the index is not loaded)."""
         if self._length % ENTRY_SIZE:
             raise CorruptIndexError(f"Index file {self.path} is corrupt, found {self._length} bytes "
                                     f"which is neither positive nor a multiple of {ENTRY_SIZE}")
-        if self._rel and self._rel[-1] < 0:
+        raw = self._peek_entry(-1)
+        if raw is not None:
+            last_rel, last_pos = _ENTRY.unpack(raw)
+        elif self._rel:
+            last_rel, last_pos = self._rel[-1], self._pos[-1]
+        else:
+            return
+        if last_rel < 0:
             raise CorruptIndexError(f"Corrupt index found, index file ({self.path}) has non-zero size "
-                                    f"but the last offset is {self.last_offset} which is less than "
-                                    f"the base offset {self.base_offset}.")
-        if log_size is not None and self._pos and self._pos[-1] >= log_size:
+                                    f"but the last offset is {self.base_offset + last_rel} which is "
+                                    f"less than the base offset {self.base_offset}.")
+        if log_size is not None and last_pos >= log_size:
             raise CorruptIndexError(f"Corrupt index found, index file ({self.path}) points at position "
-                                    f"{self._pos[-1]} beyond the end of the log ({log_size} bytes).")
+                                    f"{last_pos} beyond the end of the log ({log_size} bytes).")
 
     def is_full(self) -> bool:
         return len(self._rel) >= self.max_entries
@@ -243,6 +276,10 @@ class OffsetIndex(SparseIndex):
         return self.base_offset + self._rel[-1] if self._rel else self.base_offset
 
     def last_entry(self) -> tuple[int, int]:
+        raw = self._peek_entry(-1)
+        if raw is not None:
+            rel, pos = _ENTRY.unpack(raw)
+            return self.base_offset + rel, pos
         if not self._rel:
             return self.base_offset, 0
         return self.base_offset + self._rel[-1], self._pos[-1]

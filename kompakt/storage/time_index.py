@@ -44,13 +44,12 @@ class TimeIndex(SparseIndex):
 
     entry_size = ENTRY_SIZE
 
-    def _init_columns(self) -> None:
-        self._ts, self._rel = array("q"), array("i")
+    REL = 1
 
-    def _columns(self) -> tuple:
-        return self._ts, self._rel
+    def _empty_columns(self) -> tuple:
+        return array("q"), array("i")
 
-    def _load(self, raw: bytes) -> None:
+    def _parse(self, raw: bytes) -> tuple:
         # Drop the all-zero tail of a preallocated file left by a crash (C-speed rstrip); slot 0
         # stays even when zero: (timestamp 0, base offset) can be a real entry.
         n = -(-len(raw.rstrip(b"\x00")) // ENTRY_SIZE)
@@ -65,19 +64,32 @@ class TimeIndex(SparseIndex):
             if _LITTLE:
                 ts.byteswap()
                 rel.byteswap()
-        self._ts, self._rel = ts, rel
+        return ts, rel
+
+    @property
+    def _ts(self) -> array:
+        return self._columns()[0]
 
     def sanity_check(self) -> None:
+        """Kafka's checks; reads the first and last entries only when the index is not loaded."""
         if self._length % ENTRY_SIZE:
             raise CorruptIndexError(f"Time index file {self.path} is corrupt, found {self._length} "
                                     f"bytes which is neither positive nor a multiple of {ENTRY_SIZE}")
-        if self._ts and self._ts[-1] < self._ts[0]:
+        first, last = self._peek_entry(0), self._peek_entry(-1)
+        if first is not None and last is not None:
+            first_ts = _ENTRY.unpack(first)[0]
+            last_ts, last_rel = _ENTRY.unpack(last)
+        elif self._ts:
+            first_ts, last_ts, last_rel = self._ts[0], self._ts[-1], self._rel[-1]
+        else:
+            return
+        if last_ts < first_ts:
             raise CorruptIndexError(f"Corrupt time index found, time index file ({self.path}) has "
-                                    f"non-zero size but the last timestamp is {self._ts[-1]} which "
-                                    f"is less than the first timestamp {self._ts[0]}")
-        if self._rel and self._rel[-1] < 0:
+                                    f"non-zero size but the last timestamp is {last_ts} which "
+                                    f"is less than the first timestamp {first_ts}")
+        if last_rel < 0:
             raise CorruptIndexError(f"Corrupt time index found, time index file ({self.path}) has "
-                                    f"non-zero size but the last offset is {self.last_entry()[1]} "
+                                    f"non-zero size but the last offset is {self.base_offset + last_rel} "
                                     f"which is less than the base offset {self.base_offset}")
 
     def is_full(self) -> bool:
@@ -86,6 +98,10 @@ class TimeIndex(SparseIndex):
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, offset) of the last entry, or (-1, base offset) when empty."""
+        raw = self._peek_entry(-1)
+        if raw is not None:
+            ts, rel = _ENTRY.unpack(raw)
+            return ts, self.base_offset + rel
         if not self._ts:
             return NO_TIMESTAMP, self.base_offset
         return self._ts[-1], self.base_offset + self._rel[-1]

@@ -276,3 +276,17 @@ def test_max_timestamp_of_an_active_segment_copied_from_a_live_log(tmp_path):
     assert again.active_segment.max_timestamp_so_far == base + 19
     assert again.offset_for_timestamp(base + 19) == (19, base + 19)
     again.close()
+
+
+def test_indexes_of_old_segments_load_lazily(tmp_path):
+    d = str(tmp_path / "t-0")
+    fill(d, 40).close()
+    lg = Log.open(d, CFG)
+    old = lg.segments[:-1]
+    assert len(old) > 2
+    assert not any(s.offset_index.loaded or s.time_index.loaded for s in old)
+    assert all(s.max_timestamp_so_far > 0 for s in old)        # from the last time-index entry
+    lg.read(old[1].base_offset + 1, 100)
+    assert old[1].offset_index.loaded and not old[0].offset_index.loaded
+    lg.close()
+    assert [n for n in os.listdir(d) if n.endswith(".index")]   # closing did not touch them
