@@ -142,10 +142,11 @@ def table(rows) -> str:
            "| overall MB/s | overall rec/s | CPU s | wall s | kept | map keys | heap peak MB |",
            "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
+        heap = f"{r['heap_peak_mb']:.1f}" if r["heap_peak_mb"] else "-"
         out.append(f"| {r['records']:,} | {r['keys']:,} | {r['value']} | {r['codec']} | {r['log_mb']:.0f} "
                    f"| {r['p1_mbs']:.1f} | {r['p1_rps']:,.0f} | {r['p2_mbs']:.1f} | {r['p2_rps']:,.0f} "
                    f"| {r['mbs']:.1f} | {r['rps']:,.0f} | {r['total_s']:.1f} | {r['wall_s']:.1f} | {r['kept']:,} "
-                   f"| {r['map_keys']:,} | {r['heap_peak_mb']:.1f} |")
+                   f"| {r['map_keys']:,} | {heap} |")
     return "\n".join(out)
 
 
@@ -156,7 +157,7 @@ def main() -> None:
     ap.add_argument("--codec", default="none", choices=list(R.CODEC_BY_NAME))
     ap.add_argument("--cache", default=os.path.join("/tmp", "kompakt-bench-cleaner"))
     ap.add_argument("--write", action="store_true", help="append the table to bench/RESULTS.md")
-    ap.add_argument("--no-heap", action="store_true", help="skip the tracemalloc run (slow)")
+    ap.add_argument("--no-heap", action="store_true", help="skip the tracemalloc run of each size")
     args = ap.parse_args()
     sizes = DEFAULT_SIZES + (LARGE_SIZES if args.large else [])
     if args.sizes:
@@ -165,7 +166,7 @@ def main() -> None:
     rows = []
     for n, k, v in sizes:
         print(f"cleaning {n:,} records over {k:,} keys, {v}-byte values ...", file=sys.stderr)
-        r = run(n, k, v, codec, args.cache, measure_heap=(n, k, v) == sizes[0] and not args.no_heap)
+        r = run(n, k, v, codec, args.cache, measure_heap=not args.no_heap)
         rows.append(r)
         print(table([r]).split("\n")[-1], file=sys.stderr)
     mem = rows[0]
@@ -176,10 +177,14 @@ def main() -> None:
              f"({int(mem['map_bytes'] / mem['bytes_per_key_capacity']):,} keys per pass).")
     print(text)
     if args.write:
-        head = (f"\n## Cleaner (bench/bench_cleaner.py) — {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n\n"
+        from kompakt.cleaner import batch_ops
+        head = (f"\n### Cleaner, {batch_ops.implementation()} seam, `{' '.join(sys.argv[1:]) or '(defaults)'}` — "
+                f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n\n"
                 f"Machine: {platform.platform()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-                f"shared with other work while measured. One clean of an all-dirty log, in process, "
-                f"one worker's 128 MiB map, {args.codec} batches of {BATCH_RECORDS} records.\n\n")
+                f"shared with other work while measured (load average {os.getloadavg()[0]:.1f}), so rates are per "
+                f"CPU second of the cleaning process (wall seconds shown too). One clean of an all-dirty log, "
+                f"in process, one worker's 128 MiB map, "
+                f"{'uncompressed' if codec == 0 else args.codec} batches of {BATCH_RECORDS} records.\n\n")
         with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
             f.write(head + text + "\n")
 
