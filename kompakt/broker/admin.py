@@ -20,7 +20,8 @@ compaction last run?" / "How many records are on a topic?"):
 | POST   | /v1/partitions/{topic}/{partition}/adopt     | body {"staging_dir": ...}: swap in a pipeline-compacted staging dir with cleaning paused, then move the cleaner point to its end; 409 when stale |
 | GET    | /v1/cleaner                                  | workers, current jobs, throttle, Kafka cleaner figures |
 
-Errors are JSON `{"error": <kind>, "message": <sentence saying what and how to fix>, "status": n}`
+The JSON views of partitions and the cleaner live in admin_views.py, the OpenAPI document in
+admin_openapi.py. Errors are JSON `{"error": <kind>, "message": <what and how to fix>, "status": n}`
 (plus `"kafka_error"` when a Kafka error code is behind it): 400 bad input, 404 unknown topic or
 partition out of range, 409 a request the partition's state forbids (compact on a delete-policy
 topic, resume when not paused), 501/503 a missing or disabled component.
@@ -34,8 +35,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
-import enum
 import inspect
 import itertools
 import logging
@@ -47,79 +46,16 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from kompakt.broker.metrics import CONTENT_TYPE, log_size
+from kompakt.broker.admin_views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, is_compacted,
+                                        jsonable, kafka_error_of, log_manager_of, partition_view,
+                                        resolve_partition, topic_partitions)
+from kompakt.broker.metrics import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
 DEFAULT_COMPACT_WAIT_S = 5.0
 MAX_COMPACT_WAIT_S = 300.0
 MAX_JOBS_KEPT = 256
-
-# Kafka error code name -> HTTP status, for KafkaErrors raised by storage / cleaner.
-_KAFKA_STATUS = {
-    "UNKNOWN_TOPIC_OR_PARTITION": 404,
-    "INVALID_REQUEST": 400,
-    "INVALID_CONFIG": 400,
-    "POLICY_VIOLATION": 409,
-    "KAFKA_STORAGE_ERROR": 500,
-}
-
-
-class ApiError(Exception):
-    """An error answered as JSON with `status`; `kind` is a short machine-readable word."""
-
-    def __init__(self, status: int, kind: str, message: str, kafka_error: str | None = None):
-        super().__init__(message)
-        self.status, self.kind, self.message, self.kafka_error = status, kind, message, kafka_error
-
-    def body(self) -> dict[str, Any]:
-        out = {"error": self.kind, "message": self.message, "status": self.status}
-        if self.kafka_error:
-            out["kafka_error"] = self.kafka_error
-        return out
-
-
-def jsonable(value: Any) -> Any:
-    """Plain JSON data from dicts, dataclasses, namedtuples, slotted objects, enums, sets, paths."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, Mapping):
-        return {str(k if not isinstance(k, tuple) else "-".join(map(str, k))): jsonable(v) for k, v in value.items()}
-    if hasattr(value, "_asdict"):
-        return jsonable(value._asdict())
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return jsonable(dataclasses.asdict(value))
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = [jsonable(v) for v in value]
-        return sorted(items, key=str) if isinstance(value, (set, frozenset)) else items
-    if hasattr(value, "to_dict") and callable(value.to_dict):
-        return jsonable(value.to_dict())
-    if hasattr(value, "__dict__"):
-        return jsonable({k: v for k, v in vars(value).items() if not k.startswith("_")})
-    slots = getattr(type(value), "__slots__", None)
-    if slots:
-        return jsonable({k: getattr(value, k, None) for k in slots if not k.startswith("_")})
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    return str(value)
-
-
-def _kafka_error_of(exc: BaseException) -> ApiError | None:
-    code = getattr(exc, "code", None)
-    if code is None:
-        return None
-    try:
-        from kompakt.protocol.errors import ErrorCode
-        name = ErrorCode(int(code)).name
-    except (ImportError, ValueError, TypeError):
-        name = str(code)
-    status = _KAFKA_STATUS.get(name, 409)
-    return ApiError(status, name.lower(), str(exc) or name, kafka_error=name)
-
 
 # --- the handle ----------------------------------------------------------------------------------
 class AdminHandle:
@@ -226,7 +162,7 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # never take the broker down; tell the caller what broke
-        mapped = _kafka_error_of(exc)
+        mapped = kafka_error_of(exc)
         if mapped is not None:
             return web.json_response(mapped.body(), status=mapped.status)
         log.exception("admin request %s %s failed", request.method, request.path)
@@ -237,139 +173,6 @@ async def _errors(request: web.Request, handler: Callable[[web.Request], Awaitab
 # --- helpers -------------------------------------------------------------------------------------
 def _broker(request: web.Request) -> Any:
     return request.app[BROKER_KEY]
-
-
-def _log_manager(broker: Any) -> Any:
-    manager = getattr(broker, "log_manager", None)
-    if manager is None or not getattr(broker, "ready", False):
-        raise ApiError(503, "not_ready", "the broker has not loaded its logs yet; retry when /ready answers 200")
-    return manager
-
-
-def _cleaner(broker: Any, what: str) -> Any:
-    cleaner = getattr(broker, "cleaner", None)
-    if cleaner is None:
-        raise ApiError(503, "cleaner_disabled", f"cannot {what}: the log cleaner is not running "
-                                                "(log.cleaner.enable=false or log.cleaner.threads=0)")
-    return cleaner
-
-
-def _topic_partitions(manager: Any) -> dict[str, int]:
-    """topic -> partition count, from LogManager.topics (falls back to the logs present)."""
-    topics = getattr(manager, "topics", None)
-    if isinstance(topics, Mapping) and topics:
-        return {name: int(getattr(meta, "partitions", meta) if not isinstance(meta, int) else meta)
-                for name, meta in topics.items()}
-    counts: dict[str, int] = {}
-    for tp in manager.all_logs():
-        counts[tp[0]] = max(counts.get(tp[0], 0), tp[1] + 1)
-    return counts
-
-
-def _tp(topic: str, partition: int) -> Any:
-    try:
-        from kompakt.storage import TopicPartition
-        return TopicPartition(topic, partition)
-    except ImportError:  # before storage lands a plain tuple hashes and compares the same
-        return (topic, partition)
-
-
-def resolve_partition(broker: Any, topic: str, partition_text: str) -> tuple[Any, Any]:
-    """(tp, log) for a path's topic and partition, or the 400/404 ApiError saying what is wrong."""
-    try:
-        partition = int(partition_text)
-    except ValueError:
-        raise ApiError(400, "bad_partition", f"partition must be a non-negative integer, got {partition_text!r}")
-    if partition < 0:
-        raise ApiError(400, "bad_partition", f"partition must be a non-negative integer, got {partition}")
-    manager = _log_manager(broker)
-    counts = _topic_partitions(manager)
-    if topic not in counts:
-        raise ApiError(404, "unknown_topic", f"unknown topic {topic!r}; GET /v1/partitions lists the topics",
-                       kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
-    if partition >= counts[topic]:
-        raise ApiError(404, "unknown_partition", f"partition {partition} is out of range: topic {topic!r} has "
-                                                 f"{counts[topic]} partition(s), 0..{counts[topic] - 1}",
-                       kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
-    tp = _tp(topic, partition)
-    lg = manager.get_log(tp)
-    if lg is None:
-        raise ApiError(404, "unknown_partition", f"partition {topic}-{partition} has no log on this broker",
-                       kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
-    return tp, lg
-
-
-def _policy(lg: Any) -> list[str]:
-    cfg = getattr(lg, "config", None)
-    policy = getattr(cfg, "cleanup_policy", None)
-    if policy is None:
-        return []
-    return sorted(policy) if not isinstance(policy, str) else [p.strip() for p in policy.split(",")]
-
-
-def _is_compacted(lg: Any) -> bool:
-    cfg = getattr(lg, "config", None)
-    compact = getattr(cfg, "compact", None)
-    return bool(compact) if compact is not None else "compact" in _policy(lg)
-
-
-def cleaner_view(broker: Any, tp: Any, lg: Any) -> dict[str, Any]:
-    """The cleaner's view of one partition (LogCleaner.partition_status) as JSON."""
-    cleaner = getattr(broker, "cleaner", None)
-    if cleaner is None:
-        return {"enabled": False}
-    if not callable(getattr(cleaner, "partition_status", None)):
-        return {"enabled": True}
-    try:
-        status = cleaner.partition_status(tp)
-    except Exception as exc:  # one broken status must not hide the partition
-        log.warning("cleaner status of %s-%s failed: %s", tp[0], tp[1], exc)
-        return {"enabled": True, "status_error": f"{type(exc).__name__}: {exc}"}
-    out = {"enabled": True}
-    status = jsonable(status)
-    if isinstance(status, dict):
-        out.update(status)
-    elif status is not None:
-        out["state"] = status
-    return out
-
-
-def partition_view(broker: Any, tp: Any, lg: Any, *, detail: bool = False) -> dict[str, Any]:
-    segments = list(getattr(lg, "segments", ()) or ())
-    active = getattr(lg, "active_segment", None)
-    out: dict[str, Any] = {
-        "topic": tp[0], "partition": tp[1],
-        "cleanup_policy": _policy(lg),
-        "log_start_offset": getattr(lg, "log_start_offset", None),
-        "log_end_offset": getattr(lg, "log_end_offset", None),
-        "high_watermark": getattr(lg, "high_watermark", None),
-        "last_stable_offset": getattr(lg, "last_stable_offset", None),
-        "size_bytes": log_size(lg),
-        "segment_count": len(segments),
-        "cleaner": cleaner_view(broker, tp, lg),
-    }
-    if detail:
-        out["dir"] = os.fspath(getattr(lg, "dir", "")) or None
-        topic_id = getattr(lg, "topic_id", None)
-        out["topic_id"] = str(topic_id) if topic_id is not None else None
-        out["recovery_point"] = getattr(lg, "recovery_point", None)
-        out["segments"] = [{
-            "base_offset": getattr(seg, "base_offset", None),
-            "size_bytes": getattr(seg, "size", None),
-            "largest_timestamp_ms": getattr(seg, "largest_timestamp", None),
-            "last_modified_ms": _ms(getattr(seg, "last_modified", None)),
-            "active": seg is active,
-        } for seg in segments]
-        manager = getattr(broker, "log_manager", None)
-        meta = (getattr(manager, "topics", None) or {}).get(tp[0]) if manager is not None else None
-        out["config_overrides"] = jsonable(getattr(meta, "configs", None) or {})
-    return out
-
-
-def _ms(value: Any) -> Any:
-    if isinstance(value, float):  # seconds since the epoch (os.stat style) -> ms
-        return int(value * 1000)
-    return value
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -437,12 +240,12 @@ async def openapi(request: web.Request) -> web.Response:
 @routes.get("/v1/partitions")
 async def list_partitions(request: web.Request) -> web.Response:
     broker = _broker(request)
-    manager = _log_manager(broker)
+    manager = log_manager_of(broker)
     topic = request.query.get("topic")
     logs = manager.all_logs()
     items = sorted(logs.items(), key=lambda kv: (kv[0][0], kv[0][1]))
     if topic is not None:
-        if topic not in _topic_partitions(manager):
+        if topic not in topic_partitions(manager):
             raise ApiError(404, "unknown_topic", f"unknown topic {topic!r}", kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
         items = [kv for kv in items if kv[0][0] == topic]
     views = await asyncio.to_thread(lambda: [partition_view(broker, tp, lg) for tp, lg in items])
@@ -487,7 +290,7 @@ class Jobs:
 def _error_body(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, ApiError):
         return exc.body()
-    mapped = _kafka_error_of(exc)
+    mapped = kafka_error_of(exc)
     if mapped is not None:
         return mapped.body()
     if type(exc) is RuntimeError:  # the cleaner is stopping or not running: try again later
@@ -500,12 +303,12 @@ async def compact(request: web.Request) -> web.Response:
     broker = _broker(request)
     tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
     wait = _wait_param(request)
-    if not _is_compacted(lg):
-        raise ApiError(409, "not_compacted", f"{tp[0]}-{tp[1]} has cleanup.policy={','.join(_policy(lg)) or 'delete'}; "
+    if not is_compacted(lg):
+        raise ApiError(409, "not_compacted", f"{tp[0]}-{tp[1]} has cleanup.policy={','.join(cleanup_policy(lg)) or 'delete'}; "
                                              "only cleanup.policy=compact logs are compacted (alter the topic's "
                                              "cleanup.policy to compact first)",
                        kafka_error="INVALID_CONFIG")
-    cleaner = _cleaner(broker, "compact")
+    cleaner = cleaner_of(broker, "compact")
     paused = cleaner_view(broker, tp, lg).get("paused_count") or 0
     if paused:
         raise ApiError(409, "paused", f"cleaning of {tp[0]}-{tp[1]} is paused ({paused} pause(s) outstanding); "
@@ -538,7 +341,7 @@ async def get_job(request: web.Request) -> web.Response:
 async def pause(request: web.Request) -> web.Response:
     broker = _broker(request)
     tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
-    cleaner = _cleaner(broker, "pause cleaning")
+    cleaner = cleaner_of(broker, "pause cleaning")
     await _call(cleaner.abort_and_pause_cleaning, tp)
     log.info("cleaning of %s-%s paused through the admin API", tp[0], tp[1])
     return web.json_response({"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)})
@@ -548,11 +351,11 @@ async def pause(request: web.Request) -> web.Response:
 async def resume(request: web.Request) -> web.Response:
     broker = _broker(request)
     tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
-    cleaner = _cleaner(broker, "resume cleaning")
+    cleaner = cleaner_of(broker, "resume cleaning")
     try:
         await _call(cleaner.resume_cleaning, tp)
     except Exception as exc:
-        if _kafka_error_of(exc) is not None:
+        if kafka_error_of(exc) is not None:
             raise
         # Kafka's resumeCleaning raises IllegalStateException when the partition is not paused.
         raise ApiError(409, "not_paused", f"cannot resume cleaning of {tp[0]}-{tp[1]}: {exc}") from exc
@@ -600,7 +403,7 @@ async def adopt(request: web.Request) -> web.Response:
         raise ApiError(409, "stale_staging", f"cannot adopt {staging!r} into {tp[0]}-{tp[1]}: {exc}; "
                                              "the live log is unchanged", kafka_error="KAFKA_STORAGE_ERROR") from exc
     except (ValueError, OSError) as exc:
-        if _kafka_error_of(exc) is not None:
+        if kafka_error_of(exc) is not None:
             raise
         raise ApiError(400, "adopt_failed", f"cannot adopt {staging!r} into {tp[0]}-{tp[1]}: {exc}; "
                                             "the live log is unchanged") from exc
