@@ -95,19 +95,29 @@ class SparseIndex:
         self.writable = writable
         self._dirty = False  # written since the last flush
         self._cols: tuple | None = None
+        self._fd_raw = -1       # opened on first use: an untouched index holds no descriptor
+        self._closed = False
         new = not os.path.exists(path) or os.path.getsize(path) == 0
-        flags = (os.O_RDWR | os.O_CREAT) if writable else os.O_RDONLY
-        self._fd = os.open(path, flags, 0o644)
         if new:
             if max_index_size < self.entry_size:
                 raise ValueError(f"Invalid max index size {max_index_size} for {path}: "
                                  f"must be at least {self.entry_size}")
             self._length = round_down(max_index_size, self.entry_size)
+            fd = self._fd
             if writable:
-                os.ftruncate(self._fd, self._length)
+                os.ftruncate(fd, self._length)
             self._cols = self._empty_columns()
         else:
-            self._length = os.fstat(self._fd).st_size
+            self._length = os.path.getsize(path)
+
+    @property
+    def _fd(self) -> int:
+        if self._fd_raw < 0:
+            if self._closed:
+                raise ValueError(f"index {self.path} is closed")
+            flags = (os.O_RDWR | os.O_CREAT) if self.writable else os.O_RDONLY
+            self._fd_raw = os.open(self.path, flags, 0o644)
+        return self._fd_raw
 
     def _empty_columns(self) -> tuple:
         raise NotImplementedError
@@ -136,7 +146,13 @@ class SparseIndex:
         if self._cols is not None or self._length < self.entry_size:
             return None
         count = self._length // self.entry_size
-        raw = os.pread(self._fd, self.entry_size, (n % count) * self.entry_size)
+        pos = (n % count) * self.entry_size
+        if self._fd_raw >= 0:
+            raw = os.pread(self._fd_raw, self.entry_size, pos)
+        else:  # a transient descriptor: peeking must not keep one per segment open
+            with open(self.path, "rb") as f:
+                f.seek(pos)
+                raw = f.read(self.entry_size)
         return raw if len(raw) == self.entry_size and raw.count(0) != self.entry_size else None
 
     @property
@@ -194,9 +210,9 @@ class SparseIndex:
 
     def flush(self) -> None:
         """fdatasync when something changed since the last flush (most flushes add no entry)."""
-        if self.writable and self._fd >= 0 and self._dirty:
+        if self.writable and self._fd_raw >= 0 and self._dirty:
             self._dirty = False
-            os.fdatasync(self._fd)
+            os.fdatasync(self._fd_raw)
 
     def rename_to(self, new_path: str) -> None:
         if os.path.exists(self.path):
@@ -205,17 +221,17 @@ class SparseIndex:
 
     def close(self) -> None:
         """Trim to the entries (an index never loaded is untouched: nothing to trim) and close."""
-        if self._fd >= 0:
+        if not self._closed:
             if self.writable and self._cols is not None:
                 self.trim_to_valid_size()
-            os.close(self._fd)
-            self._fd = -1
+            self.close_handler()
 
     def close_handler(self) -> None:
         """Close the descriptor without trimming (the file is about to be deleted)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._closed = True
+        if self._fd_raw >= 0:
+            os.close(self._fd_raw)
+            self._fd_raw = -1
 
     def delete(self) -> bool:
         self.close_handler()

@@ -290,3 +290,14 @@ def test_indexes_of_old_segments_load_lazily(tmp_path):
     assert old[1].offset_index.loaded and not old[0].offset_index.loaded
     lg.close()
     assert [n for n in os.listdir(d) if n.endswith(".index")]   # closing did not touch them
+
+
+def test_untouched_indexes_hold_no_file_descriptor(tmp_path):
+    d = str(tmp_path / "t-0")
+    fill(d, 60).close()
+    before = len(os.listdir("/proc/self/fd"))
+    lg = Log.open(d, CFG)
+    opened = len(os.listdir("/proc/self/fd")) - before
+    # one .log descriptor per segment (as Kafka keeps), index descriptors only for the active one
+    assert lg.num_segments > 5 and opened <= lg.num_segments + 2
+    lg.close()
