@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 DEFAULT_COMPACT_WAIT_S = 5.0
 MAX_COMPACT_WAIT_S = 300.0
 MAX_JOBS_KEPT = 256
+SHUTDOWN_TIMEOUT_S = 2.0
 
 # --- the handle ----------------------------------------------------------------------------------
 class AdminHandle:
@@ -78,7 +79,10 @@ class AdminHandle:
         return f"http://{host}:{self.port}"
 
     async def _serve(self) -> "AdminHandle":
-        self.runner = web.AppRunner(self.app, handle_signals=False)
+        # A request still running at shutdown (a compact waiting up to ?wait= seconds) gets this
+        # long to finish before it is cancelled; aiohttp's 60 s default would outlast the broker's
+        # shutdown.timeout.ms and a container runtime's stop grace period.
+        self.runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await self.runner.setup()
         await web.SockSite(self.runner, self.sock).start()
         log.info("admin API and /metrics listening on %s", self.url)
