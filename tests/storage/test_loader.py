@@ -294,7 +294,7 @@ def test_indexes_of_old_segments_load_lazily(tmp_path):
 
 def test_untouched_indexes_hold_no_file_descriptor(tmp_path):
     d = str(tmp_path / "t-0")
-    fill(d, 60).close()
+    fill(d, 120).close()
     before = len(os.listdir("/proc/self/fd"))
     lg = Log.open(d, CFG)
     opened = len(os.listdir("/proc/self/fd")) - before
