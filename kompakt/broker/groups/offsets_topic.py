@@ -8,7 +8,8 @@ other requests - Kafka needs purgatories and re-checks for the same guarantee); 
 offset to its end and yields, per key, the last record (decoded), in the order of those last
 records. The topic is created on first
 write with `offsets.topic.num.partitions` partitions, `cleanup.policy=compact` and
-`segment.bytes=offsets.topic.segment.bytes`, so our own log cleaner keeps it small: only the
+`segment.bytes=offsets.topic.segment.bytes` (below 1 MiB: `internal.segment.bytes`, Kafka 4's
+testing-only key), so our own log cleaner keeps it small: only the
 latest commit per (group, topic, partition) and the latest metadata per group survive, and
 tombstones disappear after delete.retention.ms.
 
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 REPLAY_READ_BYTES = 1 << 20
+MIN_SEGMENT_BYTES = 1 << 20   # Kafka 4's floor of the segment.bytes topic config
 
 
 class OffsetsTopic:
@@ -73,8 +75,11 @@ class OffsetsTopic:
         """Create the topic if it does not exist yet (synchronous fallback of the first write)."""
         if self.exists():
             return
-        configs = {"cleanup.policy": "compact",
-                   "segment.bytes": str(self.config["offsets.topic.segment.bytes"]),
+        segment_bytes = self.config["offsets.topic.segment.bytes"]
+        # Kafka 4 refuses segment.bytes below 1 MiB; smaller values (tests) go to its testing-only
+        # internal.segment.bytes, which replaces segment.bytes as the roll size.
+        segment_key = "segment.bytes" if segment_bytes >= MIN_SEGMENT_BYTES else "internal.segment.bytes"
+        configs = {"cleanup.policy": "compact", segment_key: str(segment_bytes),
                    "compression.type": "producer"}
         try:
             self.log_manager.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
