@@ -13,35 +13,17 @@ npm are missing from the machine.
 """
 from __future__ import annotations
 
-import glob
-import json
 import os
-import shutil
-import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
-from conftest import BrokerProcess
-from kompakt.protocol.records import decode_records, iter_batches
+from compat_support import NODE, NPM, ensure_node_modules, kafkajs, running_broker
+from compat_support import stored_batches as _stored
 
-JS_DIR = Path(__file__).resolve().parent / "js"
-NODE = shutil.which("node")
-NPM = shutil.which("npm")
 pytestmark = pytest.mark.skipif(NODE is None or NPM is None,
                                 reason="node/npm not installed (kafkajs tests need Node >= 14 and npm)")
-STEP_TIMEOUT_S = 90
-
-
-def ensure_node_modules() -> None:
-    """`npm ci` once: installs exactly the locked kafkajs into js/node_modules."""
-    if (JS_DIR / "node_modules" / "kafkajs" / "package.json").exists():
-        return
-    proc = subprocess.run([NPM, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"npm ci failed in {JS_DIR}:\n{proc.stdout}\n{proc.stderr}"
 
 
 @pytest.fixture(scope="module")
@@ -49,38 +31,14 @@ def js_broker(tmp_path_factory):
     ensure_node_modules()
     # A short, non-zero initial rebalance delay: two kafkajs members started together land in one
     # generation (no rebalance in the middle of the read, so no legitimate redelivery to excuse).
-    proc = BrokerProcess(tmp_path_factory.mktemp("kafkajs-broker"),
-                         {"num.partitions": "3", "offsets.topic.num.partitions": "1",
-                          "group.initial.rebalance.delay.ms": "300"})
-    proc.start()
-    yield proc
-    try:
-        proc.stop()
-    except RuntimeError:
-        proc.kill()
+    with running_broker(tmp_path_factory.mktemp("kafkajs-broker"),
+                        {"num.partitions": "3", "offsets.topic.num.partitions": "1",
+                         "group.initial.rebalance.delay.ms": "300"}) as proc:
+        yield proc
 
 
-def kafkajs(broker: BrokerProcess, step: str, **args) -> dict:
-    """Run one kafkajs step; fail with kafkajs' own error and log when it throws."""
-    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
-    proc = subprocess.run([NODE, str(JS_DIR / "kafkajs_client.js"), broker.bootstrap, step, json.dumps(args)],
-                          cwd=JS_DIR, env=env, capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
-    lines = proc.stdout.strip().splitlines()
-    result = json.loads(lines[-1]) if lines else {}
-    assert proc.returncode == 0 and "error" not in result, (
-        f"kafkajs {step} failed ({proc.returncode}): {result}\n--- kafkajs log ---\n{proc.stderr[-4000:]}"
-        f"\n--- broker log ---\n{broker.log_text()[-3000:]}")
-    return result
-
-
-def stored_batches(broker: BrokerProcess, topic: str, partition: int):
-    """(header, records) of every batch on disk for one partition, in offset order."""
-    out = []
-    for path in sorted(glob.glob(os.path.join(broker.log_dir, f"{topic}-{partition}", "*.log"))):
-        data = Path(path).read_bytes()
-        for pos, header in iter_batches(data):
-            out.append((header, decode_records(data, pos, header)))
-    return out
+def stored_batches(broker, topic, partition):
+    return _stored(broker.log_dir, topic, partition)
 
 
 def test_kafkajs_admin(js_broker):

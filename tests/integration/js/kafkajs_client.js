@@ -167,6 +167,7 @@ async function group({ topic, groupId, members = 2, expect, timeoutMs = 30000 })
       retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1000 },
     })
     consumer.on(consumer.events.GROUP_JOIN, e => joins.push({ member: n, ...e.payload }))
+    consumer.on(consumer.events.CRASH, e => done(`crash: ${e.payload.error.name}: ${e.payload.error.message}`))
     consumers.push(consumer)
   }
   const timer = setTimeout(() => done('timeout'), timeoutMs)
@@ -263,7 +264,76 @@ async function offsetsByTime({ topic, timestamp, deleteBelow }) {
   })
 }
 
-const STEPS = { admin, createTopic, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
+// Explicit records for the cross-client test: one sendBatch per entry of `batches`, each a list
+// of {partition, key, value, headers: [[k, v], ...], timestamp}; null key/value are sent as null.
+async function send({ topic, compression = 'None', batches }) {
+  const producer = kafka.producer({ allowAutoTopicCreation: false })
+  await producer.connect()
+  const acks = []
+  try {
+    for (const batch of batches) {
+      const messages = batch.map(r => {
+        const headers = {}
+        for (const [k, v] of r.headers || []) {
+          // kafkajs sends an array value as repeated headers of one key, in order
+          headers[k] = headers[k] === undefined ? v : [].concat(headers[k], [v])
+        }
+        const m = { partition: r.partition, key: r.key, value: r.value, headers }
+        if (r.timestamp !== null && r.timestamp !== undefined) m.timestamp = String(r.timestamp)
+        return m
+      })
+      const meta = await producer.sendBatch({ acks: -1, compression: CompressionTypes[compression], topicMessages: [{ topic, messages }] })
+      for (const m of meta) acks.push({ partition: m.partition, baseOffset: m.baseOffset, errorCode: m.errorCode })
+    }
+  } finally {
+    await producer.disconnect()
+  }
+  return { acks }
+}
+
+// Read `ends` ({topic: {partition: endOffset}}) completely from the beginning through a fresh
+// group; every record with its offset, key, value, headers, timestamp and timestamp type.
+async function read({ ends, groupId, timeoutMs = 30000 }) {
+  const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 50, heartbeatInterval: 500, sessionTimeout: 10000 })
+  const records = []
+  const pending = new Set()
+  for (const [t, parts] of Object.entries(ends)) {
+    for (const [p, end] of Object.entries(parts)) if (end > 0) pending.add(`${t}/${p}`)
+  }
+  let done
+  const finished = new Promise(resolve => (done = resolve))
+  const timer = setTimeout(() => done('timeout'), timeoutMs)
+  if (pending.size === 0) done('complete')
+  // a consumer that cannot decode a fetch (e.g. a codec kafkajs lacks) crashes: report it at once
+  consumer.on(consumer.events.CRASH, e => done(`crash: ${e.payload.error.name}: ${e.payload.error.message}`))
+  await consumer.connect()
+  await consumer.subscribe({ topics: Object.keys(ends), fromBeginning: true })
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ topic, partition, message }) => {
+      records.push({
+        topic,
+        partition,
+        offset: Number(message.offset),
+        key: str(message.key),
+        value: str(message.value),
+        headers: headersOut(message.headers),
+        timestamp: Number(message.timestamp),
+        timestampType: message.batchContext.timestampType,
+      })
+      if (Number(message.offset) >= ends[topic][partition] - 1) {
+        pending.delete(`${topic}/${partition}`)
+        if (pending.size === 0) done('complete')
+      }
+    },
+  })
+  const outcome = await finished
+  clearTimeout(timer)
+  await consumer.disconnect()
+  return { outcome, records, pending: [...pending] }
+}
+
+const STEPS = { send, read, admin, createTopic, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
 
 async function main() {
   const fn = STEPS[step]

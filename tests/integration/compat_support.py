@@ -1,0 +1,332 @@
+"""Helpers of the client-compatibility tests (test_compat_*.py, test_kafkajs.py): one producer and
+one reader function per real client, all speaking the same record shape, so a test can write with
+any client and compare what every other client reads back.
+
+Record shape (`Rec`): partition, key (bytes|None), value (bytes|None), headers (tuple of
+(str, bytes|None), in wire order), timestamp (ms, or None = let the client stamp it). A reader
+returns `Read` rows: the same fields plus offset and timestamp type ("create" | "logappend"), as the
+client reported them. kafkajs folds headers into an object, so `headers_as_dict` is the comparison
+that client can support.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import NamedTuple
+
+JS_DIR = Path(__file__).resolve().parent / "js"
+KCAT = shutil.which("kcat") or shutil.which("kafkacat")
+NODE = shutil.which("node")
+NPM = shutil.which("npm")
+TIMEOUT_S = 60.0
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+class Rec(NamedTuple):
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple = ()
+    timestamp: int | None = None
+
+
+class Read(NamedTuple):
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+    timestamp: int
+    timestamp_type: str
+
+
+def headers_as_dict(headers) -> dict:
+    out: dict = {}
+    for k, v in headers:
+        out.setdefault(k, []).append(v)
+    return out
+
+
+def _s(b: bytes | None) -> str | None:
+    return None if b is None else b.decode()
+
+
+def _b(s: str | None) -> bytes | None:
+    return None if s is None else s.encode()
+
+
+@contextlib.contextmanager
+def running_broker(base_dir, config: dict):
+    """A `kompakt serve` of the test harness with `config`, for a module-scoped fixture."""
+    from conftest import BrokerProcess
+    proc = BrokerProcess(base_dir, config)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        try:
+            proc.stop()
+        except RuntimeError:
+            proc.kill()
+
+
+# -- on disk -----------------------------------------------------------------------------------------
+
+def stored_batches(log_dir: str, topic: str, partition: int):
+    """(header, records) of every batch in one partition's segment files, in offset order."""
+    from kompakt.protocol.records import decode_records, iter_batches
+    out = []
+    for path in sorted(glob.glob(os.path.join(log_dir, f"{topic}-{partition}", "*.log"))):
+        data = Path(path).read_bytes()
+        for pos, header in iter_batches(data):
+            out.append((header, decode_records(data, pos, header)))
+    return out
+
+
+# -- kafkajs -----------------------------------------------------------------------------------------
+
+def ensure_node_modules() -> None:
+    """`npm ci` once: installs exactly the locked kafkajs into js/node_modules."""
+    if (JS_DIR / "node_modules" / "kafkajs" / "package.json").exists():
+        return
+    proc = subprocess.run([NPM, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, f"npm ci failed in {JS_DIR}:\n{proc.stdout}\n{proc.stderr}"
+
+
+def kafkajs(broker, step: str, **args) -> dict:
+    """Run one step of js/kafkajs_client.js; fail with kafkajs' own error and log when it throws."""
+    env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
+    proc = subprocess.run([NODE, str(JS_DIR / "kafkajs_client.js"), broker.bootstrap, step, json.dumps(args)],
+                          cwd=JS_DIR, env=env, capture_output=True, text=True, timeout=TIMEOUT_S * 1.5)
+    lines = proc.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if lines else {}
+    assert proc.returncode == 0 and "error" not in result, (
+        f"kafkajs {step} failed ({proc.returncode}): {result}\n--- kafkajs log ---\n{proc.stderr[-4000:]}"
+        f"\n--- broker log ---\n{broker.log_text()[-3000:]}")
+    return result
+
+
+# -- producers: each sends `records` to `topic` with `codec`, one flush at the end -------------------
+
+def produce_confluent(broker, topic, codec, records):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 50,
+                  "acks": "all"})
+    errors = []
+    for r in records:
+        p.produce(topic, key=r.key, value=r.value, partition=r.partition, headers=list(r.headers),
+                  timestamp=r.timestamp or 0, on_delivery=lambda err, _msg: err and errors.append(err))
+    assert p.flush(TIMEOUT_S) == 0 and not errors, errors
+
+
+def produce_kafka_python(broker, topic, codec, records):
+    from kafka import KafkaProducer
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=None if codec == "none" else codec,
+                      linger_ms=50, acks="all")
+    try:
+        futures = [p.send(topic, key=r.key, value=r.value, partition=r.partition, headers=list(r.headers),
+                          timestamp_ms=r.timestamp) for r in records]
+        p.flush(TIMEOUT_S)
+        for f in futures:
+            f.get(TIMEOUT_S)
+    finally:
+        p.close(5)
+
+
+def produce_aiokafka(broker, topic, codec, records):
+    from aiokafka import AIOKafkaProducer
+
+    async def run():
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=50, acks="all",
+                             compression_type=None if codec == "none" else codec)
+        await p.start()
+        try:
+            futures = [await p.send(topic, key=r.key, value=r.value, partition=r.partition,
+                                    headers=list(r.headers), timestamp_ms=r.timestamp) for r in records]
+            await asyncio.gather(*futures)
+        finally:
+            await p.stop()
+    asyncio.run(run())
+
+
+def produce_kcat(broker, topic, codec, records):
+    """kcat takes one partition and one header set per run, keys via -K, null values via -Z; it
+    cannot set timestamps. Null keys are lines without the delimiter."""
+    groups: dict = {}
+    for r in records:
+        assert r.timestamp is None, "kcat cannot set record timestamps"
+        groups.setdefault((r.partition, r.headers), []).append(r)
+    for (partition, headers), rs in groups.items():
+        lines = "".join((_s(r.value) or "") + "\n" if r.key is None else f"{_s(r.key)}\t{_s(r.value) or ''}\n"
+                        for r in rs)
+        args = [KCAT, "-b", broker.bootstrap, "-P", "-t", topic, "-p", str(partition), "-K\t", "-Z",
+                "-z", codec, "-X", "linger.ms=50"]
+        for k, v in headers:
+            args += ["-H", f"{k}={_s(v)}"]
+        proc = subprocess.run(args, input=lines, capture_output=True, text=True, timeout=TIMEOUT_S)
+        assert proc.returncode == 0, f"kcat produce failed: {proc.stderr}"
+
+
+def produce_kafkajs(broker, topic, codec, records):
+    assert codec in ("none", "gzip"), "kafkajs has only gzip built in"
+    batch = [{"partition": r.partition, "key": _s(r.key), "value": _s(r.value),
+              "headers": [[k, _s(v)] for k, v in r.headers], "timestamp": r.timestamp} for r in records]
+    out = kafkajs(broker, "send", topic=topic, compression={"none": "None", "gzip": "GZIP"}[codec],
+                  batches=[batch])
+    assert all(a["errorCode"] == 0 for a in out["acks"]), out
+
+
+PRODUCERS = {"confluent": produce_confluent, "kafka-python": produce_kafka_python,
+             "aiokafka": produce_aiokafka, "kcat": produce_kcat, "kafkajs": produce_kafkajs}
+
+
+# -- readers: every record of `ends` ({topic: {partition: end offset}}) from the beginning ----------
+
+def _pending(ends):
+    return {(t, p) for t, parts in ends.items() for p, end in parts.items() if end > 0}
+
+
+def _done(pending, ends, topic, partition, offset):
+    if offset >= ends[topic][partition] - 1:
+        pending.discard((topic, partition))
+
+
+def read_confluent(broker, ends) -> dict:
+    from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"compat-{uuid.uuid4()}",
+                  "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+    out = {t: [] for t in ends}
+    pending = _pending(ends)
+    try:
+        c.assign([TopicPartition(t, p, OFFSET_BEGINNING) for t, p in pending])
+        deadline = time.monotonic() + TIMEOUT_S
+        while pending and time.monotonic() < deadline:
+            msg = c.poll(0.2)
+            if msg is None:
+                continue
+            assert not msg.error(), msg.error()
+            ts_type, ts = msg.timestamp()
+            out[msg.topic()].append(Read(msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                         tuple(msg.headers() or ()), ts,
+                                         "logappend" if ts_type == TIMESTAMP_LOG_APPEND_TIME else "create"))
+            _done(pending, ends, msg.topic(), msg.partition(), msg.offset())
+    finally:
+        c.close()
+    assert not pending, f"confluent-kafka did not reach the end of {pending}"
+    return out
+
+
+def read_kafka_python(broker, ends) -> dict:
+    from kafka import KafkaConsumer, TopicPartition
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+                      fetch_max_wait_ms=10, auto_offset_reset="earliest")
+    out = {t: [] for t in ends}
+    pending = _pending(ends)
+    try:
+        c.assign([TopicPartition(t, p) for t, p in pending])
+        c.seek_to_beginning()
+        deadline = time.monotonic() + TIMEOUT_S
+        while pending and time.monotonic() < deadline:
+            for tp, msgs in c.poll(timeout_ms=200).items():
+                for m in msgs:
+                    out[tp.topic].append(Read(m.partition, m.offset, m.key, m.value, tuple(m.headers or ()),
+                                              m.timestamp, "logappend" if m.timestamp_type == 1 else "create"))
+                    _done(pending, ends, tp.topic, m.partition, m.offset)
+    finally:
+        c.close()
+    assert not pending, f"kafka-python did not reach the end of {pending}"
+    return out
+
+
+def read_aiokafka(broker, ends) -> dict:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    out = {t: [] for t in ends}
+    pending = _pending(ends)
+
+    async def run():
+        c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None, enable_auto_commit=False,
+                             fetch_max_wait_ms=10, auto_offset_reset="earliest")
+        await c.start()
+        try:
+            c.assign([TopicPartition(t, p) for t, p in pending])
+            await c.seek_to_beginning()
+            deadline = time.monotonic() + TIMEOUT_S
+            while pending and time.monotonic() < deadline:
+                for tp, msgs in (await c.getmany(timeout_ms=200)).items():
+                    for m in msgs:
+                        out[tp.topic].append(Read(m.partition, m.offset, m.key, m.value, tuple(m.headers or ()),
+                                                  m.timestamp, "logappend" if m.timestamp_type == 1 else "create"))
+                        _done(pending, ends, tp.topic, m.partition, m.offset)
+        finally:
+            await c.stop()
+    asyncio.run(run())
+    assert not pending, f"aiokafka did not reach the end of {pending}"
+    return out
+
+
+def read_kcat(broker, ends) -> dict:
+    """kcat as a balanced consumer (-G, librdkafka's KafkaConsumer) over all topics in one run;
+    -e exits once every assigned partition reached its end."""
+    topics = [t for t, parts in ends.items() if any(parts.values())]
+    out = {t: [] for t in ends}
+    if not topics:
+        return out
+    proc = subprocess.run([KCAT, "-b", broker.bootstrap, "-G", f"compat-{uuid.uuid4()}", "-o", "beginning", "-e",
+                           "-J", "-X", "fetch.wait.max.ms=10", "-X", "enable.auto.commit=false", *topics],
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert proc.returncode == 0, f"kcat -G failed: {proc.stderr}"
+    for line in proc.stdout.splitlines():
+        m = json.loads(line)
+        h = m.get("headers", [])
+        headers = tuple((h[i], _b(h[i + 1])) for i in range(0, len(h), 2))
+        out[m["topic"]].append(Read(m["partition"], m["offset"], _b(m["key"]), _b(m["payload"]), headers,
+                                    m["ts"], {"create": "create", "logappend": "logappend"}[m["tstype"]]))
+    return out
+
+
+def read_kafkajs(broker, ends) -> dict:
+    r = kafkajs(broker, "read", ends=ends, groupId=f"compat-{uuid.uuid4()}")
+    assert r["outcome"] == "complete", f"kafkajs: {r['outcome']}; did not reach the end of {r['pending']}"
+    out = {t: [] for t in ends}
+    for m in r["records"]:
+        # kafkajs gives headers as an object ({k: v | [v, ...]}); rebuild pairs grouped by key
+        headers = tuple((k, _b(v)) for k, vs in m["headers"].items() for v in (vs if isinstance(vs, list) else [vs]))
+        out[m["topic"]].append(Read(m["partition"], m["offset"], _b(m["key"]), _b(m["value"]), headers,
+                                    m["timestamp"], "logappend" if m["timestampType"] == 1 else "create"))
+    return out
+
+
+READERS = {"confluent": read_confluent, "kafka-python": read_kafka_python, "aiokafka": read_aiokafka,
+           "kcat": read_kcat, "kafkajs": read_kafkajs}
+
+
+def end_offsets(broker, topics) -> dict:
+    """{topic: {partition: log end offset}} through confluent-kafka's ListOffsets."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "compat-ends"})
+    try:
+        out = {}
+        for topic in topics:
+            meta = c.list_topics(topic, timeout=10).topics[topic]
+            out[topic] = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                          for p in sorted(meta.partitions)}
+        return out
+    finally:
+        c.close()
+
+
+def by_partition(rows) -> dict:
+    """{partition: [rows in offset order]} (readers interleave partitions differently)."""
+    out: dict = {}
+    for r in sorted(rows, key=lambda r: (r.partition, r.offset)):
+        out.setdefault(r.partition, []).append(r)
+    return out

@@ -1,0 +1,180 @@
+"""Cross-client compatibility: what one real client writes, every other real client reads the same.
+
+Writers: confluent-kafka, kafka-python, aiokafka, kcat (every codec each supports) and kafkajs (none,
+gzip). Readers: the same five. The reference is the broker's own disk: each partition's batches are
+decoded with kompakt.protocol.records and must hold exactly what the writer sent (and in the codec
+it was asked for); then every reader must report exactly that - partition, offset, key, value (None
+kept apart from b""), headers in order (repeated keys, null values), timestamp and its type.
+
+Three topics (one broker, one read per client over all of them, so the whole file stays quick):
+- `x-<writer>-<codec>`: records with a null key, empty and long values, repeated header keys, a
+  null header value, explicit CreateTime timestamps where the client can set them (kcat cannot).
+  A topic per codec because kafkajs, lacking snappy/lz4/zstd, must be able to skip those.
+- `x-logappend`: message.timestamp.type=LogAppendTime; each writer sends timestamps an hour old;
+  every reader must see the broker's append time of that batch instead, marked log-append.
+- `x-compacted`: cleanup.policy=compact with null-value tombstones from several writers, compacted
+  through the admin API; every reader sees the gaps, each key's latest record, tombstones as None.
+"""
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from compat_support import (CODEC_IDS, KCAT, NODE, NPM, PRODUCERS, READERS, Read, Rec, by_partition,
+                            end_offsets, ensure_node_modules, running_broker, stored_batches)
+from kompakt.protocol.records import record_timestamp
+
+CODECS = {"confluent": ["none", "gzip", "snappy", "lz4", "zstd"],
+          "kafka-python": ["none", "gzip", "snappy", "lz4", "zstd"],
+          "aiokafka": ["none", "gzip", "snappy", "lz4", "zstd"],
+          "kcat": ["none", "gzip", "snappy", "lz4", "zstd"],
+          "kafkajs": ["none", "gzip"]}
+CLIENTS = [c for c in CODECS if (c != "kcat" or KCAT) and (c != "kafkajs" or (NODE and NPM))]
+SETS_TIMESTAMPS = {"confluent", "kafka-python", "aiokafka", "kafkajs"}
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture(scope="module")
+def cross_broker(tmp_path_factory):
+    if "kafkajs" in CLIENTS:
+        ensure_node_modules()
+    # no initial rebalance delay: kafkajs can only read through a group, one member per read
+    with running_broker(tmp_path_factory.mktemp("compat-broker"),
+                        {"offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}) as proc:
+        yield proc
+
+
+def create_topics(broker, specs: dict[str, tuple[int, dict]]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics([NewTopic(t, n, 1, config=c) for t, (n, c) in specs.items()])
+    for f in futures.values():
+        f.result(30)
+
+
+def codec_records(writer: str, codec: str, partition: int, base_ts: int) -> list[Rec]:
+    out = []
+    for i in range(8):
+        key = None if i == 0 else f"{writer}/{codec}/k{i % 5}".encode()
+        # kcat maps an empty value to null (-Z), so only the others send b""
+        value = b"" if i == 1 and writer != "kcat" else f"{writer}|{codec}|{i}|".encode() + b"xy" * (i * 40)
+        headers = [("codec", codec.encode())]
+        if writer != "kcat":                    # kcat: one header set per run
+            headers.append(("i", str(i).encode()))
+        headers += [("dup", b"first"), ("dup", b"second")]
+        if writer == "confluent":
+            headers.append(("nul", None))       # a header with a null value
+        ts = base_ts + i * 1000 if writer in SETS_TIMESTAMPS else None
+        out.append(Rec(partition, key, value, tuple(headers), ts))
+    return out
+
+
+def disk_view(broker, topic: str) -> dict:
+    """{partition: [Read]} decoded from the segment files, as a consumer should see them."""
+    out = {}
+    for p in range(len(end_offsets(broker, [topic])[topic])):
+        rows = []
+        for h, recs in stored_batches(broker.log_dir, topic, p):
+            for r in recs:
+                rows.append(Read(p, h.base_offset + r.offset_delta, r.key, r.value, tuple(r.headers),
+                                 record_timestamp(h, r), "logappend" if h.timestamp_type == 1 else "create"))
+        if rows:
+            out[p] = rows
+    return out
+
+
+def admin_post(broker, path: str) -> dict:
+    req = urllib.request.Request(f"{broker.metrics_url}{path}", method="POST", data=b"")
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read())
+
+
+def test_every_client_reads_what_every_client_wrote(cross_broker):
+    b = cross_broker
+    now = int(time.time() * 1000)
+    codec_topics = {f"x-{w}-{c}": (1, {}) for w in CLIENTS for c in CODECS[w]}
+    create_topics(b, {**codec_topics,
+                      "x-logappend": (1, {"message.timestamp.type": "LogAppendTime"}),
+                      "x-compacted": (1, {"cleanup.policy": "compact", "internal.segment.bytes": "1024"})})
+
+    # -- codec topics: each writer, each codec to its own topic
+    sent = {}
+    for w in CLIENTS:
+        for n, codec in enumerate(CODECS[w]):
+            recs = codec_records(w, codec, 0, now - 10 * HOUR_MS + n * 60_000)
+            PRODUCERS[w](b, f"x-{w}-{codec}", codec, recs)
+            sent[f"x-{w}-{codec}"] = (codec, recs)
+
+    # -- LogAppendTime: each writer sends one batch stamped an hour ago; note the wall clock around it
+    windows = []
+    for w in CLIENTS:
+        ts = now - HOUR_MS if w in SETS_TIMESTAMPS else None
+        before = int(time.time() * 1000)
+        PRODUCERS[w](b, "x-logappend", "none", [Rec(0, f"{w}-{i}".encode(), b"v", (), ts) for i in range(3)])
+        windows.append((w, before, int(time.time() * 1000)))
+
+    # -- compacted topic: values, then tombstones and newer values from other writers, then filler
+    #    batches so that everything above lands in segments the cleaner may clean (never the active one)
+    latest = {}
+    writers = [w for w in ["confluent", "kcat", "kafka-python", "aiokafka", "kafkajs"] if w in CLIENTS]
+    PRODUCERS[writers[0]](b, "x-compacted", "none", [Rec(0, f"k{i}".encode(), f"v1-{i}".encode()) for i in range(10)])
+    latest.update({f"k{i}".encode(): f"v1-{i}".encode() for i in range(10)})
+    for n, w in enumerate(writers[1:]):
+        tomb, fresh = f"k{2 * n}".encode(), f"k{2 * n + 1}".encode()
+        PRODUCERS[w](b, "x-compacted", "none", [Rec(0, tomb, None), Rec(0, fresh, f"v2-{w}".encode())])
+        latest[tomb], latest[fresh] = None, f"v2-{w}".encode()
+    for n in range(3):
+        PRODUCERS["confluent"](b, "x-compacted", "none", [Rec(0, b"filler", b"f" * 900)])
+    done = admin_post(b, "/v1/partitions/x-compacted/0/compact?wait=30")
+    assert done["state"] == "done", done
+
+    # -- the disk holds what was sent: keys, values, headers, offsets, codecs, timestamps
+    topics = [*codec_topics, "x-logappend", "x-compacted"]
+    ends = end_offsets(b, topics)
+    disk = {t: disk_view(b, t) for t in topics}
+    for topic, (codec, recs) in sent.items():
+        batches = stored_batches(b.log_dir, topic, 0)
+        assert batches and {h.compression for h, _ in batches} == {CODEC_IDS[codec]}, topic
+        rows = disk[topic][0]
+        assert [(r.offset, r.key, r.value, r.headers) for r in rows] == \
+               [(i, s.key, s.value, tuple(s.headers)) for i, s in enumerate(recs)], (topic, codec)
+        assert {r.timestamp_type for r in rows} == {"create"}
+        if recs[0].timestamp is not None:
+            assert [r.timestamp for r in rows] == [s.timestamp for s in recs]
+        else:
+            assert all(abs(r.timestamp - now) < 600_000 for r in rows)
+
+    lat = disk["x-logappend"][0]
+    assert len(lat) == 3 * len(CLIENTS) and {r.timestamp_type for r in lat} == {"logappend"}
+    for n, (w, before, after) in enumerate(windows):
+        stamps = {r.timestamp for r in lat[3 * n:3 * n + 3]}
+        assert len(stamps) == 1 and before - 5 <= stamps.pop() <= after + 5, (w, before, after, lat[3 * n])
+
+    compacted = disk["x-compacted"][0]
+    kept = [r for r in compacted if r.key != b"filler"]
+    assert {r.key: r.value for r in kept} == latest
+    assert len(kept) == len(latest), "a superseded record survived the compaction"
+    assert sum(1 for r in kept if r.value is None) == len(writers) - 1
+    assert compacted[-1].offset == ends["x-compacted"][0] - 1
+
+    # -- every reader sees exactly the disk (kafkajs: the codecs it has)
+    for reader in CLIENTS:
+        readable = {t: e for t, e in ends.items() if t not in sent or sent[t][0] in CODECS[reader]}
+        got = READERS[reader](b, readable)
+        for topic in readable:
+            assert by_partition(got[topic]) == disk[topic], f"{reader} read {topic} differently from the log"
+
+
+def test_tombstones_and_empty_values_are_distinct(cross_broker):
+    """A null value (tombstone) and an empty value are different things for every client."""
+    b = cross_broker
+    create_topics(b, {"x-nulls": (1, {})})   # delete policy: a compacted topic refuses null keys
+    PRODUCERS["confluent"](b, "x-nulls", "none", [Rec(0, b"a", None), Rec(0, b"b", b""), Rec(0, None, b"c"),
+                                                  Rec(0, b"", b"d")])
+    ends = end_offsets(b, ["x-nulls"])
+    for reader in CLIENTS:
+        rows = by_partition(READERS[reader](b, ends)["x-nulls"])[0]
+        assert [(r.key, r.value) for r in rows] == [(b"a", None), (b"b", b""), (None, b"c"), (b"", b"d")], reader
