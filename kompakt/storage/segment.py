@@ -18,7 +18,7 @@ Invariants:
 - offsets in the file strictly increase batch after batch, all >= base_offset, and
   `last offset - base_offset` fits in int32 (the index's relative offsets);
 - an index entry (o, p) is added when more than `index.interval.bytes` were appended since the
-  previous entry: o = the largest offset of the append, p = its start position;
+  previous entry: o = a batch's last offset, p = that batch's position (per batch, as Kafka 4);
 - `max_timestamp_so_far` / `offset_of_max_timestamp_so_far` describe the whole file; the time
   index's last entry equals them once the segment is inactive.
 Not thread-safe on its own: the owning Log serialises mutations under its lock. Reads are pread
@@ -332,7 +332,7 @@ class LogSegment:
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check()
 
-    def recover(self, producer_state=None, leader_epoch_cache=None, max_message_bytes: int | None = None) -> int:
+    def recover(self, producer_state=None, leader_epoch_cache=None) -> int:
         """Validate every batch, rebuild both indexes, truncate at the first invalid batch.
 
         A batch is valid when its length is at least the header size, it lies within the file,
