@@ -31,6 +31,7 @@ import uuid
 
 from kompakt.broker.connection import KafkaConnection
 from kompakt.broker.dispatch import Dispatcher
+from kompakt.broker.fetch_session import FetchSessionCache
 from kompakt.broker.fetch_wait import FetchWaiters
 from kompakt.config.broker_config import BrokerConfig, ConfigError
 
@@ -67,6 +68,7 @@ class Broker:
         self.ready = False
         self.connections: set[KafkaConnection] = set()
         self.fetch_waiters = FetchWaiters()
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.cluster_id: str | None = config["cluster.id"]
         self.advertised: tuple[str, int] | None = None
         self.bound: list[tuple[str, str, int]] = []   # (listener name, host, actual port)

@@ -41,16 +41,17 @@ def stored(h, topic, partition, offset=0):
 
 
 async def fetch(h, parts, version=11, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation=0,
-                session_id=0, by_id=None):
+                session_id=0, by_id=None, epoch=-1, forget=()):
     """parts: [(topic, partition, offset, partition_max_bytes)] -> {(topic, p): partition data}."""
     topics = {}
     for topic, p, offset, pmax in parts:
         topics.setdefault(topic, []).append(FP(partition=p, fetch_offset=offset, partition_max_bytes=pmax,
                                                current_leader_epoch=-1, log_start_offset=-1))
     req = FetchRequest(replica_id=-1, max_wait_ms=max_wait, min_bytes=min_bytes, max_bytes=max_bytes,
-                       isolation_level=isolation, session_id=session_id, session_epoch=-1,
+                       isolation_level=isolation, session_id=session_id, session_epoch=epoch,
                        topics=[FT(topic=t, topic_id=(by_id or {}).get(t), partitions=ps) for t, ps in topics.items()],
-                       forgotten_topics_data=[], rack_id="")
+                       forgotten_topics_data=[FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in forget],
+                       rack_id="")
     resp = await call(h, req, version)
     out = {}
     for t in resp.responses:
@@ -176,12 +177,67 @@ async def test_topic_ids_from_v13(h):
     assert out[(unknown, 0)].error_code == 100
 
 
-async def test_sessions_are_not_kept(h):
+async def test_sessionless_fetch_answers_session_id_zero(h):
     h.create("t", 1)
-    resp, _ = await fetch(h, [("t", 0, 0, 1000)], version=7)
+    resp, _ = await fetch(h, [("t", 0, 0, 1000)], version=7, epoch=-1)
     assert resp.session_id == 0
-    resp, _ = await fetch(h, [("t", 0, 0, 1000)], version=7, session_id=1234)
+
+
+async def test_incremental_session_answers_only_news(h):
+    h.create("t", 2)
+    append(h, "t", 0, 1)
+    # full fetch, epoch 0: a session is opened and every partition answered
+    resp, out = await fetch(h, [("t", 0, 0, 1000), ("t", 1, 0, 1000)], version=7, epoch=0)
+    sid = resp.session_id
+    assert sid != 0 and set(out) == {("t", 0), ("t", 1)} and out[("t", 0)].records
+    # epoch 1: the client moved p0 to offset 1; nothing new anywhere -> no partitions at all
+    resp, out = await fetch(h, [("t", 0, 1, 1000)], version=7, session_id=sid, epoch=1)
+    assert (resp.error_code, resp.session_id, out) == (0, sid, {})
+    # epoch 2: an append to p1 -> only p1, with its records and new high watermark
+    append(h, "t", 1, 2)
+    resp, out = await fetch(h, [], version=7, session_id=sid, epoch=2)
+    assert set(out) == {("t", 1)} and out[("t", 1)].high_watermark == 2 and out[("t", 1)].records
+    # epoch 3: p1 forgotten; appends to it are no longer reported
+    resp, out = await fetch(h, [("t", 1, 2, 1000)], version=7, session_id=sid, epoch=3,
+                            forget=[("t", [1])])
+    append(h, "t", 1, 1)
+    resp, out = await fetch(h, [], version=7, session_id=sid, epoch=4)
+    assert out == {}
+
+
+async def test_session_errors_and_close(h):
+    h.create("t", 1)
+    resp, _ = await fetch(h, [("t", 0, 0, 1000)], version=12, epoch=0)
+    sid = resp.session_id
+    resp, _ = await fetch(h, [], version=12, session_id=sid, epoch=5)
+    assert resp.error_code == 71                          # INVALID_FETCH_SESSION_EPOCH
+    resp, _ = await fetch(h, [], version=12, session_id=sid + 1, epoch=1)
     assert resp.error_code == 70                          # FETCH_SESSION_ID_NOT_FOUND
+    resp, out = await fetch(h, [("t", 0, 0, 1000)], version=12, session_id=sid, epoch=-1)
+    assert resp.session_id == 0 and ("t", 0) in out       # closed; answered in full
+    resp, _ = await fetch(h, [], version=12, session_id=sid, epoch=1)
+    assert resp.error_code == 70
+
+
+async def test_sessions_by_topic_id(h):
+    meta = h.create("t", 1)
+    ids = {"t": meta.topic_id}
+    resp, out = await fetch(h, [("t", 0, 0, 1000)], version=13, epoch=0, by_id=ids)
+    sid = resp.session_id
+    append(h, "t", 0, 1)
+    resp, out = await fetch(h, [], version=13, session_id=sid, epoch=1, by_id=ids)
+    assert list(out) == [(meta.topic_id, 0)] and out[(meta.topic_id, 0)].records
+
+
+async def test_no_slots_means_no_sessions(tmp_path):
+    from admin_harness import Harness
+    h = Harness(tmp_path, **{"max.incremental.fetch.session.cache.slots": "0"})
+    try:
+        h.create("t", 1)
+        resp, out = await fetch(h, [("t", 0, 0, 1000)], version=7, epoch=0)
+        assert resp.session_id == 0 and ("t", 0) in out
+    finally:
+        h.close()
 
 
 async def test_records_pass_through_all_versions(h):

@@ -22,9 +22,11 @@ Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13),
 OFFSET_OUT_OF_RANGE when fetch_offset is below the log start offset or above the log end offset
 (the consumer then applies auto.offset.reset).
 
-Fetch sessions (KIP-227): not kept. Every response has session_id 0, which tells the client "no
-session": it keeps sending full fetch requests. A request naming a session id we never gave out
-gets FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens a session (fetch_session.py has
+the table); incremental requests then carry only added/changed/forgotten partitions and get back
+only partitions with news (records, an error, or a moved high watermark / LSO / log start).
+`max.incremental.fetch.session.cache.slots=0` answers every fetch sessionless (session id 0).
+Unknown session: FETCH_SESSION_ID_NOT_FOUND; wrong epoch: INVALID_FETCH_SESSION_EPOCH.
 
 Version notes: v4 isolation level + last stable offset; v5 log start offset; v7 sessions;
 v9 current leader epoch (accepted, not checked: our epoch is always 0); v11 rack id and preferred
@@ -35,7 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 
+from kompakt.broker.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID,
+                                          SessionPartition, next_epoch)
 from kompakt.protocol import codec
 from kompakt.protocol.codec import FetchPartitionResult, FetchTopicResult
 from kompakt.protocol.errors import ErrorCode, KafkaError
@@ -51,12 +56,12 @@ INT32_MAX = 2**31 - 1
 log = logging.getLogger(__name__)
 
 
-def _resolve(ctx, request, version):
+def _resolve(ctx, request_topics, version):
     """[(name, topic_id, [(partition, fetch_offset, partition_max_bytes)])] in request order."""
     lm = ctx.log_manager
     by_id = None
     out = []
-    for t in request.topics:
+    for t in request_topics:
         if version >= 13:
             if by_id is None:
                 by_id = {m.topic_id: m.name for m in lm.topics.values()}
@@ -119,15 +124,43 @@ def _read_all(ctx, wanted, version, max_bytes, read_committed):
 
 async def handle(ctx, request):
     version = ctx.api_version
-    if version >= 7 and request.session_id != 0:
-        return codec.encode_fetch_response(ctx.correlation_id, version, [],
-                                           error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0)
+    sessions = ctx.broker.fetch_sessions
+    session_id, epoch = (request.session_id, request.session_epoch) if version >= 7 else (0, FINAL_EPOCH)
+    session = None
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):            # a full fetch (see fetch_session.py)
+        if session_id != INVALID_SESSION_ID:
+            sessions.remove(session_id)
+        wanted = _resolve(ctx, request.topics, version)
+    else:                                                # an incremental fetch
+        session = sessions.get(session_id)
+        if session is None or epoch != session.epoch:
+            code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if session is None else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+            return codec.encode_fetch_response(ctx.correlation_id, version, [], error_code=code, session_id=0)
+        _update_session(ctx, session, request, version)
+        wanted = _session_wanted(session)
+
+    topics = await _fetch(ctx, request, version, wanted)
+
+    if session is not None:
+        topics = _news_only(session, wanted, topics, version)
+        session.epoch = next_epoch(session.epoch)
+        answer_id = session.id
+    elif epoch == INITIAL_EPOCH:
+        session = sessions.create(_session_partitions(wanted, topics, version))
+        answer_id = session.id if session is not None else INVALID_SESSION_ID
+    else:
+        answer_id = INVALID_SESSION_ID
+    _record_metrics(ctx.metrics, topics)
+    return codec.encode_fetch_response(ctx.correlation_id, version, topics, session_id=answer_id)
+
+
+async def _fetch(ctx, request, version, wanted):
+    """Read every wanted partition; long-poll for appends while below min_bytes and error-free."""
     max_bytes = request.max_bytes if request.max_bytes > 0 else INT32_MAX
     fetch_max = ctx.config.get("fetch.max.bytes")
     if fetch_max:
         max_bytes = min(max_bytes, fetch_max)
     read_committed = request.isolation_level == READ_COMMITTED
-    wanted = _resolve(ctx, request, version)
     topics, total, errors = _read_all(ctx, wanted, version, max_bytes, read_committed)
     wait_ms = request.max_wait_ms
     if total < request.min_bytes and wait_ms > 0 and not errors and wanted:
@@ -142,8 +175,62 @@ async def handle(ctx, request):
             topics, total, errors = _read_all(ctx, wanted, version, max_bytes, read_committed)
             if errors:
                 break
-    _record_metrics(ctx.metrics, topics)
-    return codec.encode_fetch_response(ctx.correlation_id, version, topics, session_id=0)
+    return topics
+
+
+# -- sessions ----------------------------------------------------------------------------------
+
+def _key(version, name, topic_id, index):
+    return (topic_id if version >= 13 else name, index)
+
+
+def _session_partitions(wanted, topics, version) -> "OrderedDict[tuple, SessionPartition]":
+    """The partitions of a full fetch as a new session's state, remembering what we answered."""
+    parts: OrderedDict = OrderedDict()
+    for (name, topic_id, partitions), result in zip(wanted, topics):
+        for (index, offset, max_bytes), answered in zip(partitions, result.partitions):
+            sp = SessionPartition(name, topic_id, index, offset, max_bytes)
+            sp.remember(answered)
+            parts[_key(version, name, topic_id, index)] = sp
+    return parts
+
+
+def _update_session(ctx, session, request, version) -> None:
+    """Apply an incremental request: added/changed partitions, then forgotten ones."""
+    for name, topic_id, partitions in _resolve(ctx, request.topics, version):
+        for index, offset, max_bytes in partitions:
+            key = _key(version, name, topic_id, index)
+            sp = session.partitions.get(key)
+            if sp is None:
+                session.partitions[key] = SessionPartition(name, topic_id, index, offset, max_bytes)
+            else:
+                sp.fetch_offset, sp.max_bytes = offset, max_bytes
+    for forgotten in request.forgotten_topics_data or ():
+        ident = forgotten.topic_id if version >= 13 else forgotten.topic
+        for index in forgotten.partitions:
+            session.partitions.pop((ident, index), None)
+
+
+def _session_wanted(session):
+    """The session's partitions grouped by topic, in session order, in _resolve's shape."""
+    grouped: OrderedDict = OrderedDict()
+    for sp in session.partitions.values():
+        entry = grouped.get((sp.name, sp.topic_id))
+        if entry is None:
+            entry = grouped[(sp.name, sp.topic_id)] = (sp.name, sp.topic_id, [])
+        entry[2].append((sp.index, sp.fetch_offset, sp.max_bytes))
+    return list(grouped.values())
+
+
+def _news_only(session, wanted, topics, version):
+    """Keep only the partitions whose answer differs from what the session last told the client."""
+    out = []
+    for (name, topic_id, partitions), result in zip(wanted, topics):
+        kept = [answered for (index, _, _), answered in zip(partitions, result.partitions)
+                if session.partitions[_key(version, name, topic_id, index)].changed(answered)]
+        if kept:
+            out.append(FetchTopicResult(result.name, result.topic_id, kept))
+    return out
 
 
 def _record_metrics(metrics, topics) -> None:
