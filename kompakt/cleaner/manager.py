@@ -163,6 +163,7 @@ class LogCleanerManager:
         self.in_progress: dict = {}       # tp -> CleaningState (absent = NONE)
         self.uncleanable: dict = {}       # log dir -> {tp: reason}
         self.checkpoint_files: dict = {}
+        self._cp_cache: dict = {}         # log dir -> {tp: offset}, the files' content
         self.dirtiest_ratio = 0.0
         self.max_compaction_delay_ms = 0
         self.last_selection: dict = {}    # tp -> LogToClean of the last selection round
@@ -261,15 +262,24 @@ class LogCleanerManager:
         return counts, sizes
 
     # --- checkpoints -------------------------------------------------------------------------------
+    def _read_dir(self, d: str) -> dict:
+        """The checkpoint of one dir, read once and then kept in memory (only we write it)."""
+        cached = self._cp_cache.get(d)
+        if cached is None:
+            f = self.checkpoint_files[d]
+            try:
+                cached = {_tp(tp): off for tp, off in f.read().items()}
+            except Exception as exc:  # noqa: BLE001 - a bad file means "no checkpoints" (self-heals)
+                log.warning("failed to read cleaner checkpoint %s: %s", f.path, exc)
+                cached = {}
+            self._cp_cache[d] = cached
+        return cached
+
     def all_cleaner_checkpoints(self) -> dict:
         out = {}
         with self.lock:
-            for d, f in self.checkpoint_files.items():
-                try:
-                    for tp, off in f.read().items():
-                        out[_tp(tp)] = off
-                except Exception as exc:  # noqa: BLE001 - a bad file means "no checkpoints" (self-heals)
-                    log.warning("failed to read cleaner checkpoint %s: %s", f.path, exc)
+            for d in self.checkpoint_files:
+                out.update(self._read_dir(d))
         return out
 
     def update_checkpoints(self, log_dir: str, partition_to_update=None, partition_to_remove=None) -> None:
@@ -278,10 +288,7 @@ class LogCleanerManager:
             f = self.checkpoint_files.get(log_dir)
             if f is None:
                 return
-            try:
-                current = {_tp(tp): off for tp, off in f.read().items()}
-            except Exception:  # noqa: BLE001
-                current = {}
+            current = dict(self._read_dir(log_dir))
             live = self.logs_fn()
             current = {tp: off for tp, off in current.items() if tp in live}
             if partition_to_update is not None:
@@ -290,6 +297,7 @@ class LogCleanerManager:
             if partition_to_remove is not None:
                 current.pop(_tp(partition_to_remove), None)
             f.write(current)
+            self._cp_cache[log_dir] = current
 
     def maybe_truncate_checkpoint(self, tp, offset: int, log_dir: str | None = None) -> None:
         """After truncation: a cleaner point above the new end moves down to `offset`."""
@@ -307,6 +315,7 @@ class LogCleanerManager:
     def handle_log_dir_failure(self, log_dir: str) -> None:
         with self.lock:
             self.checkpoint_files.pop(os.path.abspath(log_dir), None)
+            self._cp_cache.pop(os.path.abspath(log_dir), None)
             self.uncleanable.pop(os.path.abspath(log_dir), None)
 
     # --- selection ---------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ def produce(bootstrap, topic, records, partition=0, batch_size=16384):
     return out
 
 
-def read_partition(bootstrap, topic, partition=0, timeout_s=30.0):
+def read_partition(bootstrap, topic, partition=0, timeout_s=90.0):
     """Every record of the partition from the beginning up to its high watermark."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
                   "enable.auto.commit": False, "auto.offset.reset": "earliest",
