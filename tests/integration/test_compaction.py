@@ -3,6 +3,7 @@ __consumer_offsets stays small under many commits. Real broker process, confluen
 from __future__ import annotations
 
 import os
+import re
 import threading
 import urllib.request
 
@@ -48,7 +49,11 @@ def test_compacts_under_continuous_produce(start_broker):
     status = admin_get(b, "/v1/cleaner")
     assert status.get("cleanings_total", 0) >= 1 and status.get("dead_thread_count", 0) == 0
     metrics = urllib.request.urlopen(f"{b.metrics_url}/metrics").read().decode()
-    assert "kompakt_cleaner" in metrics
+    cleanings = re.search(r"^kompakt_cleaner_cleanings_total (\S+)$", metrics, re.M)
+    assert cleanings and float(cleanings.group(1)) >= 1
+    point = re.search(r'^kompakt_cleaner_partition_cleaner_point_offset\{[^}]*topic="prices"[^}]*\} (\S+)$',
+                      metrics, re.M)
+    assert point and float(point.group(1)) > len(produced) // 2
     assert "Log cleaner thread 0 cleaned log prices-0 (dirty section = [" in b.log_text()
 
 
