@@ -250,3 +250,22 @@ async def test_records_pass_through_all_versions(h):
         key = ("t", 0) if version < 13 else (h.lm.topics["t"].topic_id, 0)
         assert bytes(out[key].records) == bytes(expected), version
         assert isinstance(resp, FetchResponse)
+
+
+async def test_session_rotates_partitions_that_returned_data(h):
+    h.create("t", 2)
+    for p in (0, 1):
+        for _ in range(2):
+            append(h, "t", p, 5, size=200)
+    one_batch = len(stored(h, "t", 0)) // 2
+    # max_bytes fits one batch: the first partition in session order gets served
+    resp, out = await fetch(h, [("t", 0, 0, 1 << 20), ("t", 1, 0, 1 << 20)], version=7, epoch=0,
+                            max_bytes=one_batch)
+    assert out[("t", 0)].records and not out[("t", 1)].records
+    sid = resp.session_id
+    # incremental: session order p0, p1 -> p0 is served and moves behind p1 ...
+    resp, out = await fetch(h, [], version=7, session_id=sid, epoch=1, max_bytes=one_batch)
+    assert set(out) == {("t", 0)}
+    # ... so next time p1 goes first
+    resp, out = await fetch(h, [], version=7, session_id=sid, epoch=2, max_bytes=one_batch)
+    assert out[("t", 1)].records and ("t", 0) not in out

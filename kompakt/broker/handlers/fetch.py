@@ -223,13 +223,24 @@ def _session_wanted(session):
 
 
 def _news_only(session, wanted, topics, version):
-    """Keep only the partitions whose answer differs from what the session last told the client."""
+    """Keep only the partitions whose answer differs from what the session last told the client.
+
+    Partitions that returned records move to the end of the session, so that when max_bytes cuts
+    a response short the others go first next time (Kafka's fairness rule for sessions)."""
     out = []
+    served = []
     for (name, topic_id, partitions), result in zip(wanted, topics):
-        kept = [answered for (index, _, _), answered in zip(partitions, result.partitions)
-                if session.partitions[_key(version, name, topic_id, index)].changed(answered)]
+        kept = []
+        for (index, _, _), answered in zip(partitions, result.partitions):
+            key = _key(version, name, topic_id, index)
+            if session.partitions[key].changed(answered):
+                kept.append(answered)
+                if answered.records:
+                    served.append(key)
         if kept:
             out.append(FetchTopicResult(result.name, result.topic_id, kept))
+    for key in served:
+        session.partitions.move_to_end(key)
     return out
 
 
