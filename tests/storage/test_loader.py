@@ -301,3 +301,23 @@ def test_untouched_indexes_hold_no_file_descriptor(tmp_path):
     # one .log descriptor per segment (as Kafka keeps), index descriptors only for the active one
     assert lg.num_segments > 5 and opened <= lg.num_segments + 2
     lg.close()
+
+
+def test_garbage_metadata_files_do_not_stop_the_load(tmp_path):
+    d = str(tmp_path / "t-0")
+    fill(d, 12).close()
+    open(os.path.join(d, "leader-epoch-checkpoint"), "wb").write(b"\x00\xffnot a checkpoint")
+    open(os.path.join(d, "partition.metadata"), "wb").write(b"version: 7\ntopic_id: ???")
+    open(os.path.join(d, "00000000000000000012.snapshot"), "wb").write(b"\x00\x01short")
+    time_index = S.time_index_file(d, 0)
+    os.unlink(time_index)
+    lg = Log.open(d, CFG)
+    assert lg.log_end_offset == 12 and lg.topic_id is None
+    assert any("partition.metadata" in r for r in lg.repairs)
+    assert any("rebuilt indexes" in r for r in lg.repairs) and os.path.exists(time_index)
+    assert not os.path.exists(os.path.join(d, "00000000000000000012.snapshot"))  # corrupt: dropped
+    lg.append_as_leader(R.build_batch([(b"k", b"v")]), leader_epoch=2)
+    text = open(os.path.join(d, "leader-epoch-checkpoint")).read()
+    assert text.startswith("0\n") and text.endswith("\n2 12\n")   # rewritten in Kafka's format
+    assert [k for _, k in values(lg)][:2] == [b"key-0", b"key-1"]
+    lg.close()
