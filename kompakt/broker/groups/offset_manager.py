@@ -1,0 +1,183 @@
+"""Committed offsets: OffsetCommit, OffsetFetch, OffsetDelete and retention (Kafka's
+OffsetMetadataManager), as a mixin of GroupCoordinator over its groups and `offsets` image.
+
+Who may commit follows ClassicGroup.validateOffsetCommit (see handlers/offset_commit.py); every
+accepted commit is appended to __consumer_offsets (one batch per request) before it is
+acknowledged or visible to OffsetFetch. Expiry (offsets.py's rule) runs every
+offsets.retention.check.interval.ms and writes tombstones; an Empty group left without offsets
+dies like Kafka's (group tombstone).
+
+Invariant: `self.offsets` changes only after a successful append, so it always equals what a
+replay of the log would build.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kompakt.broker.groups.group import ClassicGroup, GroupState
+from kompakt.broker.groups.membership import storage_error_to_coordinator_error
+from kompakt.broker.groups.offsets import OffsetAndMetadata, expired_offsets
+from kompakt.protocol import errors
+from kompakt.protocol import group_records as gr
+from kompakt.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+
+class OffsetManager:
+    """OffsetCommit / OffsetFetch / OffsetDelete / expiry over `self.offsets` and `self.groups`."""
+
+    def commit_offsets(self, group_id: str, generation_id: int, member_id: str,
+                       group_instance_id: str | None, retention_time_ms: int,
+                       partitions: list[tuple[str, int, int, int, str | None, int]],
+                       api_version: int) -> dict[tuple[str, int], int]:
+        """Validate and append commits of (topic, partition, offset, leader epoch, metadata,
+        commit timestamp or -1); returns the error code of each (topic, partition).
+
+        Raises KafkaError when the whole request fails (group or member checks)."""
+        group = self._validate_commit(group_id, generation_id, member_id, group_instance_id, api_version)
+        now = self.time_ms()
+        max_metadata = self.config["offset.metadata.max.bytes"]
+        codes: dict[tuple[str, int], int] = {}
+        records: list[tuple[bytes, bytes]] = []
+        accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
+        topics = self.broker.log_manager.topics
+        for topic, partition, offset, epoch, metadata, commit_ts in partitions:
+            tp = (topic, partition)
+            metadata = metadata or ""
+            if topic not in topics:   # Kafka checks the topic only, not the partition
+                codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if len(metadata.encode("utf-8")) > max_metadata:
+                codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+                continue
+            commit_at = commit_ts if commit_ts is not None and commit_ts >= 0 else now
+            expire_at = commit_at + retention_time_ms if retention_time_ms >= 0 else -1
+            om = OffsetAndMetadata(offset, epoch, metadata, commit_at, expire_at)
+            accepted[tp] = om
+            records.append((gr.encode_offset_commit_key(group_id, topic, partition),
+                            gr.encode_offset_commit_value(offset, metadata, commit_at,
+                                                          leader_epoch=epoch, expire_timestamp=expire_at)))
+        if records:
+            try:
+                self.topic.append(group_id, records)
+            except KafkaError as exc:
+                code = storage_error_to_coordinator_error(exc)
+                log.warning("offset commit of group %s failed to append: %s", group_id, exc)
+                for tp in accepted:
+                    codes[tp] = code
+                return codes
+            self.offsets.setdefault(group_id, {}).update(accepted)
+            self.counters["offset_commits_total"] += len(accepted)
+            for tp in accepted:
+                codes[tp] = ErrorCode.NONE
+        if group.has_member(member_id):
+            self._reschedule_heartbeat(group, group.member(member_id))
+        return codes
+
+    def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
+                         group_instance_id: str | None, api_version: int) -> ClassicGroup:
+        if not group_id:
+            raise errors.InvalidGroupIdError("group id must not be empty")
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id < 0:
+                # A "simple" group: the admin client or a consumer with manual assignment.
+                group = self.groups[group_id] = ClassicGroup(group_id, self.time_ms())
+                return group
+            if api_version >= 9:
+                raise errors.GroupIdNotFoundError(f"group {group_id} not found")
+            raise errors.IllegalGenerationError(f"group {group_id} has no generation {generation_id}")
+        if group.is_state(GroupState.DEAD):
+            raise errors.CoordinatorNotAvailableError()
+        if generation_id < 0 and group.is_state(GroupState.EMPTY):
+            return group
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            group.validate_member(member_id, group_instance_id)
+            if generation_id != group.generation_id:
+                raise errors.IllegalGenerationError(
+                    f"generation {generation_id} is not group {group_id}'s generation {group.generation_id}")
+        elif not group.is_state(GroupState.EMPTY):
+            raise errors.UnknownMemberIdError("only members may commit offsets of a non-empty group")
+        if group.is_state(GroupState.COMPLETING_REBALANCE):
+            raise errors.RebalanceInProgressError()
+        return group
+
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+                      ) -> dict[tuple[str, int], OffsetAndMetadata | None]:
+        """Committed offsets of the given partitions (None = not committed), or of all when
+        `partitions` is None."""
+        committed = self.offsets.get(group_id, {})
+        if partitions is None:
+            return dict(committed)
+        return {tp: committed.get(tp) for tp in partitions}
+
+    def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
+        """OffsetDelete: (top-level error, {(topic, partition): error})."""
+        group = self.groups.get(group_id)
+        if group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        codes: dict[tuple[str, int], int] = {}
+        if not group.is_state(GroupState.EMPTY):
+            if group.protocol_type != "consumer" or group.subscribed_topics is None:
+                return ErrorCode.NON_EMPTY_GROUP, {}
+            for tp in partitions:
+                if tp[0] in group.subscribed_topics:
+                    codes[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+        committed = self.offsets.get(group_id, {})
+        doomed = [tp for tp in partitions if tp not in codes and tp in committed]
+        try:
+            self._tombstone_offsets(group_id, doomed)
+        except KafkaError as exc:
+            return storage_error_to_coordinator_error(exc), {}
+        for tp in partitions:
+            codes.setdefault(tp, ErrorCode.NONE)
+        return ErrorCode.NONE, codes
+
+    def _tombstone_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> None:
+        if not tps:
+            return
+        self.topic.append(group_id, [(gr.encode_offset_commit_key(group_id, t, p), None) for t, p in tps])
+        committed = self.offsets.get(group_id, {})
+        for tp in tps:
+            committed.pop(tp, None)
+        if not committed:
+            self.offsets.pop(group_id, None)
+
+    # ============================================================================ retention
+
+    async def _retention_loop(self) -> None:
+        interval = self.config["offsets.retention.check.interval.ms"] / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                self.expire_offsets()
+            except Exception:
+                log.exception("offset expiration failed")
+
+    def expire_offsets(self) -> int:
+        """Tombstone expired offsets; Empty groups left with no offsets die. Returns the count."""
+        now = self.time_ms()
+        retention_ms = self.config["offsets.retention.minutes"] * 60_000
+        total = 0
+        for group_id in list(self.groups):
+            group = self.groups[group_id]
+            committed = self.offsets.get(group_id, {})
+            expired = expired_offsets(group, committed, now, retention_ms)
+            if expired:
+                try:
+                    self._tombstone_offsets(group_id, expired)
+                except KafkaError as exc:
+                    log.warning("could not expire offsets of group %s: %s", group_id, exc)
+                    continue
+                log.info("expired %d offsets of group %s", len(expired), group_id)
+                self.counters["offsets_expired_total"] += len(expired)
+                total += len(expired)
+            if (group.is_state(GroupState.EMPTY) and not group.pending_members
+                    and not self.offsets.get(group_id)):
+                try:
+                    self._delete_group(group)
+                except KafkaError as exc:
+                    log.warning("could not delete empty group %s: %s", group_id, exc)
+        return total
