@@ -404,3 +404,50 @@ async def test_metrics_export_group_figures(env):
         assert "kompakt_group_rebalances_total 1.0" in text
     finally:
         await c.stop()
+
+
+async def test_initial_rebalance_delay_gathers_a_starting_fleet(tmp_path):
+    config = make_config(tmp_path, group_initial_rebalance_delay_ms=300)
+    lm = LogManager(config)
+    lm.startup()
+    c = await started(types.SimpleNamespace(config=config, log_manager=lm), Clock())
+    try:
+        # v3: no MEMBER_ID_REQUIRED round trip; both arrive within the delay of the empty group
+        first = asyncio.create_task(c.join_group(join_req(version=3)))
+        await wait_for(lambda: c.groups.get("g") and c.groups["g"].members, "the first member")
+        second = asyncio.create_task(c.join_group(join_req(version=3)))
+        a, b = await first, await second
+        assert a.generation_id == b.generation_id == 1        # one generation, not two
+        assert len((a if a.members else b).members) == 2
+    finally:
+        await c.stop()
+        lm.shutdown()
+
+
+async def test_stop_answers_parked_joins(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    a = await join_alone(c)
+    await c.sync_group("g", 1, a.member_id, None, None, None, [])
+    parked = asyncio.create_task(c.join_group(join_req(version=3)))   # waits for a to rejoin
+    await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "the rebalance")
+    await c.stop()
+    assert (await parked).error == EC.NOT_COORDINATOR
+
+
+async def test_replay_skips_undecodable_records(env):
+    broker, clock = env
+    c = await started(broker, clock)
+    c.commit_offsets("g", -1, "", None, -1, [("t", 0, 5, -1, "", -1)], 8)
+    await c.stop()
+    partition = gr.partition_for("g", 3)
+    garbage = rec.build_batch([(b"\x00\x01\xff", b"x"), (b"\x00\x05unknown-type", b"v"),
+                               (gr.encode_offset_commit_key("g", "t", 1), b"\x00\x09bad version"),
+                               (gr.encode_offset_commit_key("g", "t", 0),
+                                gr.encode_offset_commit_value(6, "after", 1))])
+    broker.log_manager.append_as_leader(TopicPartition(OFFSETS_TOPIC, partition), garbage)
+    c2 = await started(broker, clock)
+    try:
+        assert {tp: om.offset for tp, om in c2.fetch_offsets("g", None).items()} == {("t", 0): 6}
+    finally:
+        await c2.stop()
