@@ -33,7 +33,7 @@ from kompakt.broker.groups.group import ClassicGroup, GroupEvent, GroupState
 from kompakt.broker.groups.member import ClassicMember
 from kompakt.broker.groups.membership import (  # noqa: F401  (JoinRequest etc. re-exported for handlers)
     NEW_MEMBER_JOIN_TIMEOUT_MS, UNKNOWN_MEMBER_ID, ClassicMembership, GroupDescription, JoinRequest,
-    JoinResult, SyncResult, _complete, storage_error_to_coordinator_error)
+    JoinResult, SyncResult, complete_future, storage_error_to_coordinator_error)
 from kompakt.broker.groups.offset_manager import OffsetManager
 from kompakt.broker.groups.offsets import OffsetAndMetadata
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
@@ -85,8 +85,8 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         # coordinator lookup, rather than hanging until the connection drops.
         for group in self.groups.values():
             for m in group.members.values():
-                _complete(m.join_future, JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
-                _complete(m.sync_future, SyncResult(error=ErrorCode.NOT_COORDINATOR))
+                complete_future(m.join_future, JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
+                complete_future(m.sync_future, SyncResult(error=ErrorCode.NOT_COORDINATOR))
 
     def stats(self) -> dict:
         """Figures for /metrics (read at scrape time by broker/metrics.py's LiveCollector)."""

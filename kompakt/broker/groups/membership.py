@@ -93,7 +93,8 @@ def storage_error_to_coordinator_error(exc: KafkaError) -> int:
     return code
 
 
-def _complete(fut, result) -> bool:
+def complete_future(fut, result) -> bool:
+    """Answer a parked JoinGroup/SyncGroup once; False if it was already answered (or none)."""
     if fut is not None and not fut.done():
         fut.set_result(result)
         return True
@@ -148,7 +149,7 @@ class ClassicMembership:
         else:
             immediate = self._join_existing_member(group, req, fut)
         if immediate is not None:
-            _complete(fut, immediate)
+            complete_future(fut, immediate)
         return await fut
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
@@ -237,7 +238,7 @@ class ClassicMembership:
                                      req: JoinRequest, fut) -> None:
         if member.join_future is not fut:
             # A second JoinGroup from the same member replaces the first (which it abandoned).
-            _complete(member.join_future, JoinResult(error=ErrorCode.REBALANCE_IN_PROGRESS,
+            complete_future(member.join_future, JoinResult(error=ErrorCode.REBALANCE_IN_PROGRESS,
                                                      member_id=member.member_id))
         member.protocols = list(req.protocols)
         member.rebalance_timeout_ms = (req.rebalance_timeout_ms if req.rebalance_timeout_ms >= 0
@@ -252,8 +253,8 @@ class ClassicMembership:
         and avoid a rebalance when the group is Stable and the selected protocol stays."""
         current_leader = group.leader_id
         old = group.member(old_id)
-        _complete(old.join_future, JoinResult(error=ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
-        _complete(old.sync_future, SyncResult(error=ErrorCode.FENCED_INSTANCE_ID))
+        complete_future(old.join_future, JoinResult(error=ErrorCode.FENCED_INSTANCE_ID, member_id=old_id))
+        complete_future(old.sync_future, SyncResult(error=ErrorCode.FENCED_INSTANCE_ID))
         old.join_future = old.sync_future = None
         self._cancel(("heartbeat", group.group_id, old_id))
         member = group.replace_static_member(req.group_instance_id, old_id, new_id)
@@ -359,7 +360,7 @@ class ClassicMembership:
             log.info("member %s of group %s did not rejoin in time; removed", m.member_id, group.group_id)
             group.remove(m.member_id)
             self._cancel(("heartbeat", group.group_id, m.member_id))
-            _complete(m.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
+            complete_future(m.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
         if not group.maybe_elect_new_joined_leader() and group.members:
             log.warning("group %s: no member rejoined; waiting another rebalance timeout", group.group_id)
             self._schedule(("join", group.group_id), group.rebalance_timeout_ms,
@@ -379,7 +380,7 @@ class ClassicMembership:
                  group.generation_id, len(group.members), group.protocol_name, group.leader_id)
         for member in group.members.values():
             result = self._join_result(group, member, with_members=group.is_leader(member.member_id))
-            _complete(member.join_future, result)
+            complete_future(member.join_future, result)
             member.join_future = None
             self._reschedule_heartbeat(group, member)
             member.is_new = False
@@ -402,7 +403,7 @@ class ClassicMembership:
                 member = group.remove(member_id)
                 self._cancel(("heartbeat", group_id, member_id))
                 if member is not None:
-                    _complete(member.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
+                    complete_future(member.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
             self._prepare_rebalance(group, "pending SyncGroup expired")
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
@@ -426,13 +427,13 @@ class ClassicMembership:
                                 protocol_type=group.protocol_type if ok else None,
                                 protocol_name=group.protocol_name if ok else None,
                                 assignment=member.assignment)
-            if _complete(member.sync_future, result):
+            if complete_future(member.sync_future, result):
                 self._reschedule_heartbeat(group, member)
             member.sync_future = None
 
     def _remove_member_and_update_group(self, group: ClassicGroup, member: ClassicMember) -> None:
-        _complete(member.join_future, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
-        _complete(member.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
+        complete_future(member.join_future, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
+        complete_future(member.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
         self._cancel(("heartbeat", group.group_id, member.member_id))
         group.remove(member.member_id)
         if group.is_state(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
@@ -469,7 +470,7 @@ class ClassicMembership:
             return SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID)
         # CompletingRebalance: park the request until the leader's assignment is stored.
         fut = self._loop.create_future()
-        _complete(member.sync_future, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
+        complete_future(member.sync_future, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
         member.sync_future = fut
         self._remove_pending_sync_member(group, member_id)
         if group.is_leader(member_id):
@@ -541,8 +542,8 @@ class ClassicMembership:
             member = group.member(member_id)
             log.info("member %s left group %s", member_id, group_id)
             self._cancel(("heartbeat", group_id, member_id))
-            _complete(member.join_future, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
-            _complete(member.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
+            complete_future(member.join_future, JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
+            complete_future(member.sync_future, SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID))
             group.remove(member_id)
             codes.append(ErrorCode.NONE)
             removed = True
