@@ -4,6 +4,9 @@ Role: `FetchWaiters.wait(tps, timeout)` parks a fetch until an append to any of 
 timeout; `notify(tp)` is installed as `LogManager.append_listener` and wakes every fetch waiting
 on `tp`. The fetch handler re-reads after waking (a wake-up is a hint, never data).
 
+Shutdown: `close()` wakes every parked fetch and makes later waits return at once, so a graceful
+stop does not sit out clients' max_wait_ms.
+
 Invariants: waiters live in the event loop thread; `notify` may be called from any thread (an
 append done in a worker thread hops to the loop with call_soon_threadsafe). A waiter is removed
 from every partition it registered on when it wakes or times out, so nothing accumulates for
@@ -20,6 +23,16 @@ class FetchWaiters:
         self._loop = loop
         self._thread = threading.get_ident()
         self._waiters: dict[object, set[asyncio.Future]] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """Broker shutdown: wake every parked fetch (each answers with what it has) and park no more."""
+        self._closed = True
+        waiters, self._waiters = self._waiters, {}
+        for futures in waiters.values():
+            for fut in futures:
+                if not fut.done():
+                    fut.set_result(None)
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -42,7 +55,7 @@ class FetchWaiters:
 
     async def wait(self, tps, timeout: float) -> bool:
         """Wait up to `timeout` seconds for an append to any of `tps`; True if woken."""
-        if timeout <= 0:
+        if timeout <= 0 or self._closed:
             return False
         fut = asyncio.get_running_loop().create_future()
         for tp in tps:
@@ -59,6 +72,10 @@ class FetchWaiters:
                     waiters.discard(fut)
                     if not waiters:
                         del self._waiters[tp]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def waiting(self) -> int:

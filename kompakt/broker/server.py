@@ -6,8 +6,9 @@ by loaded logs; `await stop()` takes them down in reverse:
 
   start                                        stop (SIGTERM / SIGINT)
   0. admin HTTP on metrics.port (if != 0):     1. ready = False; close the listening sockets
-     /health 200, /ready 503 until step 7      2. each connection: stop reading, answer what it
-  1. LogManager.startup() (thread: recovery)      read, close; after shutdown.timeout.ms abort
+     /health 200, /ready 503 until step 7      2. parked fetches answer now; each connection:
+  1. LogManager.startup() (thread: recovery)      stop reading, answer what it read, close;
+                                                  after shutdown.timeout.ms abort
   2. append_listener -> fetch long-poll wake   3. admin HTTP stops
   3. LogManager.start_background(loop)         4. groups stop, cleaner shuts down,
   4. LogCleaner.start (log.cleaner.enable)        LogManager.stop_background()
@@ -179,6 +180,7 @@ class Broker:
         for task in (self._reaper, self._warmer):
             if task is not None:
                 task.cancel()
+        self.fetch_waiters.close()           # parked fetches answer now, not at their max_wait
         await self._drain_connections(self.config["shutdown.timeout.ms"] / 1000.0)
         if self._admin is not None:
             from kompakt.broker.admin import stop_admin

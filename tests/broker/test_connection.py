@@ -105,17 +105,39 @@ async def test_graceful_stop_answers_requests_in_flight(broker):
     writer.close()
 
 
-async def test_stop_aborts_requests_past_shutdown_timeout(broker):
-    b = await broker(**{"shutdown.timeout.ms": "50"})
+async def test_stop_does_not_sit_out_a_long_poll(broker):
+    b = await broker()
     b.log_manager.create_topic("t", 1, {})
     reader, writer = await connect(b)
-    writer.write(long_poll("t", 1, 60_000))
+    writer.write(long_poll("t", 1, 600_000))                 # a ten-minute max_wait
     await writer.drain()
     while not any(c.in_flight for c in b.connections):
         await asyncio.sleep(0.005)
-    await asyncio.wait_for(b.stop(), DEADLINE_S)              # does not wait the minute
+    await asyncio.wait_for(b.stop(), DEADLINE_S)              # the fetch answers at once
+    assert await read_correlation(reader) == 1
     assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
     writer.close()
+
+
+async def test_stop_aborts_connections_past_shutdown_timeout(broker):
+    b = await broker(**{"shutdown.timeout.ms": "50"})
+    reader, writer = await connect(b)
+    [conn] = await _connections(b)
+    conn.pending.append(_stuck_slot())
+    await asyncio.wait_for(b.stop(), DEADLINE_S)              # does not wait for the stuck request
+    assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+    writer.close()
+
+
+async def _connections(b):
+    while not b.connections:
+        await asyncio.sleep(0.005)
+    return list(b.connections)
+
+
+def _stuck_slot():
+    from kompakt.broker.connection import _Slot
+    return _Slot()                                            # a request that never finishes
 
 
 async def test_port_in_use_fails_start_with_a_clear_message(broker):
