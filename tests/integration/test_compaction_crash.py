@@ -76,7 +76,7 @@ def test_sigkill_at_each_swap_step(start_broker, monkeypatch, point):
     monkeypatch.setenv("TEST_KOMPAKT_CLEANER_CRASH_AT", point)
     b = start_broker(config=SLOW_START)
     create_topic(b.bootstrap, "crash", TOPIC_CONFIG)
-    produced = produce(b.bootstrap, "crash", [(b"k%d" % (i % 40), b"value-%d" % i) for i in range(800)],
+    produced = produce(b.bootstrap, "crash", [(b"k%d" % (i % 40), b"value-%d" % i) for i in range(400)],
                        batch_size=1500)
     compact_now(b, "crash")
     wait_dead(b)
@@ -90,9 +90,9 @@ def test_sigkill_at_each_swap_step(start_broker, monkeypatch, point):
 
 
 def test_sigkill_while_a_worker_is_mid_clean(start_broker, monkeypatch):
-    b = start_broker(config=dict(SLOW_START, **{"log.cleaner.io.max.bytes.per.second": "60000"}))
+    b = start_broker(config=dict(SLOW_START, **{"log.cleaner.io.max.bytes.per.second": "40000"}))
     create_topic(b.bootstrap, "crash", TOPIC_CONFIG)
-    produced = produce(b.bootstrap, "crash", [(b"k%d" % (i % 40), b"v" * 200 + b"%d" % i) for i in range(600)],
+    produced = produce(b.bootstrap, "crash", [(b"k%d" % (i % 40), b"v" * 200 + b"%d" % i) for i in range(400)],
                        batch_size=1500)
     compact_now(b, "crash")
     d = os.path.join(b.log_dir, "crash-0")
