@@ -151,8 +151,12 @@ class LogCleaner:
         self._wake.set()
 
     def abort_cleaning(self, tp) -> None:
+        """Partition deletion: stop any clean and forget the partition (Kafka also drops it from the
+        uncleanable set, maintainUncleanablePartitions)."""
         self.manager.abort_cleaning(tp)
+        self.manager.forget_uncleanable(tp)
         self.partitions.pop(_tp(tp), None)
+        self._deaths_by_tp.pop(_tp(tp), None)
 
     def pause_cleaning_for_non_compacted_partitions(self) -> list:
         return self.manager.pause_cleaning_for_non_compacted_partitions()

@@ -238,6 +238,11 @@ class LogCleanerManager:
         with self.lock:
             self.uncleanable.setdefault(log_dir, {})[_tp(tp)] = reason
 
+    def forget_uncleanable(self, tp) -> None:
+        with self.lock:
+            for tps in self.uncleanable.values():
+                tps.pop(_tp(tp), None)
+
     def is_uncleanable(self, tp) -> bool:
         tp = _tp(tp)
         with self.lock:
