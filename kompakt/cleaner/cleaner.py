@@ -8,8 +8,10 @@ group, the cleaned base offset and the old segments it replaces. The broker proc
 
 Only the segments below the first uncleanable offset are read; they are immutable (never the active
 segment; retention, truncation and deletion abort the clean before touching them), so a worker can
-read them without any lock. Per-batch work goes through `batch_ops` (the seam for a compiled
-implementation); this module only walks files and batch headers.
+read them without any lock. Per-batch work goes through `batch_ops` (the seam); when its compiled
+implementation is loaded, whole segment ranges go through `native.c`'s range loops (uncompressed,
+non-control, non-transactional batches, the common case) and only the other batches come back
+here one at a time; both paths write byte-identical output (tests/cleaner/test_native.py).
 
 Files written per group (Kafka's layout, suffix `.cleaned` after the extension):
 
