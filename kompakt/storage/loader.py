@@ -234,9 +234,12 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
                 repaired(f"completed interrupted swap of segment {S.filename_prefix(seg.base_offset)}")
             fsync_dir(dir)
 
-    # orphan index files
+    # orphan index files (and index .swap files whose .log.swap is gone)
     for name in os.listdir(dir):
-        if _is_segment_name(name) and name.endswith((S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)):
+        if _is_segment_name(name) and name.endswith(S.SWAP_SUFFIX):
+            _unlink(os.path.join(dir, name))
+            repaired(f"deleted orphaned swap file {name}")
+        elif _is_segment_name(name) and name.endswith((S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)):
             if S.offset_from_filename(name) not in log_bases:
                 _unlink(os.path.join(dir, name))
                 repaired(f"deleted orphaned index file {name}")

@@ -58,7 +58,8 @@ def test_leftovers_deleted_foreign_files_kept(tmp_path):
     fill(d, 10).close()
     junk = ["00000000000000000003.log.deleted", "00000000000000000003.index.deleted",
             "leader-epoch-checkpoint.tmp", "00000000000000000005.log.cleaned",
-            "00000000000000000005.index.cleaned", "00000000000000000099.index"]
+            "00000000000000000005.index.cleaned", "00000000000000000099.index",
+            "00000000000000000007.timeindex.swap"]
     for name in junk + ["notes.txt"]:
         open(os.path.join(d, name), "wb").write(b"junk")
     lg = Log.open(d, CFG)
