@@ -18,7 +18,7 @@ CHILD = textwrap.dedent("""
     from kompakt.config.topic_config import LogConfig
     from kompakt.protocol import records as R
     from kompakt.storage import Log
-    cfg = LogConfig.from_overrides({"internal.segment.bytes": "20000", "index.interval.bytes": "512"})
+    cfg = LogConfig.from_overrides({"internal.segment.bytes": "10000", "index.interval.bytes": "512"})
     log = Log.open(sys.argv[1], cfg)
     i = 0
     while True:
@@ -39,7 +39,7 @@ def test_sigkill_during_appends_loses_no_flushed_batch(tmp_path):
     flushed = -1
     deadline = time.monotonic() + 60
     try:
-        while flushed < 600 and time.monotonic() < deadline:
+        while flushed < 300 and time.monotonic() < deadline:
             line = proc.stdout.readline()
             if not line:
                 break
@@ -47,8 +47,8 @@ def test_sigkill_during_appends_loses_no_flushed_batch(tmp_path):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    assert flushed >= 600, proc.stderr.read()
-    cfg = LogConfig.from_overrides({"internal.segment.bytes": "20000", "index.interval.bytes": "512"})
+    assert flushed >= 300, proc.stderr.read()
+    cfg = LogConfig.from_overrides({"internal.segment.bytes": "10000", "index.interval.bytes": "512"})
     log = Log.open(d, cfg, had_clean_shutdown=False, recovery_point=0)
     assert log.num_segments > 3
     assert log.log_end_offset > flushed
