@@ -134,13 +134,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.pending.append(slot)
         if isinstance(prepared, (bytes, bytearray)):
             slot.done, slot.data = True, prepared
+            self.reader.recycle(frame)
             self._flush()
         else:
-            slot.task = self._loop.create_task(self._run(slot, *prepared))
+            slot.task = self._loop.create_task(self._run(slot, frame, *prepared))
 
-    async def _run(self, slot: _Slot, ctx, module, request) -> None:
+    async def _run(self, slot: _Slot, frame, ctx, module, request) -> None:
         try:
             slot.data = await self.dispatcher.run(ctx, module, request)
+            del ctx, request
+            self.reader.recycle(frame)       # answered: a large frame's buffer can take the next one
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:

@@ -13,14 +13,17 @@ Wire format (every request on a connection):
 
 Buffers: small frames accumulate in one reused `bytearray` and are copied out (a small copy beats
 keeping the shared buffer pinned by a handler still working on it). A frame larger than
-`LARGE_FRAME` gets a buffer of its own, exactly `size` bytes, and the loop reads the rest of it
-directly there: a 1 MiB produce request is read once and never copied again; the records go to
-storage as a writable memoryview into that buffer.
+`LARGE_FRAME` is read directly into a buffer of its own, handed out as a writable `memoryview` of
+exactly `size` bytes: a 1 MiB produce request is read once and never copied again; the records go
+to storage as views into it. When its request is answered the connection gives that buffer back
+(`recycle`) and the next large frame reuses it: no fresh megabyte (and its page faults) per
+produce request. At most `MAX_SPARES` buffers of at most `MAX_SPARE_BYTES` are kept.
 
-Invariants: a frame handed out is a `bytearray` holding exactly one request (no size prefix) and
-is never touched again by the reader. A size < 0 or > max_bytes raises `InvalidFrameError`
-before any of the frame is buffered; the caller closes the connection (Kafka's
-InvalidReceiveException), and the reader must not be used afterwards.
+Invariants: a frame handed out holds exactly one request (no size prefix) and is never touched by
+the reader again until the caller recycles it, after which the caller must not use it or views
+of it. A size < 0 or > max_bytes raises `InvalidFrameError` before any of the frame is buffered;
+the caller closes the connection (Kafka's InvalidReceiveException), and the reader must not be
+used afterwards.
 """
 from __future__ import annotations
 
@@ -32,6 +35,8 @@ assert SIZE.size == 4
 LARGE_FRAME = 64 * 1024          # frames above this get their own buffer
 INITIAL_BUFFER = 128 * 1024      # the shared buffer; grows only for a burst of small frames
 MIN_READ = 16 * 1024             # never offer the loop less room than this
+MAX_SPARES = 2                   # recycled large-frame buffers kept per connection
+MAX_SPARE_BYTES = 16 * 1024 * 1024
 
 
 class InvalidFrameError(Exception):
@@ -41,7 +46,8 @@ class InvalidFrameError(Exception):
 class FrameReader:
     """Accumulates stream bytes and yields complete frames (payload without the size prefix)."""
 
-    __slots__ = ("max_bytes", "_buf", "_view", "_start", "_end", "_large", "_large_view", "_large_fill")
+    __slots__ = ("max_bytes", "_buf", "_view", "_start", "_end", "_large", "_large_view", "_large_fill",
+                 "_spares")
 
     def __init__(self, max_bytes: int = 104857600, initial: int = INITIAL_BUFFER):
         self.max_bytes = max_bytes
@@ -52,6 +58,7 @@ class FrameReader:
         self._large: bytearray | None = None   # frame being filled in place
         self._large_view: memoryview | None = None
         self._large_fill = 0
+        self._spares: list[bytearray] = []
 
     # -- BufferedProtocol side ---------------------------------------------------------------
     def get_buffer(self, sizehint: int = -1) -> memoryview:
@@ -86,9 +93,9 @@ class FrameReader:
     def next_frame(self) -> bytearray | None:
         """The next complete frame, or None until more bytes arrive. Raises InvalidFrameError."""
         if self._large is not None:
-            if self._large_fill < len(self._large):
+            if self._large_fill < len(self._large_view):
                 return None
-            frame = self._large
+            frame = self._large_view
             self._large = self._large_view = None
             self._large_fill = 0
             return frame
@@ -107,14 +114,33 @@ class FrameReader:
         if size > LARGE_FRAME:
             # give the frame its own buffer and move what we already have into it
             have = avail - 4
-            frame = bytearray(size)
-            frame[:have] = self._view[body:self._end]
+            buf = self._spare(size)
+            view = memoryview(buf)[:size]
+            view[:have] = self._view[body:self._end]
             self._start = self._end = 0
-            self._large, self._large_view, self._large_fill = frame, memoryview(frame), have
+            self._large, self._large_view, self._large_fill = buf, view, have
             return None
         if body + size > len(self._buf):
             self._compact(size + 4)
         return None
+
+    def _spare(self, size: int) -> bytearray:
+        """The smallest recycled buffer that holds `size` bytes, else a new one."""
+        fits = [b for b in self._spares if len(b) >= size]
+        if not fits:
+            return bytearray(size)
+        best = min(fits, key=len)
+        self._spares.remove(best)
+        return best
+
+    def recycle(self, frame) -> None:
+        """Take back a large frame's buffer once its request is done (no-op for small frames)."""
+        if not isinstance(frame, memoryview):
+            return
+        buf = frame.obj
+        if (isinstance(buf, bytearray) and buf is not self._buf and LARGE_FRAME < len(buf) <= MAX_SPARE_BYTES
+                and len(self._spares) < MAX_SPARES and all(b is not buf for b in self._spares)):
+            self._spares.append(buf)
 
     @property
     def buffered(self) -> int:

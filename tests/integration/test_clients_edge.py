@@ -110,3 +110,18 @@ def test_many_clients_at_once(module_broker):
         c.close()
     # every message exactly once, and each producer's messages in order (one key = one partition)
     assert {i: js for i, js in seen.items()} == {i: list(range(per)) for i in range(n_producers)}
+
+
+def test_large_requests_back_to_back_keep_their_bytes(module_broker):
+    """Many produce requests above framing.LARGE_FRAME on one connection: their read buffers are
+    recycled from one request to the next, and every byte must still land where it belongs."""
+    import os
+    values = [os.urandom(150_000) + bytes([i]) for i in range(24)]
+    p = ck.Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 20,
+                     "batch.size": 700_000, "compression.type": "none"})
+    for v in values:
+        p.produce("edge-large", v, partition=1)
+    assert p.flush(DEADLINE_S) == 0
+    got = consume_n(module_broker.bootstrap, "edge-large", 1, len(values))
+    assert [m.value() for m in got] == values
+    assert [m.offset() for m in got] == list(range(len(values)))

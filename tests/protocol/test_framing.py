@@ -93,3 +93,38 @@ def test_incomplete_prefix_waits():
     assert r.next_frame() is None
     r.feed(b"\x00\x01Z")
     assert frames_of(r) == [b"Z"]
+
+
+def test_large_frame_buffers_are_recycled():
+    r = FrameReader()
+    first_payload = os.urandom(LARGE_FRAME * 2)
+    r.feed(frame(first_payload)[:1000])
+    assert r.next_frame() is None                    # incomplete and large: gets its own buffer
+    r.feed(frame(first_payload)[1000:])
+    first = r.next_frame()
+    assert bytes(first) == first_payload and isinstance(first, memoryview) and not first.readonly
+    owner = first.obj
+    r.recycle(first)
+    second_payload = os.urandom(LARGE_FRAME + 10)    # smaller: fits the recycled buffer
+    r.feed(frame(second_payload)[:100])
+    assert r.next_frame() is None
+    r.feed(frame(second_payload)[100:])
+    second = r.next_frame()
+    assert second.obj is owner and len(second) == len(second_payload)
+    assert bytes(second) == second_payload
+    third_payload = os.urandom(LARGE_FRAME * 3)      # larger than any spare: a new buffer
+    r.feed(frame(third_payload)[:100])
+    assert r.next_frame() is None
+    r.feed(frame(third_payload)[100:])
+    third = r.next_frame()
+    assert third.obj is not owner and bytes(third) == third_payload
+
+
+def test_recycle_ignores_small_frames_and_caps_spares():
+    r = FrameReader()
+    r.feed(frame(b"small"))
+    small = r.next_frame()
+    r.recycle(small)
+    for _ in range(5):
+        r.recycle(memoryview(bytearray(LARGE_FRAME * 2)))
+    assert len(r._spares) == 2
