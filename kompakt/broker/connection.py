@@ -6,10 +6,11 @@ is parsed at once (dispatch.prepare) and its handler runs as a task; a deque of 
 request in arrival order, holds finished responses until every earlier one is written, because
 Kafka clients match responses to requests by order as well as correlation id.
 
-Flow control (uvicorn's shape): reading pauses while `queued.max.requests` requests are in flight
-on this connection, or while the transport's write buffer is above its high-water mark
-(`pause_writing`), and resumes when both clear. A slow consumer therefore throttles its own
-connection and nobody else's.
+Flow control (uvicorn's shape): at most `queued.max.requests` requests are in flight on this
+connection (frames beyond that wait, parsed later, in the reader) and reading pauses while that
+many are in flight or while the transport's write buffer is above its high-water mark
+(`pause_writing`); it resumes when both clear. A slow consumer throttles its own connection and
+nobody else's. Responses that finish in the same loop pass leave in one `writelines` (writev).
 
 Failure policy: an oversized or negative size prefix, a malformed header or body, an unknown API
 key, an unsupported version (other than ApiVersions) or a handler bug closes this connection
@@ -17,7 +18,8 @@ with one WARNING line naming the peer and the reason. Nothing a client sends rea
 own connection.
 
 Shutdown: `close_when_idle()` stops reading and closes the transport once every in-flight
-response has been written; the server waits for that with a timeout, then `abort()`s.
+response has been written; the server waits for that with a timeout, then `abort()`s. A client
+that half-closes (EOF) gets the same treatment: answers to what it sent, then the close.
 """
 from __future__ import annotations
 
