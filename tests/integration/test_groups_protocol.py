@@ -150,6 +150,15 @@ def test_commit_v2_retention_and_fetch_versions(conn):
         (0, 17, "m"), (1, -1, "")]
     v7 = conn.call(OffsetFetchRequest(version=7, group_id="s", topics=None, require_stable=True))
     assert [(t.name, [p.committed_offset for p in t.partitions]) for t in v7.topics] == [("t", [17])]
+    # v6+ commits carry the leader epoch; OffsetFetch v5+ returns it
+    epoch = conn.call(OffsetCommitRequest(
+        version=8, group_id="s", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+        topics=[T(name="t", partitions=[P(partition_index=1, committed_offset=3, committed_leader_epoch=4,
+                                          committed_metadata=None)])]))
+    assert epoch.topics[0].partitions[0].error_code == 0
+    v5 = conn.call(OffsetFetchRequest(version=5, group_id="s", topics=[FT(name="t", partition_indexes=[1])]))
+    p1 = v5.topics[0].partitions[0]
+    assert (p1.committed_offset, p1.committed_leader_epoch, p1.metadata) == (3, 4, "")
     G = OffsetFetchRequest.OffsetFetchRequestGroup
     v8 = conn.call(OffsetFetchRequest(version=8, groups=[G(group_id="s", topics=None),
                                                           G(group_id="nobody", topics=None)]))
