@@ -287,7 +287,10 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     if log_start_offset_checkpoint is None:
         log_start_offset_checkpoint = 0
     if not segments:
-        segments.append(_open_segment(dir, max(log_start_offset_checkpoint, 0), config, time))
+        first = _open_segment(dir, max(log_start_offset_checkpoint, 0), config, time)
+        if getattr(config, "preallocate", False):
+            first.preallocate(config.segment_bytes)
+        segments.append(first)
     active = segments[-1]
     active.resize_indexes(config.segment_index_bytes)
     active.reload_max_timestamp()  # a log copied from a live broker lacks the final time entry

@@ -297,16 +297,22 @@ class Log:
             active.on_become_inactive()
             self.producer_state.map_end_offset = max(self.producer_state.map_end_offset, new_offset)
             self.producer_state.take_snapshot(sync=False)
-            seg = S.LogSegment(self.dir, new_offset,
-                               index_interval_bytes=self.config.index_interval_bytes,
-                               max_index_size=self.config.segment_index_bytes,
-                               roll_jitter_ms=self.config.random_segment_jitter(), time=self._time)
+            seg = self._new_segment(new_offset)
             self._segments.append(seg)
             self._bases.append(new_offset)
             self.needs_flush_dir = True
             hook = self.on_roll
         if hook is not None:
             hook(self, new_offset)
+        return seg
+
+    def _new_segment(self, base_offset: int) -> S.LogSegment:
+        c = self.config
+        seg = S.LogSegment(self.dir, base_offset, index_interval_bytes=c.index_interval_bytes,
+                           max_index_size=c.segment_index_bytes,
+                           roll_jitter_ms=c.random_segment_jitter(), time=self._time)
+        if getattr(c, "preallocate", False):
+            seg.preallocate(c.segment_bytes)
         return seg
 
     # ---- read ------------------------------------------------------------------------------------
@@ -423,9 +429,7 @@ class Log:
         with self.lock:
             self._check_open()
             self._remove_segments(list(self._segments), "truncate fully")
-            seg = S.LogSegment(self.dir, new_offset, index_interval_bytes=self.config.index_interval_bytes,
-                               max_index_size=self.config.segment_index_bytes,
-                               roll_jitter_ms=self.config.random_segment_jitter(), time=self._time)
+            seg = self._new_segment(new_offset)
             self._segments = [seg]
             self._bases = [new_offset]
             self._next_offset = new_offset

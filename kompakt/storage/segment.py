@@ -362,7 +362,8 @@ class LogSegment:
                 (length,) = _LENGTH.unpack_from(buf, p + 8)
                 bsize = length + R.LOG_OVERHEAD
                 if bsize < R.BATCH_OVERHEAD:
-                    reason = f"batch length {length} below the minimum"
+                    reason = ("zeroed tail (preallocated or never written)" if length == 0
+                              else f"batch length {length} below the minimum")
                     break
                 if pos + p + bsize > size:
                     reason = f"batch of {bsize} bytes extends past the end of the file (torn write)"
@@ -460,13 +461,30 @@ class LogSegment:
         self.offset_index.resize(size)
         self.time_index.resize(size)
 
-    def on_become_inactive(self) -> None:
-        """Called at roll: record the final max timestamp and trim the indexes to their entries."""
-        if self.max_timestamp_so_far >= 0:
+    def preallocate(self, size: int) -> None:
+        """log.preallocate / preallocate: reserve `size` bytes for a new, empty .log file (the
+        zero tail is trimmed at roll and close; recovery cuts it after a crash)."""
+        if self.size == 0 and size > 0 and os.fstat(self._fd).st_size == 0:
+            os.posix_fallocate(self._fd, 0, size) if hasattr(os, "posix_fallocate") \
+                else os.ftruncate(self._fd, size)
+
+    def _trim_log_file(self) -> None:
+        if self._fd >= 0 and os.fstat(self._fd).st_size > self.size:
+            os.ftruncate(self._fd, self.size)
+            self._dirty = True
+
+    def _append_final_time_entry(self) -> None:
+        # Cheap when the time index is not loaded: last_entry() reads one entry.
+        if self.max_timestamp_so_far > self.time_index.last_entry()[0]:
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
                                          skip_full_check=True)
+
+    def on_become_inactive(self) -> None:
+        """Called at roll: final max-timestamp entry, indexes and a preallocated .log trimmed."""
+        self._append_final_time_entry()
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        self._trim_log_file()
 
     def flush(self) -> None:
         """Make the .log and both indexes durable (fdatasync: data and size; skipped when clean)."""
@@ -509,13 +527,12 @@ class LogSegment:
         if self._fd < 0:
             return
         try:
-            if self.max_timestamp_so_far >= 0:
-                self.time_index.maybe_append(self.max_timestamp_so_far,
-                                             self.offset_of_max_timestamp_so_far, skip_full_check=True)
+            self._append_final_time_entry()
         except ValueError as exc:
             log.warning("could not write final time index entry of %s: %s", self.log_path, exc)
         self.offset_index.close()
         self.time_index.close()
+        self._trim_log_file()
         if self._dirty:
             os.fsync(self._fd)
         os.close(self._fd)

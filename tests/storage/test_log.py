@@ -262,3 +262,24 @@ def test_segment_files_parse_with_an_independent_kafka_decoder(logdir):
                 seen.append((r.offset, r.key))
     assert [o for o, _ in seen] == list(range(60))
     assert seen[5][1] == b"k2-1"
+
+
+def test_preallocate_reserves_the_segment_and_trims_on_roll_and_close(logdir):
+    c = cfg(preallocate="true", segment_bytes=1024 * 1024)
+    lg = Log.open(logdir, c)
+    lg.append_as_leader(batch(1))
+    assert os.path.getsize(lg.active_segment.log_path) == 1024 * 1024
+    assert batches_of(lg.read(0, 10_000).records)[0].base_offset == 0
+    lg.append_as_leader(batch(1))
+    active = lg.active_segment
+    lg.roll()
+    assert os.path.getsize(active.log_path) == active.size
+    assert os.path.getsize(lg.active_segment.log_path) == 1024 * 1024
+    lg.append_as_leader(batch(1))
+    lg.flush()
+    lg.close_handlers()             # crash: the zero tail stays on disk
+    again = Log.open(logdir, c, had_clean_shutdown=False, recovery_point=0)
+    assert again.log_end_offset == 3
+    assert again.append_as_leader(batch(1)).first_offset == 3
+    again.close()
+    assert os.path.getsize(again.active_segment.log_path) == again.active_segment.size
