@@ -135,6 +135,24 @@ class OffsetManager:
             codes.setdefault(tp, ErrorCode.NONE)
         return ErrorCode.NONE, codes
 
+    def on_topic_deleted(self, topic: str) -> int:
+        """Kafka's onPartitionsDeleted: a deleted topic's committed offsets are tombstoned in every
+        group (a topic re-created under the same name must not inherit them). Returns how many."""
+        removed = 0
+        for group_id in list(self.offsets):
+            tps = [tp for tp in self.offsets.get(group_id, {}) if tp[0] == topic]
+            if not tps:
+                continue
+            try:
+                self._tombstone_offsets(group_id, tps)
+                removed += len(tps)
+            except KafkaError as exc:
+                log.warning("could not remove offsets of deleted topic %s from group %s: %s",
+                            topic, group_id, exc)
+        if removed:
+            log.info("removed %d committed offsets of deleted topic %s", removed, topic)
+        return removed
+
     def _tombstone_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> None:
         if not tps:
             return

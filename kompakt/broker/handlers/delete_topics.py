@@ -97,6 +97,8 @@ async def _delete(ctx, topic: str, topic_id) -> Result:
     except KafkaError as exc:
         return _result(topic, topic_id, error_code_of(exc), str(exc))
     log.info("deleted topic %s (id %s) for client %s", topic, topic_id, ctx.client_id)
+    if getattr(ctx.broker, "groups", None) is not None:   # groups: tombstone its committed offsets
+        ctx.broker.groups.on_topic_deleted(topic)
     return _result(topic, topic_id)
 
 

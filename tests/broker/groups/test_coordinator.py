@@ -451,3 +451,19 @@ async def test_replay_skips_undecodable_records(env):
         assert {tp: om.offset for tp, om in c2.fetch_offsets("g", None).items()} == {("t", 0): 6}
     finally:
         await c2.stop()
+
+
+async def test_deleted_topic_loses_its_committed_offsets(env):
+    broker, clock = env
+    broker.log_manager.create_topic("gone", 2, {})
+    c = await started(broker, clock)
+    try:
+        c.commit_offsets("a", -1, "", None, -1, [("gone", 0, 1, -1, "", -1), ("gone", 1, 2, -1, "", -1),
+                                                 ("t", 0, 3, -1, "", -1)], 8)
+        c.commit_offsets("b", -1, "", None, -1, [("gone", 0, 4, -1, "", -1)], 8)
+        broker.log_manager.delete_topic("gone")
+        assert c.on_topic_deleted("gone") == 3
+        assert list(c.fetch_offsets("a", None)) == [("t", 0)] and c.fetch_offsets("b", None) == {}
+        assert [(k["topic"], k["partition"]) for k, v in log_records(broker, "b") if v is None] == [("gone", 0)]
+    finally:
+        await c.stop()
