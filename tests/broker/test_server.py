@@ -92,11 +92,14 @@ def test_kompakt_serve_with_properties_file_env_and_sigterm(tmp_path):
                             env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60
-        while not (tmp_path / "from-env" / "meta.properties").exists():
+        while True:                                   # listeners open once the logs are loaded
             assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
-        with socket.create_connection(("127.0.0.1", port), timeout=30):
-            pass
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        assert (tmp_path / "from-env" / "meta.properties").exists()
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
