@@ -88,7 +88,9 @@ def _read_all(ctx, wanted, version, max_bytes, read_committed):
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
             if log_obj is None:
                 code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                results.append(FetchPartitionResult(index, int(code), -1, -1, -1, None, -1, None))
+                # empty, never null, records: librdkafka refuses a null MessageSet ("invalid
+                # MessageSetSize -1") and would never see the error (Kafka sends MemoryRecords.EMPTY)
+                results.append(FetchPartitionResult(index, int(code), -1, -1, -1, None, -1, b""))
                 errors = True
                 continue
             hw = log_obj.high_watermark
@@ -111,7 +113,7 @@ def _read_all(ctx, wanted, version, max_bytes, read_committed):
                     code = ErrorCode.KAFKA_STORAGE_ERROR
             if code:
                 errors = True
-                records = None
+                records = b""  # not None: see above (OFFSET_OUT_OF_RANGE must reach librdkafka)
             elif records:
                 n = len(records)
                 total += n
