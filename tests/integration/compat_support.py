@@ -5,8 +5,8 @@ any client and compare what every other client reads back.
 Record shape (`Rec`): partition, key (bytes|None), value (bytes|None), headers (tuple of
 (str, bytes|None), in wire order), timestamp (ms, or None = let the client stamp it). A reader
 returns `Read` rows: the same fields plus offset and timestamp type ("create" | "logappend"), as the
-client reported them. kafkajs folds headers into an object, so `headers_as_dict` is the comparison
-that client can support.
+client reported them. kafkajs folds headers into an object and @platformatic/kafka into a Map, and
+the latter has no timestamp type: `comparable(reader, rows)` reduces rows to what a reader can tell.
 """
 from __future__ import annotations
 
@@ -48,11 +48,14 @@ class Read(NamedTuple):
     timestamp_type: str
 
 
-def headers_as_dict(headers) -> dict:
-    out: dict = {}
-    for k, v in headers:
-        out.setdefault(k, []).append(v)
-    return out
+def comparable(reader: str, rows: list, *, log_append: bool = False) -> list:
+    """Rows reduced to what `reader` can report. @platformatic/kafka 1.35 keeps headers in a Map
+    (a repeated key keeps its first place and its last value) and has no timestamp type: it always
+    reports baseTimestamp + delta, so on a LogAppendTime topic its timestamps are not comparable."""
+    if reader != "platformatic":
+        return rows
+    return [r._replace(headers=tuple(dict(r.headers).items()), timestamp_type=None,
+                       timestamp=None if log_append else r.timestamp) for r in rows]
 
 
 def _s(b: bytes | None) -> str | None:
@@ -78,6 +81,16 @@ def running_broker(base_dir, config: dict):
             proc.kill()
 
 
+def node_group_broker(tmp_path_factory, name: str):
+    """The broker of the Node.js client modules (context manager): node_modules installed first; a
+    short, non-zero initial rebalance delay so that two members started together land in one
+    generation (no rebalance in the middle of a read, so no legitimate redelivery to excuse)."""
+    ensure_node_modules()
+    return running_broker(tmp_path_factory.mktemp(name),
+                          {"num.partitions": "3", "offsets.topic.num.partitions": "1",
+                           "group.initial.rebalance.delay.ms": "300"})
+
+
 # -- on disk -----------------------------------------------------------------------------------------
 
 def stored_batches(log_dir: str, topic: str, partition: int):
@@ -94,25 +107,34 @@ def stored_batches(log_dir: str, topic: str, partition: int):
 # -- kafkajs -----------------------------------------------------------------------------------------
 
 def ensure_node_modules() -> None:
-    """`npm ci` once: installs exactly the locked kafkajs into js/node_modules."""
-    if (JS_DIR / "node_modules" / "kafkajs" / "package.json").exists():
+    """`npm ci` once: installs exactly the locked packages (kafkajs, @platformatic/kafka) into js/node_modules."""
+    modules = JS_DIR / "node_modules"
+    if all((modules / name / "package.json").exists() for name in ("kafkajs", "@platformatic/kafka")):
         return
     proc = subprocess.run([NPM, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"npm ci failed in {JS_DIR}:\n{proc.stdout}\n{proc.stderr}"
 
 
-def kafkajs(broker, step: str, **args) -> dict:
-    """Run one step of js/kafkajs_client.js; fail with kafkajs' own error and log when it throws."""
+def node_step(script: str, broker, step: str, args: dict) -> dict:
+    """Run one step of a js/ driver; fail with the client's own error and log when it throws."""
     env = {**os.environ, "KAFKAJS_NO_PARTITIONER_WARNING": "1"}
-    proc = subprocess.run([NODE, str(JS_DIR / "kafkajs_client.js"), broker.bootstrap, step, json.dumps(args)],
+    proc = subprocess.run([NODE, str(JS_DIR / script), broker.bootstrap, step, json.dumps(args)],
                           cwd=JS_DIR, env=env, capture_output=True, text=True, timeout=TIMEOUT_S * 1.5)
     lines = proc.stdout.strip().splitlines()
     result = json.loads(lines[-1]) if lines else {}
     assert proc.returncode == 0 and "error" not in result, (
-        f"kafkajs {step} failed ({proc.returncode}): {result}\n--- kafkajs log ---\n{proc.stderr[-4000:]}"
+        f"{script} {step} failed ({proc.returncode}): {result}\n--- client log ---\n{proc.stderr[-4000:]}"
         f"\n--- broker log ---\n{broker.log_text()[-3000:]}")
     return result
+
+
+def kafkajs(broker, step: str, **args) -> dict:
+    return node_step("kafkajs_client.js", broker, step, args)
+
+
+def platformatic(broker, step: str, **args) -> dict:
+    return node_step("platformatic_client.js", broker, step, args)
 
 
 # -- producers: each sends `records` to `topic` with `codec`, one flush at the end -------------------
@@ -176,17 +198,44 @@ def produce_kcat(broker, topic, codec, records):
         assert proc.returncode == 0, f"kcat produce failed: {proc.stderr}"
 
 
-def produce_kafkajs(broker, topic, codec, records):
-    assert codec in ("none", "gzip"), "kafkajs has only gzip built in"
-    batch = [{"partition": r.partition, "key": _s(r.key), "value": _s(r.value),
-              "headers": [[k, _s(v)] for k, v in r.headers], "timestamp": r.timestamp} for r in records]
-    out = kafkajs(broker, "send", topic=topic, compression={"none": "None", "gzip": "GZIP"}[codec],
-                  batches=[batch])
+def _js_jobs(jobs):
+    return [{"topic": topic, "compression": codec,
+             "batches": [[{"partition": r.partition, "key": _s(r.key), "value": _s(r.value),
+                           "headers": [[k, _s(v)] for k, v in r.headers], "timestamp": r.timestamp}
+                          for r in records]]}
+            for topic, codec, records in jobs]
+
+
+def produce_many_kafkajs(broker, jobs):
+    assert all(codec in ("none", "gzip") for _, codec, _ in jobs), "kafkajs has only gzip built in"
+    names = {"none": "None", "gzip": "GZIP"}
+    out = kafkajs(broker, "send", jobs=[{**j, "compression": names[j["compression"]]} for j in _js_jobs(jobs)])
     assert all(a["errorCode"] == 0 for a in out["acks"]), out
 
 
+def produce_many_platformatic(broker, jobs):
+    """@platformatic/kafka: headers are a Map, so a record cannot repeat a header key."""
+    for _, _, records in jobs:
+        assert all(len({k for k, _ in r.headers}) == len(r.headers) for r in records), "repeated header key"
+    out = platformatic(broker, "send", jobs=_js_jobs(jobs))
+    assert out["offsets"], out
+
+
+def produce_many(writer: str, broker, jobs) -> None:
+    """jobs: [(topic, codec, records)], in order. The Node.js clients take them all in one process."""
+    if writer == "kafkajs":
+        produce_many_kafkajs(broker, jobs)
+    elif writer == "platformatic":
+        produce_many_platformatic(broker, jobs)
+    else:
+        for topic, codec, records in jobs:
+            PRODUCERS[writer](broker, topic, codec, records)
+
+
 PRODUCERS = {"confluent": produce_confluent, "kafka-python": produce_kafka_python,
-             "aiokafka": produce_aiokafka, "kcat": produce_kcat, "kafkajs": produce_kafkajs}
+             "aiokafka": produce_aiokafka, "kcat": produce_kcat,
+             "kafkajs": lambda b, t, c, rs: produce_many_kafkajs(b, [(t, c, rs)]),
+             "platformatic": lambda b, t, c, rs: produce_many_platformatic(b, [(t, c, rs)])}
 
 
 # -- readers: every record of `ends` ({topic: {partition: end offset}}) from the beginning ----------
@@ -305,8 +354,19 @@ def read_kafkajs(broker, ends) -> dict:
     return out
 
 
+def read_platformatic(broker, ends) -> dict:
+    r = platformatic(broker, "read", ends=ends, groupId=f"compat-{uuid.uuid4()}")
+    assert r["outcome"] == "complete", f"@platformatic/kafka: {r['outcome']}; did not reach the end of {r['pending']}"
+    out = {t: [] for t in ends}
+    for m in r["records"]:
+        # no timestamp type in its messages: it always computes base timestamp + delta
+        out[m["topic"]].append(Read(m["partition"], m["offset"], _b(m["key"]), _b(m["value"]),
+                                    tuple((k, _b(v)) for k, v in m["headers"]), m["timestamp"], "create"))
+    return out
+
+
 READERS = {"confluent": read_confluent, "kafka-python": read_kafka_python, "aiokafka": read_aiokafka,
-           "kcat": read_kcat, "kafkajs": read_kafkajs}
+           "kcat": read_kcat, "kafkajs": read_kafkajs, "platformatic": read_platformatic}
 
 
 def end_offsets(broker, topics) -> dict:

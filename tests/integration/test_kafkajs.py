@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from compat_support import NODE, NPM, ensure_node_modules, kafkajs, running_broker
+from compat_support import NODE, NPM, kafkajs, node_group_broker
 from compat_support import stored_batches as _stored
 
 pytestmark = pytest.mark.skipif(NODE is None or NPM is None,
@@ -28,12 +28,7 @@ pytestmark = pytest.mark.skipif(NODE is None or NPM is None,
 
 @pytest.fixture(scope="module")
 def js_broker(tmp_path_factory):
-    ensure_node_modules()
-    # A short, non-zero initial rebalance delay: two kafkajs members started together land in one
-    # generation (no rebalance in the middle of the read, so no legitimate redelivery to excuse).
-    with running_broker(tmp_path_factory.mktemp("kafkajs-broker"),
-                        {"num.partitions": "3", "offsets.topic.num.partitions": "1",
-                         "group.initial.rebalance.delay.ms": "300"}) as proc:
+    with node_group_broker(tmp_path_factory, "kafkajs-broker") as proc:
         yield proc
 
 

@@ -11,8 +11,7 @@
 
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 
-const [bootstrap, step, rawArgs] = process.argv.slice(2)
-const args = rawArgs ? JSON.parse(rawArgs) : {}
+const { bootstrap, runSteps } = require('./driver')
 
 const kafka = new Kafka({
   clientId: 'kompakt-kafkajs-test',
@@ -264,26 +263,29 @@ async function offsetsByTime({ topic, timestamp, deleteBelow }) {
   })
 }
 
-// Explicit records for the cross-client test: one sendBatch per entry of `batches`, each a list
-// of {partition, key, value, headers: [[k, v], ...], timestamp}; null key/value are sent as null.
-async function send({ topic, compression = 'None', batches }) {
+// Explicit records for the cross-client test. `jobs`: [{topic, compression, batches}], each batch a
+// list of {partition, key, value, headers: [[k, v], ...], timestamp} sent by one sendBatch; null
+// key/value are sent as null. One producer (one process start) for all jobs.
+async function send({ jobs }) {
   const producer = kafka.producer({ allowAutoTopicCreation: false })
   await producer.connect()
   const acks = []
   try {
-    for (const batch of batches) {
-      const messages = batch.map(r => {
-        const headers = {}
-        for (const [k, v] of r.headers || []) {
-          // kafkajs sends an array value as repeated headers of one key, in order
-          headers[k] = headers[k] === undefined ? v : [].concat(headers[k], [v])
-        }
-        const m = { partition: r.partition, key: r.key, value: r.value, headers }
-        if (r.timestamp !== null && r.timestamp !== undefined) m.timestamp = String(r.timestamp)
-        return m
-      })
-      const meta = await producer.sendBatch({ acks: -1, compression: CompressionTypes[compression], topicMessages: [{ topic, messages }] })
-      for (const m of meta) acks.push({ partition: m.partition, baseOffset: m.baseOffset, errorCode: m.errorCode })
+    for (const { topic, compression = 'None', batches } of jobs) {
+      for (const batch of batches) {
+        const messages = batch.map(r => {
+          const headers = {}
+          for (const [k, v] of r.headers || []) {
+            // kafkajs sends an array value as repeated headers of one key, in order
+            headers[k] = headers[k] === undefined ? v : [].concat(headers[k], [v])
+          }
+          const m = { partition: r.partition, key: r.key, value: r.value, headers }
+          if (r.timestamp !== null && r.timestamp !== undefined) m.timestamp = String(r.timestamp)
+          return m
+        })
+        const meta = await producer.sendBatch({ acks: -1, compression: CompressionTypes[compression], topicMessages: [{ topic, messages }] })
+        for (const m of meta) acks.push({ topic, partition: m.partition, baseOffset: m.baseOffset, errorCode: m.errorCode })
+      }
     }
   } finally {
     await producer.disconnect()
@@ -335,17 +337,5 @@ async function read({ ends, groupId, timeoutMs = 30000 }) {
 
 const STEPS = { send, read, admin, createTopic, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
 
-async function main() {
-  const fn = STEPS[step]
-  if (!fn) throw new Error(`unknown step ${step}; one of ${Object.keys(STEPS).join(', ')}`)
-  const result = await fn(args)
-  process.stdout.write(JSON.stringify(result) + '\n')
-}
 
-main().then(
-  () => process.exit(0),
-  e => {
-    process.stdout.write(JSON.stringify({ error: e.name, message: e.message, type: e.type || null, stack: e.stack }) + '\n')
-    process.exit(1)
-  }
-)
+runSteps(STEPS)

@@ -1,0 +1,25 @@
+// The command line shared by the js/ client drivers: `node <driver>.js <bootstrap> <step> '<json args>'`.
+// runSteps() runs one step, prints its result as one JSON line and exits 0; on a throw it prints
+// {"error", "message", "type", "stack"} (message from `describe`) and exits 1.
+'use strict'
+
+const [bootstrap, step, rawArgs] = process.argv.slice(2)
+const args = rawArgs ? JSON.parse(rawArgs) : {}
+
+// exit only once stdout is flushed: a pipe takes large writes asynchronously, and process.exit()
+// would cut the JSON short
+const finish = (text, code) => process.stdout.write(text + '\n', () => process.exit(code))
+
+function runSteps(steps, describe = e => e.message) {
+  const fn = steps[step]
+  const main = async () => {
+    if (!fn) throw new Error(`unknown step ${step}; one of ${Object.keys(steps).join(', ')}`)
+    return JSON.stringify(await fn(args))
+  }
+  main().then(
+    out => finish(out, 0),
+    e => finish(JSON.stringify({ error: e.name, message: describe(e), type: e.type || null, stack: e.stack }), 1)
+  )
+}
+
+module.exports = { bootstrap, runSteps }
