@@ -283,3 +283,17 @@ def test_preallocate_reserves_the_segment_and_trims_on_roll_and_close(logdir):
     assert again.append_as_leader(batch(1)).first_offset == 3
     again.close()
     assert os.path.getsize(again.active_segment.log_path) == again.active_segment.size
+
+
+def test_a_full_index_rolls_the_segment(logdir):
+    lg = Log.open(logdir, cfg(segment_index_bytes=48, index_interval_bytes=1))  # 6 offset / 4 time slots
+    for i in range(20):
+        lg.append_as_leader(batch(1, key=b"k%d-" % i, ts=1_700_000_000_000 + i))
+    assert lg.num_segments >= 4
+    for seg in lg.segments[:-1]:
+        assert seg.time_index.entries <= seg.time_index.max_entries
+    assert [h.base_offset for h in batches_of(lg.read(0, 1 << 20).records)][0] == 0
+    lg.close()
+    again = Log.open(logdir, cfg(segment_index_bytes=48, index_interval_bytes=1))
+    assert again.offset_for_timestamp(1_700_000_000_000 + 17) == (17, 1_700_000_000_000 + 17)
+    again.close()
