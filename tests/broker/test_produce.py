@@ -162,3 +162,10 @@ async def test_append_wakes_the_fetch_waiters(h):
     h.lm.append_listener = woken.append               # what Broker.start installs: fetch_waiters.notify
     await produce(h, "t", batch())
     assert woken == [TopicPartition("t", 0)]
+
+
+async def test_internal_topics_refuse_client_appends(h):
+    h.create("__consumer_offsets", 1, {"cleanup.policy": "compact"})
+    p = await produce(h, "__consumer_offsets", build_batch([(b"k", b"v")]))
+    assert p.error_code == 17                                       # INVALID_TOPIC_EXCEPTION
+    assert h.lm.get_log(TopicPartition("__consumer_offsets", 0)).log_end_offset == 0

@@ -12,7 +12,8 @@ the append; 0 gets no response at all, and an error with acks=0 closes the conne
 of telling a client that reads no responses); anything else is INVALID_REQUIRED_ACKS.
 
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13) when there is no such
-partition, else the code of the KafkaError storage raised (CORRUPT_MESSAGE, INVALID_RECORD,
+partition, INVALID_TOPIC_EXCEPTION for internal topics (`__consumer_offsets` is written by the
+group coordinator only), else the code of the KafkaError storage raised (CORRUPT_MESSAGE, INVALID_RECORD,
 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT,
 OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...), with its message in error_message
 (v8+).
@@ -29,6 +30,7 @@ from __future__ import annotations
 import logging
 
 from kompakt.broker.dispatch import CloseConnection
+from kompakt.broker.handlers.metadata import INTERNAL_TOPICS
 from kompakt.protocol import codec
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
@@ -98,6 +100,11 @@ def _produce(ctx, request, version: int):
                 by_id = {m.topic_id: m.name for m in lm.topics.values()}
             name = by_id.get(topic.topic_id)
         parts = []
+        if name in INTERNAL_TOPICS:          # only the broker writes these (Kafka: internalTopicsAllowed)
+            responses.append((topic.name if version < 13 else None, topic.topic_id,
+                              [_failed(i, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                       f"Cannot append to internal topic {name}") for i, _ in topic.partitions]))
+            continue
         for index, records in topic.partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
             if log_obj is None:
