@@ -151,10 +151,14 @@ def _py_index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int
         while data[q] >= 0x80:         # timestampDelta: skipped in pass 1
             q += 1
         q += 1
-        b = data[q]                    # offsetDelta
+        b = data[q]                    # offsetDelta (two bytes from 64 on)
         if b < 0x80:
             od = (b >> 1) ^ -(b & 1)
             q += 1
+        elif data[q + 1] < 0x80:
+            od = (b & 0x7F) | (data[q + 1] << 7)
+            od = (od >> 1) ^ -(od & 1)
+            q += 2
         else:
             od, q = _varint_slow(data, q)
         b = data[q]                    # keyLength
@@ -328,10 +332,14 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
         else:
             td, q = _varint_slow(data, q)
         aq = q
-        b = data[q]                    # offsetDelta
+        b = data[q]                    # offsetDelta (two bytes from 64 on)
         if b < 0x80:
             od = (b >> 1) ^ -(b & 1)
             q += 1
+        elif data[q + 1] < 0x80:
+            od = (b & 0x7F) | (data[q + 1] << 7)
+            od = (od >> 1) ^ -(od & 1)
+            q += 2
         else:
             od, q = _varint_slow(data, q)
         b = data[q]                    # keyLength
