@@ -11,8 +11,8 @@ compaction last run?" / "How many records are on a topic?"):
 | GET    | /health                                      | 200 while the process serves HTTP (liveness)  |
 | GET    | /ready                                       | 200 once logs are loaded and listeners bound, else 503 |
 | GET    | /openapi.json                                | OpenAPI 3 description of all of this          |
-| GET    | /v1/partitions                               | every partition: sizes, offsets, cleaner state|
-| GET    | /v1/partitions/{topic}/{partition}           | one partition, with segments and cleaner detail|
+| GET    | /v1/partitions                               | every partition: sizes, offsets, cleaner state; `?topic=t&count=true` adds record counts and the topic's total |
+| GET    | /v1/partitions/{topic}/{partition}           | one partition, with segments and cleaner detail; `?count=true` adds the exact record count (from batch headers) |
 | POST   | /v1/partitions/{topic}/{partition}/compact   | clean now (ignores min.cleanable.dirty.ratio, never the active segment, LSO or min.compaction.lag.ms); 200 with stats if done within `?wait=` seconds (default 5), else 202 + Location of a job |
 | GET    | /v1/jobs/{id}                                | a compact job: running / done (stats) / failed |
 | POST   | /v1/partitions/{topic}/{partition}/pause     | pause cleaning (reentrant: n pauses need n resumes) |
@@ -46,8 +46,8 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from kompakt.broker.admin_views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, is_compacted,
-                                        jsonable, kafka_error_of, log_manager_of, partition_view,
+from kompakt.broker.admin_views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, count_records,
+                                        is_compacted, jsonable, kafka_error_of, log_manager_of, partition_view,
                                         resolve_partition, topic_partitions)
 from kompakt.broker.metrics import CONTENT_TYPE
 
@@ -252,15 +252,38 @@ async def list_partitions(request: web.Request) -> web.Response:
         if topic not in topic_partitions(manager):
             raise ApiError(404, "unknown_topic", f"unknown topic {topic!r}", kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
         items = [kv for kv in items if kv[0][0] == topic]
-    views = await asyncio.to_thread(lambda: [partition_view(broker, tp, lg) for tp, lg in items])
-    return web.json_response({"partitions": views})
+    count = _flag(request, "count")
+    if count and topic is None:
+        raise ApiError(400, "count_needs_topic", "count=true reads every batch header of the partitions listed; "
+                                                 "name one topic with ?topic=<name>")
+
+    def build() -> dict[str, Any]:
+        views = [partition_view(broker, tp, lg) for tp, lg in items]
+        out: dict[str, Any] = {"partitions": views}
+        if count:
+            for view, (_, lg) in zip(views, items):
+                view["records"] = count_records(lg)
+            out["total_records"] = sum(v["records"]["records"] for v in views)
+        return out
+
+    return web.json_response(await asyncio.to_thread(build))
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    raw = request.query.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0", ""):
+        raise ApiError(400, f"bad_{name}", f"{name} must be true or false, got {raw!r}")
+    return raw in ("true", "1", "")
 
 
 @routes.get("/v1/partitions/{topic}/{partition}")
 async def get_partition(request: web.Request) -> web.Response:
     broker = _broker(request)
     tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
-    return web.json_response(partition_view(broker, tp, lg, detail=True))
+    view = partition_view(broker, tp, lg, detail=True)
+    if _flag(request, "count"):
+        view["records"] = await asyncio.to_thread(count_records, lg)
+    return web.json_response(view)
 
 
 class Jobs:

@@ -1,7 +1,7 @@
 """`kompakt admin ...`: the admin HTTP API from a shell.
 
 Role: one sub-command per endpoint of kompakt.broker.admin (partitions, partition, compact, pause,
-resume, cleaner, adopt, ready — the container HEALTHCHECK), each printing a short human summary or, with `--json`, the API's JSON.
+resume, cleaner, adopt, count, ready — the container HEALTHCHECK), each printing a short human summary or, with `--json`, the API's JSON.
 Uses only the standard library (urllib), so it starts fast and needs no event loop.
 
 Exit status: 0 success; 1 the API answered an error (its message is printed); 2 the API could not be
@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _tp_args(p)
     p.add_argument("--wait", type=float, default=5.0, help="seconds the broker waits before answering 202")
     p.add_argument("--no-follow", action="store_true", help="do not poll a 202 job until it ends")
+    p = sub.add_parser("count", help="exact number of records a consumer reading from the start would get")
+    p.add_argument("topic")
+    p.add_argument("partition", type=int, nargs="?", help="one partition (default: every partition, summed)")
     sub.add_parser("cleaner", help="cleaner workers, current jobs, throttle and figures")
     sub.add_parser("ready", help="exit 0 when the broker is ready (GET /ready), 1 otherwise (container HEALTHCHECK)")
     p = sub.add_parser("adopt", help="swap a pipeline-compacted staging dir into a live partition")
@@ -158,6 +161,24 @@ def _follow(args: argparse.Namespace, job: dict[str, Any]) -> dict[str, Any]:
     return job
 
 
+def _count(args: argparse.Namespace) -> int:
+    if args.partition is not None:
+        body = _check(*request(args.url, "GET", _tp_path(args, "?count=true"), timeout=args.timeout))
+        rows, total = [body], body["records"]["records"]
+    else:
+        path = f"/v1/partitions?topic={urllib.parse.quote(args.topic)}&count=true"
+        body = _check(*request(args.url, "GET", path, timeout=args.timeout))
+        rows, total = body["partitions"], body["total_records"]
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0
+    for row in rows:
+        print(f"{row['topic']}-{row['partition']}: {row['records']['records']} records "
+              f"in {row['records']['batches']} batches (offsets {row['log_start_offset']}..{row['log_end_offset']})")
+    print(f"total: {total} records")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         return _run(args)
@@ -183,6 +204,8 @@ def _run(args: argparse.Namespace) -> int:
         else:
             print_partitions(body["partitions"])
         return 0
+    if a == "count":
+        return _count(args)
     if a == "partition":
         body = _check(*request(args.url, "GET", _tp_path(args), timeout=args.timeout))
     elif a == "cleaner":

@@ -40,12 +40,16 @@ OPENAPI: dict[str, Any] = {
         "/openapi.json": {"get": {"summary": "This document", "responses": {"200": _json({"type": "object"}, "OpenAPI")}}},
         "/v1/partitions": {"get": {
             "summary": "Every partition: offsets, size, segments, cleanup policy and cleaner state",
-            "parameters": [{"name": "topic", "in": "query", "required": False, "schema": {"type": "string"}}],
+            "parameters": [{"name": "topic", "in": "query", "required": False, "schema": {"type": "string"}},
+                           {"name": "count", "in": "query", "required": False, "schema": {"type": "boolean"},
+                            "description": "with topic: add each partition's exact record count and total_records"}],
             "responses": {"200": _json({"type": "object", "properties": {
                 "partitions": {"type": "array", "items": _ref("Partition")}}}, "partitions"), "404": _ERR}}},
         "/v1/partitions/{topic}/{partition}": {"get": {
             "summary": "One partition with its segments and the cleaner's view of it",
-            "parameters": _TP_PARAMS,
+            "parameters": _TP_PARAMS + [{"name": "count", "in": "query", "required": False,
+                                         "schema": {"type": "boolean"},
+                                         "description": "add `records`: the exact record count from batch headers"}],
             "responses": {"200": _json(_ref("Partition"), "the partition"), **_TP_ERRORS}}},
         "/v1/partitions/{topic}/{partition}/compact": {"post": {
             "summary": "Clean this partition now, ignoring min.cleanable.dirty.ratio but never the active "
