@@ -5,8 +5,8 @@ partition, checks them the way Kafka's UnifiedLog.analyzeAndValidateRecords + Lo
 assigns offsets starting at the log end offset and returns the bytes to append.
 
 Rules, each with the error that goes to the wire:
-- exactly one batch, complete (CORRUPT_MESSAGE when truncated; INVALID_RECORD when more than one:
-  Kafka's "Compressed outer record has more than one batch" for v2);
+- exactly one batch, complete (CORRUPT_MESSAGE when truncated; INVALID_RECORD when none or more
+  than one, as Kafka's ProduceRequest/LogValidator checks say for v2);
 - magic 2 only (UNSUPPORTED_FOR_MESSAGE_FORMAT);
 - batch size <= max.message.bytes (MESSAGE_TOO_LARGE); whole append <= segment size
   (RECORD_LIST_TOO_LARGE);
@@ -88,6 +88,9 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
     """Validate one produced batch and assign offsets from `next_offset` (see module docstring)."""
     tp = topic_partition or "partition"
     n = len(records)
+    if n == 0:
+        raise InvalidRecordError(f"Produce requests must have at least one record batch per "
+                                 f"partition (append to {tp})")
     if n < R.BATCH_OVERHEAD:
         raise CorruptMessageError(f"Record batch of {n} bytes in the append to {tp} is shorter than "
                                   f"the {R.BATCH_OVERHEAD}-byte batch header")

@@ -58,6 +58,7 @@ def test_magic_crc_size_and_shape_errors():
     assert code_of(batch()[:40]) == ErrorCode.CORRUPT_MESSAGE
     assert code_of(batch()[:-3]) == ErrorCode.CORRUPT_MESSAGE
     assert code_of(batch() + batch()) == ErrorCode.INVALID_RECORD
+    assert code_of(b"") == ErrorCode.INVALID_RECORD
     big = batch([(b"k", b"x" * 3000)])
     assert code_of(big, cfg(max_message_bytes=2000)) == ErrorCode.MESSAGE_TOO_LARGE
     assert code_of(big, cfg(internal_segment_bytes=1000)) == ErrorCode.RECORD_LIST_TOO_LARGE
