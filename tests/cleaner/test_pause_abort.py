@@ -119,3 +119,22 @@ async def test_corrupt_segment_marks_partition_uncleanable(cleaner, logs):
     ps = cleaner.partition_status(("bad", 0))
     assert ps["uncleanable"] and ps["uncleanable_reason"]
     assert cleaner.manager.grab_filthiest_compacted_log() is None
+
+
+async def test_two_workers_clean_two_partitions(tmp_path, clock):
+    logs = Logs(str(tmp_path), clock, **{"log.cleaner.threads": "2", "log.cleaner.backoff.ms": "50"})
+    c = LogCleaner(logs.config, logs.manager, time=clock)
+    logs.manager.cleaner = c
+    a = big_log(logs, "a", batches=200)
+    b = big_log(logs, "b", batches=200)
+    c.start()
+    try:
+        await wait_for(lambda: c.manager.all_cleaner_checkpoints().get(("a", 0)) == 200
+                       and c.manager.all_cleaner_checkpoints().get(("b", 0)) == 200, "both partitions cleaned")
+        assert len(c.workers) == 2 and any(w.pid for w in c.workers)
+        assert [k for _, k, _ in read_log(a)] == [b"k%d" % i for i in range(10)]
+        assert [k for _, k, _ in read_log(b)] == [b"k%d" % i for i in range(10)]
+        assert c.status()["cleanings_total"] >= 2
+    finally:
+        await c.shutdown()
+        logs.close()
