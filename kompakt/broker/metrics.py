@@ -15,8 +15,9 @@ Conventions (https://prometheus.io/docs/practices/naming/):
 
 Two kinds of figures:
 1. Events counted on the hot path (requests, bytes in/out): plain Python lists per API or topic,
-   written only by the event loop (`HotPathCollector`; about 0.5 us per request instead of ~3 us
-   for prometheus-client's locked Counter + Histogram), exported at scrape time. Rare events
+   written only by the event loop (`HotPathCollector`; 1.3 us per request for count, latency
+   histogram and bytes, instead of 3.3 us with prometheus-client's locked Counter + Histogram),
+   exported at scrape time; a deleted topic's rows are dropped at the next scrape. Rare events
    (errors, connections) use ordinary prometheus-client metrics.
 2. State that lives in other objects (log sizes and offsets, cleaner state): read at scrape time by
    `LiveCollector` from the broker's `log_manager` and `cleaner`, so the hot path pays nothing.
@@ -35,6 +36,7 @@ What LiveCollector reads (duck-typed; dicts or objects with these attribute name
   (0..1), `cleaner_point` (or `first_dirty_offset`), `last_clean_time_ms` (epoch ms),
   `last_clean_duration_ms`, `records_after_last_clean`, `distinct_keys_after_last_clean`,
   `tombstones_retained`, `paused_count`, `uncleanable_reason`.
+- `broker.log_manager.stats()` and `broker.groups.stats()` (families appended by their owners).
 A missing key is simply not exported; a collector failure is logged and never fails the scrape.
 """
 from __future__ import annotations
