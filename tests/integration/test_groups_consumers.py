@@ -7,7 +7,8 @@ One broker per test; members are separate processes (groups_support.Member). Cov
 * the broker is restarted gracefully: the committed offsets survive and a new member process
   resumes from them (sees only what was produced after the last commit);
 * the broker is SIGKILLed and restarted: the committed offsets and the group are still there;
-* a static member (group.instance.id) that restarts gets its partitions back without a rebalance.
+* a static member (group.instance.id) that restarts gets its partitions back without a rebalance,
+  and the group survives a SIGKILL of the broker: its members carry on without a rebalance.
 """
 from __future__ import annotations
 
@@ -119,6 +120,18 @@ def test_static_member_restart_without_rebalance(client, start_broker, tmp_path)
         assert [e["event"] for e in b.snapshot()[b_events:]
                 if e["event"] != "records"] == [], "the other member saw a rebalance"
         assert [v for v, n in consumed([a, b, restarted]).items() if n > 1] == []
+
+        # The broker dies (SIGKILL) under the live group: it reloads the group (generation,
+        # members, assignment) from __consumer_offsets and the members carry on without a
+        # rebalance once they reconnect within their session timeout.
+        marks = len(b.snapshot()), len(restarted.snapshot())
+        broker.restart(kill=True)
+        third = values("s3", 40)
+        produce(broker.bootstrap, topic, third, 4)
+        wait_until(lambda: set(consumed([b, restarted])) >= set(third), "records after the broker restart")
+        assert rebalances_logged(broker) == rebalances, "the broker restart triggered a rebalance"
+        assert [e["event"] for m, mark in zip((b, restarted), marks) for e in m.snapshot()[mark:]
+                if e["event"] != "records"] == [], "a member saw a rebalance after the broker restart"
     finally:
         for m in (a, b, restarted):
             if m is not None:

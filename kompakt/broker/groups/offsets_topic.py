@@ -46,11 +46,20 @@ class OffsetsTopic:
         self.config = config
         self.time_ms = time_ms
         self._create_lock: asyncio.Lock | None = None
+        self._ready = False
 
     # -- topic -------------------------------------------------------------------------------
 
     def exists(self) -> bool:
-        return OFFSETS_TOPIC in self.log_manager.topics
+        """The topic and *every* partition log exist. (LogManager registers a topic before it
+        creates the partition dirs, so the name alone may be visible mid-creation.)"""
+        if self._ready:
+            return True
+        meta = self.log_manager.topics.get(OFFSETS_TOPIC)
+        if meta is not None and all(self.log_manager.get_log(TopicPartition(OFFSETS_TOPIC, p)) is not None
+                                    for p in range(meta.partitions)):
+            self._ready = True
+        return self._ready
 
     @property
     def num_partitions(self) -> int:
@@ -87,6 +96,7 @@ class OffsetsTopic:
         except errors.KafkaError as exc:
             if exc.code != errors.ErrorCode.TOPIC_ALREADY_EXISTS:
                 raise
+            return   # created meanwhile (or being created by the FindCoordinator thread)
         log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
 
     # -- writes ------------------------------------------------------------------------------
