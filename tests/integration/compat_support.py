@@ -322,17 +322,18 @@ def read_aiokafka(broker, ends) -> dict:
     return out
 
 
-def read_kcat(broker, ends) -> dict:
+def read_kcat(broker, ends, extra=()) -> dict:
     """kcat as a balanced consumer (-G, librdkafka's KafkaConsumer) over all topics in one run;
-    -e exits once every assigned partition reached its end."""
+    -e exits once every assigned partition reached its end. `extra`: more kcat arguments (e.g.
+    -X check.crcs=true); any error librdkafka reports fails the read."""
     topics = [t for t, parts in ends.items() if any(parts.values())]
     out = {t: [] for t in ends}
     if not topics:
         return out
     proc = subprocess.run([KCAT, "-b", broker.bootstrap, "-G", f"compat-{uuid.uuid4()}", "-o", "beginning", "-e",
-                           "-J", "-X", "fetch.wait.max.ms=10", "-X", "enable.auto.commit=false", *topics],
+                           "-J", "-X", "fetch.wait.max.ms=10", "-X", "enable.auto.commit=false", *extra, *topics],
                           capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert proc.returncode == 0, f"kcat -G failed: {proc.stderr}"
+    assert proc.returncode == 0 and "ERROR" not in proc.stderr.upper(), f"kcat -G failed: {proc.stderr}"
     for line in proc.stdout.splitlines():
         m = json.loads(line)
         h = m.get("headers", [])
