@@ -56,6 +56,15 @@ def env(tmp_path):
     lm.shutdown()
 
 
+@pytest.fixture
+async def coord(env):
+    """A started coordinator over `env`'s LogManager, stopped at teardown."""
+    broker, clock = env
+    c = await started(broker, clock)
+    yield c
+    await c.stop()
+
+
 async def started(broker, clock) -> GroupCoordinator:
     c = GroupCoordinator(broker, time_ms=clock)
     await c.start()
@@ -98,186 +107,162 @@ def log_records(broker, group):
     return out
 
 
-async def test_member_id_required_join_sync_heartbeat_errors(env):
+async def test_member_id_required_join_sync_heartbeat_errors(env, coord):
     broker, clock = env
-    c = await started(broker, clock)
-    try:
-        first = await c.join_group(join_req())
-        assert first.error == EC.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
-        assert c.groups["g"].pending_members == {first.member_id}
-        joined = await c.join_group(join_req(member_id=first.member_id))
-        assert (joined.generation_id, joined.leader, joined.protocol_name) == (1, first.member_id, "range")
-        assert joined.members == [(first.member_id, None, SUB)]
-        synced = await c.sync_group("g", 1, joined.member_id, None, "consumer", "range",
-                                    [(joined.member_id, b"assignment")])
-        assert (synced.error, synced.assignment) == (0, b"assignment")
-        assert c.groups["g"].state is GroupState.STABLE
-        assert c.heartbeat("g", 1, joined.member_id, None) == 0
-        assert c.heartbeat("g", 0, joined.member_id, None) == EC.ILLEGAL_GENERATION
-        assert c.heartbeat("g", 1, "stranger", None) == EC.UNKNOWN_MEMBER_ID
-        assert c.heartbeat("nogroup", 1, joined.member_id, None) == EC.UNKNOWN_MEMBER_ID
-        bad = await c.sync_group("g", 1, joined.member_id, None, "consumer", "roundrobin", [])
-        assert bad.error == EC.INCONSISTENT_GROUP_PROTOCOL
-        # The assignment is in the log before SyncGroup was answered.
-        key, value = log_records(broker, "g")[-1]
-        assert key == {"type": "group_metadata", "version": 2, "group": "g"}
-        assert value["generation"] == 1 and value["members"][0]["assignment"] == b"assignment"
-    finally:
-        await c.stop()
+    c = coord
+    first = await c.join_group(join_req())
+    assert first.error == EC.MEMBER_ID_REQUIRED and first.member_id.startswith("client-")
+    assert c.groups["g"].pending_members == {first.member_id}
+    joined = await c.join_group(join_req(member_id=first.member_id))
+    assert (joined.generation_id, joined.leader, joined.protocol_name) == (1, first.member_id, "range")
+    assert joined.members == [(first.member_id, None, SUB)]
+    synced = await c.sync_group("g", 1, joined.member_id, None, "consumer", "range",
+                                [(joined.member_id, b"assignment")])
+    assert (synced.error, synced.assignment) == (0, b"assignment")
+    assert c.groups["g"].state is GroupState.STABLE
+    assert c.heartbeat("g", 1, joined.member_id, None) == 0
+    assert c.heartbeat("g", 0, joined.member_id, None) == EC.ILLEGAL_GENERATION
+    assert c.heartbeat("g", 1, "stranger", None) == EC.UNKNOWN_MEMBER_ID
+    assert c.heartbeat("nogroup", 1, joined.member_id, None) == EC.UNKNOWN_MEMBER_ID
+    bad = await c.sync_group("g", 1, joined.member_id, None, "consumer", "roundrobin", [])
+    assert bad.error == EC.INCONSISTENT_GROUP_PROTOCOL
+    # The assignment is in the log before SyncGroup was answered.
+    key, value = log_records(broker, "g")[-1]
+    assert key == {"type": "group_metadata", "version": 2, "group": "g"}
+    assert value["generation"] == 1 and value["members"][0]["assignment"] == b"assignment"
 
 
-async def test_join_argument_errors(env):
+async def test_join_argument_errors(env, coord):
     broker, clock = env
-    c = await started(broker, clock)
-    try:
-        assert (await c.join_group(join_req(group=""))).error == EC.INVALID_GROUP_ID
-        assert (await c.join_group(join_req(session=5))).error == EC.INVALID_SESSION_TIMEOUT
-        assert (await c.join_group(join_req(session=10**8))).error == EC.INVALID_SESSION_TIMEOUT
-        assert (await c.join_group(join_req(member_id="ghost"))).error == EC.UNKNOWN_MEMBER_ID
-        assert (await c.join_group(join_req(protocol_type=""))).error == EC.INCONSISTENT_GROUP_PROTOCOL
-        a = await join_alone(c)
-        other = await c.join_group(join_req(protocol_type="connect", version=3))
-        assert other.error == EC.INCONSISTENT_GROUP_PROTOCOL
-        disjoint = await c.join_group(join_req(protocols=[("sticky", b"")], version=3))
-        assert disjoint.error == EC.INCONSISTENT_GROUP_PROTOCOL
-        assert a.generation_id == 1
-    finally:
-        await c.stop()
+    c = coord
+    assert (await c.join_group(join_req(group=""))).error == EC.INVALID_GROUP_ID
+    assert (await c.join_group(join_req(session=5))).error == EC.INVALID_SESSION_TIMEOUT
+    assert (await c.join_group(join_req(session=10**8))).error == EC.INVALID_SESSION_TIMEOUT
+    assert (await c.join_group(join_req(member_id="ghost"))).error == EC.UNKNOWN_MEMBER_ID
+    assert (await c.join_group(join_req(protocol_type=""))).error == EC.INCONSISTENT_GROUP_PROTOCOL
+    a = await join_alone(c)
+    other = await c.join_group(join_req(protocol_type="connect", version=3))
+    assert other.error == EC.INCONSISTENT_GROUP_PROTOCOL
+    disjoint = await c.join_group(join_req(protocols=[("sticky", b"")], version=3))
+    assert disjoint.error == EC.INCONSISTENT_GROUP_PROTOCOL
+    assert a.generation_id == 1
 
 
-async def test_second_member_rebalances_and_old_generation_is_refused(env):
+async def test_second_member_rebalances_and_old_generation_is_refused(env, coord):
     broker, clock = env
-    c = await started(broker, clock)
-    try:
-        a = await join_alone(c)
-        await c.sync_group("g", 1, a.member_id, None, None, None, [(a.member_id, b"A")])
-        b_id = (await c.join_group(join_req())).member_id
-        b_join = asyncio.create_task(c.join_group(join_req(member_id=b_id)))
-        await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "rebalance")
-        assert c.heartbeat("g", 1, a.member_id, None) == EC.REBALANCE_IN_PROGRESS
-        assert (await c.sync_group("g", 1, a.member_id, None, None, None, [])).error == EC.REBALANCE_IN_PROGRESS
-        # a commits during the join phase with its (still current) generation: accepted
-        codes = c.commit_offsets("g", 1, a.member_id, None, -1, [("t", 0, 7, -1, "", -1)], 8)
-        assert codes == {("t", 0): 0}
-        a_join = await c.join_group(join_req(member_id=a.member_id))
-        b_res = await b_join
-        assert a_join.generation_id == b_res.generation_id == 2
-        assert a_join.leader == a.member_id and len(a_join.members) == 2 and b_res.members == []
-        # CompletingRebalance: commits wait for the assignment
+    c = coord
+    a = await join_alone(c)
+    await c.sync_group("g", 1, a.member_id, None, None, None, [(a.member_id, b"A")])
+    b_id = (await c.join_group(join_req())).member_id
+    b_join = asyncio.create_task(c.join_group(join_req(member_id=b_id)))
+    await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "rebalance")
+    assert c.heartbeat("g", 1, a.member_id, None) == EC.REBALANCE_IN_PROGRESS
+    assert (await c.sync_group("g", 1, a.member_id, None, None, None, [])).error == EC.REBALANCE_IN_PROGRESS
+    # a commits during the join phase with its (still current) generation: accepted
+    codes = c.commit_offsets("g", 1, a.member_id, None, -1, [("t", 0, 7, -1, "", -1)], 8)
+    assert codes == {("t", 0): 0}
+    a_join = await c.join_group(join_req(member_id=a.member_id))
+    b_res = await b_join
+    assert a_join.generation_id == b_res.generation_id == 2
+    assert a_join.leader == a.member_id and len(a_join.members) == 2 and b_res.members == []
+    # CompletingRebalance: commits wait for the assignment
+    with pytest.raises(KafkaError) as info:
+        c.commit_offsets("g", 2, a.member_id, None, -1, [("t", 0, 8, -1, "", -1)], 8)
+    assert info.value.code == EC.REBALANCE_IN_PROGRESS
+    assert c.heartbeat("g", 2, b_id, None) == 0      # heartbeats are fine meanwhile
+    b_sync = asyncio.create_task(c.sync_group("g", 2, b_id, None, None, None, []))
+    await asyncio.sleep(0)
+    assert not b_sync.done()                          # parked until the leader's SyncGroup
+    a_sync = await c.sync_group("g", 2, a.member_id, None, None, None,
+                                [(a.member_id, b"A2"), (b_id, b"B2")])
+    assert (a_sync.assignment, (await b_sync).assignment) == (b"A2", b"B2")
+    assert (await c.sync_group("g", 1, b_id, None, None, None, [])).error == EC.ILLEGAL_GENERATION
+
+
+async def test_session_timeout_removes_member_and_group_becomes_empty(env, coord):
+    broker, clock = env
+    c = coord
+    a = await join_alone(c, session=50)
+    await c.sync_group("g", 1, a.member_id, None, None, None, [(a.member_id, b"A")])
+    await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the silent member to expire")
+    assert c.groups["g"].generation_id == 2 and not c.groups["g"].members
+    assert c.heartbeat("g", 2, a.member_id, None) == EC.UNKNOWN_MEMBER_ID
+    key, value = log_records(broker, "g")[-1]
+    assert value["generation"] == 2 and value["members"] == [] and value["protocol"] is None
+
+
+async def test_pending_member_expires(env, coord):
+    broker, clock = env
+    c = coord
+    first = await c.join_group(join_req(session=30))
+    assert first.error == EC.MEMBER_ID_REQUIRED
+    await wait_for(lambda: not c.groups["g"].pending_members, "the pending member to expire")
+    assert (await c.join_group(join_req(member_id=first.member_id))).error == EC.UNKNOWN_MEMBER_ID
+
+
+async def test_static_member_replaced_fences_old_id_without_rebalance(env, coord):
+    broker, clock = env
+    c = coord
+    a = await join_alone(c, instance="i-a")
+    assert a.member_id.startswith("i-a-")
+    await c.sync_group("g", 1, a.member_id, "i-a", None, None, [(a.member_id, b"A")])
+    again = await c.join_group(join_req(instance="i-a"))       # restarted instance, v5
+    assert again.error == 0 and again.member_id != a.member_id
+    assert again.generation_id == 1 and again.leader == a.member_id   # old leader id (v<9)
+    assert c.groups["g"].state is GroupState.STABLE
+    assert c.heartbeat("g", 1, a.member_id, "i-a") == EC.FENCED_INSTANCE_ID
+    assert c.heartbeat("g", 1, again.member_id, "i-a") == 0
+    synced = await c.sync_group("g", 1, again.member_id, "i-a", None, None, [])
+    assert synced.assignment == b"A"                              # kept its partitions
+    v9 = await c.join_group(join_req(instance="i-a", version=9))  # KIP-814 leader rejoin
+    assert v9.skip_assignment and v9.leader == v9.member_id and len(v9.members) == 1
+    # leave by instance id alone (admin removeMembersFromConsumerGroup)
+    top, codes = c.leave_group("g", [("", "i-a"), ("", "i-unknown")])
+    assert (top, codes) == (0, [0, EC.UNKNOWN_MEMBER_ID])
+    await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the group to empty")
+
+
+async def test_leave_group_batch_and_errors(env, coord):
+    broker, clock = env
+    c = coord
+    a = await join_alone(c)
+    assert c.leave_group("nope", [(a.member_id, None)])[0] == EC.UNKNOWN_MEMBER_ID
+    top, codes = c.leave_group("g", [(a.member_id, "wrong-instance"), ("x", None), (a.member_id, None)])
+    assert (top, codes) == (0, [EC.UNKNOWN_MEMBER_ID, EC.UNKNOWN_MEMBER_ID, 0])
+    await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the group to empty")
+
+
+async def test_offset_commit_rules(env, coord):
+    broker, clock = env
+    c = coord
+    # simple commit (generation -1) creates an Empty group without protocol
+    codes = c.commit_offsets("simple", -1, "", None, -1,
+                             [("t", 0, 5, 2, "m", -1), ("t", 1, 6, -1, "x" * 4097, -1),
+                              ("missing", 0, 1, -1, "", -1)], 8)
+    assert codes == {("t", 0): 0, ("t", 1): EC.OFFSET_METADATA_TOO_LARGE,
+                     ("missing", 0): EC.UNKNOWN_TOPIC_OR_PARTITION}
+    om = c.fetch_offsets("simple", [("t", 0), ("t", 1)])
+    assert om[("t", 1)] is None
+    assert (om[("t", 0)].offset, om[("t", 0)].leader_epoch, om[("t", 0)].metadata) == (5, 2, "m")
+    assert c.list_groups() == [("simple", "", "Empty")]
+    for version, code in ((8, EC.ILLEGAL_GENERATION), (9, EC.GROUP_ID_NOT_FOUND)):
         with pytest.raises(KafkaError) as info:
-            c.commit_offsets("g", 2, a.member_id, None, -1, [("t", 0, 8, -1, "", -1)], 8)
-        assert info.value.code == EC.REBALANCE_IN_PROGRESS
-        assert c.heartbeat("g", 2, b_id, None) == 0      # heartbeats are fine meanwhile
-        b_sync = asyncio.create_task(c.sync_group("g", 2, b_id, None, None, None, []))
-        await asyncio.sleep(0)
-        assert not b_sync.done()                          # parked until the leader's SyncGroup
-        a_sync = await c.sync_group("g", 2, a.member_id, None, None, None,
-                                    [(a.member_id, b"A2"), (b_id, b"B2")])
-        assert (a_sync.assignment, (await b_sync).assignment) == (b"A2", b"B2")
-        assert (await c.sync_group("g", 1, b_id, None, None, None, [])).error == EC.ILLEGAL_GENERATION
-    finally:
-        await c.stop()
-
-
-async def test_session_timeout_removes_member_and_group_becomes_empty(env):
-    broker, clock = env
-    c = await started(broker, clock)
-    try:
-        a = await join_alone(c, session=50)
-        await c.sync_group("g", 1, a.member_id, None, None, None, [(a.member_id, b"A")])
-        await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the silent member to expire")
-        assert c.groups["g"].generation_id == 2 and not c.groups["g"].members
-        assert c.heartbeat("g", 2, a.member_id, None) == EC.UNKNOWN_MEMBER_ID
-        key, value = log_records(broker, "g")[-1]
-        assert value["generation"] == 2 and value["members"] == [] and value["protocol"] is None
-    finally:
-        await c.stop()
-
-
-async def test_pending_member_expires(env):
-    broker, clock = env
-    c = await started(broker, clock)
-    try:
-        first = await c.join_group(join_req(session=30))
-        assert first.error == EC.MEMBER_ID_REQUIRED
-        await wait_for(lambda: not c.groups["g"].pending_members, "the pending member to expire")
-        assert (await c.join_group(join_req(member_id=first.member_id))).error == EC.UNKNOWN_MEMBER_ID
-    finally:
-        await c.stop()
-
-
-async def test_static_member_replaced_fences_old_id_without_rebalance(env):
-    broker, clock = env
-    c = await started(broker, clock)
-    try:
-        a = await join_alone(c, instance="i-a")
-        assert a.member_id.startswith("i-a-")
-        await c.sync_group("g", 1, a.member_id, "i-a", None, None, [(a.member_id, b"A")])
-        again = await c.join_group(join_req(instance="i-a"))       # restarted instance, v5
-        assert again.error == 0 and again.member_id != a.member_id
-        assert again.generation_id == 1 and again.leader == a.member_id   # old leader id (v<9)
-        assert c.groups["g"].state is GroupState.STABLE
-        assert c.heartbeat("g", 1, a.member_id, "i-a") == EC.FENCED_INSTANCE_ID
-        assert c.heartbeat("g", 1, again.member_id, "i-a") == 0
-        synced = await c.sync_group("g", 1, again.member_id, "i-a", None, None, [])
-        assert synced.assignment == b"A"                              # kept its partitions
-        v9 = await c.join_group(join_req(instance="i-a", version=9))  # KIP-814 leader rejoin
-        assert v9.skip_assignment and v9.leader == v9.member_id and len(v9.members) == 1
-        # leave by instance id alone (admin removeMembersFromConsumerGroup)
-        top, codes = c.leave_group("g", [("", "i-a"), ("", "i-unknown")])
-        assert (top, codes) == (0, [0, EC.UNKNOWN_MEMBER_ID])
-        await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the group to empty")
-    finally:
-        await c.stop()
-
-
-async def test_leave_group_batch_and_errors(env):
-    broker, clock = env
-    c = await started(broker, clock)
-    try:
-        a = await join_alone(c)
-        assert c.leave_group("nope", [(a.member_id, None)])[0] == EC.UNKNOWN_MEMBER_ID
-        top, codes = c.leave_group("g", [(a.member_id, "wrong-instance"), ("x", None), (a.member_id, None)])
-        assert (top, codes) == (0, [EC.UNKNOWN_MEMBER_ID, EC.UNKNOWN_MEMBER_ID, 0])
-        await wait_for(lambda: c.groups["g"].state is GroupState.EMPTY, "the group to empty")
-    finally:
-        await c.stop()
-
-
-async def test_offset_commit_rules(env):
-    broker, clock = env
-    c = await started(broker, clock)
-    try:
-        # simple commit (generation -1) creates an Empty group without protocol
-        codes = c.commit_offsets("simple", -1, "", None, -1,
-                                 [("t", 0, 5, 2, "m", -1), ("t", 1, 6, -1, "x" * 4097, -1),
-                                  ("missing", 0, 1, -1, "", -1)], 8)
-        assert codes == {("t", 0): 0, ("t", 1): EC.OFFSET_METADATA_TOO_LARGE,
-                         ("missing", 0): EC.UNKNOWN_TOPIC_OR_PARTITION}
-        om = c.fetch_offsets("simple", [("t", 0), ("t", 1)])
-        assert om[("t", 1)] is None
-        assert (om[("t", 0)].offset, om[("t", 0)].leader_epoch, om[("t", 0)].metadata) == (5, 2, "m")
-        assert c.list_groups() == [("simple", "", "Empty")]
-        for version, code in ((8, EC.ILLEGAL_GENERATION), (9, EC.GROUP_ID_NOT_FOUND)):
-            with pytest.raises(KafkaError) as info:
-                c.commit_offsets("unknown", 3, "m", None, -1, [("t", 0, 1, -1, "", -1)], version)
-            assert info.value.code == code
-        a = await join_alone(c)
-        with pytest.raises(KafkaError) as info:   # non-member commit to a group with members
-            c.commit_offsets("g", -1, "", None, -1, [("t", 0, 1, -1, "", -1)], 8)
-        assert info.value.code == EC.UNKNOWN_MEMBER_ID
-        with pytest.raises(KafkaError) as info:
-            c.commit_offsets("g", 1, "other", None, -1, [("t", 0, 1, -1, "", -1)], 8)
-        assert info.value.code == EC.UNKNOWN_MEMBER_ID
-        # v2-4 retention time: stored with an expire timestamp (value version 1)
-        await c.sync_group("g", 1, a.member_id, None, None, None, [])
-        clock.now = 2_000_000
-        c.commit_offsets("g", 1, a.member_id, None, 60_000, [("t", 1, 9, -1, "", -1)], 2)
-        key, value = log_records(broker, "g")[-1]
-        assert key == {"type": "offset_commit", "version": 1, "group": "g", "topic": "t", "partition": 1}
-        assert (value["version"], value["commit_timestamp"], value["expire_timestamp"]) == (1, 2_000_000, 2_060_000)
-    finally:
-        await c.stop()
+            c.commit_offsets("unknown", 3, "m", None, -1, [("t", 0, 1, -1, "", -1)], version)
+        assert info.value.code == code
+    a = await join_alone(c)
+    with pytest.raises(KafkaError) as info:   # non-member commit to a group with members
+        c.commit_offsets("g", -1, "", None, -1, [("t", 0, 1, -1, "", -1)], 8)
+    assert info.value.code == EC.UNKNOWN_MEMBER_ID
+    with pytest.raises(KafkaError) as info:
+        c.commit_offsets("g", 1, "other", None, -1, [("t", 0, 1, -1, "", -1)], 8)
+    assert info.value.code == EC.UNKNOWN_MEMBER_ID
+    # v2-4 retention time: stored with an expire timestamp (value version 1)
+    await c.sync_group("g", 1, a.member_id, None, None, None, [])
+    clock.now = 2_000_000
+    c.commit_offsets("g", 1, a.member_id, None, 60_000, [("t", 1, 9, -1, "", -1)], 2)
+    key, value = log_records(broker, "g")[-1]
+    assert key == {"type": "offset_commit", "version": 1, "group": "g", "topic": "t", "partition": 1}
+    assert (value["version"], value["commit_timestamp"], value["expire_timestamp"]) == (1, 2_000_000, 2_060_000)
 
 
 async def test_state_survives_a_log_manager_restart(tmp_path):
