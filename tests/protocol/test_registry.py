@@ -14,6 +14,7 @@ def test_flexible_versions_from_the_schemas():
     assert not registry.is_flexible(3, 8) and registry.is_flexible(3, 9)      # Metadata 9+
     assert not registry.is_flexible(18, 2) and registry.is_flexible(18, 3)    # ApiVersions 3+
     assert not registry.is_flexible(9999, 0)                                  # unknown key
+    assert not registry.is_flexible(47, 0)      # OffsetDelete: flexibleVersions "none" -> never
 
 
 def test_header_versions():
