@@ -402,6 +402,9 @@ class LogCleaner:
             for n, g in enumerate(result.groups):
                 olds = [current[b] for b in g.replaces]
                 new = LogSegment.open(lg.dir, g.base_offset, lg.config, suffix=C.CLEANED_SUFFIX)
+                # an empty index file opens as a preallocated active one: trim it like Kafka's
+                # onBecomeInactiveSegment before the segment joins the log as an inactive segment
+                new.on_become_inactive()
                 lg.replace_segments([new], olds)
                 if n == 0:
                     _crash_point("after_first_group")

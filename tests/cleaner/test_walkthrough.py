@@ -63,3 +63,20 @@ async def test_fruit_prices(logs, cleaner, clock):
                                                      (10, b"lime")]
     status = cleaner.status()
     assert status["cleanings_total"] == 3 and status["dead_thread_count"] == 0
+
+
+async def test_cleaned_segments_have_trimmed_indexes(logs, cleaner):
+    lg = logs.create("idx", min_cleanable_dirty_ratio="0.01")
+    for i in range(3):
+        append(lg, [(b"k", b"v%d" % i)])
+    lg.roll()
+    append(lg, [(b"k", b"last")])
+    lg.roll()
+    append(lg, [(b"other", b"x")])
+    res = await cleaner.clean_now(("idx", 0))
+    assert res["cleaned"]
+    for seg in lg.segments[:-1]:
+        base = seg.log_path[:-len(".log")]
+        # no preallocated 10 MiB index left behind on a cleaned (inactive) segment
+        assert os.path.getsize(base + ".index") % 8 == 0 and os.path.getsize(base + ".index") < 4096
+        assert os.path.getsize(base + ".timeindex") < 4096
