@@ -54,15 +54,16 @@ def test_message_max_bytes_is_enforced_by_the_broker(module_broker):
 
 
 def test_parked_consumer_gets_a_later_message(module_broker):
-    """The consumer's fetch waits on an empty partition; a produce wakes it (fetch.wait.max.ms 10 s,
-    so without the wake-up the message could not arrive before the second long poll)."""
+    """The consumer's fetch waits on an empty partition; a produce wakes it. fetch.wait.max.ms is
+    100 s, beyond the 30 s deadline: without the wake-up "second" could not arrive in time."""
     p = ck.Producer({"bootstrap.servers": module_broker.bootstrap})
     p.produce("edge-park", b"first", partition=0)
     p.flush(DEADLINE_S)
     result = {}
 
     def consumer():
-        result["msgs"] = consume_n(module_broker.bootstrap, "edge-park", 0, 2, **{"fetch.wait.max.ms": 10_000})
+        result["msgs"] = consume_n(module_broker.bootstrap, "edge-park", 0, 2,
+                                   **{"fetch.wait.max.ms": 100_000, "socket.timeout.ms": 300_000})
 
     t = threading.Thread(target=consumer)
     t.start()
