@@ -52,6 +52,7 @@ assert struct.calcsize(HEADER_PREFIX_FORMAT) == HEADER_PREFIX_SIZE
 _PREFIX = struct.Struct(HEADER_PREFIX_FORMAT)
 _LENGTH = struct.Struct(">i")
 RECOVER_CHUNK = 8 * 1024 * 1024
+SCAN_WINDOW = 16 * 1024  # header scan window: covers the default 4 KiB index interval
 
 
 class LogSegmentOffsetOverflowError(Exception):
@@ -224,22 +225,36 @@ class LogSegment:
     def read_bytes(self, pos: int, size: int) -> bytes:
         return os.pread(self._fd, size, pos)
 
-    def translate_offset(self, offset: int, starting_position: int = 0):
-        """(position, batch size) of the first batch whose last offset >= offset, or None."""
+    def _locate(self, offset: int, starting_position: int = 0):
+        """(position, batch size, window, window start) of the first batch whose last offset >=
+        offset, or None. Headers are scanned in SCAN_WINDOW reads from the index position (one
+        pread for the usual index.interval.bytes gap); the window is returned so a small read
+        can be served from it without another syscall."""
         _, pos = self.offset_index.lookup(offset)
         pos = max(pos, starting_position)
         size = self.size
+        unpack = _PREFIX.unpack_from
         while pos + HEADER_PREFIX_SIZE <= size:
-            hdr = self._read_prefix(pos)
-            if hdr is None:
+            win = os.pread(self._fd, min(SCAN_WINDOW, size - pos), pos)
+            n = len(win)
+            p = 0
+            while n - p >= HEADER_PREFIX_SIZE:
+                hdr = unpack(win, p)
+                batch_size = hdr[1] + R.LOG_OVERHEAD
+                if hdr[0] + hdr[6] >= offset:
+                    return pos + p, batch_size, win, pos
+                if batch_size < R.BATCH_OVERHEAD:
+                    return None
+                p += batch_size
+            if p == 0:
                 return None
-            batch_size = hdr[1] + R.LOG_OVERHEAD
-            if hdr[0] + hdr[6] >= offset:
-                return pos, batch_size
-            if batch_size < R.BATCH_OVERHEAD:
-                return None
-            pos += batch_size
+            pos += p
         return None
+
+    def translate_offset(self, offset: int, starting_position: int = 0):
+        """(position, batch size) of the first batch whose last offset >= offset, or None."""
+        found = self._locate(offset, starting_position)
+        return None if found is None else found[:2]
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one: bool = False):
@@ -251,16 +266,20 @@ class LogSegment:
         """
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
-        found = self.translate_offset(start_offset)
+        found = self._locate(start_offset)
         if found is None:
             return None
-        pos, first_size = found
+        pos, first_size, win, win_start = found
         limit = self.size if max_position is None else min(max_position, self.size)
         budget = max(max_size, first_size) if min_one else max_size
         want = min(limit - pos, budget)
         if want < first_size:
             return pos, b""
-        data = os.pread(self._fd, want, pos)
+        at = pos - win_start
+        if at + want <= len(win):
+            data = win[at:at + want]           # small reads: served from the scan window
+        else:
+            data = os.pread(self._fd, want, pos)
         return pos, data[:_whole_batches(data)]
 
     def read_next_offset(self) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from kompakt.protocol import records as R
 from kompakt.storage.segment import LogSegment, log_file
 
@@ -181,3 +183,23 @@ def test_recover_and_scan_with_batches_larger_than_the_read_chunk(tmp_path, monk
     assert seg.recover() == 0
     assert [seg.offset_index.entry(n) for n in range(seg.offset_index.entries)] == entries
     assert seg.read_next_offset() == 24
+
+
+@pytest.mark.parametrize("window", [50, 100, 16 * 1024])
+def test_translate_and_read_across_scan_windows(tmp_path, monkeypatch, window):
+    import kompakt.storage.segment as S
+    monkeypatch.setattr(S, "SCAN_WINDOW", window)
+    seg = mk(tmp_path, interval=10_000)         # no index entries: every lookup scans from 0
+    heads, starts = [], []
+    for i in range(15):
+        starts.append(seg.size)
+        heads.append(add(seg, i * 2, n=2, value=b"q" * (20 + 37 * i)))
+    for target in range(30):
+        k = target // 2
+        assert seg.translate_offset(target) == (starts[k], heads[k].size)
+        pos, data = seg.read(target, 300, min_one=True)
+        got = [h for _, h in R.iter_batches(data)]
+        assert pos == starts[k] and got[0].base_offset == heads[k].base_offset
+        assert sum(h.size for h in got) == len(data)
+        assert len(data) <= 300 or len(got) == 1
+    assert seg.translate_offset(30) is None
