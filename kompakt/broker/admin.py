@@ -219,7 +219,10 @@ async def metrics(request: web.Request) -> web.Response:
     # tens to hundreds of milliseconds of Python, so it runs in a thread and Kafka requests on the
     # loop keep flowing during a scrape. (Collectors only read; the cleaner's threads do the same.)
     body = await asyncio.to_thread(m.render)
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+    response = web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+    if len(body) > 4096:  # Prometheus asks for gzip; ~10x smaller on big brokers (compressed off-loop)
+        response.enable_compression()
+    return response
 
 
 @routes.get("/health")

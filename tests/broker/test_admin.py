@@ -89,3 +89,15 @@ async def test_metrics_port_zero_disables():
     handle = start_admin(bare_broker(**{"metrics.port": 0}))
     assert handle.port is None and handle.url is None
     await stop_admin(handle)
+
+
+async def test_metrics_are_gzipped_when_asked(served):
+    broker, handle, http = served
+    for i in range(200):  # enough series to be worth compressing
+        broker.metrics.record_produce(f"topic-{i}", 100, 1)
+    async with http.get("/metrics", headers={"Accept-Encoding": "gzip"}) as r:
+        assert r.status == 200 and r.headers["Content-Encoding"] == "gzip"
+        text = await r.text()  # aiohttp inflates it
+    assert 'kompakt_topic_bytes_in_total{topic="topic-199"} 100.0' in text
+    async with http.get("/metrics", headers={"Accept-Encoding": "identity"}) as r:
+        assert "Content-Encoding" not in r.headers
