@@ -44,8 +44,10 @@ class _Slot:
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker, dispatcher, *, max_request_bytes: int, max_in_flight: int):
+    def __init__(self, broker, dispatcher, *, max_request_bytes: int, max_in_flight: int,
+                 listener: str | None = None):
         self.broker = broker
+        self.listener = listener
         self.dispatcher = dispatcher
         self.reader = FrameReader(max_request_bytes)
         self.max_in_flight = max_in_flight
@@ -128,7 +130,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # -- requests ------------------------------------------------------------------------------
     def _start(self, frame) -> None:
         try:
-            prepared = self.dispatcher.prepare(frame, self.peer)
+            prepared = self.dispatcher.prepare(frame, self.peer, self.listener)
         except ProtocolViolation as exc:
             self._violation(str(exc))
             return

@@ -2,7 +2,8 @@
 
 Role: a small slotted object built per request by the dispatcher: the broker (and through it the
 log manager, group coordinator, config, metrics), the request header fields handlers need
-(`api_version`, `client_id`, `correlation_id`) and the connection it came from (for logging).
+(`api_version`, `client_id`, `correlation_id`), the peer (for logging) and the listener it came
+in on (Metadata advertises that listener's address).
 
 Invariant: handlers reach shared state only through `ctx`; nothing here is per-connection mutable
 state that a handler could leak into another request.
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 
 class RequestContext:
-    __slots__ = ("broker", "header", "api_version", "client_id", "correlation_id", "peer", "frame_size")
+    __slots__ = ("broker", "header", "api_version", "client_id", "correlation_id", "peer", "frame_size",
+                 "listener")
 
-    def __init__(self, broker, header, peer: str = "", frame_size: int = 0):
+    def __init__(self, broker, header, peer: str = "", frame_size: int = 0, listener: str | None = None):
         self.broker = broker
+        self.listener = listener          # the listener name the request came in on (Metadata)
         self.header = header
         self.api_version = header.api_version
         self.client_id = header.client_id

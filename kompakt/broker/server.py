@@ -73,6 +73,7 @@ class Broker:
         self.cluster_id: str | None = config["cluster.id"]
         self.advertised: tuple[str, int] | None = None
         self.bound: list[tuple[str, str, int]] = []   # (listener name, host, actual port)
+        self.advertised_by_listener: dict[str, tuple[str, int]] = {}
 
         from kompakt.broker.metrics import Metrics
         self.metrics = Metrics(partition_labels=config["metrics.partition.labels"])
@@ -138,27 +139,37 @@ class Broker:
         max_bytes = self.config["socket.request.max.bytes"]
         max_in_flight = self.config["queued.max.requests"]
 
-        def factory():
-            return KafkaConnection(self, self.dispatcher, max_request_bytes=max_bytes,
-                                   max_in_flight=max_in_flight)
+        def factory_for(listener: str):
+            def factory():
+                return KafkaConnection(self, self.dispatcher, max_request_bytes=max_bytes,
+                                       max_in_flight=max_in_flight, listener=listener)
+            return factory
 
         for name, host, port in self.listeners:
             try:
-                server = await loop.create_server(factory, host or None, port, reuse_address=True,
-                                                  backlog=1024)
+                server = await loop.create_server(factory_for(name), host or None, port,
+                                                  reuse_address=True, backlog=1024)
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot listen on {name}://{host}:{port} ({exc.strerror}); "
                                          f"change `listeners` or stop what holds the port") from exc
             self._servers.append(server)
             actual = server.sockets[0].getsockname()[1]
             self.bound.append((name, host, actual))
-        name, host, port = self.bound[0]
+            self.advertised_by_listener[name] = self._advertise(name, host, actual)
+        self.advertised = self.advertised_by_listener[self.bound[0][0]]
+
+    def _advertise(self, name: str, host: str, port: int) -> tuple[str, int]:
+        """What Metadata tells clients that came in through listener `name`: its entry in
+        advertised.listeners (by name; the first entry if none matches), else the bound address,
+        with a wildcard host replaced by this machine's name (as Kafka does)."""
         if self.advertised_listeners:
             match = [a for a in self.advertised_listeners if a[0] == name] or self.advertised_listeners
             _, ahost, aport = match[0]
-            self.advertised = (ahost or socket.gethostname(), aport or port)
-        else:
-            self.advertised = (host if host not in ("", "0.0.0.0", "::") else socket.gethostname(), port)
+            return ahost or socket.gethostname(), aport or port
+        return (host if host not in ("", "0.0.0.0", "::") else socket.gethostname()), port
+
+    def advertised_for(self, listener: str | None) -> tuple[str, int]:
+        return self.advertised_by_listener.get(listener, self.advertised)
 
     async def _reap_idle(self, idle_s: float) -> None:
         while True:

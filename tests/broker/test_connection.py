@@ -161,3 +161,18 @@ async def test_half_closed_client_still_gets_its_answers(broker):
     assert [await read_correlation(reader), await read_correlation(reader)] == [1, 2]
     assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
     writer.close()
+
+
+async def test_each_listener_advertises_its_own_address(broker):
+    from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+    b = await broker(listeners="INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0",
+                     **{"advertised.listeners": "INTERNAL://kompakt:19092,EXTERNAL://localhost:9092"})
+    seen = {}
+    for name, _, port in b.bound:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(frame(MetadataRequest(version=1, topics=None), 1, 3))
+        size = struct.unpack(">i", await reader.readexactly(4))[0]
+        resp = MetadataResponse.decode(await reader.readexactly(size), version=1, header=True)
+        seen[name] = (resp.brokers[0].host, resp.brokers[0].port)
+        writer.close()
+    assert seen == {"INTERNAL": ("kompakt", 19092), "EXTERNAL": ("localhost", 9092)}

@@ -1,7 +1,8 @@
 """Metadata (key 3), versions 0-13.
 
 Behaviour: one broker, which is the controller and the leader (and only replica and ISR member)
-of every partition, advertised at `advertised.listeners` (else the bound listener). Topics are
+of every partition, advertised at the `advertised.listeners` entry of the listener the request
+came in on (else that listener's bound address). Topics are
 listed from LogManager.topics with their topic ids. Unknown topics are created on the spot with
 `num.partitions` when `auto.create.topics.enable` is true and the request allows it
 (v4+ AllowAutoTopicCreation); names Kafka would refuse get INVALID_TOPIC_EXCEPTION, unknown names
@@ -123,7 +124,7 @@ async def handle(ctx, request):
             out.append(_topic_response(ctx, meta) if meta is not None else _error_topic(code, name))
             topics = lm.topics
 
-    host, port = ctx.broker.advertised
+    host, port = ctx.broker.advertised_for(ctx.listener)
     return MetadataResponse(
         version=version,
         throttle_time_ms=0,
