@@ -4,11 +4,11 @@ Behaviour: for each requested partition, in request order, read whole record bat
 `fetch_offset` with `Log.read` (bytes sliced from the segment files) and pass them to the
 response untouched (codec.encode_fetch_response builds the response around them).
 
-Limits: a partition gets at most `partition_max_bytes`, the response at most `max_bytes`
-(request field, v3+) and `fetch.max.bytes`... except that until some partition has returned data,
-a read may return one whole batch larger than the limits (Kafka's at-least-one-batch rule, so a
-batch bigger than max.partition.fetch.bytes never wedges a consumer). Once data went out, later
-partitions get nothing that would exceed `max_bytes`.
+Limits: a partition gets at most `partition_max_bytes`, the response at most the smaller of the
+request's `max_bytes` and the broker's `fetch.max.bytes`, except that until some partition has
+returned data a read may return one whole batch larger than the limits (Kafka's at-least-one-batch
+rule, so a batch bigger than max.partition.fetch.bytes never wedges a consumer). Once data went
+out, later partitions get nothing that would exceed the response limit.
 
 Isolation: read_uncommitted reads up to the high watermark; read_committed up to the last stable
 offset and answers an empty aborted-transactions list (no transaction coordinator here, so
