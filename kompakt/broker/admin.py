@@ -402,6 +402,8 @@ async def cleaner_status(request: web.Request) -> web.Response:
     status = jsonable(cleaner.status()) if callable(getattr(cleaner, "status", None)) else {}
     out = {"enabled": True}
     out.update(status if isinstance(status, dict) else {"status": status})
+    # compact-now requests that outlived their HTTP wait (see /v1/jobs/{id})
+    out["compact_jobs_running"] = [job for job in request.app[JOBS_KEY].jobs.values() if job["state"] == "running"]
     return web.json_response(out)
 
 

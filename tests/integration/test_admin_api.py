@@ -220,6 +220,8 @@ def test_compact_answers_202_with_a_job_when_not_waiting(kbroker, topic):
     produce(kbroker.bootstrap, topic, [(b"k%d" % (i % 4), b"v%d-" % i + PAD) for i in range(120)], partition=1)
     status, job = http(base, "POST", f"/v1/partitions/{topic}/1/compact?wait=0")
     assert status == 202 and job["state"] == "running" and job["status_url"] == f"/v1/jobs/{job['id']}"
+    cleaner = http(base, "GET", "/v1/cleaner")[1]
+    assert {"workers", "io_max_bytes_per_second", "compact_jobs_running"} <= set(cleaner)
     deadline = time.monotonic() + 60
     while job["state"] == "running" and time.monotonic() < deadline:
         time.sleep(0.1)
