@@ -452,3 +452,36 @@ async def test_deleted_topic_loses_its_committed_offsets(env):
         assert [(k["topic"], k["partition"]) for k, v in log_records(broker, "b") if v is None] == [("gone", 0)]
     finally:
         await c.stop()
+
+
+async def test_append_failures_answer_errors_and_change_nothing(env, coord):
+    broker, clock = env
+    c = coord
+    assert c.commit_offsets("g", -1, "", None, -1, [("t", 0, 1, -1, "", -1)], 8) == {("t", 0): 0}
+    c.commit_offsets("e", -1, "", None, -1, [("t", 0, 1, -1, "", -1)], 8)
+    a = await join_alone(c, version=3)
+    await c.sync_group("g", 1, a.member_id, None, None, None, [(a.member_id, b"A")])
+    # the disk under the group's partition fails: appends raise KAFKA_STORAGE_ERROR
+    for name in ("g", "e"):
+        partition = gr.partition_for(name, 3)
+        broker.log_manager.get_log(TopicPartition(OFFSETS_TOPIC, partition)).close()
+
+    codes = c.commit_offsets("g", 1, a.member_id, None, -1, [("t", 0, 9, -1, "", -1)], 8)
+    assert codes == {("t", 0): EC.NOT_COORDINATOR}
+    assert c.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 1      # unchanged
+    assert c.counters["offset_commits_total"] == 2
+
+    b_join = asyncio.create_task(c.join_group(join_req(version=3)))
+    await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "rebalance")
+    a_join = await c.join_group(join_req(member_id=a.member_id, version=3))
+    b = await b_join
+    b_sync = asyncio.create_task(c.sync_group("g", 2, b.member_id, None, None, None, []))
+    await wait_for(lambda: c.groups["g"].member(b.member_id).is_awaiting_sync, "b parked in SyncGroup")
+    a_sync = await c.sync_group("g", 2, a.member_id, None, None, None,
+                                [(a.member_id, b"A2"), (b.member_id, b"B2")])
+    # the assignment could not be stored: nobody gets it, the group rebalances again
+    assert (a_sync.error, (await b_sync).error) == (EC.NOT_COORDINATOR, EC.NOT_COORDINATOR)
+    assert a_join.generation_id == 2 and c.groups["g"].state is GroupState.PREPARING_REBALANCE
+
+    assert c.delete_groups(["e"]) == {"e": EC.NOT_COORDINATOR}
+    assert "e" in c.groups and c.fetch_offsets("e", None)
