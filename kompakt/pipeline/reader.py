@@ -486,10 +486,20 @@ class RecordRow(NamedTuple):
     is_aborted: bool
 
 
+# columns the light path fills (no value, headers or record timestamps decoded)
+LIGHT_COLUMNS = frozenset({"topic", "partition", "offset", "key", "is_tombstone", "is_control", "producer_id",
+                           "batch_base_offset", "segment", "delete_horizon_ms", "is_transactional",
+                           "compression", "record_bytes", "batch_position", "is_aborted", "timestamp_type"})
+
+
 def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: bool = False,
                        bounds: Bounds | None = None, stats: ReadStats | None = None,
-                       decode_errors_are_corrupt: bool = True) -> Iterator[RecordRow]:
-    """Every record of a split, in offset order, honouring read_committed and `bounds` exactly."""
+                       light: bool = False) -> Iterator[RecordRow]:
+    """Every record of a split, in offset order, honouring read_committed and `bounds` exactly.
+
+    light=True (only for LIGHT_COLUMNS and no timestamp bounds): records are walked with the
+    cleaner's key/offset fast path; value, headers and timestamp come back as None, [], -1.
+    """
     bounds = bounds or Bounds()
     stats = stats if stats is not None else ReadStats()
     lo_off, hi_off = bounds.min_offset, bounds.max_offset
@@ -511,6 +521,18 @@ def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: b
             if read_committed and (h.is_control or aborted_batch or (lso is not None and h.base_offset >= lso)):
                 continue
             try:
+                if light and lo_ts is None and hi_ts is None:
+                    items = list(R.iter_keys_offsets(bv.buf, bv.position, h))
+                    rb = h.size / max(1, len(items))
+                    for off, key, tomb in items:
+                        if (lo_off is not None and off < lo_off) or (hi_off is not None and off > hi_off):
+                            continue
+                        stats.records += 1
+                        yield RecordRow(split.topic, split.partition, off, -1, h.timestamp_type, key, None, [],
+                                        tomb and not h.is_control, h.is_control, h.producer_id, h.base_offset,
+                                        seg_name, h.delete_horizon_ms, h.is_transactional, h.compression, rb,
+                                        bv.position, aborted_batch)
+                    continue
                 recs = R.decode_records(bv.buf, bv.position, h)
             except (R.CorruptRecordError, Exception) as e:
                 msg = f"corrupt batch in {seg_name} at position {bv.position} (base offset {h.base_offset}): {e}"

@@ -161,8 +161,9 @@ class KompaktReader(DataSourceReader):
         idx = [_FIELD_INDEX[c] for c in self.columns]
         schema = pa.schema([(c, ARROW_TYPES[c]) for c in self.columns])
         rows: list = []
+        light = set(self.columns) <= rd.LIGHT_COLUMNS
         for row in rd.iter_split_records(split, corrupt=o.corrupt, read_committed=o.read_committed,
-                                         bounds=o.bounds, stats=stats):
+                                         bounds=o.bounds, stats=stats, light=light):
             rows.append(row)
             if len(rows) >= o.batch_rows:
                 yield _to_batch(rows, idx, self.columns, schema)

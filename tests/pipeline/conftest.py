@@ -15,7 +15,12 @@ def spark():
     pytest.importorskip("pyspark")
     from kompakt.pipeline.spark import get_session
 
-    session = get_session("local[2]", {"spark.sql.shuffle.partitions": "4"})
+    # tiny data: C1-only JIT and no whole-stage codegen halve session start and first-query time
+    session = get_session("local[2]", {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "spark.sql.codegen.wholeStage": "false",
+    })
     yield session
     session.stop()
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from kompakt.pipeline.jobs.snapshot import snapshot
+from kompakt.pipeline.jobs.snapshot import snapshot, snapshot_frame
 
 from .conftest import keyed_batches, txn_batches, write_partition
 
@@ -28,16 +28,17 @@ def test_snapshot_matches_model_as_of_now_offset_and_timestamp(spark, tmp_path):
     write_partition(str(tmp_path), "s", 0, batches, segment_bytes=5000)
     write_partition(str(tmp_path), "s", 1, keyed_batches(50, 10), segment_bytes=5000)
     records = [(i, T0 + i, k, v) for i, (k, v, _, _) in enumerate(r for b in batches for r in b["records"])]
-    for n, (kw, model) in enumerate([({}, _model(records)),
-                      ({"as_of_offset": 150}, _model(records, max_offset=150)),
-                      ({"as_of_timestamp": T0 + 99}, _model(records, max_ts=T0 + 99))]):
-        out = str(tmp_path / f"out{n}")
-        res = snapshot(spark, str(tmp_path), "s", out, **kw)
-        table = spark.read.parquet(out)
-        got = {r.key: (r.value, r.offset) for r in table.where("partition = 0").collect()}
+    out = str(tmp_path / "out")
+    res = snapshot(spark, str(tmp_path), "s", out)
+    table = spark.read.parquet(out).collect()
+    assert {r.key: (r.value, r.offset) for r in table if r.partition == 0} == _model(records)
+    assert res["keys"] == len(table) == len(_model(records)) + 10
+    assert spark.read.parquet(out).columns == ["key", "value", "headers", "partition", "offset", "timestamp"]
+    for kw, model in [({"as_of_offset": 150}, _model(records, max_offset=150)),
+                      ({"as_of_timestamp": T0 + 99}, _model(records, max_ts=T0 + 99))]:
+        got = {r.key: (r.value, r.offset) for r in snapshot_frame(spark, str(tmp_path), "s", **kw).collect()
+               if r.partition == 0}
         assert got == model, kw
-        assert res["keys"] == len(model) + table.where("partition = 1").count()
-        assert table.columns == ["key", "value", "headers", "partition", "offset", "timestamp"]
 
 
 def test_snapshot_reads_committed_only(spark, tmp_path):

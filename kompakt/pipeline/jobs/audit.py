@@ -102,28 +102,32 @@ def audit(spark, paths, *, topics=None, dedupe_buffer_size: int = DEFAULT_DEDUPE
           .schema("topic string, partition int, offset long, key binary, is_tombstone boolean, "
                   "is_control boolean, is_aborted boolean, record_bytes double")
           .option("mark_aborted", "true").load(load))
-    data = df.where("NOT is_control")
-    committed = data.where("NOT is_aborted")
-    counts = (df.groupBy("topic", "partition").agg(
-        F.sum(F.when(~F.col("is_control"), 1).otherwise(0)).alias("records"),
-        F.sum(F.when(F.col("is_control"), 1).otherwise(0)).alias("control_records"),
-        F.sum(F.when(F.col("is_aborted") & ~F.col("is_control"), 1).otherwise(0)).alias("aborted_records"),
-        F.sum(F.when(F.col("is_tombstone"), 1).otherwise(0)).alias("tombstones"),
-        F.sum(F.when(F.col("key").isNull() & ~F.col("is_control"), 1).otherwise(0)).alias("keyless"),
-        F.sum(F.when(F.col("key").isNotNull() & ~F.col("is_control") & ~F.col("is_aborted"), 1)
-              .otherwise(0)).alias("keyed")))
-    per_key = (committed.where("key IS NOT NULL").join(F.broadcast(bounds), ["topic", "partition"])
+    # one scan, two shuffles: per key, then per partition (the null key's group holds the keyless)
+    ok = ~F.col("is_control") & ~F.col("is_aborted")
+    one = F.lit(1)
+    per_key = (df.join(F.broadcast(bounds), ["topic", "partition"])
                .groupBy("topic", "partition", "key")
-               .agg(F.max(F.struct("offset", "is_tombstone", "record_bytes")).alias("latest"),
-                    F.max(F.when((F.col("offset") >= F.col("first_dirty")) & (F.col("offset") < F.col("active_base")), 1)
+               .agg(F.sum(F.when(~F.col("is_control"), one).otherwise(0)).alias("n_data"),
+                    F.sum(F.when(F.col("is_control"), one).otherwise(0)).alias("n_control"),
+                    F.sum(F.when(F.col("is_aborted") & ~F.col("is_control"), one).otherwise(0)).alias("n_aborted"),
+                    F.sum(F.when(F.col("is_tombstone"), one).otherwise(0)).alias("n_tomb"),
+                    F.sum(F.when(ok, one).otherwise(0)).alias("n_ok"),
+                    F.max(F.when(ok, F.struct("offset", "is_tombstone", "record_bytes"))).alias("latest"),
+                    F.max(F.when(ok & (F.col("offset") >= F.col("first_dirty")) & (F.col("offset") < F.col("active_base")), 1)
                           .otherwise(0)).alias("dirty")))
-    keys = (per_key.groupBy("topic", "partition").agg(
-        F.count(F.lit(1)).alias("distinct_keys"),
-        F.sum(F.when(~F.col("latest.is_tombstone"), 1).otherwise(0)).alias("projected_records"),
-        F.sum(F.when(~F.col("latest.is_tombstone"), F.col("latest.record_bytes")).otherwise(0.0)).alias("projected_bytes"),
-        F.sum("dirty").alias("dirty_keys")))
+    keyed = F.col("key").isNotNull() & F.col("latest").isNotNull()
+    live = keyed & ~F.col("latest.is_tombstone")
+    parts_df = per_key.groupBy("topic", "partition").agg(
+        F.sum("n_data").alias("records"), F.sum("n_control").alias("control_records"),
+        F.sum("n_aborted").alias("aborted_records"), F.sum("n_tomb").alias("tombstones"),
+        F.sum(F.when(F.col("key").isNull(), F.col("n_data")).otherwise(0)).alias("keyless"),
+        F.sum(F.when(F.col("key").isNotNull(), F.col("n_ok")).otherwise(0)).alias("keyed"),
+        F.sum(F.when(keyed, one).otherwise(0)).alias("distinct_keys"),
+        F.sum(F.when(live, one).otherwise(0)).alias("projected_records"),
+        F.sum(F.when(live, F.col("latest.record_bytes")).otherwise(0.0)).alias("projected_bytes"),
+        F.sum(F.when(keyed, F.col("dirty")).otherwise(0)).alias("dirty_keys"))
     say("audit: aggregating keys")
-    rows = {(r.topic, r.partition): r.asDict() for r in counts.join(keys, ["topic", "partition"], "left").collect()}
+    rows = {(r.topic, r.partition): r.asDict() for r in parts_df.collect()}
     capacity = map_capacity(dedupe_buffer_size, cleaner_threads, load_factor)
     out = []
     for p in parts:

@@ -98,21 +98,39 @@ def verify(spark, target: str, *, source: str | None = None, topic: str | None =
                                 | (F.col("delete_horizon_ms") > F.lit(now_ms)))
     superseded = (comp.where("key IS NOT NULL AND NOT is_control").select("offset", "key")
                   .join(latest.select(F.col("key"), F.col("offset").alias("latest")), "key")
-                  .where("offset < latest"))
+                  .where("offset < latest").select("offset", "key"))
     kept_aborted = comp.where("is_aborted AND NOT is_control")
+    # every finding in one job: examples (row_number <= max_examples) and totals per kind
+    from pyspark.sql import Window
+
+    def tag(frame, kind):
+        return frame.select(F.lit(kind).alias("kind"), F.col("offset"), F.col("key"))
+
+    legit_removed = (F.col("is_tombstone") & (F.col("delete_horizon_ms") >= 0)
+                     & (F.col("delete_horizon_ms") <= F.lit(now_ms)))
+    findings = (tag(changed, "changed")
+                .unionByName(tag(bad_missing.where(~F.col("is_tombstone")), "latest"))
+                .unionByName(tag(bad_missing.where(F.col("is_tombstone")), "tombstone"))
+                .unionByName(tag(missing.where(legit_removed), "removed_tombstone"))
+                .unionByName(tag(superseded, "superseded"))
+                .unionByName(tag(kept_aborted, "aborted")))
+    w = Window.partitionBy("kind").orderBy("offset")
+    rows = (findings.withColumn("n", F.row_number().over(w))
+            .withColumn("total", F.count(F.lit(1)).over(Window.partitionBy("kind")))
+            .where(F.col("n") <= max_examples).collect())
+    totals = {r.kind: r.total for r in rows}
+    details = {"changed": "record not in the source at this offset, or rewritten",
+               "latest": "latest value of the key is missing",
+               "tombstone": "tombstone removed before its delete horizon"}
     v = report["violations"]
-    for r in changed.limit(max_examples).collect():
-        v.append(dict(kind="changed", offset=r.offset, detail="record not in the source at this offset, or rewritten"))
-    for r in bad_missing.limit(max_examples).collect():
-        kind = "tombstone" if r.is_tombstone else "latest"
-        v.append(dict(kind=kind, offset=r.offset, key=r.key.hex(),
-                      detail=("tombstone removed before its delete horizon" if r.is_tombstone
-                              else "latest value of the key is missing")))
-    report["changed_records"] = changed.count()
-    report["missing_latest"] = bad_missing.count()
-    report["superseded_kept"] = superseded.count()
-    report["aborted_kept"] = kept_aborted.count()
-    report["removed_tombstones"] = missing.where(F.col("is_tombstone") & (F.col("delete_horizon_ms") >= 0)
-                                                 & (F.col("delete_horizon_ms") <= F.lit(now_ms))).count()
+    for r in sorted(rows, key=lambda r: (r.kind, r.offset)):
+        if r.kind in details:
+            v.append(dict(kind=r.kind, offset=r.offset, key=r.key.hex() if r.key is not None else None,
+                          detail=details[r.kind]))
+    report["changed_records"] = totals.get("changed", 0)
+    report["missing_latest"] = totals.get("latest", 0) + totals.get("tombstone", 0)
+    report["superseded_kept"] = totals.get("superseded", 0)
+    report["aborted_kept"] = totals.get("aborted", 0)
+    report["removed_tombstones"] = totals.get("removed_tombstone", 0)
     report["ok"] = not v
     return report
