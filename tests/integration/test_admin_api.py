@@ -465,3 +465,39 @@ def test_count_records_matches_what_a_consumer_reads(kbroker, topic, capsys):
 
     assert http(base, "GET", "/v1/partitions?count=true")[0] == 400  # every topic: refused, name one
     assert http(base, "GET", f"/v1/partitions/{topic}/0?count=maybe")[0] == 400
+
+
+def test_pause_aborts_a_running_compact(start_broker):
+    """A pause while a compact-now job runs aborts the clean (Kafka's abortAndPauseCleaning): the
+    pause answers once the worker has stopped, the job ends without swapping anything in, the log
+    is untouched, and after resume a new compact-now cleans it."""
+    # a throttled cleaner (100 KB/s over ~400 KB) keeps the clean running long enough to pause it
+    b = start_broker(config={"log.segment.bytes": "16384", "log.cleaner.backoff.ms": "600000",
+                             "log.cleaner.io.max.bytes.per.second": "100000",
+                             "offsets.topic.num.partitions": "1"})
+    create_topics(b.bootstrap, NewTopic("slow", 1, 1, config={"cleanup.policy": "compact"}))
+    produce(b.bootstrap, "slow", [(b"k%d" % (i % 10), b"v%d-" % i + PAD * 3) for i in range(1200)], linger_ms=20)
+    base = b.metrics_url
+    before = http(base, "GET", "/v1/partitions/slow/0")[1]
+
+    status, job = http(base, "POST", "/v1/partitions/slow/0/compact?wait=0")
+    assert status == 202, job
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and http(base, "GET", "/v1/cleaner")[1]["workers"][0]["cleaning"] is None:
+        time.sleep(0.05)  # until the worker has picked the job up
+    status, body = http(base, "POST", "/v1/partitions/slow/0/pause")
+    assert status == 200 and body["cleaner"]["state"] == "Paused(1)", body
+    deadline = time.monotonic() + 30
+    while job["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        job = http(base, "GET", job["status_url"])[1]
+    assert job["state"] in ("done", "failed"), job
+    if job["state"] == "done":  # the cleaner reports an aborted clean as not cleaned
+        assert job["stats"].get("cleaned") is False and job["stats"].get("reason") == "aborted", job
+    during = http(base, "GET", "/v1/partitions/slow/0")[1]
+    assert during["size_bytes"] == before["size_bytes"] and during["cleaner"]["cleans"] == 0
+
+    assert http(base, "POST", "/v1/partitions/slow/0/resume")[0] == 200
+    status, body = http(base, "POST", "/v1/partitions/slow/0/compact?wait=120")
+    assert status == 200 and body["stats"], body
+    assert http(base, "GET", "/v1/partitions/slow/0")[1]["size_bytes"] < before["size_bytes"]
