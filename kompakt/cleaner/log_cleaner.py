@@ -194,7 +194,7 @@ class LogCleaner:
             "cleaner_recopy_percent": self.metrics.cleaner_recopy_percent,
             "uncleanable_partitions_count": counts,
             "uncleanable_bytes": sizes,
-            "dead_thread_count": self.metrics.dead_thread_count,
+            "dead_thread_count": self.metrics.dead_thread_count + sum(w.idle_deaths for w in self.workers),
             "time_since_last_run_ms": (int((_time.monotonic() - self.metrics.last_run_monotonic) * 1000)
                                        if self.metrics.last_run_monotonic >= 0 else -1),
             "workers": [{"id": w.id, "pid": w.pid, "alive": w.alive(),

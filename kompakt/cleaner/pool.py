@@ -87,6 +87,7 @@ class Worker:
         self.conn = None
         self.abort = self.ctx.Event()
         self.deaths = 0
+        self.idle_deaths = 0
 
     def start(self) -> None:
         parent, child = self.ctx.Pipe()
@@ -108,6 +109,12 @@ class Worker:
     def run(self, job, should_abort, should_stop=lambda: False, poll_s: float = 0.05):
         """Send a job and wait for its answer; ("died", exitcode) if the process went away."""
         if not self.alive():
+            if self.proc is not None:          # it died while idle: count it, then replace it
+                self.deaths += 1
+                self.idle_deaths += 1
+                log.warning("log cleaner worker %d (pid %s) died while idle (exit code %s); starting a new one",
+                            self.id, self.pid, self.proc.exitcode)
+                self._close()
             self.start()
         self.abort.clear()
         try:

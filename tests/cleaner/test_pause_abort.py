@@ -138,3 +138,21 @@ async def test_two_workers_clean_two_partitions(tmp_path, clock):
     finally:
         await c.shutdown()
         logs.close()
+
+
+async def test_worker_dying_while_idle_is_counted_and_replaced(cleaner, logs):
+    lg = logs.create("idle", min_cleanable_dirty_ratio="0.01")
+    append(lg, [(b"k", b"1")])
+    lg.roll()
+    append(lg, [(b"k", b"2")])
+    await cleaner.clean_now(("idle", 0))
+    pid = cleaner.workers[0].pid
+    os.kill(pid, signal.SIGKILL)
+    await wait_for(lambda: not cleaner.workers[0].alive(), "the worker to die")
+    lg.roll()
+    append(lg, [(b"k", b"3")])
+    await cleaner.clean_now(("idle", 0))
+    await wait_for(lambda: cleaner.manager.all_cleaner_checkpoints().get(("idle", 0)) == 2, "the second clean")
+    assert cleaner.workers[0].pid != pid
+    assert cleaner.status()["dead_thread_count"] == 1
+    assert [v for _, _, v in read_log(lg)] == [b"2", b"3"]
