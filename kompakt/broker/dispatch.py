@@ -134,8 +134,13 @@ class Dispatcher:
         else:
             out = codec.encode_response(ctx.header, response)
             size = len(out)
+        elapsed = time.perf_counter() - started
         metrics = self.broker.metrics
         if metrics is not None:
-            metrics.observe_request(self.names[ctx.header.api_key], time.perf_counter() - started,
+            metrics.observe_request(self.names[ctx.header.api_key], elapsed,
                                     getattr(response, "error_code", 0) or 0, ctx.frame_size + 4, size)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s v%d correlation %d from %s (%s): %d bytes in, %d out, %.2f ms",
+                      self.names[ctx.header.api_key], ctx.api_version, ctx.correlation_id, ctx.peer,
+                      ctx.client_id, ctx.frame_size + 4, size, elapsed * 1000)
         return out
