@@ -471,12 +471,12 @@ def test_pause_aborts_a_running_compact(start_broker):
     """A pause while a compact-now job runs aborts the clean (Kafka's abortAndPauseCleaning): the
     pause answers once the worker has stopped, the job ends without swapping anything in, the log
     is untouched, and after resume a new compact-now cleans it."""
-    # a throttled cleaner (100 KB/s over ~400 KB) keeps the clean running long enough to pause it
+    # a throttled cleaner (150 KB/s over ~200 KB) keeps the clean running long enough to pause it
     b = start_broker(config={"log.segment.bytes": "16384", "log.cleaner.backoff.ms": "600000",
-                             "log.cleaner.io.max.bytes.per.second": "100000",
+                             "log.cleaner.io.max.bytes.per.second": "150000",
                              "offsets.topic.num.partitions": "1"})
     create_topics(b.bootstrap, NewTopic("slow", 1, 1, config={"cleanup.policy": "compact"}))
-    produce(b.bootstrap, "slow", [(b"k%d" % (i % 10), b"v%d-" % i + PAD * 3) for i in range(1200)], linger_ms=20)
+    produce(b.bootstrap, "slow", [(b"k%d" % (i % 10), b"v%d-" % i + PAD * 3) for i in range(600)], linger_ms=20)
     base = b.metrics_url
     before = http(base, "GET", "/v1/partitions/slow/0")[1]
 
