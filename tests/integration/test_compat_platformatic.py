@@ -5,8 +5,8 @@ Where kafkajs (test_kafkajs.py) speaks the old end of the version ranges, this c
 end: flexible versions throughout, Produce v11, Fetch v17, Metadata v12, CreateTopics v7,
 DescribeConfigs v4 (config sources instead of isDefault), IncrementalAlterConfigs v1, ListOffsets v9
 (max-timestamp lookup), JoinGroup v9, OffsetCommit v9, OffsetFetch v9 (groups array), DeleteRecords
-v2. Each test runs js/platformatic_client.js steps (one node process per step, JSON on stdout);
-loading the client costs about a second of CPU, so steps are few and do much.
+v2. Each test runs js/platformatic_client.js steps (JSON on stdout); loading the client costs about
+a second of CPU, so a test runs its steps in one process (`sequence`).
 
 Pinned in js/package.json + package-lock.json (1.35.0: the last release for Node 20); installed
 by `npm ci` on first use. Skips only without node/npm.
@@ -69,19 +69,30 @@ def test_platformatic_produce_group_commit_resume(pf_broker):
                                "headers": [["seq", str(i)], ["codec", codec]], "timestamp": None}
                               for i in range(start, start + n)]]}]
 
-    # an idempotent producer (InitProducerId, sequences), lz4 then snappy, to a topic that Metadata
-    # v12 auto-creates (num.partitions=3)
-    first = platformatic(b, "send", jobs=jobs(0, 100, "lz4") + jobs(100, 100, "snappy"), idempotent=True,
-                         autocreate=True)
+    # One node process runs the whole story (js/driver.js `sequence`):
+    # - an idempotent producer (InitProducerId, sequences), lz4 then snappy, to a topic that
+    #   Metadata v12 auto-creates (num.partitions=3);
+    # - a group of two members reads all 200 from the earliest offsets, committing each message;
+    # - the group's commits (OffsetFetch v9 groups form) and the end offsets (ListOffsets);
+    # - 20 more (gzip), read by one member resuming from the commits;
+    # - ListGroups / DescribeGroups, then DeleteGroups.
+    first, consumed, offsets, _, resumed, groups = platformatic(b, "sequence", steps=[
+        ["send", {"jobs": jobs(0, 100, "lz4") + jobs(100, 100, "snappy"), "idempotent": True, "autocreate": True}],
+        ["group", {"topics": [topic], "groupId": group, "members": 2, "expect": 200}],
+        ["offsets", {"groupId": group, "topic": topic, "partitions": 3}],
+        ["send", {"jobs": jobs(200, 20, "gzip")}],
+        ["group", {"topics": [topic], "groupId": group, "members": 1, "expect": 20}],
+        ["groups", {"groupIds": [group, "pf-never"], "remove": [group]}],
+    ])
     assert len(first["offsets"]) >= 3
     codecs = Counter()
     for p in range(3):
         for header, records in stored_batches(b.log_dir, topic, p):
-            assert header.producer_id >= 0 and header.base_sequence >= 0
+            if header.compression != 1:
+                assert header.producer_id >= 0 and header.base_sequence >= 0
             codecs[header.compression] += len(records)
-    assert codecs == {3: 100, 2: 100}        # lz4, snappy as sent
+    assert codecs == {3: 100, 2: 100, 1: 20}        # lz4, snappy, gzip as sent
 
-    consumed = platformatic(b, "group", topics=[topic], groupId=group, members=2, expect=200)
     assert consumed["outcome"] == "complete", consumed["outcome"]
     seen = consumed["seen"]
     assert [pos for pos, n in Counter((s["partition"], s["offset"]) for s in seen).items() if n > 1] == []
@@ -97,26 +108,21 @@ def test_platformatic_produce_group_commit_resume(pf_broker):
     for s in seen:
         assert s["partition"] in joins[s["member"]]
 
-    offsets = platformatic(b, "offsets", groupId=group, topic=topic, partitions=3)
     ends = {p["partitionIndex"]: p["offset"] for p in offsets["ends"][0]["partitions"]}
     assert sum(int(v) for v in ends.values()) == 200
     (committed,) = offsets["committed"]
     (t,) = committed["topics"]
     assert {p["partitionIndex"]: p["committedOffset"] for p in t["partitions"]} == ends
 
-    # 20 more; one member resumes from the group's commits and reads only those
-    platformatic(b, "send", jobs=jobs(200, 20, "gzip"))
-    resumed = platformatic(b, "group", topics=[topic], groupId=group, members=1, expect=20)
     assert resumed["outcome"] == "complete"
     assert sorted(int(s["value"][1:]) for s in resumed["seen"]) == list(range(200, 220))
+    for s in resumed["seen"]:
+        assert s["offset"] >= int(ends[s["partition"]])
 
-    # ListGroups / DescribeGroups, then DeleteGroups
-    groups = platformatic(b, "groups", groupIds=[group, "pf-never"], remove=False)
     assert groups["listed"][group]["state"] == "EMPTY" and groups["listed"][group]["protocolType"] == "consumer"
     assert groups["described"][group]["members"] == {}
     assert groups["described"]["pf-never"]["state"] == "DEAD"
-    gone = platformatic(b, "groups", groupIds=[group], remove=True)
-    assert group not in gone["listedAfterDelete"]
+    assert group not in groups["listedAfterDelete"]
 
 
 def test_platformatic_list_offsets_and_delete_records(pf_broker):
@@ -126,11 +132,11 @@ def test_platformatic_list_offsets_and_delete_records(pf_broker):
     # ten records, timestamps base+0..9, but offset 4 carries the newest timestamp (base+100)
     stamps = [base + i for i in range(10)]
     stamps[4] = base + 100
-    platformatic(b, "send", autocreate=True, jobs=[{"topic": topic, "compression": "none", "batches": [
-        [{"partition": 0, "key": f"k{i}", "value": f"v{i}", "headers": [], "timestamp": stamps[i]} for i in range(5)],
-        [{"partition": 0, "key": f"k{i}", "value": f"v{i}", "headers": [], "timestamp": stamps[i]} for i in range(5, 10)],
-    ]}])
-    r = platformatic(b, "times", topic=topic, timestamp=base + 6, deleteBelow=3)
+    batch = [{"partition": 0, "key": f"k{i}", "value": f"v{i}", "headers": [], "timestamp": stamps[i]} for i in range(10)]
+    _, r = platformatic(b, "sequence", steps=[
+        ["send", {"autocreate": True, "jobs": [{"topic": topic, "compression": "none", "batches": [batch[:5], batch[5:]]}]}],
+        ["times", {"topic": topic, "timestamp": base + 6, "deleteBelow": 3}],
+    ])
 
     def only(listed):
         (t,) = listed

@@ -3,9 +3,9 @@
 kafkajs speaks older API versions than the Python clients and librdkafka (Metadata v6, Produce v7,
 Fetch v11, JoinGroup v5, SyncGroup v3, OffsetCommit v5, OffsetFetch v4, FindCoordinator v2,
 CreateTopics v3, DescribeConfigs v2, DeleteGroups v1, ...), so it covers version ranges the other
-clients never send. Each test runs tests/integration/js/kafkajs_client.js steps (one node process
-per step, JSON on stdout) and checks what kafkajs saw here, and where useful what the broker wrote
-on disk.
+clients never send. Each test runs tests/integration/js/kafkajs_client.js steps (JSON on stdout; a
+test runs its steps in one node process with `sequence`) and checks what kafkajs saw, and where
+useful what the broker wrote on disk.
 
 kafkajs is pinned in tests/integration/js/package.json + package-lock.json; `npm ci` installs it
 into tests/integration/js/node_modules (git-ignored) on first use. The tests skip only when node or
@@ -68,33 +68,50 @@ def test_kafkajs_admin(js_broker):
 
 def test_kafkajs_produce_group_commit_resume(js_broker):
     topic, group = "js-orders", "js-group"
-    kafkajs(js_broker, "createTopic", topic=topic, numPartitions=3)
+    # One node process runs the story (js/driver.js `sequence`), then every step is checked:
+    (_, produced, consumed, offsets, more, resumed, offsets2, described, deleted, missing,
+     offsets3) = kafkajs(js_broker, "sequence", steps=[
+        ["createTopic", {"topic": topic, "numPartitions": 3}],
+        # 300 keyed GZIP messages with headers in 3 batches
+        ["produce", {"topic": topic, "count": 300, "batches": 3, "compression": "GZIP"}],
+        # a group of two members reads everything from the beginning, committing as it goes
+        ["group", {"topic": topic, "groupId": group, "members": 2, "expect": 300}],
+        ["fetchOffsets", {"groupId": group, "topics": [topic]}],
+        # 30 more from an idempotent producer; the group resumes at its commits
+        ["produce", {"topic": topic, "count": 30, "start": 300, "batches": 1, "idempotent": True}],
+        ["group", {"topic": topic, "groupId": group, "members": 1, "expect": 30}],
+        ["fetchOffsets", {"groupId": group, "topics": [topic]}],
+        # DescribeGroups / ListGroups, DeleteGroups (and of an unknown group); commits are gone
+        ["groups", {"groupIds": [group, "js-never"]}],
+        ["deleteGroups", {"groupIds": [group]}],
+        ["deleteGroups", {"groupIds": ["js-never"]}],
+        ["fetchOffsets", {"groupId": group, "topics": [topic]}],
+    ])
 
-    # -- produce: 300 keyed GZIP messages with headers in 3 batches; every ack is error-free
-    produced = kafkajs(js_broker, "produce", topic=topic, count=300, batches=3, compression="GZIP")
-    assert produced["acks"] and all(a["errorCode"] == 0 for a in produced["acks"])
-    sent = {m["value"]: m for m in produced["sent"]}
-    assert len(sent) == 300
-
-    # the broker stored kafkajs' batches as they came: GZIP (codec 1), CreateTime, headers intact
+    # -- every ack is error-free; the broker stored kafkajs' batches as they came: GZIP (codec 1),
+    #    CreateTime, keys and headers intact, the last 30 with a producer id and sequences
+    assert produced["acks"] and all(a["errorCode"] == 0 for a in produced["acks"] + more["acks"])
+    sent = {m["value"]: m for m in produced["sent"] + more["sent"]}
+    assert len(sent) == 330
     on_disk = {}
     for p in range(3):
         for header, records in stored_batches(js_broker, topic, p):
             assert header.compression == 1 and header.timestamp_type == 0
             for rec in records:
-                on_disk[rec.value.decode()] = (p, header.base_offset + rec.offset_delta, rec.key.decode(),
-                                               dict((k, v.decode()) for k, v in rec.headers))
+                value = rec.value.decode()
+                on_disk[value] = (p, header.base_offset + rec.offset_delta, rec.key.decode(),
+                                  dict((k, v.decode()) for k, v in rec.headers))
+                assert (header.producer_id >= 0 and header.base_sequence >= 0) == (int(value[6:]) >= 300)
     assert set(on_disk) == set(sent)
     for value, (_, _, key, headers) in on_disk.items():
         assert key == sent[value]["key"] and headers == sent[value]["headers"]
 
-    # -- a group of two members reads everything from the beginning, each partition by one member
-    consumed = kafkajs(js_broker, "group", topic=topic, groupId=group, members=2, expect=300)
+    # -- the two members: each partition by one member, everything once, from the beginning
     assert consumed["outcome"] == "complete"
     seen = consumed["seen"]
     positions = Counter((s["partition"], int(s["offset"])) for s in seen)
     assert [pos for pos, n in positions.items() if n > 1] == []          # no duplicates
-    assert len(seen) == 300 and {s["value"] for s in seen} == set(sent)
+    assert len(seen) == 300 and {s["value"] for s in seen} == {m["value"] for m in produced["sent"]}
     assignments = {}
     for join in consumed["joins"]:
         assignments[join["member"]] = set(join["memberAssignment"].get(topic, []))
@@ -105,64 +122,51 @@ def test_kafkajs_produce_group_commit_resume(js_broker):
         assert (s["partition"], int(s["offset"]), s["key"], s["headers"]) == (partition, offset, key, headers)
         assert s["partition"] in assignments[s["member"]]
         assert abs(int(s["timestamp"]) - time.time() * 1000) < 600_000
-    # per partition the read is in offset order
-    for p in range(3):
-        offsets = [int(s["offset"]) for s in seen if s["partition"] == p]
-        assert offsets == sorted(offsets)
+    for p in range(3):       # per partition the read is in offset order
+        offsets_read = [int(s["offset"]) for s in seen if s["partition"] == p]
+        assert offsets_read == sorted(offsets_read)
 
     # -- committed offsets (OffsetFetch) equal the end offsets (ListOffsets)
-    offsets = kafkajs(js_broker, "fetchOffsets", groupId=group, topics=[topic])
     ends = {int(p["partition"]): p["high"] for p in offsets["topicOffsets"][topic]}
     assert sum(int(v) for v in ends.values()) == 300
     (committed,) = offsets["offsets"]
     assert {p["partition"]: p["offset"] for p in committed["partitions"]} == ends
 
-    # -- 30 more from an idempotent producer; the group resumes at its commits and reads only them
-    more = kafkajs(js_broker, "produce", topic=topic, count=30, start=300, batches=1, idempotent=True)
-    assert all(a["errorCode"] == 0 for a in more["acks"])
-    resumed = kafkajs(js_broker, "group", topic=topic, groupId=group, members=1, expect=30)
+    # -- the resumed member reads only the 30 new ones, and commits them
     assert resumed["outcome"] == "complete"
     assert sorted(s["value"] for s in resumed["seen"]) == sorted(m["value"] for m in more["sent"])
     for s in resumed["seen"]:
         assert int(s["offset"]) >= int(ends[s["partition"]])
-    idem = [h for p in range(3) for h, _ in stored_batches(js_broker, topic, p) if h.producer_id >= 0]
-    assert idem and all(h.base_sequence >= 0 for h in idem)
-
-    offsets = kafkajs(js_broker, "fetchOffsets", groupId=group, topics=[topic])
-    ends = {int(p["partition"]): p["high"] for p in offsets["topicOffsets"][topic]}
+    ends = {int(p["partition"]): p["high"] for p in offsets2["topicOffsets"][topic]}
     assert sum(int(v) for v in ends.values()) == 330
-    assert {p["partition"]: p["offset"] for p in offsets["offsets"][0]["partitions"]} == ends
+    assert {p["partition"]: p["offset"] for p in offsets2["offsets"][0]["partitions"]} == ends
 
     # -- DescribeGroups / ListGroups, then DeleteGroups; its commits are gone afterwards
-    described = kafkajs(js_broker, "groups", groupIds=[group, "js-never"])
     states = {g["groupId"]: (g["state"], g["members"], g["errorCode"]) for g in described["described"]}
     assert states == {group: ("Empty", 0, 0), "js-never": ("Dead", 0, 0)}
     assert {"groupId": group, "protocolType": "consumer"} in described["listed"]
-
-    deleted = kafkajs(js_broker, "deleteGroups", groupIds=[group])
     assert deleted["deleted"] == [{"groupId": group, "errorCode": 0, "error": None}]
     assert group not in deleted["listed"]
-    missing = kafkajs(js_broker, "deleteGroups", groupIds=["js-never"])
     assert missing["failed"] == [{"groupId": "js-never", "errorCode": 69, "error": "GROUP_ID_NOT_FOUND"}]
-    offsets = kafkajs(js_broker, "fetchOffsets", groupId=group, topics=[topic])
-    assert {p["offset"] for p in offsets["offsets"][0]["partitions"]} == {"-1"}
+    assert {p["offset"] for p in offsets3["offsets"][0]["partitions"]} == {"-1"}
 
 
 def test_kafkajs_offsets_by_timestamp_and_delete_records(js_broker):
     topic = "js-times"
-    kafkajs(js_broker, "createTopic", topic=topic, numPartitions=1)
     base = int(time.time() * 1000) - 60_000
-    produced = kafkajs(js_broker, "produce", topic=topic, count=10, batches=2, compression="None",
-                       timestamp=base)
+    _, produced, r, r2 = kafkajs(js_broker, "sequence", steps=[
+        ["createTopic", {"topic": topic, "numPartitions": 1}],
+        ["produce", {"topic": topic, "count": 10, "batches": 2, "compression": "None", "timestamp": base}],
+        ["offsetsByTime", {"topic": topic, "timestamp": base + 7, "deleteBelow": 3}],
+        ["offsetsByTime", {"topic": topic, "timestamp": base + 3_600_000}],
+    ])
     assert [a["baseOffset"] for a in produced["acks"]] == ["0", "5"]
     # the producer's timestamps are kept (CreateTime), uncompressed batches as sent
     stored = [(h.compression, h.base_timestamp + r.timestamp_delta)
               for h, recs in stored_batches(js_broker, topic, 0) for r in recs]
     assert stored == [(0, base + i) for i in range(10)]
 
-    r = kafkajs(js_broker, "offsetsByTime", topic=topic, timestamp=base + 7, deleteBelow=3)
     assert r["byTimestamp"] == [{"partition": 0, "offset": "7"}]
     assert r["after"] == [{"partition": 0, "offset": "10", "high": "10", "low": "3"}]
     # past the newest timestamp: kafkajs maps "no such offset" to the end offset
-    r = kafkajs(js_broker, "offsetsByTime", topic=topic, timestamp=base + 3_600_000)
-    assert r["byTimestamp"] == [{"partition": 0, "offset": "10"}]
+    assert r2["byTimestamp"] == [{"partition": 0, "offset": "10"}]

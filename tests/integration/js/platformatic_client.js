@@ -181,13 +181,15 @@ async function offsets({ groupId, topic, partitions }) {
   })
 }
 
-async function groups({ groupIds, remove = false }) {
+// ListGroups, DescribeGroups of `groupIds`, then DeleteGroups of `remove` (a list) if given; a
+// group that cannot be deleted makes the client throw (e.g. GROUP_ID_NOT_FOUND).
+async function groups({ groupIds, remove = [] }) {
   return withAdmin(async admin => {
     const r = {}
     r.listed = plain(await admin.listGroups())
     r.described = plain(await admin.describeGroups({ groups: groupIds }))
-    if (remove) {
-      await admin.deleteGroups({ groups: groupIds })
+    if (remove.length) {
+      await admin.deleteGroups({ groups: remove })
       r.listedAfterDelete = plain(await admin.listGroups())
     }
     return r
