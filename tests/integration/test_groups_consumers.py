@@ -136,3 +136,64 @@ def test_static_member_restart_without_rebalance(client, start_broker, tmp_path)
         for m in (a, b, restarted):
             if m is not None:
                 m.kill()
+
+
+def test_cooperative_sticky_incremental_rebalance_confluent(start_broker):
+    """KIP-429 incremental cooperative rebalancing rides on the same classic protocol: a first
+    librdkafka member owns all six partitions; two more join and, with cooperative-sticky, the
+    first gives up only the four that move (never all six at once), ending at 2+2+2. The
+    coordinator needs nothing protocol-specific for that."""
+    import threading
+    from confluent_kafka import Consumer
+    broker = start_broker(config=GROUP_BROKER)
+    create_topic(broker.bootstrap, "coop", PARTITIONS)
+    owned: dict[int, set[int]] = {}
+    revoked: dict[int, list[set[int]]] = {}
+    lock, stop = threading.Lock(), threading.Event()
+
+    def member(i: int) -> None:
+        c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "coop",
+                      "partition.assignment.strategy": "cooperative-sticky",
+                      "session.timeout.ms": 3000, "heartbeat.interval.ms": 200})
+
+        def on_assign(consumer, parts):
+            with lock:
+                owned.setdefault(i, set()).update(p.partition for p in parts)
+            consumer.incremental_assign(parts)
+
+        def on_revoke(consumer, parts):
+            with lock:
+                owned[i].difference_update(p.partition for p in parts)
+                revoked.setdefault(i, []).append({p.partition for p in parts})
+            consumer.incremental_unassign(parts)
+
+        c.subscribe(["coop"], on_assign=on_assign, on_revoke=on_revoke)
+        while not stop.is_set():
+            c.poll(0.05)
+        c.close()
+
+    def snapshot():
+        with lock:
+            return {i: set(s) for i, s in owned.items()}
+
+    threads = [threading.Thread(target=member, args=(i,)) for i in range(3)]
+    try:
+        threads[0].start()
+        wait_until(lambda: snapshot().get(0) == set(range(PARTITIONS)), "the first member to own all")
+        threads[1].start()
+        threads[2].start()
+
+        def balanced():
+            sets = list(snapshot().values())
+            return (len(sets) == 3 and sorted(len(s) for s in sets) == [2, 2, 2]
+                    and set().union(*sets) == set(range(PARTITIONS)))
+        wait_until(balanced, "three cooperative members with two partitions each")
+        with lock:
+            first = [set(r) for r in revoked.get(0, []) if r]
+        assert sum(len(r) for r in first) == 4, first          # only the moving partitions
+        assert all(len(r) < PARTITIONS for r in first), first   # never an eager revoke-all
+    finally:
+        stop.set()
+        for t in threads:
+            if t.is_alive() or t.ident:
+                t.join(30)
