@@ -83,14 +83,14 @@ def generate(dir_: str, n: int, keys: int, value_size: int, codec: int) -> None:
                 open(C.segment_file(dir_, b, ext), "wb").close()
 
 
-def job_for(dir_: str, n: int) -> C.CleanJob:
+def job_for(dir_: str, n: int, active_producers=None) -> C.CleanJob:
     infos = []
     for name in sorted(os.listdir(dir_)):
         if name.endswith(".log"):
             p = os.path.join(dir_, name)
             infos.append(C.SegmentInfo(int(name[:20]), p, os.path.getsize(p), 0, 0, 0.0))
     return C.CleanJob(("bench", 0), dir_, infos[:-1], infos[-1:], 0, n, 0, 1_700_000_000_000 + 1000,
-                      86_400_000, segment_bytes=1 << 30)
+                      86_400_000, segment_bytes=1 << 30, active_producers=active_producers)
 
 
 def heap_peak(dir_: str, n: int) -> int:
@@ -105,7 +105,7 @@ def heap_peak(dir_: str, n: int) -> int:
 
 
 def run(n: int, keys: int, value_size: int, codec: int, cache: str, measure_heap: bool = False) -> dict:
-    name = f"n{n}-k{keys}-v{value_size}-c{codec}"
+    name = f"n{n}-k{keys}-v{value_size}-c{codec}" + (f"-b{BATCH_RECORDS}" if BATCH_RECORDS != 100 else "")
     dir_ = os.path.join(cache, name)
     if not os.path.exists(os.path.join(dir_, "done")):
         shutil.rmtree(dir_, ignore_errors=True)
@@ -118,7 +118,8 @@ def run(n: int, keys: int, value_size: int, codec: int, cache: str, measure_heap
     # the stats clock is CPU time of this process: the machine is shared, wall time is reported too
     cl = C.Cleaner(0, omap, monotonic=time.process_time)
     t0 = time.perf_counter()
-    res = cl.clean(job_for(dir_, n))
+    # as in the broker, the producer state comes from the log (none here: no idempotent producers)
+    res = cl.clean(job_for(dir_, n, active_producers={}))
     wall = time.perf_counter() - t0
     total = res.stats.elapsed_secs
     peak = heap_peak(dir_, n) if measure_heap else 0
@@ -158,11 +159,13 @@ def main() -> None:
     ap.add_argument("--cache", default=os.path.join("/tmp", "kompakt-bench-cleaner"))
     ap.add_argument("--write", action="store_true", help="append the table to bench/RESULTS.md")
     ap.add_argument("--no-heap", action="store_true", help="skip the tracemalloc run of each size")
+    ap.add_argument("--batch-records", type=int, default=BATCH_RECORDS, help="records per batch (default 100)")
     args = ap.parse_args()
     sizes = DEFAULT_SIZES + (LARGE_SIZES if args.large else [])
     if args.sizes:
         sizes = [tuple(int(x) for x in s.split(":")) for s in args.sizes.split(",")]
     codec = R.CODEC_BY_NAME[args.codec]
+    globals()["BATCH_RECORDS"] = args.batch_records
     rows = []
     for n, k, v in sizes:
         print(f"cleaning {n:,} records over {k:,} keys, {v}-byte values ...", file=sys.stderr)

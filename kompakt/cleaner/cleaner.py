@@ -167,39 +167,74 @@ def prescan(segments) -> tuple[dict, dict]:
     return markers, last
 
 
-def prescan_counting(segments, dirty_start: int = 0, dirty_end: int = -1) -> tuple[dict, dict, int]:
+def prescan_counting(segments, dirty_start: int = 0, dirty_end: int = -1,
+                     want_last: bool = True) -> tuple[dict, dict, int]:
     """Markers per producer {pid: ([offsets], [types])}, last batch per producer
-    {pid: (last data offset or -1, epoch)} over every segment, and the number of records in
-    batches starting in [dirty_start, dirty_end) (bounds the keys of pass 1); headers only."""
+    {pid: (last data offset or -1, epoch)} (only with want_last) over every segment, and the number
+    of records in batches reaching into [dirty_start, dirty_end) (bounds the keys of pass 1);
+    headers only (the native seam walks them in C)."""
     markers: dict = {}
     last: dict = {}
     dirty_records = 0
+    lib = batch_ops._LIB
     for seg in segments:
         try:
-            f = _Mapped(seg.log_path, seg.size)
+            f = _Mapped(seg.log_path, seg.size, want_address=lib is not None)
         except FileNotFoundError:
             continue
         try:
             if f.mm is None:
                 continue
-            for pos, h in f.batches():
-                if dirty_start <= h[H_BASE_OFFSET] + h[H_LAST_DELTA] and h[H_BASE_OFFSET] < dirty_end:
-                    dirty_records += h[H_COUNT]
-                pid = h[H_PID]
-                if pid < 0:
-                    continue
-                attrs = h[H_ATTRS]
-                if attrs & CONTROL_MASK:
-                    kind = batch_ops.control_type(f.mm[pos:pos + h[H_LENGTH] + 12], h)
-                    offs, types = markers.setdefault(pid, ([], []))
-                    offs.append(h[H_BASE_OFFSET])
-                    types.append(kind)
-                    last[pid] = (-1, h[H_PEPOCH])
-                else:
-                    last[pid] = (h[H_BASE_OFFSET] + h[H_LAST_DELTA], h[H_PEPOCH])
+            if lib is None:
+                dirty_records += _prescan_py(f, markers, last, dirty_start, dirty_end)
+            else:
+                dirty_records += _prescan_native(lib, f, markers, last, dirty_start, dirty_end, want_last)
         finally:
             f.close()
     return markers, last, dirty_records
+
+
+def _add_marker(markers, f, pos, h) -> None:
+    kind = batch_ops.control_type(f.mm[pos:pos + h[H_LENGTH] + 12], h)
+    offs, types = markers.setdefault(h[H_PID], ([], []))
+    offs.append(h[H_BASE_OFFSET])
+    types.append(kind)
+
+
+def _prescan_py(f, markers, last, dirty_start, dirty_end) -> int:
+    dirty_records = 0
+    for pos, h in f.batches():
+        if dirty_start <= h[H_BASE_OFFSET] + h[H_LAST_DELTA] and h[H_BASE_OFFSET] < dirty_end:
+            dirty_records += h[H_COUNT]
+        pid = h[H_PID]
+        if pid < 0:
+            continue
+        if h[H_ATTRS] & CONTROL_MASK:
+            _add_marker(markers, f, pos, h)
+            last[pid] = (-1, h[H_PEPOCH])
+        else:
+            last[pid] = (h[H_BASE_OFFSET] + h[H_LAST_DELTA], h[H_PEPOCH])
+    return dirty_records
+
+
+_PRESCAN_CAP = 4096
+
+
+def _prescan_native(lib, f, markers, last, dirty_start, dirty_end, want_last) -> int:
+    io = (ctypes.c_int64 * 4)()
+    ctrl = (ctypes.c_int64 * _PRESCAN_CAP)()
+    pids = (ctypes.c_int64 * (3 * _PRESCAN_CAP))()
+    while True:
+        rc = lib.km_prescan(f.address, f.size, dirty_start, dirty_end, ctrl, _PRESCAN_CAP, pids, _PRESCAN_CAP,
+                            1 if want_last else 0, io)
+        for i in range(io[2]):
+            pos = ctrl[i]
+            _add_marker(markers, f, pos, HEADER.unpack_from(f.mm, pos))
+        if io[3]:
+            flat = pids[:3 * io[3]]
+            last.update(zip(flat[0::3], zip(flat[1::3], flat[2::3])))
+        if rc == N.RC_END:
+            return io[1]
 
 
 def _is_aborted(markers: dict, h) -> bool:
@@ -233,8 +268,9 @@ class Cleaner:
 
     def clean(self, job: CleanJob) -> CleanResult:
         stats = CleanerStats(monotonic=self.monotonic)
-        markers, last_batches, dirty_records = prescan_counting(list(job.segments) + list(job.tail),
-                                                       job.first_dirty_offset, job.first_uncleanable_offset)
+        markers, last_batches, dirty_records = prescan_counting(
+            list(job.segments) + list(job.tail), job.first_dirty_offset, job.first_uncleanable_offset,
+            want_last=job.active_producers is None)
         producers = job.active_producers if job.active_producers is not None else last_batches
         self.build_offset_map(job, markers, stats, dirty_records)
         omap = self.offset_map

@@ -719,3 +719,43 @@ int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int
     st[10] = pos;
     return RC_END;
 }
+
+/*
+ * The header-only prescan of one segment: records in batches that reach into [dirty_start,
+ * dirty_end) (added to io[1]), the positions of control batches (ctrl, io[2] of them) and, when
+ * want_pids, (producer id, last offset or -1 for a control batch, epoch) of every batch with a
+ * producer id (pids, io[3] triples). io[0] is the position (in/out). RC_FLUSH when an output array
+ * is full (the batch at io[0] is not yet counted), RC_END at the end of the complete batches.
+ */
+int64_t km_prescan(const uint8_t *buf, int64_t end, int64_t dirty_start, int64_t dirty_end, int64_t *ctrl,
+                   int64_t ctrl_cap, int64_t *pids, int64_t pid_cap, int64_t want_pids, int64_t *io) {
+    int64_t pos = io[0];
+    io[2] = 0;
+    io[3] = 0;
+    while (end - pos >= 61) {
+        const uint8_t *b = buf + pos;
+        int64_t size = (int64_t)be32(b + 8) + 12;
+        if (size < 61 || pos + size > end) break;
+        int64_t base = (int64_t)be64(b);
+        int64_t last = base + be32(b + 23);
+        int64_t pid = (int64_t)be64(b + 43);
+        int control = (be16(b + 21) & 0x20) != 0;
+        if (pid >= 0) {
+            if ((control && io[2] >= ctrl_cap) || (want_pids && io[3] >= pid_cap)) {
+                io[0] = pos;
+                return RC_FLUSH;
+            }
+            if (control) ctrl[io[2]++] = pos;
+            if (want_pids) {
+                pids[3 * io[3]] = pid;
+                pids[3 * io[3] + 1] = control ? -1 : last;
+                pids[3 * io[3] + 2] = be16(b + 51);
+                io[3]++;
+            }
+        }
+        if (last >= dirty_start && base < dirty_end) io[1] += be32(b + 57);
+        pos += size;
+    }
+    io[0] = pos;
+    return RC_END;
+}

@@ -98,6 +98,8 @@ def _load():
     lib.km_filter_range.argtypes = [_p, _i64, _p, _i64, _i64, _i64, _i64, _p, _i64, _p, _i64, _p, _i64,
                                     _p, _i64, _i64, _p]
     lib.km_filter_range.restype = _i64
+    lib.km_prescan.argtypes = [_p, _i64, _i64, _i64, _p, _i64, _p, _i64, _i64, _p]
+    lib.km_prescan.restype = _i64
     return lib
 
 

@@ -79,3 +79,32 @@ def test_native_and_python_cleans_are_identical(tmp_path, monkeypatch, slots):
     assert (py_res.stats.messages_written, py_res.stats.bytes_written, py_res.stats.tombstones_retained,
             py_res.stats.invalid_messages) == (c_res.stats.messages_written, c_res.stats.bytes_written,
                                                c_res.stats.tombstones_retained, c_res.stats.invalid_messages)
+
+
+def test_native_prescan_matches_python(tmp_path, monkeypatch):
+    d = str(tmp_path)
+    now = 1_700_000_000_000
+
+    def marker(kind, base, pid):
+        return R.build_batch([(b"\x00\x00" + kind.to_bytes(2, "big"), b"\x00" * 6, [], now)], base_offset=base,
+                             is_control=True, is_transactional=True, producer_id=pid, producer_epoch=2,
+                             base_timestamp=now)
+    batches, off = [], 0
+    for i in range(50):
+        pid = i % 4 - 1
+        batches.append(R.build_batch([(b"k%d" % i, b"v")] * 3, base_offset=off, producer_id=pid,
+                                     producer_epoch=1 if pid >= 0 else -1, base_sequence=0 if pid >= 0 else -1,
+                                     is_transactional=pid == 2, base_timestamp=now))
+        off += 3
+        if pid == 2:
+            batches.append(marker(i % 2, off, 2))
+            off += 1
+    write_segment(d, 0, batches)
+    segs = C.SegmentInfo(0, C.segment_file(d, 0, ".log"), os.path.getsize(C.segment_file(d, 0, ".log")))
+    monkeypatch.setattr(C, "_PRESCAN_CAP", 3)          # several round trips through the output arrays
+    monkeypatch.setattr(batch_ops, "_LIB", None)
+    py = C.prescan_counting([segs], 30, 120)
+    monkeypatch.setattr(batch_ops, "_LIB", native.LIB)
+    nat = C.prescan_counting([segs], 30, 120)
+    assert py == nat
+    assert py[2] > 0 and py[0][2][0] and py[1][2][1] == 2
