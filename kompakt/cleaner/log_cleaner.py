@@ -44,6 +44,7 @@ from collections import deque
 from kompakt.cleaner import cleaner as C
 from kompakt.cleaner import state as S
 from kompakt.cleaner.manager import LogCleanerManager, cleanable_offsets, log_dir_of, make_log_to_clean, now_ms
+from kompakt.cleaner.offset_map import BYTES_PER_ENTRY, slots_for_memory
 from kompakt.cleaner.pool import Worker
 from kompakt.cleaner.stats import CleanerMetrics, PartitionCleanStatus, summary_line
 from kompakt.cleaner.throttler import Throttler
@@ -116,6 +117,13 @@ class LogCleaner:
         self._started = True
         self._stop.clear()
         per_worker = self.dedupe_buffer_size // max(self.num_threads, 1)
+        if self.num_threads and (per_worker < 2 * BYTES_PER_ENTRY
+                                 or int(slots_for_memory(per_worker) * self.load_factor) < 1):
+            self._started = False
+            raise ValueError(f"log.cleaner.dedupe.buffer.size={self.dedupe_buffer_size} over "
+                             f"log.cleaner.threads={self.num_threads} leaves an offset map too small to hold "
+                             "a single key, so log cleaning would never make progress; increase "
+                             "log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads")
         for i in range(self.num_threads):
             w = Worker(i, per_worker, self.load_factor, self.throttler)
             self.workers.append(w)

@@ -61,3 +61,12 @@ def test_deleted_partition_is_forgotten(logs, clock):
     c.manager.mark_uncleanable(logs.log_dir, ("gone", 0), "boom")
     logs.manager.delete_topic("gone")
     assert c.status()["uncleanable_partitions_count"] == {logs.log_dir: 0}
+
+
+def test_too_small_dedupe_buffer_is_refused_at_start(tmp_path, clock):
+    from .conftest import broker_config
+    cfg = broker_config(str(tmp_path), **{"log.cleaner.dedupe.buffer.size": "40", "log.cleaner.threads": "1"})
+    c = LogCleaner(cfg, None, time=clock)
+    import pytest
+    with pytest.raises(ValueError, match="increase log.cleaner.dedupe.buffer.size"):
+        c.start()
