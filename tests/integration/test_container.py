@@ -87,6 +87,10 @@ def image(podman_env) -> str:
     if os.path.exists(bundle):
         cmd += ["--secret", f"id=ca_bundle,src={bundle}"]
     run(cmd + [str(ROOT)], podman_env, timeout=900)
+    # Each build with changed code leaves the previous image untagged; drop those so a CI machine's
+    # disk does not fill up. Layers still cached for the next build (the dependencies) are parents
+    # of live images and survive.
+    run(["podman", "image", "prune", "-f"], podman_env, check=False, timeout=300)
     return IMAGE
 
 
