@@ -150,7 +150,47 @@ def decode_request(header: RequestHeader, frame):
     if end > len(data):
         raise MalformedRequestError(f"{registry.API[header.api_key].name} v{header.api_version} "
                                     f"body runs {end - len(data)} bytes past the end of the request")
+    api = registry.API[header.api_key]
+    _check_nulls(request, api.request._struct, header.api_version, api.name)
     return request
+
+
+# kafka-python decodes a length of -1 as None for every array, nullable or not; Kafka's own
+# decoders refuse a null where the schema does not allow one (and close the connection). So do we,
+# before a handler iterates a None: field lists per (struct, version), built once. Null strings
+# pass: handlers answer them per entry (e.g. INVALID_TOPIC_EXCEPTION for a null topic name).
+_NULL_CHECKS: dict[tuple[int, int], list] = {}
+
+
+def _null_checks(struct, version: int) -> list:
+    key = (id(struct), version)
+    checks = _NULL_CHECKS.get(key)
+    if checks is None:
+        checks = []
+        for field in struct.untagged_fields(version):
+            if field.is_struct_array() or field.is_struct():
+                sub = field
+            elif field.is_array():
+                sub = None
+            else:
+                continue             # scalars and strings (a zero uuid decoding as None is legitimate)
+            checks.append((field.name, field.nullable_for_version_q(version), sub))
+        _NULL_CHECKS[key] = checks
+    return checks
+
+
+def _check_nulls(obj, struct, version: int, api_name: str) -> None:
+    for name, nullable, sub in _null_checks(struct, version):
+        value = getattr(obj, name)
+        if value is None:
+            if not nullable:
+                raise MalformedRequestError(f"{api_name} v{version}: non-nullable field {name} is null")
+        elif sub is not None:
+            if sub.is_struct_array():
+                for item in value:
+                    _check_nulls(item, sub, version, api_name)
+            else:
+                _check_nulls(value, sub, version, api_name)
 
 
 _encode_buffer = EncodeBuffer(64 * 1024)   # reused for every generic response (one event loop)

@@ -129,9 +129,10 @@ def test_random_bodies_for_every_served_api(module_broker, witness):
     ranges = [struct.unpack(">hhh", body[10 + 6 * i:16 + 6 * i]) for i in range(n)]
     assert (18, 0, 4) in ranges
     for key, lo, hi in ranges:
-        for _ in range(3):
+        for _ in range(3 if key not in (0, 1, 2, 3, 18) else 25):
             version = rng.randint(lo, hi)
-            junk = bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 80)))
+            # mostly small values, so that more of the garbage gets past the first length field
+            junk = bytes(rng.choice((0, 0, 0, 1, 2, 255, rng.getrandbits(8))) for _ in range(rng.randint(0, 80)))
             c = Raw(module_broker.port)
             c.send_frame(struct.pack(">hhih", key, version, 1, 0) + (b"\x00" if version >= 9 else b"") + junk)
             c.sock.shutdown(socket.SHUT_WR)
@@ -139,6 +140,11 @@ def test_random_bodies_for_every_served_api(module_broker, witness):
                 pass
             c.close()
     assert module_broker.running
+    # the data-path handlers (Produce, Fetch, ListOffsets, Metadata, ApiVersions) never crash on
+    # garbage: it is refused while decoding (closing the connection), not by a handler exception
+    crashed = [ln for ln in module_broker.log_text().splitlines() if "failed exc=" in ln
+               and any(f"api_key={k}," in ln for k in (0, 1, 2, 3, 18))]
+    assert crashed == []
 
 
 def test_closing_is_logged_with_the_reason(module_broker):

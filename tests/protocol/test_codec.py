@@ -284,3 +284,18 @@ def test_produce_response_matches_kafka_python_for_every_version(version):
     header = struct.pack(">i", 5) + (b"\x00" if version >= 9 else b"")
     body = header + bytes(out.buf[:out.pos])
     assert ours == struct.pack(">i", len(body)) + body
+
+
+def test_null_for_a_non_nullable_array_is_malformed():
+    frame = hx("""
+        0002 0001 00000001 ffff   # ListOffsets v1, correlation 1, client_id null
+        ffffffff                  # replica_id -1
+        ffffffff                  # topics: null, which v1 does not allow
+    """)
+    with pytest.raises(MalformedRequestError, match="non-nullable field topics is null"):
+        codec.decode_request(codec.read_request_header(frame), frame)
+
+
+def test_null_for_a_nullable_array_passes():
+    frame = hx("0003 0001 00000001 ffff ffffffff")    # Metadata v1 topics null = all topics
+    assert codec.decode_request(codec.read_request_header(frame), frame).topics is None
