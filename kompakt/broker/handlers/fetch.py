@@ -87,7 +87,7 @@ def _read_all(ctx, wanted, version, max_bytes, read_committed):
         for index, offset, part_max in partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
             if log_obj is None:
-                code = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 # empty, never null, records: librdkafka refuses a null MessageSet ("invalid
                 # MessageSetSize -1") and would never see the error (Kafka sends MemoryRecords.EMPTY)
                 results.append(FetchPartitionResult(index, int(code), -1, -1, -1, None, -1, b""))
