@@ -36,7 +36,7 @@ from kompakt.broker.groups.membership import (  # noqa: F401  (JoinRequest etc. 
     JoinResult, SyncResult, complete_future, storage_error_to_coordinator_error)
 from kompakt.broker.groups.offset_manager import OffsetManager
 from kompakt.broker.groups.offsets import OffsetAndMetadata
-from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
+from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, PartialAppendError
 from kompakt.protocol import group_records as gr
 from kompakt.protocol.errors import ErrorCode, KafkaError
 
@@ -214,12 +214,17 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         return codes
 
     def _delete_group(self, group: ClassicGroup) -> None:
-        """Tombstone every offset and the group metadata (one batch), then forget the group."""
+        """Tombstone every offset, then the group metadata (last, so a partial append leaves the
+        group alive), then forget the group."""
         group_id = group.group_id
-        records = [(gr.encode_offset_commit_key(group_id, t, p), None)
-                   for t, p in self.offsets.get(group_id, {})]
+        tps = list(self.offsets.get(group_id, {}))
+        records = [(gr.encode_offset_commit_key(group_id, t, p), None) for t, p in tps]
         records.append((gr.encode_group_metadata_key(group_id), None))
-        self.topic.append(group_id, records)
+        try:
+            self.topic.append(group_id, records)
+        except PartialAppendError as exc:
+            self._forget_offsets(group_id, tps[:exc.appended])   # keep memory equal to the log
+            raise
         group.fire(GroupEvent.DELETE, self.time_ms())
         self.offsets.pop(group_id, None)
         self.groups.pop(group_id, None)

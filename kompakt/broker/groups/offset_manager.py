@@ -18,6 +18,7 @@ import logging
 from kompakt.broker.groups.group import ClassicGroup, GroupState
 from kompakt.broker.groups.membership import storage_error_to_coordinator_error
 from kompakt.broker.groups.offsets import OffsetAndMetadata, expired_offsets
+from kompakt.broker.groups.offsets_topic import PartialAppendError
 from kompakt.protocol import errors
 from kompakt.protocol import group_records as gr
 from kompakt.protocol.errors import ErrorCode, KafkaError
@@ -40,7 +41,6 @@ class OffsetManager:
         now = self.time_ms()
         max_metadata = self.config["offset.metadata.max.bytes"]
         codes: dict[tuple[str, int], int] = {}
-        records: list[tuple[bytes, bytes]] = []
         accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
         topics = self.broker.log_manager.topics
         for topic, partition, offset, epoch, metadata, commit_ts in partitions:
@@ -54,24 +54,32 @@ class OffsetManager:
                 continue
             commit_at = commit_ts if commit_ts is not None and commit_ts >= 0 else now
             expire_at = commit_at + retention_time_ms if retention_time_ms >= 0 else -1
-            om = OffsetAndMetadata(offset, epoch, metadata, commit_at, expire_at)
-            accepted[tp] = om
-            records.append((gr.encode_offset_commit_key(group_id, topic, partition),
-                            gr.encode_offset_commit_value(offset, metadata, commit_at,
-                                                          leader_epoch=epoch, expire_timestamp=expire_at)))
+            accepted.pop(tp, None)   # a partition named twice: the last one wins, in its place
+            accepted[tp] = OffsetAndMetadata(offset, epoch, metadata, commit_at, expire_at)
+        # one record per accepted partition, in `accepted` order (a partial append lands a prefix)
+        records = [(gr.encode_offset_commit_key(group_id, t, p),
+                    gr.encode_offset_commit_value(om.offset, om.metadata, om.commit_timestamp_ms,
+                                                  leader_epoch=om.leader_epoch,
+                                                  expire_timestamp=om.expire_timestamp_ms))
+                   for (t, p), om in accepted.items()]
         if records:
+            failure = None
             try:
                 self.topic.append(group_id, records)
-            except KafkaError as exc:
-                code = storage_error_to_coordinator_error(exc)
-                log.warning("offset commit of group %s failed to append: %s", group_id, exc)
-                for tp in accepted:
-                    codes[tp] = code
-                return codes
-            self.offsets.setdefault(group_id, {}).update(accepted)
-            self.counters["offset_commits_total"] += len(accepted)
-            for tp in accepted:
+                done = len(records)
+            except PartialAppendError as exc:
+                failure, done = exc, exc.appended
+                log.warning("offset commit of group %s failed to append after %d of %d records: %s",
+                            group_id, done, len(records), exc)
+            landed = list(accepted.items())[:done]
+            self.offsets.setdefault(group_id, {}).update(landed)
+            self.counters["offset_commits_total"] += len(landed)
+            for tp, _ in landed:
                 codes[tp] = ErrorCode.NONE
+            if failure is not None:
+                for tp in list(accepted)[done:]:
+                    codes[tp] = storage_error_to_coordinator_error(failure)
+                return codes
         if group.has_member(member_id):
             self._reschedule_heartbeat(group, group.member(member_id))
         return codes
@@ -156,7 +164,14 @@ class OffsetManager:
     def _tombstone_offsets(self, group_id: str, tps: list[tuple[str, int]]) -> None:
         if not tps:
             return
-        self.topic.append(group_id, [(gr.encode_offset_commit_key(group_id, t, p), None) for t, p in tps])
+        try:
+            self.topic.append(group_id, [(gr.encode_offset_commit_key(group_id, t, p), None) for t, p in tps])
+        except PartialAppendError as exc:
+            self._forget_offsets(group_id, tps[:exc.appended])
+            raise
+        self._forget_offsets(group_id, tps)
+
+    def _forget_offsets(self, group_id: str, tps) -> None:
         committed = self.offsets.get(group_id, {})
         for tp in tps:
             committed.pop(tp, None)

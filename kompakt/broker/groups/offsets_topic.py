@@ -38,6 +38,18 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 REPLAY_READ_BYTES = 1 << 20
 MIN_SEGMENT_BYTES = 1 << 20   # Kafka 4's floor of the segment.bytes topic config
+# A record's own framing in a v2 batch (length, attributes, timestamp and offset deltas, key and
+# value lengths, header count as varints) never exceeds this many bytes.
+RECORD_OVERHEAD_BOUND = 24
+
+
+class PartialAppendError(errors.KafkaError):
+    """An append that stopped at a failed batch; the first `appended` records are in the log."""
+
+    def __init__(self, cause: errors.KafkaError, appended: int):
+        super().__init__(str(cause))
+        self.code = cause.code
+        self.appended = appended
 
 
 class OffsetsTopic:
@@ -102,17 +114,49 @@ class OffsetsTopic:
     # -- writes ------------------------------------------------------------------------------
 
     def append(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> int:
-        """Append the records as one batch to the group's partition; returns its base offset.
+        """Append the records to the group's partition, in as few batches as max.message.bytes
+        allows (one, unless a request commits hundreds of partitions with large metadata);
+        returns how many were appended (all of them).
 
-        Raises a KafkaError (storage's; UNKNOWN_TOPIC_OR_PARTITION when the log is missing)."""
+        Raises PartialAppendError (a KafkaError) when a batch fails: its `appended` records,
+        a prefix of `records`, are in the log; the caller applies exactly those."""
         if not records:
-            return -1
+            return 0
         self.ensure()
         tp = TopicPartition(OFFSETS_TOPIC, self.partition_for(group_id))
-        batch = rec.build_batch(records, base_timestamp=self.time_ms())
-        # LogManager.append_as_leader also wakes fetch long-polls on the partition.
-        info = self.log_manager.append_as_leader(tp, batch, origin="coordinator")
-        return getattr(info, "first_offset", getattr(info, "base_offset", -1))
+        appended = 0
+        for chunk in self._chunks(records):
+            batch = rec.build_batch(chunk, base_timestamp=self.time_ms())
+            try:
+                # LogManager.append_as_leader also wakes fetch long-polls on the partition.
+                self.log_manager.append_as_leader(tp, batch, origin="coordinator")
+            except errors.KafkaError as exc:
+                raise PartialAppendError(exc, appended) from exc
+            appended += len(chunk)
+        return appended
+
+    def _chunks(self, records: list[tuple[bytes, bytes | None]]):
+        limit = self._max_batch_bytes()
+        chunk: list = []
+        size = rec.BATCH_OVERHEAD
+        for key, value in records:
+            cost = len(key) + (len(value) if value is not None else 0) + RECORD_OVERHEAD_BOUND
+            if chunk and size + cost > limit:
+                yield chunk
+                chunk, size = [], rec.BATCH_OVERHEAD
+            chunk.append((key, value))
+            size += cost
+        if chunk:
+            yield chunk
+
+    def _max_batch_bytes(self) -> int:
+        log_config = getattr(self.log_manager, "log_config", None)
+        if log_config is not None:
+            try:
+                return log_config(OFFSETS_TOPIC).max_message_bytes
+            except (KeyError, AttributeError):
+                pass
+        return self.config["message.max.bytes"]
 
     # -- reads -------------------------------------------------------------------------------
 

@@ -485,3 +485,22 @@ async def test_append_failures_answer_errors_and_change_nothing(env, coord):
 
     assert c.delete_groups(["e"]) == {"e": EC.NOT_COORDINATOR}
     assert "e" in c.groups and c.fetch_offsets("e", None)
+
+
+async def test_large_commit_splits_into_batches_and_reloads(env, coord):
+    broker, clock = env
+    broker.log_manager.create_topic("wide", 400, {})
+    meta = "m" * 4000                        # 400 x 4 KB of metadata: beyond one 1 MiB batch
+    parts = [("wide", p, p, -1, meta, -1) for p in range(400)] + [("wide", 0, 7, -1, "last", -1)]
+    codes = coord.commit_offsets("big", -1, "", None, -1, parts, 8)
+    assert set(codes.values()) == {0} and len(codes) == 400
+    assert coord.fetch_offsets("big", [("wide", 0)])[("wide", 0)].metadata == "last"   # last one wins
+    batches = {k["partition"] for k, v in log_records(broker, "big")}
+    assert len(batches) == 400
+    await coord.stop()
+    again = await started(broker, clock)
+    try:
+        offsets = again.fetch_offsets("big", None)
+        assert len(offsets) == 400 and offsets[("wide", 0)].offset == 7 and offsets[("wide", 399)].offset == 399
+    finally:
+        await again.stop()
