@@ -228,6 +228,10 @@ def read_properties(path: str) -> dict[str, str]:
     return props
 
 
+# KOMPAKT_* variables read by the command line, not broker configuration keys.
+CLI_ENV_VARS = frozenset({"KOMPAKT_CONFIG", "KOMPAKT_LOG_FORMAT", "KOMPAKT_LOG_LEVEL", "KOMPAKT_ADMIN_URL"})
+
+
 class BrokerConfig:
     """Typed, validated broker configuration; `cfg[key]` gives the key's value or Kafka's default."""
 
@@ -249,7 +253,7 @@ class BrokerConfig:
             layered.update(read_properties(path))
         env = os.environ if environ is None else environ
         for name, value in env.items():
-            if name.startswith(cls.ENV_PREFIX) and name != "KOMPAKT_CONFIG":
+            if name.startswith(cls.ENV_PREFIX) and name not in CLI_ENV_VARS:
                 layered[name[len(cls.ENV_PREFIX):].lower().replace("_", ".")] = value
         for item in overrides:
             if "=" not in item:
