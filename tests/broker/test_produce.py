@@ -169,3 +169,9 @@ async def test_internal_topics_refuse_client_appends(h):
     p = await produce(h, "__consumer_offsets", build_batch([(b"k", b"v")]))
     assert p.error_code == 17                                       # INVALID_TOPIC_EXCEPTION
     assert h.lm.get_log(TopicPartition("__consumer_offsets", 0)).log_end_offset == 0
+
+
+async def test_v13_known_topic_unknown_partition(h):
+    meta = h.create("t", 1)
+    p = await produce(h, None, batch(), version=13, topic_id=meta.topic_id, partition=4)
+    assert p.error_code == 3                                        # UNKNOWN_TOPIC_OR_PARTITION

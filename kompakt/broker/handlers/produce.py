@@ -108,7 +108,7 @@ def _produce(ctx, request, version: int):
         for index, records in topic.partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
             if log_obj is None:
-                parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_ID if version >= 13
+                parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
