@@ -41,6 +41,7 @@ import ctypes
 import mmap
 import os
 import struct
+import logging
 import time as _time
 from dataclasses import dataclass, field
 
@@ -50,6 +51,8 @@ from kompakt.cleaner.batch_ops import (CONTROL_MASK, H_ATTRS, H_BASE_OFFSET, H_C
                                        H_LENGTH, H_MAX_TS, H_PEPOCH, H_PID, HEADER, HEADER_SIZE,
                                        TRANSACTIONAL_MASK)
 from kompakt.cleaner.stats import CleanerStats
+
+log = logging.getLogger("kompakt.cleaner")
 
 CLEANED_SUFFIX = ".cleaned"
 OFFSET_ENTRY = struct.Struct(">ii")
@@ -309,6 +312,8 @@ class Cleaner:
             next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             self.check_done()
             if self._map_segment(seg, start, end, limit, markers, stats):
+                log.debug("Cleaner %d: Offset map is full, %d segments fully mapped, segment with base "
+                          "offset %d is partially mapped", self.id, i, seg.base_offset)
                 return True
             omap.update_latest_offset(next_base - 1)
         return False

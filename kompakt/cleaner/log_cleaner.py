@@ -413,6 +413,8 @@ class LogCleaner:
                 # an empty index file opens as a preallocated active one: trim it like Kafka's
                 # onBecomeInactiveSegment before the segment joins the log as an inactive segment
                 new.on_become_inactive()
+                log.info("Swapping in cleaned segment %s for segment(s) %s in log %s-%d", new,
+                         [o.base_offset for o in olds], lg.tp[0], lg.tp[1])
                 lg.replace_segments([new], olds)
                 if n == 0:
                     _crash_point("after_first_group")
