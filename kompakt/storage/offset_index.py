@@ -313,6 +313,12 @@ class OffsetIndex(SparseIndex):
             return self.base_offset, 0
         return self.base_offset + self._rel[i], self._pos[i]
 
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= `position`, or -1 (no such entry)."""
+        pos = self._pos
+        i = bisect_right(pos, position) - 1
+        return pos[i] if i >= 0 else -1
+
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 

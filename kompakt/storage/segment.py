@@ -278,9 +278,32 @@ class LogSegment:
         at = pos - win_start
         if at + want <= len(win):
             data = win[at:at + want]           # small reads: served from the scan window
-        else:
-            data = os.pread(self._fd, want, pos)
-        return pos, data[:_whole_batches(data)]
+            return pos, data[:_whole_batches(data)]
+        # Find where the last whole batch ends before reading, so the pread is exact (slicing a
+        # 1 MiB read would copy it again). Index entries are batch starts: the headers are walked
+        # only from the last entry inside the range (about index.interval.bytes of them), not from
+        # the first batch (thousands in a 1 MiB fetch).
+        limit = pos + want
+        end = self._whole_batches_end(max(self.offset_index.floor_position(limit), pos), limit)
+        return pos, os.pread(self._fd, end - pos, pos)
+
+    def _whole_batches_end(self, pos: int, limit: int) -> int:
+        """End of the last whole batch at or before `limit`, walking batch headers from the batch
+        start `pos` in SCAN_WINDOW reads (a batch larger than the window is stepped over unread)."""
+        unpack = _LENGTH.unpack_from
+        while limit - pos >= R.LOG_OVERHEAD:
+            win = os.pread(self._fd, min(SCAN_WINDOW, limit - pos), pos)
+            n = len(win)
+            p = 0
+            while n - p >= R.LOG_OVERHEAD:
+                size = unpack(win, p + 8)[0] + R.LOG_OVERHEAD
+                if size < R.BATCH_OVERHEAD or pos + p + size > limit:
+                    return pos + p
+                p += size
+            if p == 0:
+                break
+            pos += p
+        return pos
 
     def read_next_offset(self) -> int:
         """Offset after the last batch (base_offset when empty): scan from the last index entry."""

@@ -203,3 +203,30 @@ def test_translate_and_read_across_scan_windows(tmp_path, monkeypatch, window):
         assert sum(h.size for h in got) == len(data)
         assert len(data) <= 300 or len(got) == 1
     assert seg.translate_offset(30) is None
+
+
+@pytest.mark.parametrize("interval", [0, 150, 1_000_000])   # dense index, sparse, none at all
+def test_large_reads_return_exactly_the_whole_batches_that_fit(tmp_path, monkeypatch, interval):
+    # Reads beyond the scan window find their end from the index and pread exactly; compare every
+    # budget and max_position with a plain walk over the file's batches.
+    import kompakt.storage.segment as S
+    monkeypatch.setattr(S, "SCAN_WINDOW", 64)
+    seg = mk(tmp_path, interval=interval, index_size=1 << 16)
+    starts, off = [], 0
+    for i in range(40):
+        starts.append((seg.size, off))
+        n = 1 + i % 3
+        add(seg, off, n=n, value=b"w" * (10 + (i * 53) % 700))
+        off += n
+    with open(seg.log_path, "rb") as fh:
+        raw = fh.read()
+    bounds = [p for p, _ in starts] + [len(raw)]
+    for k, (pos, first_offset) in enumerate(starts):
+        for budget in (0, 200, 999, 1500, 4000, len(raw)):
+            for max_position in (None, (pos + len(raw)) // 2):
+                for min_one in (False, True):
+                    limit = len(raw) if max_position is None else min(max_position, len(raw))
+                    cap = max(budget, bounds[k + 1] - pos) if min_one else budget
+                    end = max([b for b in bounds if b <= min(limit, pos + cap)] + [pos])
+                    got = seg.read(first_offset, budget, max_position, min_one)
+                    assert got == (pos, raw[pos:end]), (k, budget, max_position, min_one)
