@@ -339,7 +339,8 @@ class Log:
                         data = res[1]
                         break
                     i += 1
-            if max_offset is not None and data:
+            if max_offset is not None and max_offset < leo and data:
+                # (Fetch passes max_offset = high watermark = log end offset: nothing to cut.)
                 data = data[:_prefix_below(data, max_offset)]
             first = R.peek_size_and_magic(data, 0)[0] if len(data) >= 17 else -1
             return FetchData(data, leo, start, leo, leo, first)
