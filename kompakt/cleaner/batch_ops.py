@@ -19,7 +19,8 @@ Rules (Kafka's Cleaner.shouldRetainRecord and MemoryRecords.filterTo, decided pe
 A batch whose records are all retained and that needs no delete horizon is written byte for byte.
 A rebuilt batch keeps base offset, last offset delta (so the batch still covers the producer's
 sequence range), producer id/epoch/base sequence, leader epoch and codec (unless the topic's
-compression.type names another codec); its max timestamp is the largest retained timestamp
+compression.type names another codec: then a batch that had to be rebuilt takes that codec, and a
+batch with nothing removed is still copied unchanged); its max timestamp is the largest retained timestamp
 (CREATE_TIME) or the original (LOG_APPEND_TIME). A batch that keeps tombstones (or is a marker that
 may later go) and has no delete horizon is stamped (KIP-534): attribute bit 6 and baseTimestamp =
 now + delete.retention.ms, record timestamp deltas rewritten against the new base.
@@ -277,7 +278,7 @@ def _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec):
     offset_map.lookups += count
     if tombstones > 0 and not has_horizon:
         return None
-    if kept == count and (target_codec is None or target_codec == attrs & COMPRESSION_MASK):
+    if kept == count:   # nothing removed: the batch byte for byte, whatever compression.type says
         return FilterResult(batch, count, count, tombstones, 0, True, False)
     if kept == 0 and not retain_empty:
         return FilterResult(None, count, 0, 0, keyless, False, False)
@@ -392,7 +393,7 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
 
     need_stamp = tombstones > 0 and not has_horizon
     kept = len(keep)
-    if kept == count and not need_stamp and (target_codec is None or target_codec == attrs & COMPRESSION_MASK):
+    if kept == count and not need_stamp:   # byte for byte, whatever compression.type says
         return FilterResult(batch, count, count, tombstones, 0, True, False)
     if kept == 0 and not retain_empty:
         return FilterResult(None, count, 0, 0, keyless, False, False)

@@ -118,14 +118,20 @@ def test_retain_empty_and_discard():
     assert gone.output is None
 
 
-def test_target_codec_recompresses():
-    b = batch([(b"a", b"1" * 100), (b"b", b"2")], base=0)
+def test_target_codec_applies_to_rebuilt_batches_only():
+    b = batch([(b"a", b"1" * 100), (b"b", b"2"), (b"a", b"3")], base=0)
     m = SkimpyOffsetMap(24 * 100)
-    m.put(b"a", 0)
+    m.put(b"a", 2)
     m.put(b"b", 1)
     res = batch_ops.filter_batch(b, hdr(b), m, NOW, 0, target_codec=4)
     h, recs = decoded(res.output)
-    assert h.compression == 4 and [r[2] for r in recs] == [b"1" * 100, b"2"]
+    assert h.compression == 4 and [r[2] for r in recs] == [b"2", b"3"]
+    m.put(b"a", 0)
+    m2 = SkimpyOffsetMap(24 * 100)
+    m2.put(b"a", 2)
+    m2.put(b"b", 1)
+    untouched = batch([(b"b", b"2"), (b"a", b"3")], base=1)
+    assert batch_ops.filter_batch(untouched, hdr(untouched), m2, NOW, 0, target_codec=4).output is untouched
 
 
 def test_control_batch_marker_type_and_stamp():
