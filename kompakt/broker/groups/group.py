@@ -138,10 +138,6 @@ class ClassicGroup:
         """The join phase waits for the slowest member: the largest rebalance timeout."""
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
-    @property
-    def is_empty(self) -> bool:
-        return not self.members and not self.pending_members
-
     # -- membership ----------------------------------------------------------------------------
 
     def generate_member_id(self, client_id: str, group_instance_id: str | None) -> str:

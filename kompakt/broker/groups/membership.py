@@ -76,7 +76,6 @@ class GroupDescription:
     protocol_type: str
     protocol_data: str
     members: list   # (member_id, instance_id, client_id, client_host, metadata, assignment)
-    error: int = 0
 
 
 def storage_error_to_coordinator_error(exc: KafkaError) -> int:
