@@ -504,3 +504,20 @@ async def test_large_commit_splits_into_batches_and_reloads(env, coord):
         assert len(offsets) == 400 and offsets[("wide", 0)].offset == 7 and offsets[("wide", 399)].offset == 399
     finally:
         await again.stop()
+
+
+async def test_retention_loop_runs_every_check_interval(tmp_path):
+    config = make_config(tmp_path, offsets_retention_minutes=1, offsets_retention_check_interval_ms=20)
+    lm = LogManager(config)
+    lm.startup()
+    lm.create_topic("t", 1, {})
+    clock = Clock(0)
+    c = await started(types.SimpleNamespace(config=config, log_manager=lm), clock)
+    try:
+        c.commit_offsets("simple", -1, "", None, -1, [("t", 0, 5, -1, "", -1)], 8)
+        clock.now = 60_000                      # a minute later: the loop must notice by itself
+        await wait_for(lambda: "simple" not in c.groups, "the retention loop to expire the group")
+        assert c.counters["offsets_expired_total"] == 1
+    finally:
+        await c.stop()
+        lm.shutdown()
