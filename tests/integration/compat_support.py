@@ -88,7 +88,7 @@ def node_group_broker(tmp_path_factory, name: str):
     ensure_node_modules()
     return running_broker(tmp_path_factory.mktemp(name),
                           {"num.partitions": "3", "offsets.topic.num.partitions": "1",
-                           "group.initial.rebalance.delay.ms": "300"})
+                           "group.initial.rebalance.delay.ms": "500"})
 
 
 # -- on disk -----------------------------------------------------------------------------------------
@@ -322,24 +322,30 @@ def read_aiokafka(broker, ends) -> dict:
     return out
 
 
-def read_kcat(broker, ends, extra=()) -> dict:
-    """kcat as a balanced consumer (-G, librdkafka's KafkaConsumer) over all topics in one run;
-    -e exits once every assigned partition reached its end. `extra`: more kcat arguments (e.g.
-    -X check.crcs=true); any error librdkafka reports fails the read."""
-    topics = [t for t, parts in ends.items() if any(parts.values())]
-    out = {t: [] for t in ends}
-    if not topics:
-        return out
-    proc = subprocess.run([KCAT, "-b", broker.bootstrap, "-G", f"compat-{uuid.uuid4()}", "-o", "beginning", "-e",
-                           "-J", "-X", "fetch.wait.max.ms=10", "-X", "enable.auto.commit=false", *extra, *topics],
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert proc.returncode == 0 and "ERROR" not in proc.stderr.upper(), f"kcat -G failed: {proc.stderr}"
-    for line in proc.stdout.splitlines():
+def _kcat_rows(stdout: str, out: dict) -> None:
+    for line in stdout.splitlines():
         m = json.loads(line)
         h = m.get("headers", [])
         headers = tuple((h[i], _b(h[i + 1])) for i in range(0, len(h), 2))
         out[m["topic"]].append(Read(m["partition"], m["offset"], _b(m["key"]), _b(m["payload"]), headers,
                                     m["ts"], {"create": "create", "logappend": "logappend"}[m["tstype"]]))
+
+
+def read_kcat(broker, ends, extra=(), group=True) -> dict:
+    """kcat as a balanced consumer (-G, librdkafka's KafkaConsumer) over all topics in one run, or
+    (group=False) one simple-consumer run per topic, which needs no group join (a broker's initial
+    rebalance delay); -e exits once every partition reached its end. `extra`: more kcat arguments
+    (e.g. -X check.crcs=true); any error librdkafka reports fails the read."""
+    topics = [t for t, parts in ends.items() if any(parts.values())]
+    out = {t: [] for t in ends}
+    common = ["-o", "beginning", "-e", "-J", "-X", "fetch.wait.max.ms=10", *extra]
+    runs = ([["-G", f"compat-{uuid.uuid4()}", "-X", "enable.auto.commit=false", *common, *topics]] if group
+            else [["-C", "-t", t, *common] for t in topics]) if topics else []
+    for args in runs:
+        proc = subprocess.run([KCAT, "-b", broker.bootstrap, *args], capture_output=True, text=True,
+                              timeout=TIMEOUT_S)
+        assert proc.returncode == 0 and "ERROR" not in proc.stderr.upper(), f"kcat {args} failed: {proc.stderr}"
+        _kcat_rows(proc.stdout, out)
     return out
 
 

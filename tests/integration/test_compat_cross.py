@@ -160,8 +160,9 @@ def test_every_client_reads_what_every_client_wrote(cross_broker):
     lat = disk["x-logappend"][0]
     assert len(lat) == 3 * len(CLIENTS) and {r.timestamp_type for r in lat} == {"logappend"}
     for n, (w, before, after) in enumerate(windows):
-        stamps = {r.timestamp for r in lat[3 * n:3 * n + 3]}
-        assert len(stamps) == 1 and before - 5 <= stamps.pop() <= after + 5, (w, before, after, lat[3 * n])
+        # (a client may split its three records into more than one batch, each stamped on its own)
+        for r in lat[3 * n:3 * n + 3]:
+            assert r.key.startswith(w.encode()) and before - 5 <= r.timestamp <= after + 5, (w, before, after, r)
 
     compacted = disk["x-compacted"][0]
     kept = [r for r in compacted if r.key != b"filler"]
