@@ -22,7 +22,7 @@ def big_log(logs, name, batches=300, value=b"v" * 1000):
     return lg
 
 
-async def wait_for(pred, what, deadline_s=60):
+async def wait_for(pred, what, deadline_s=120):
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline_s
     while not pred():

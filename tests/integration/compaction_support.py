@@ -73,7 +73,7 @@ def cleaner_point(broker, topic, partition=0):
     return c.get("cleaner_point", c.get("first_dirty_offset", 0)) or 0
 
 
-def wait_until(pred, what, timeout_s=60.0, every_s=0.1):
+def wait_until(pred, what, timeout_s=120.0, every_s=0.1):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         v = pred()

@@ -30,7 +30,7 @@ def compact_now(b, topic):
         return None   # the broker may already be dead
 
 
-def wait_dead(b, timeout_s=60):
+def wait_dead(b, timeout_s=120):
     wait_until(lambda: b.proc.poll() is not None, "the broker to kill itself", timeout_s)
 
 
