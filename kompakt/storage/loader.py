@@ -26,8 +26,10 @@ Steps, in order (each is safe to repeat if the process dies while doing it):
 5. Unclean shutdown (no clean-shutdown marker): every segment from the one holding the recovery
    point onwards is recovered: batches validated (size, magic, CRC32C, monotonic offsets), indexes
    rebuilt, the segment truncated at its first invalid batch, and every later segment deleted.
-6. Offsets: next offset from the last segment; log start = max(checkpoint, first base offset);
-   recovery point = log end offset after a clean shutdown, else min(checkpoint, log end offset).
+6. Offsets: next offset from the last segment; log start = max(checkpoint, first base offset).
+   A log end offset below the log start checkpoint means the tail was lost: every segment is
+   deleted and the log restarts empty at the checkpoint (offsets are never handed out twice).
+   Recovery point = log end offset after a clean shutdown, else min(checkpoint, log end offset).
 7. Leader-epoch cache loaded and clipped to [log start, log end]; producer state loaded from the
    newest snapshot at or below the log end offset and the batches after it replayed.
 """
@@ -286,6 +288,19 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     # 6. offsets
     if log_start_offset_checkpoint is None:
         log_start_offset_checkpoint = 0
+    wiped = False
+    if segments and segments[-1].read_next_offset() < log_start_offset_checkpoint:
+        # Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd: the tail up to the checkpointed log
+        # start is gone (files deleted, or unflushed data lost after DeleteRecords/retention moved
+        # the start). Offsets below it were handed out already, so the log restarts empty at the
+        # log start offset instead of assigning them again.
+        repaired(f"log end offset {segments[-1].read_next_offset()} is below the log start offset "
+                 f"{log_start_offset_checkpoint}: deleted every segment, the log restarts there")
+        for seg in segments:
+            seg.delete()
+        segments = []
+        cache.clear_and_flush()
+        wiped = True
     if not segments:
         first = _open_segment(dir, max(log_start_offset_checkpoint, 0), config, time)
         if getattr(config, "preallocate", False):
@@ -296,15 +311,14 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     active.reload_max_timestamp()  # a log copied from a live broker lacks the final time entry
     next_offset = active.read_next_offset()
     log_start = max(log_start_offset_checkpoint, segments[0].base_offset)
-    if log_start > next_offset:
-        repaired(f"log start offset {log_start} beyond the log end offset {next_offset}; clipped")
-        log_start = next_offset
     recovery_point = next_offset if had_clean_shutdown else min(recovery_point_checkpoint, next_offset)
 
     # 7. leader epochs and producer state
     cache.truncate_from_end(next_offset)
     cache.truncate_from_start(log_start)
     psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms, time=time)
+    if wiped:
+        psm.truncate_fully_and_start_at(log_start)
     psm.remove_stray_snapshots([s.base_offset for s in segments])
     replay_from = psm.load(log_start, next_offset)
     if psm.latest_snapshot_offset() is None and had_clean_shutdown and len(segments) > 2:

@@ -217,11 +217,28 @@ def test_clean_load_skips_recovery_and_keeps_recovery_point(tmp_path):
     lg.close()
 
 
-def test_log_start_checkpoint_is_honoured_and_clipped(tmp_path):
+def test_log_start_checkpoint_is_honoured(tmp_path):
     d = str(tmp_path / "t-0")
     fill(d, 10).close()
-    assert Log.open(d, CFG, log_start_offset=4).log_start_offset == 4
-    assert Log.open(d, CFG, log_start_offset=99).log_start_offset == 10
+    lg = Log.open(d, CFG, log_start_offset=4)
+    assert (lg.log_start_offset, lg.log_end_offset) == (4, 10)
+    lg.close()
+
+
+def test_log_end_below_the_log_start_checkpoint_restarts_the_log_there(tmp_path):
+    # Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd: offsets up to the checkpointed log start
+    # were handed out (e.g. DeleteRecords to 99, then the unflushed tail was lost), so the log must
+    # not assign them again: every segment goes and the log restarts empty at the log start.
+    d = str(tmp_path / "t-0")
+    fill(d, 10).close()
+    lg = Log.open(d, CFG, log_start_offset=99, had_clean_shutdown=False)
+    assert (lg.log_start_offset, lg.log_end_offset) == (99, 99)
+    assert [s.base_offset for s in lg.segments] == [99]
+    assert lg.read(99, 1 << 20).records == b""
+    assert lg.append_as_leader(R.build_batch([(b"k", b"v")])).first_offset == 99
+    assert any("restarts" in r for r in lg.repairs)
+    lg.close()
+    assert sorted(f for f in os.listdir(d) if f.endswith(".log")) == [f"{99:020d}.log"]
 
 
 def test_dir_copy_is_a_valid_log(tmp_path):
