@@ -265,8 +265,20 @@ class LogCleaner:
             tp, fut = request
             ltc = self.manager.grab_for_clean_now(tp)
             if ltc is None:
-                fut.set_result({"topic": tp[0], "partition": tp[1], "cleaned": False,
-                                "reason": "nothing cleanable, partition unknown, or already being cleaned/paused"})
+                state = self.manager.state_of(tp)
+                if state.kind in ("InProgress", "Aborted") and not self._stop.is_set():
+                    # another cleaner thread is on it: ask again once that clean is over
+                    self._requests.append(request)
+                    self._stop.wait(0.05)
+                    return True
+                if tp not in self._logs():
+                    reason = "unknown partition"
+                elif state.kind == "Paused":
+                    reason = f"cleaning is paused ({state})"
+                else:
+                    reason = ("nothing cleanable: the cleaner point is at the first uncleanable offset "
+                              "(active segment, last stable offset or min.compaction.lag.ms)")
+                fut.set_result({"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": reason})
                 return True
             self._clean(worker, ltc, fut)
             return True
