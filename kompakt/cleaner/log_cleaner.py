@@ -42,7 +42,6 @@ import time as _time
 from collections import deque
 
 from kompakt.cleaner import cleaner as C
-from kompakt.cleaner import state as S
 from kompakt.cleaner.manager import LogCleanerManager, cleanable_offsets, log_dir_of, make_log_to_clean, now_ms
 from kompakt.cleaner.offset_map import BYTES_PER_ENTRY, slots_for_memory
 from kompakt.cleaner.pool import Worker
