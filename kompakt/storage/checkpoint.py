@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 from kompakt.storage import TopicPartition
@@ -128,8 +129,30 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+_path_locks: dict[str, threading.Lock] = {}
+_path_locks_guard = threading.Lock()
+
+
+def _path_lock(path: str) -> threading.Lock:
+    with _path_locks_guard:
+        lock = _path_locks.get(path)
+        if lock is None:
+            lock = _path_locks[path] = threading.Lock()
+        return lock
+
+
 def atomic_write(path: str, data: bytes) -> None:
-    """Write `data` to `path` by temp file + fsync + rename + directory fsync."""
+    """Write `data` to `path` by temp file + fsync + rename + directory fsync.
+
+    Writers of one path are serialised (Kafka's CheckpointFile writes under a lock): they share
+    `<path>.tmp`, and two at once would rename each other's half-written temp file into place.
+    """
+    path = os.path.abspath(path)
+    with _path_lock(path):
+        _atomic_write(path, data)
+
+
+def _atomic_write(path: str, data: bytes) -> None:
     tmp = path + TMP_SUFFIX
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

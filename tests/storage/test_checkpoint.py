@@ -98,3 +98,28 @@ def test_offset_checkpoint_round_trip(tmp_path_factory, offsets):
     assert f.read_strict() == {TopicPartition(*tp): o for tp, o in offsets.items()}
     lines = path.read_text().splitlines()
     assert lines[:2] == ["0", str(len(offsets))] and len(lines) == len(offsets) + 2
+
+
+def test_concurrent_writers_of_one_checkpoint_never_tear_or_fail(tmp_path):
+    # The recovery-point task (a worker thread) and a topic deletion can write the same file at
+    # once; both go through `<name>.tmp`, so without serialising one writer's rename moved the
+    # other's half-written temp file (a torn checkpoint) or found it gone (FileNotFoundError).
+    import threading
+    path = str(tmp_path / "recovery-point-offset-checkpoint")
+    errors = []
+    contents = {k: {TopicPartition(f"t{k}", p): p * 1000 + k for p in range(200)} for k in range(2)}
+
+    def writer(k):
+        try:
+            for _ in range(40):
+                OffsetCheckpointFile(path).write(contents[k])
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert OffsetCheckpointFile(path).read_strict() in (contents[0], contents[1])
