@@ -42,9 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--topic", required=True)
     c.add_argument("--partition", type=int, required=True)
     c.add_argument("--output", required=True, help="staging dir (must not exist or be empty)")
-    c.add_argument("--delete-retention-ms", type=int, default=86_400_000, help="delete.retention.ms of the topic")
-    c.add_argument("--segment-bytes", type=int, default=1 << 30, help="segment.bytes of the output")
-    c.add_argument("--index-interval-bytes", type=int, default=4096, help="index.interval.bytes of the output")
+    c.add_argument("--delete-retention-ms", type=int,
+                   help="delete.retention.ms (default: the topic's, from the log dir's topic metadata, else 1 day)")
+    c.add_argument("--segment-bytes", type=int, help="segment.bytes of the output (default: the topic's)")
+    c.add_argument("--index-interval-bytes", type=int, help="index.interval.bytes of the output (default: the topic's)")
     c.add_argument("--now-ms", type=int, help="the clock for delete horizons (default: now)")
     c.add_argument("--buckets", type=int, help="filtering tasks (default: one per 16 MiB of log)")
     v = sub.add_parser("verify", help="check a compacted partition against the guarantees")
@@ -54,6 +55,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     v.add_argument("--partition", type=int)
     v.add_argument("--now-ms", type=int, help="the clock for delete horizons (default: now)")
     v.add_argument("--output", help="write the report as JSON to this file")
+
+
+def topic_log_config(paths, topic: str):
+    """The topic's LogConfig from the topic metadata the broker keeps in its log dir, or None."""
+    import os
+
+    from kompakt.config.topic_config import LogConfig
+    from kompakt.storage.topic_store import TopicStore
+
+    for path in paths:
+        path = os.path.normpath(path)
+        for d in (path, os.path.dirname(path)):
+            try:
+                meta = TopicStore(d).load_strict()[0].get(topic)
+            except Exception:  # not a log dir, or unreadable: try the next candidate
+                continue
+            if meta is not None:
+                return LogConfig.from_overrides(dict(meta.configs))
+    return None
 
 
 def _session(args):
@@ -98,10 +118,20 @@ def _run(args, t0: float) -> int:
     if args.job == "compact":
         from kompakt.pipeline.jobs.compact import compact
 
+        cfg = topic_log_config(args.paths, args.topic)
+
+        def pick(given, attr, default):
+            return given if given is not None else getattr(cfg, attr, default) if cfg is not None else default
+
+        drm = pick(args.delete_retention_ms, "delete_retention_ms", 86_400_000)
+        seg_bytes = pick(args.segment_bytes, "segment_bytes", 1 << 30)
+        interval = pick(args.index_interval_bytes, "index_interval_bytes", 4096)
+        print(f"compact {args.topic}-{args.partition}: delete.retention.ms={drm} segment.bytes={seg_bytes} "
+              f"index.interval.bytes={interval}" + ("" if cfg is not None else " (no topic metadata found: defaults)"),
+              file=sys.stderr)
         res = compact(_session(args), paths, args.topic, args.partition, args.output,
-                      now_ms=args.now_ms, delete_retention_ms=args.delete_retention_ms,
-                      segment_bytes=args.segment_bytes, index_interval_bytes=args.index_interval_bytes,
-                      buckets=args.buckets)
+                      now_ms=args.now_ms, delete_retention_ms=drm, segment_bytes=seg_bytes,
+                      index_interval_bytes=interval, buckets=args.buckets)
         print(f"compact {res.topic}-{res.partition}: offsets [{res.start}, {res.end}) "
               f"{res.records_in} -> {res.records_out} records, {res.bytes_in} -> {res.bytes_out} bytes, "
               f"{len(res.segments)} segments in {res.staging_dir} ({res.seconds}s)")

@@ -561,7 +561,7 @@ def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: b
 
 
 def read_partition(part: PartitionDir, **kw) -> list[RecordRow]:
-    """All records of one partition (for tests, verify and small jobs)."""
+    """All records of one partition (for tests, verify and small jobs); kwargs of iter_split_records."""
     rows: list[RecordRow] = []
     for split in plan_splits([part], kw.pop("bounds", None), read_committed=kw.get("read_committed", False)):
         rows.extend(iter_split_records(split, **kw))

@@ -5,6 +5,7 @@ stream the live topic with availableNow and a checkpoint."""
 from __future__ import annotations
 
 import time
+import urllib.error
 
 import pytest
 
@@ -113,3 +114,34 @@ def test_stream_available_now_with_checkpoint(spark, start_broker, tmp_path):
     rows = spark.read.parquet(out).collect()
     assert len(rows) == 45  # the checkpoint resumed: nothing read twice
     assert sorted(r.value for r in rows if r.key == b"late") == [b"late-%d" % i for i in range(5)]
+
+
+def test_online_adopt_through_the_admin_api(spark, start_broker, tmp_path):
+    import json
+    import urllib.request
+
+    b = start_broker()
+    _admin_create(b.bootstrap, "on", 1, {"cleanup.policy": "compact", "internal.segment.bytes": "1500",
+                                         "min.compaction.lag.ms": "86400000"})
+    recs = [(0, b"k%d" % (i % 20), b"v%d" % i) for i in range(300)]
+    _produce(b.bootstrap, "on", recs, **{"batch.num.messages": 10})
+    # compact the live partition's closed segments; the broker keeps running and appending
+    staging = str(tmp_path / "staging")
+    assert cli.main(["pipeline", "compact", b.log_dir, "--topic", "on", "--partition", "0", "--output", staging]) == 0
+    end = json.load(open(f"{staging}/compact.json"))["end"]
+    _produce(b.bootstrap, "on", [(0, b"k1", b"after")])
+    req = urllib.request.Request(f"{b.metrics_url}/v1/partitions/on/0/adopt", method="POST",
+                                 data=json.dumps({"staging_dir": staging}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.status == 200
+    latest = {}
+    for i, (_, k, _) in enumerate(recs):
+        if i < end:
+            latest[k] = i
+    model = [(i, k, v) for i, (_, k, v) in enumerate(recs) if i >= end or latest[k] == i] + [(300, b"k1", b"after")]
+    assert _consume_all(b.bootstrap, "on", 0, 301) == model
+    # a second adoption of the same staging dir is refused: the live segments changed
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=60)
+    assert e.value.code == 409

@@ -26,9 +26,10 @@ Staging dir layout (input to `kompakt.pipeline.adopt.adopt_staging`):
 Steps (a crash leaves a staging dir without compact.json, which adoption refuses):
 1. plan the range and the buckets: bucket = (batch base offset - start) // width, so a batch
    belongs to one bucket and one task sees every retained offset of its batches;
-2. Spark: latest offset per key (shuffle on the key bytes), union one marker row per bucket (so
-   buckets with nothing retained still run and keep their control batches), group by bucket,
-   and each group's task filters the bucket's batches into `.parts/bucket-N.bin`;
+2. Spark: latest offset per key (shuffle on the key bytes) written as Parquet partitioned by
+   bucket (`.parts/retained/bucket=N/`); then one task per bucket (all of them: a bucket with
+   nothing retained may still keep control batches) reads its offsets with pyarrow and filters
+   the bucket's batches into `.parts/bucket-N.bin`;
 3. driver: append the parts in bucket order into LogSegments (roll at segment_bytes), close them
    (trims indexes, writes the final time index entry), write compact.json, remove .parts.
 """
@@ -49,7 +50,7 @@ PARTS_DIR = ".parts"
 DEFAULT_BUCKET_BYTES = 16 * 1024 * 1024
 
 
-class _Row:
+class _Row:  # a collected bucket result with attribute access
     def __init__(self, **kw):
         self.__dict__.update(kw)
 
@@ -245,6 +246,7 @@ def compact(spark, paths, topic: str, partition: int, output: str, *, now_ms: in
         return result
     result.start, result.end = p.start, p.end
     result.bytes_in = sum(size for _, size in p.source_segments)
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
     say(f"compact {topic}-{partition}: offsets [{p.start}, {p.end}) in {len(p.source_segments)} segments, "
         f"{result.bytes_in} bytes, {p.buckets} buckets")
 
@@ -252,26 +254,30 @@ def compact(spark, paths, topic: str, partition: int, output: str, *, now_ms: in
     df = (spark.read.format("kompakt")
           .schema("key binary, offset long, batch_base_offset long, is_control boolean, is_aborted boolean")
           .option("mark_aborted", "true").option("as_of_offset", str(p.end - 1))
+          .option("split_bytes", str(max(1 << 20, min(rd.DEFAULT_SPLIT_BYTES, result.bytes_in // (2 * parallelism) + 1))))
           .load(p.partition_dir))
     latest = (df.where("key IS NOT NULL AND NOT is_control AND NOT is_aborted")
               .groupBy("key").agg(F.max(F.struct("offset", "batch_base_offset")).alias("m"))
               .select(F.floor((F.col("m.batch_base_offset") - p.start) / p.width).cast("long").alias("bucket"),
                       F.col("m.offset").alias("offset")))
-    markers = spark.range(p.buckets).select(F.col("id").alias("bucket"), F.lit(-1).cast("long").alias("offset"))
     parts_dir = os.path.abspath(os.path.join(output, PARTS_DIR))
+    retained_dir = os.path.join(parts_dir, "retained")
+    say(f"compact {topic}-{partition}: shuffling keys")
+    # the retained offsets go to Parquet, one dir per bucket, written by the JVM (no Python rows)
+    latest.repartition("bucket").write.partitionBy("bucket").parquet(retained_dir)
+    say(f"compact {topic}-{partition}: filtering batches ({time.time() - t0:.1f}s so far)")
     plan_ = p
 
-    def run_bucket(item):
-        b, offs = item
-        path = os.path.join(parts_dir, f"bucket-{b:06d}.bin")
-        return filter_bucket(plan_, b, [o for o in offs if o >= 0], path, now_ms=now_ms,
-                             delete_retention_ms=delete_retention_ms)
+    def run_bucket(b):
+        import pyarrow.parquet as pq
 
-    say(f"compact {topic}-{partition}: shuffling keys and filtering batches")
-    # groupByKey over the RDD (spills per bucket); applyInArrow would need pandas on every worker
-    rows = (latest.unionByName(markers).rdd.map(lambda r: (r[0], r[1]))
-            .groupByKey(numPartitions=min(p.buckets, max(1, spark.sparkContext.defaultParallelism * 4)))
-            .map(run_bucket).collect())
+        d = os.path.join(retained_dir, f"bucket={b}")
+        offs = pq.read_table(d, columns=["offset"]).column("offset").to_pylist() if os.path.isdir(d) else []
+        path = os.path.join(parts_dir, f"bucket-{b:06d}.bin")
+        return filter_bucket(plan_, b, offs, path, now_ms=now_ms, delete_retention_ms=delete_retention_ms)
+
+    # every bucket runs, also those with nothing retained (their control batches may stay)
+    rows = spark.sparkContext.parallelize(range(p.buckets), p.buckets).map(run_bucket).collect()
     rows = [_Row(**r) for r in rows]
     rows = sorted(rows, key=lambda r: r.bucket)
     if len(rows) != p.buckets:
@@ -281,7 +287,8 @@ def compact(spark, paths, topic: str, partition: int, output: str, *, now_ms: in
             setattr(result, k, getattr(result, k) + getattr(r, k))
 
     # 3. segments with indexes through the storage engine's writer
-    say(f"compact {topic}-{partition}: writing segments ({result.records_out} of {result.records_in} records kept)")
+    say(f"compact {topic}-{partition}: writing segments ({result.records_out} of {result.records_in} records kept, "
+        f"{time.time() - t0:.1f}s so far)")
     result.segments = write_segments(output, [r.path for r in rows], p.start, segment_bytes,
                                      index_interval_bytes, LogSegment)
     result.seconds = round(time.time() - t0, 3)
