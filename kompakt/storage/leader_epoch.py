@@ -66,9 +66,6 @@ class LeaderEpochFileCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def earliest_entry(self) -> tuple[int, int] | None:
-        return (self._epochs[0], self._offsets[0]) if self._epochs else None
-
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset` if it is newer than the latest epoch."""
         if epoch < 0:

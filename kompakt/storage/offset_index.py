@@ -319,9 +319,6 @@ class OffsetIndex(SparseIndex):
         i = bisect_right(pos, position) - 1
         return pos[i] if i >= 0 else -1
 
-    def can_append_offset(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= INT32_MAX
-
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
         if self._rel and rel <= self._rel[-1]:

@@ -354,16 +354,6 @@ class ProducerStateManager:
         except FileNotFoundError:
             pass
 
-    def delete_snapshots_before(self, offset: int) -> None:
-        for off in list_snapshot_offsets(self.dir):
-            if off < offset:
-                self._delete_snapshot(off)
-
-    def delete_snapshots_after(self, offset: int) -> None:
-        for off in list_snapshot_offsets(self.dir):
-            if off > offset:
-                self._delete_snapshot(off)
-
     def remove_stray_snapshots(self, segment_base_offsets) -> None:
         """Keep snapshots at segment base offsets plus the newest stray one above all segments."""
         bases = set(segment_base_offsets)

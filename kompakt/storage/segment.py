@@ -145,9 +145,6 @@ class LogSegment:
             return self.max_timestamp_so_far
         return self.last_modified
 
-    def set_last_modified(self, ms: int) -> None:
-        os.utime(self.log_path, ns=(ms * 1_000_000, ms * 1_000_000))
-
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
@@ -554,9 +551,6 @@ class LogSegment:
         if os.path.exists(txn):
             os.replace(txn, renamed(txn))
         self.suffix = new_suffix
-
-    def has_suffix(self, suffix: str) -> bool:
-        return self.suffix == suffix
 
     def update_dir(self, new_dir: str) -> None:
         """The partition directory was renamed (e.g. to `-delete`): point paths at it."""
