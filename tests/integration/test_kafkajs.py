@@ -70,7 +70,7 @@ def test_kafkajs_produce_group_commit_resume(js_broker):
     topic, group = "js-orders", "js-group"
     # One node process runs the story (js/driver.js `sequence`), then every step is checked:
     (_, produced, consumed, offsets, more, resumed, offsets2, described, deleted, missing,
-     offsets3) = kafkajs(js_broker, "sequence", steps=[
+     offsets3, set_offsets) = kafkajs(js_broker, "sequence", steps=[
         ["createTopic", {"topic": topic, "numPartitions": 3}],
         # 300 keyed GZIP messages with headers in 3 batches
         ["produce", {"topic": topic, "count": 300, "batches": 3, "compression": "GZIP"}],
@@ -86,6 +86,9 @@ def test_kafkajs_produce_group_commit_resume(js_broker):
         ["deleteGroups", {"groupIds": [group]}],
         ["deleteGroups", {"groupIds": ["js-never"]}],
         ["fetchOffsets", {"groupId": group, "topics": [topic]}],
+        # admin setOffsets: commits for the (now empty) group from outside it
+        ["setOffsets", {"groupId": group, "topic": topic,
+                        "partitions": [{"partition": 0, "offset": "5"}, {"partition": 2, "offset": "7"}]}],
     ])
 
     # -- every ack is error-free; the broker stored kafkajs' batches as they came: GZIP (codec 1),
@@ -149,6 +152,8 @@ def test_kafkajs_produce_group_commit_resume(js_broker):
     assert group not in deleted["listed"]
     assert missing["failed"] == [{"groupId": "js-never", "errorCode": 69, "error": "GROUP_ID_NOT_FOUND"}]
     assert {p["offset"] for p in offsets3["offsets"][0]["partitions"]} == {"-1"}
+    assert {p["partition"]: p["offset"] for p in set_offsets["offsets"][0]["partitions"]} == \
+        {0: "5", 1: "-1", 2: "7"}
 
 
 def test_kafkajs_offsets_by_timestamp_and_delete_records(js_broker):

@@ -208,6 +208,14 @@ async function fetchOffsets({ groupId, topics }) {
   }))
 }
 
+// Admin setOffsets: commits for an empty group (OffsetCommit from outside the group, generation -1)
+async function setOffsets({ groupId, topic, partitions }) {
+  return withAdmin(async admin => {
+    await admin.setOffsets({ groupId, topic, partitions })
+    return { offsets: await admin.fetchOffsets({ groupId, topics: [topic] }) }
+  })
+}
+
 async function groups({ groupIds }) {
   return withAdmin(async admin => ({
     listed: (await admin.listGroups()).groups,
@@ -335,7 +343,7 @@ async function read({ ends, groupId, timeoutMs = 30000 }) {
   return { outcome, records, pending: [...pending] }
 }
 
-const STEPS = { send, read, admin, createTopic, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
+const STEPS = { send, read, admin, createTopic, setOffsets, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
 
 
 runSteps(STEPS)
