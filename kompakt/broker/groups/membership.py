@@ -109,6 +109,12 @@ class ClassicMembership:
                        member.session_timeout_ms if timeout_ms is None else timeout_ms,
                        self._expire_heartbeat, group.group_id, member.member_id)
 
+    def _remove_pending_member(self, group: ClassicGroup, member_id: str) -> None:
+        """Forget a member that was given an id (MEMBER_ID_REQUIRED) but never rejoined, and its
+        session timer: nothing of it may outlive it."""
+        group.remove(member_id)
+        self._cancel(("heartbeat", group.group_id, member_id))
+
     def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
         if group is None or group.is_state(GroupState.DEAD):
@@ -140,7 +146,7 @@ class ClassicMembership:
             group = self.groups[req.group_id] = ClassicGroup(req.group_id, self.time_ms())
         if not self._accept_joining_member(group, req.member_id):
             if req.member_id in group.pending_members:
-                group.remove(req.member_id)
+                self._remove_pending_member(group, req.member_id)
             return JoinResult(error=ErrorCode.GROUP_MAX_SIZE_REACHED)
         fut = self._loop.create_future()
         if unknown:
@@ -527,8 +533,7 @@ class ClassicMembership:
                     continue
                 member_id = existing
             elif member_id in group.pending_members:
-                group.remove(member_id)
-                self._cancel(("heartbeat", group_id, member_id))
+                self._remove_pending_member(group, member_id)
                 codes.append(ErrorCode.NONE)
                 removed = True
                 continue

@@ -521,3 +521,28 @@ async def test_retention_loop_runs_every_check_interval(tmp_path):
     finally:
         await c.stop()
         lm.shutdown()
+
+
+async def test_rejected_pending_member_leaves_no_session_timer(tmp_path):
+    """A member given an id (MEMBER_ID_REQUIRED) and then refused with GROUP_MAX_SIZE_REACHED is
+    forgotten together with its session timer; so is one that leaves before rejoining."""
+    config = make_config(tmp_path, group_max_size=1, group_initial_rebalance_delay_ms=100)
+    lm = LogManager(config)
+    lm.startup()
+    c = await started(types.SimpleNamespace(config=config, log_manager=lm), Clock())
+    try:
+        p1, p2, p3 = [await c.join_group(join_req()) for _ in range(3)]
+        assert {p1.error, p2.error, p3.error} == {EC.MEMBER_ID_REQUIRED}
+        first = asyncio.create_task(c.join_group(join_req(member_id=p1.member_id)))
+        await wait_for(lambda: c.groups["g"].has_member(p1.member_id), "the first member")
+        assert (await c.join_group(join_req(member_id=p2.member_id))).error == EC.GROUP_MAX_SIZE_REACHED
+        assert c.leave_group("g", [(p3.member_id, None)]) == (0, [0])
+        assert not c.groups["g"].pending_members
+        heartbeat_timers = {k[2] for k in c._timers if k[0] == "heartbeat"}
+        assert heartbeat_timers == {p1.member_id}
+        assert (await first).error == 0
+    finally:
+        await c.stop()
+        lm.shutdown()
+    assert c._timers == {}          # nothing left running after stop
+    assert c._retention_task is None
