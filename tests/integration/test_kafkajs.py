@@ -175,3 +175,19 @@ def test_kafkajs_offsets_by_timestamp_and_delete_records(js_broker):
     assert r["after"] == [{"partition": 0, "offset": "10", "high": "10", "low": "3"}]
     # past the newest timestamp: kafkajs maps "no such offset" to the end offset
     assert r2["byTimestamp"] == [{"partition": 0, "offset": "10"}]
+
+
+def test_kafkajs_transactions_fail_fast_and_leave_the_broker_serving(js_broker):
+    """Kompakt has no transaction coordinator: FindCoordinator(TRANSACTION) answers
+    COORDINATOR_NOT_AVAILABLE. kafkajs must fail the transaction promptly (no hang), nothing may be
+    written, and the broker keeps serving the same client afterwards."""
+    topic = "js-tx"
+    _, tx, after = kafkajs(js_broker, "sequence", steps=[
+        ["createTopic", {"topic": topic, "numPartitions": 1}],
+        ["transaction", {"topic": topic}],
+        ["produce", {"topic": topic, "count": 3, "batches": 1, "compression": "None"}],
+    ])
+    assert tx["outcome"] == "failed" and tx["error"] == "KafkaJSGroupCoordinatorNotFound", tx
+    assert [a["baseOffset"] for a in after["acks"]] == ["0"]        # the transaction wrote nothing
+    assert [r.value for _, recs in stored_batches(js_broker, topic, 0) for r in recs] == \
+        [b"value-0", b"value-1", b"value-2"]

@@ -208,6 +208,25 @@ async function fetchOffsets({ groupId, topics }) {
   }))
 }
 
+// A transactional producer: Kompakt has no transaction coordinator. Reports how it failed (or
+// that it committed) and how long it took; the producer's retries are short.
+async function transaction({ topic }) {
+  const producer = kafka.producer({ transactionalId: 'kompakt-tx', idempotent: true, maxInFlightRequests: 1,
+                                    retry: { retries: 1, initialRetryTime: 100 } })
+  await producer.connect()
+  const started = Date.now()
+  try {
+    const tx = await producer.transaction()
+    await tx.send({ topic, messages: [{ key: 'tx', value: 'in a transaction' }] })
+    await tx.commit()
+    return { outcome: 'committed', ms: Date.now() - started }
+  } catch (e) {
+    return { outcome: 'failed', error: e.name, message: e.message, ms: Date.now() - started }
+  } finally {
+    await producer.disconnect()
+  }
+}
+
 // Admin setOffsets: commits for an empty group (OffsetCommit from outside the group, generation -1)
 async function setOffsets({ groupId, topic, partitions }) {
   return withAdmin(async admin => {
@@ -343,7 +362,7 @@ async function read({ ends, groupId, timeoutMs = 30000 }) {
   return { outcome, records, pending: [...pending] }
 }
 
-const STEPS = { send, read, admin, createTopic, setOffsets, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
+const STEPS = { send, read, admin, createTopic, setOffsets, transaction, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
 
 
 runSteps(STEPS)
