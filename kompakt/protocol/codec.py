@@ -5,11 +5,11 @@ kafka-python's compiled schema codecs (registry.py). The produce/fetch hot paths
 hand: Produce responses (`encode_produce_response`, no per-partition Python objects), and two
 that carry record data and must not copy it:
   * Produce requests: `decode_produce` hands each partition's records out as a *writable
-    memoryview into the request frame*; storage patches baseOffset in place and writes it.
-    (kafka-python's schema decodes `records` as `bytes(...)`: a copy, and immutable.)
+    memoryview into the request frame*, so storage can patch baseOffset in place and write it
+    without a copy. (kafka-python's schema decodes `records` as `bytes(...)`: a copy, immutable.)
   * Fetch responses: `encode_fetch_response` returns a list of buffers (small header pieces with
     the record bytes from the segment files between them) for `transport.writelines`.
-Both are checked byte for byte against kafka-python's codecs in tests/protocol.
+All three are checked byte for byte against kafka-python's codecs in tests/protocol.
 
 Request header (v1; v2 adds the tagged-field section, used when the API version is flexible):
 
@@ -23,8 +23,9 @@ Request header (v1; v2 adds the tagged-field section, used when the API version 
 Response header: v0 = int32 correlation_id; v1 = v0 + tagged fields (a single 0x00 here).
 ApiVersions responses always use v0 (registry.response_header_version).
 
-Invariant: decoding never reads past the frame; any shortfall or bad length raises
-`MalformedRequestError`, which closes the connection (Kafka does the same).
+Invariant: decoding never reads past the frame; any shortfall, bad length or null in a
+non-nullable array raises `MalformedRequestError`, which closes the connection (Kafka does the
+same), so handlers only ever see requests that match their schema.
 """
 from __future__ import annotations
 
