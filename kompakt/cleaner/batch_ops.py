@@ -28,6 +28,7 @@ now + delete.retention.ms, record timestamp deltas rewritten against the new bas
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import struct
 
@@ -86,7 +87,28 @@ def records_of(batch: bytes, hdr) -> bytes:
 
 
 class CorruptBatchError(ValueError):
-    """A batch whose CRC does not match: the clean stops and the partition becomes uncleanable."""
+    """A batch whose CRC does not match or whose records do not parse: the clean stops and the
+    partition becomes uncleanable."""
+
+
+def _parse_guard(fn):
+    """Records that do not parse (a length past its record or batch, fewer records than the header
+    counts, an endless varint, bytes that do not decompress) raise CorruptBatchError, as native.c's
+    -1 does, instead of an IndexError or a silent read into the next record."""
+    @functools.wraps(fn)
+    def guarded(batch, hdr, *args):
+        try:
+            return fn(batch, hdr, *args)
+        except CorruptBatchError:
+            raise
+        except (IndexError, ValueError, struct.error) as exc:
+            raise CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]} does not hold {hdr[H_COUNT]} "
+                                    f"valid records ({exc})") from exc
+    return guarded
+
+
+def _corrupt(hdr):
+    return CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]} does not hold {hdr[H_COUNT]} valid records")
 
 
 def verify_crc(batch, hdr, where: str = "") -> None:
@@ -124,6 +146,7 @@ def index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int) ->
     return hdr[H_COUNT], io[2], rc == 1
 
 
+@_parse_guard
 def _py_index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int) -> tuple[int, int, bool]:
     data = records_of(batch, hdr)
     p = HEADER_SIZE if data is batch else 0
@@ -148,6 +171,8 @@ def _py_index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int
             else:
                 ln, p = _varint_slow(data, p)
         rec_end = p + ln
+        if ln < 1 or rec_end > len(data):
+            raise _corrupt(hdr)
         q = p + 1                      # attributes byte
         while data[q] >= 0x80:         # timestampDelta: skipped in pass 1
             q += 1
@@ -168,6 +193,8 @@ def _py_index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int
             q += 1
         else:
             kl, q = _varint_slow(data, q)
+        if q + max(kl, 0) > rec_end:
+            raise _corrupt(hdr)
         if kl >= 0:
             off = base + od
             if off >= start_offset:
@@ -292,6 +319,7 @@ def _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec):
 
 
 
+@_parse_guard
 def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, retain_empty, target_codec):
     attrs = hdr[H_ATTRS]
     count = hdr[H_COUNT]
@@ -325,6 +353,8 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
             else:
                 ln, p = _varint_slow(data, p)
         rec_end = p + ln
+        if ln < 1 or rec_end > len(data):
+            raise _corrupt(hdr)
         q = p + 1
         b = data[q]                    # timestampDelta
         if b < 0x80:
@@ -354,6 +384,8 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
         after_ts.append(aq)
         ts_deltas.append(td)
         offs.append(base + od)
+        if q + max(kl, 0) >= rec_end:  # the key and at least the valueLength byte lie in the record
+            raise _corrupt(hdr)
         if kl >= 0:
             digests.append(_md5(data[q:q + kl]).digest())
             q += kl
@@ -456,6 +488,7 @@ def _rebuild(batch, hdr, payload, count: int, attrs: int, base_ts: int, max_ts: 
 # ---------------------------------------------------------------------------------------------
 # Control batches
 
+@_parse_guard
 def control_type(batch: bytes, hdr) -> int:
     """The marker type of a control batch: 0 ABORT, 1 COMMIT (key: version int16, type int16)."""
     data = records_of(batch, hdr)
@@ -464,6 +497,8 @@ def control_type(batch: bytes, hdr) -> int:
     _, q = _varint_slow(data, p + 1)    # timestampDelta
     _, q = _varint_slow(data, q)        # offsetDelta
     kl, q = _varint_slow(data, q)
+    if ln < 1 or p + ln > len(data) or q + max(kl, 0) > p + ln:
+        raise _corrupt(hdr)
     if kl < 4:
         return -1
     return struct.unpack_from(">h", data, q + 2)[0]
