@@ -61,3 +61,16 @@ def test_audit_figures_match_hand_computation(spark, small_log):
     assert p1["log_end_offset"] == 6 and p1["dirty_ratio"] == 0.0  # one segment: all active
     assert math.ceil(3 / map_capacity(134_217_728)) == 1  # the default map: one pass
     json.dumps(rows)  # plain JSON types only
+
+
+def test_audit_cli_writes_json_and_chart(spark, small_log, tmp_path, capsys):
+    from kompakt import cli
+
+    out, png = str(tmp_path / "audit.json"), str(tmp_path / "audit.png")
+    assert cli.main(["pipeline", "audit", small_log, "--output", out, "--chart", png]) == 0
+    rows = json.load(open(out))
+    assert [(r["topic"], r["partition"]) for r in rows] == [("t", 0), ("t", 1)]
+    assert all(set(JSON_KEYS) <= set(r) for r in rows)
+    assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    table = capsys.readouterr().out
+    assert "records" in table and "audit: 2 partitions" in table
