@@ -81,7 +81,10 @@ async def serve(config) -> int:
     try:
         await broker.start()
     except Exception as exc:
-        log.error("cannot start the broker: %s", exc, exc_info=not isinstance(exc, OSError))
+        # the message says what and how to fix it (port in use, dir locked, bad config); the
+        # traceback is for developers: --log-level DEBUG
+        log.error("cannot start the broker: %s", exc)
+        log.debug("start-up failure", exc_info=True)
         await broker.stop()
         return 1
     await stop.wait()

@@ -109,3 +109,34 @@ def test_kompakt_serve_with_properties_file_env_and_sigterm(tmp_path):
     lines = [ln for ln in err.splitlines() if ln.startswith("{")]
     assert any('"process.roles' in ln or "process.roles" in ln for ln in lines)   # ignored key logged
     assert any("shutting down gracefully" in ln for ln in lines)
+
+
+def test_second_broker_on_the_same_log_dir_refuses_to_start(tmp_path, capsys):
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
+    first = subprocess.Popen([sys.executable, "-m", "kompakt", "serve", "--override",
+                              f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path}/d",
+                              "--override", "metrics.port=0", "--override", "log.cleaner.enable=false"],
+                             env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert first.poll() is None and time.monotonic() < deadline
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        parser = ArgumentParser()
+        serve_cmd.add_arguments(parser)
+        args = parser.parse_args(["--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                                  "--override", f"log.dirs={tmp_path}/d", "--override", "metrics.port=0",
+                                  "--override", "log.cleaner.enable=false"])
+        assert serve_cmd.run(args) == 1                 # the dir lock is held by the first broker
+        assert first.poll() is None                     # and the first one is unharmed
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(60)
