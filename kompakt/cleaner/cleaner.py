@@ -24,8 +24,10 @@ Files written per group (Kafka's layout, suffix `.cleaned` after the extension):
 All three are flushed and fsynced before the result is reported; the .log's mtime is set to the
 last replaced segment's (Kafka keeps the last-modified time of the originals for retention).
 
-Abort: `check_done()` is called between batches (every CHECK_EVERY batches) and inside throttle
-sleeps; it raises CleaningAbortedError, and every `.cleaned` file this clean wrote is deleted.
+Abort: `check_done()` is called between batches (every CHECK_EVERY batches, and whenever
+RANGE_BUDGET bytes were read since the last check, counted across calls so batches the native
+loops hand back one at a time are counted too) and inside throttle sleeps; it raises
+CleaningAbortedError, and every `.cleaned` file this clean wrote is deleted.
 
 Transactions: a header-only prescan of the whole log finds the markers (producer id, offset,
 COMMIT/ABORT) and each producer's last batch. Data batches whose next marker is an ABORT are
@@ -264,6 +266,15 @@ class Cleaner:
         self.throttler = throttler
         self.check_done = check_done or (lambda: None)
         self.monotonic = monotonic
+        self._unchecked = 0            # bytes read since the last check_done()
+
+    def _progress(self, nbytes: int) -> None:
+        """check_done() every RANGE_BUDGET bytes read by the Python loops (their batch counts
+        restart with every batch the native range loops hand back)."""
+        self._unchecked += nbytes
+        if self._unchecked >= RANGE_BUDGET:
+            self._unchecked = 0
+            self.check_done()
 
     def _throttle(self, n: int) -> None:
         if self.throttler is not None:
@@ -271,6 +282,7 @@ class Cleaner:
 
     def clean(self, job: CleanJob) -> CleanResult:
         stats = CleanerStats(monotonic=self.monotonic)
+        self._unchecked = 0
         markers, last_batches, dirty_records = prescan_counting(
             list(job.segments) + list(job.tail), job.first_dirty_offset, job.first_uncleanable_offset,
             want_last=job.active_producers is None)
@@ -374,6 +386,7 @@ class Cleaner:
             n += 1
             if n % CHECK_EVERY == 0:
                 self.check_done()
+            self._progress(size)
             chunk += size
             if chunk >= 1 << 20:
                 self._throttle(chunk)
@@ -439,6 +452,7 @@ class Cleaner:
             n += 1
             if n % CHECK_EVERY == 0:
                 self.check_done()
+            self._progress(size)
             chunk += size
             if chunk >= 1 << 20:
                 self._throttle(chunk)
