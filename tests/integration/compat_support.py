@@ -7,6 +7,9 @@ Record shape (`Rec`): partition, key (bytes|None), value (bytes|None), headers (
 returns `Read` rows: the same fields plus offset and timestamp type ("create" | "logappend"), as the
 client reported them. kafkajs folds headers into an object and @platformatic/kafka into a Map, and
 the latter has no timestamp type: `comparable(reader, rows)` reduces rows to what a reader can tell.
+Helpers also start module brokers (`running_broker`, `node_group_broker`), run the Node.js drivers
+in js/ (`kafkajs`, `platformatic`, `ensure_node_modules`) and decode segment files
+(`stored_batches`).
 """
 from __future__ import annotations
 
@@ -49,13 +52,25 @@ class Read(NamedTuple):
 
 
 def comparable(reader: str, rows: list, *, log_append: bool = False) -> list:
-    """Rows reduced to what `reader` can report. @platformatic/kafka 1.35 keeps headers in a Map
-    (a repeated key keeps its first place and its last value) and has no timestamp type: it always
-    reports baseTimestamp + delta, so on a LogAppendTime topic its timestamps are not comparable."""
+    """Rows reduced to what `reader` can report. kafkajs folds headers into an object (a key's
+    values stay in order, grouped at the key's first place). @platformatic/kafka 1.35 keeps them in
+    a Map (a repeated key keeps its first place and its last value) and has no timestamp type: it
+    always reports baseTimestamp + delta, so on a LogAppendTime topic its timestamps are not
+    comparable."""
+    if reader == "kafkajs":
+        return [r._replace(headers=tuple((k, v) for k, vs in _group(r.headers).items() for v in vs))
+                for r in rows]
     if reader != "platformatic":
         return rows
     return [r._replace(headers=tuple(dict(r.headers).items()), timestamp_type=None,
                        timestamp=None if log_append else r.timestamp) for r in rows]
+
+
+def _group(headers) -> dict:
+    out: dict = {}
+    for k, v in headers:
+        out.setdefault(k, []).append(v)
+    return out
 
 
 def _s(b: bytes | None) -> str | None:
