@@ -1,7 +1,8 @@
 """`kompakt compact-adopt LOG_DIR STAGING_DIR`: adopt pipeline output offline (broker stopped).
 
 Steps: take the log dir's `.lock` (the broker holds it with flock while it runs, so this refuses
-to touch a live broker's files: use `kompakt admin adopt` then); open the partition's Log with
+to touch a live broker's files: use `kompakt admin adopt` then); require the clean-shutdown marker
+(after a crash the broker must recover the log first: we open it without recovery); open the partition's Log with
 its topic's config and the dir's log-start checkpoint; `adopt_staging` (crash-safe swap, see
 adopt.py); advance the partition's entry in `cleaner-offset-checkpoint` to the staged end (the
 range is clean now, so the broker's cleaner will not redo it); close the log; release the lock.
@@ -46,6 +47,13 @@ def adopt_offline(log_dir: str, staging_dir: str, config_path: str | None = None
         except BlockingIOError:
             raise RuntimeError(f"{log_dir} is locked by a running broker; stop it, or adopt online "
                                "with `kompakt admin adopt`") from None
+        try:
+            from kompakt.storage.log_dirs import CLEAN_SHUTDOWN_FILE
+        except ImportError:
+            CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+        if not os.path.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)):
+            raise RuntimeError(f"{log_dir} has no {CLEAN_SHUTDOWN_FILE}: the broker did not shut down cleanly; "
+                               "start it once (it recovers the logs), stop it, then adopt")
         broker = BrokerConfig.load(config_path) if config_path else None
         overrides = {}
         try:

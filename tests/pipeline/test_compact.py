@@ -172,3 +172,32 @@ def test_nothing_to_compact_and_refusals(spark, tmp_path):
     with pytest.raises(FileExistsError):
         compact(spark, str(tmp_path / "d"), "one", 0, str(tmp_path / "s2"))
     m.shutdown()
+
+
+def test_offline_adopt_refuses_a_locked_or_uncleanly_stopped_dir(spark, tmp_path):
+    import fcntl
+
+    from kompakt.pipeline.adopt_cmd import adopt_offline
+
+    clock = Clock()
+    d = str(tmp_path / "d")
+    m, _ = _manager(d, clock)
+    m.create_topic("x", 1, {"cleanup.policy": "compact", "internal.segment.bytes": "500"})
+    lg = m.get_log(("x", 0))
+    for i in range(30):
+        lg.append(R.build_batch([(b"k%d" % (i % 3), b"v%d" % i, [], clock.ms)], base_offset=lg.log_end_offset))
+    compact(spark, d, "x", 0, str(tmp_path / "s"), now_ms=clock.ms)
+    with pytest.raises(RuntimeError, match="locked"):
+        adopt_offline(d, str(tmp_path / "s"))  # the manager still holds the dir's .lock
+    m.shutdown()
+    os.unlink(os.path.join(d, ".kafka_cleanshutdown"))
+    with pytest.raises(RuntimeError, match="shut down cleanly"):
+        adopt_offline(d, str(tmp_path / "s"))
+    open(os.path.join(d, ".kafka_cleanshutdown"), "w").close()
+    summary = adopt_offline(d, str(tmp_path / "s"))
+    assert summary["records"] == 3 and summary["replaced"] > 1
+    with open(os.path.join(d, "cleaner-offset-checkpoint")) as f:
+        assert f"x 0 {summary['first_dirty_offset']}" in f.read()
+    fd = os.open(os.path.join(d, ".lock"), os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released again after the adoption
+    os.close(fd)
