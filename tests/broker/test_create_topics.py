@@ -4,7 +4,7 @@ from kafka.protocol.admin.topics import CreateTopicsRequest
 
 from admin_harness import Harness, framed, h, s16
 
-from kompakt.broker.handlers.create_topics import invalid_topic_reason
+from kompakt.broker.handlers._common import invalid_topic_reason
 
 CT = CreateTopicsRequest.CreatableTopic
 CFG = CT.CreatableTopicConfig
@@ -142,7 +142,7 @@ def test_topic_name_rules(name, ok):
 
 
 async def test_os_errors_become_kafka_storage_error():
-    from kompakt.broker.handlers.create_topics import run_storage
+    from kompakt.broker.handlers._common import run_storage
     from kompakt.protocol.errors import KafkaStorageErrorError
 
     def full_disk(name):

@@ -27,9 +27,9 @@ import weakref
 
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
-from kompakt.broker.handlers.create_topics import error_code_of, run_storage
+from kompakt.broker.handlers._common import ResultError, error_code_of, run_storage
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, RESOURCE_TYPE_NAMES, TOPIC,
-                                                      ResourceError, check_broker_name, topic_meta)
+                                                      check_broker_name, topic_meta)
 from kompakt.config import topic_config
 from kompakt.protocol.errors import ErrorCode, KafkaError
 
@@ -66,10 +66,10 @@ def check_keys(configs, needs_value) -> None:
     """Kafka's per-resource request checks: no key twice; no null where a value is needed."""
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
-        raise ResourceError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        raise ResultError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
     for c in configs:
         if c.value is None and needs_value(c):
-            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
+            raise ResultError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
 
 
 def refuse_broker_alter(ctx, name: str, keys) -> None:
@@ -78,10 +78,10 @@ def refuse_broker_alter(ctx, name: str, keys) -> None:
     keys = sorted(keys)
     if not keys:
         return   # nothing to change: Kafka answers success
-    raise ResourceError(ErrorCode.INVALID_REQUEST,
-                        f"Kompakt has no dynamic broker configs; cannot update {', '.join(keys)} "
-                        f"at runtime. Set them in server.properties (or kompakt serve --override key=value) "
-                        f"and restart the broker; topic configs can be altered live.")
+    raise ResultError(ErrorCode.INVALID_REQUEST,
+                      f"Kompakt has no dynamic broker configs; cannot update {', '.join(keys)} "
+                      f"at runtime. Set them in server.properties (or kompakt serve --override key=value) "
+                      f"and restart the broker; topic configs can be altered live.")
 
 
 async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
@@ -89,13 +89,13 @@ async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], valid
     try:
         topic_config.validate_topic_configs(new_configs)
     except KafkaError as exc:
-        raise ResourceError(error_code_of(exc), str(exc)) from None
+        raise ResultError(error_code_of(exc), str(exc)) from None
     if validate_only:
         return
     try:
         await run_storage(ctx.log_manager.alter_topic_config, name, dict(new_configs))
     except KafkaError as exc:
-        raise ResourceError(error_code_of(exc), str(exc)) from None
+        raise ResultError(error_code_of(exc), str(exc)) from None
     log.info("topic %s configs are now %s (client %s)", name, new_configs or "default", ctx.client_id)
 
 
@@ -108,11 +108,11 @@ async def _alter_one(ctx, resource, validate_only: bool) -> None:
     elif rtype == BROKER:
         refuse_broker_alter(ctx, name, [c.name for c in resource.configs])
     elif rtype == BROKER_LOGGER:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            "AlterConfigs does not change BROKER_LOGGER resources; use IncrementalAlterConfigs")
+        raise ResultError(ErrorCode.INVALID_REQUEST,
+                          "AlterConfigs does not change BROKER_LOGGER resources; use IncrementalAlterConfigs")
     else:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
+        raise ResultError(ErrorCode.INVALID_REQUEST,
+                          f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
 
 
 async def alter_resources(ctx, request, result_cls, alter_one) -> list:
@@ -124,10 +124,10 @@ async def alter_resources(ctx, request, result_cls, alter_one) -> list:
                             resource_name=resource.resource_name)
         try:
             if (resource.resource_type, resource.resource_name) in dups:
-                raise ResourceError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+                raise ResultError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
             async with config_lock():
                 await alter_one(ctx, resource, bool(request.validate_only))
-        except ResourceError as exc:
+        except ResultError as exc:
             result.error_code, result.error_message = int(exc.code), exc.message
         results.append(result)
     return results

@@ -22,8 +22,8 @@ import logging
 
 from kafka.protocol.admin.topics import CreatePartitionsResponse
 
-from kompakt.broker.handlers.create_topics import (MAX_PARTITIONS_PER_REQUEST, TopicError, error_code_of,
-                                                   is_internal, run_storage)
+from kompakt.broker.handlers._common import (MAX_PARTITIONS_PER_REQUEST, ResultError, error_code_of,
+                                             is_internal, run_storage)
 from kompakt.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 37
@@ -38,23 +38,23 @@ Result = CreatePartitionsResponse.CreatePartitionsTopicResult
 def _check(topic, current: int, node_id: int) -> int:
     """Validate one topic's request against its current partition count; returns partitions added."""
     if topic.count == current:
-        raise TopicError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+        raise ResultError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
     if topic.count < current:
-        raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                         f"The topic {topic.name} currently has {current} partition(s); "
-                         f"{topic.count} would not be an increase.")
+        raise ResultError(ErrorCode.INVALID_PARTITIONS,
+                          f"The topic {topic.name} currently has {current} partition(s); "
+                          f"{topic.count} would not be an increase.")
     added = topic.count - current
     if topic.assignments is not None:
         if len(topic.assignments) != added:
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             f"Attempted to add {added} additional partition(s), but only "
-                             f"{len(topic.assignments)} assignment(s) were specified.")
+            raise ResultError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                              f"Attempted to add {added} additional partition(s), but only "
+                              f"{len(topic.assignments)} assignment(s) were specified.")
         for assignment in topic.assignments:
             if list(assignment.broker_ids) != [node_id]:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes broker(s) "
-                                 f"{list(assignment.broker_ids)}, but this single-node cluster has "
-                                 f"only broker {node_id} and one replica per partition.")
+                raise ResultError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                  f"The manual partition assignment includes broker(s) "
+                                  f"{list(assignment.broker_ids)}, but this single-node cluster has "
+                                  f"only broker {node_id} and one replica per partition.")
     return added
 
 
@@ -75,24 +75,24 @@ async def handle(ctx, request) -> CreatePartitionsResponse:
         try:
             meta = lm.topics.get(name)
             if meta is None:
-                raise TopicError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 "This server does not host this topic-partition.")
+                raise ResultError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                  "This server does not host this topic-partition.")
             if is_internal(name):
-                raise TopicError(ErrorCode.INVALID_REQUEST,
-                                 f"Kompakt does not add partitions to the internal topic {name}: the group "
-                                 f"coordinator maps groups to its partitions by hash.")
+                raise ResultError(ErrorCode.INVALID_REQUEST,
+                                  f"Kompakt does not add partitions to the internal topic {name}: the group "
+                                  f"coordinator maps groups to its partitions by hash.")
             current = meta.partitions
             added = _check(topic, current, node_id)
             if added > budget:
-                raise TopicError(ErrorCode.POLICY_VIOLATION,
-                                 "Unable to perform excessively large batch operation.")
+                raise ResultError(ErrorCode.POLICY_VIOLATION,
+                                  "Unable to perform excessively large batch operation.")
             budget -= added
             if not request.validate_only:
                 await run_storage(lm.create_partitions, name, topic.count)
                 log.info("topic %s now has %d partitions (was %d) for client %s",
                          name, topic.count, current, ctx.client_id)
             results.append(Result(name=name, error_code=0, error_message=None))
-        except TopicError as exc:
+        except ResultError as exc:
             results.append(Result(name=name, error_code=int(exc.code), error_message=exc.message))
         except KafkaError as exc:
             results.append(Result(name=name, error_code=int(error_code_of(exc)), error_message=str(exc)))

@@ -26,14 +26,15 @@ v7 adds topic_id. timeout_ms is not needed: creation is local and finishes befor
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
+from kompakt.broker.handlers._common import (MAX_PARTITIONS_PER_REQUEST, ResultError, error_code_of,
+                                             invalid_topic_reason, run_storage)
 from kompakt.config import topic_config
-from kompakt.protocol.errors import ErrorCode, KafkaError, KafkaStorageErrorError
+from kompakt.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -41,42 +42,10 @@ MAX_VERSION = 7
 
 log = logging.getLogger(__name__)
 
-LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-MAX_NAME_LENGTH = 249
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
-MAX_PARTITIONS_PER_REQUEST = 10_000   # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigRow = Result.CreatableTopicConfigs
-
-
-class TopicError(Exception):
-    """One topic's failure: an error code and Kafka's message for it."""
-
-    def __init__(self, code: ErrorCode, message: str | None = None):
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
-
-
-def invalid_topic_reason(name: str | None) -> str | None:
-    """Kafka's Topic.validate message for an illegal name, or None when the name is legal."""
-    if name is None or name == "":
-        return "Topic name is invalid: the empty string is not allowed"
-    if name in (".", ".."):
-        return f"Topic name is invalid: '{name}' is not allowed"
-    if len(name) > MAX_NAME_LENGTH:
-        return (f"Topic name is invalid: the length of '{name}' is longer than the max allowed "
-                f"length {MAX_NAME_LENGTH}")
-    if not set(name) <= LEGAL_CHARS:
-        return (f"Topic name is invalid: '{name}' contains one or more characters other than "
-                f"ASCII alphanumerics, '.', '_' and '-'")
-    return None
-
-
-def is_internal(name: str) -> bool:
-    return name in INTERNAL_TOPICS
 
 
 def check_collision(name: str, existing) -> None:
@@ -86,75 +55,60 @@ def check_collision(name: str, existing) -> None:
     unified = name.replace(".", "_")
     for other in existing:
         if other != name and other.replace(".", "_") == unified:
-            raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION,
-                             f"Topic '{name}' collides with existing topic: {other}")
-
-
-def error_code_of(exc: KafkaError) -> ErrorCode:
-    return ErrorCode(int(exc.code))
-
-
-async def run_storage(fn, *args):
-    """Storage calls touch the disk (mkdir, files, fsync): keep them off the event loop (the
-    LogManager serialises them under its lock). An OSError (disk full, I/O error) becomes
-    KAFKA_STORAGE_ERROR for that topic or partition instead of closing the client's connection."""
-    try:
-        return await asyncio.to_thread(fn, *args)
-    except OSError as exc:
-        log.error("storage error in %s%r: %s", getattr(fn, "__name__", fn), args[:1], exc)
-        raise KafkaStorageErrorError(f"Storage error: {exc}") from exc
+            raise ResultError(ErrorCode.INVALID_TOPIC_EXCEPTION,
+                              f"Topic '{name}' collides with existing topic: {other}")
 
 
 def _partitions_and_rf(topic, cfg, node_id: int) -> int:
     """Validate the shape of the request for one topic; returns its partition count."""
     if topic.assignments:
         if topic.replication_factor != -1:
-            raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
-                             "but replication factor was not set to -1.")
+            raise ResultError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                              "but replication factor was not set to -1.")
         if topic.num_partitions != -1:
-            raise TopicError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
-                             "but numPartitions was not set to -1.")
+            raise ResultError(ErrorCode.INVALID_REQUEST, "A manual partition assignment was specified, "
+                              "but numPartitions was not set to -1.")
         seen = set()
         for assignment in topic.assignments:
             index = assignment.partition_index
             if index in seen:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"Found multiple manual partition assignments for partition {index}")
+                raise ResultError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                  f"Found multiple manual partition assignments for partition {index}")
             seen.add(index)
             if list(assignment.broker_ids) != [node_id]:
-                raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                 f"The manual partition assignment includes broker(s) "
-                                 f"{list(assignment.broker_ids)}, but this single-node cluster has "
-                                 f"only broker {node_id} and one replica per partition.")
+                raise ResultError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                  f"The manual partition assignment includes broker(s) "
+                                  f"{list(assignment.broker_ids)}, but this single-node cluster has "
+                                  f"only broker {node_id} and one replica per partition.")
         if seen != set(range(len(seen))):
-            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                             "partitions should be a consecutive 0-based integer sequence")
+            raise ResultError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                              "partitions should be a consecutive 0-based integer sequence")
         return len(seen)
     rf = topic.replication_factor
     if rf < -1 or rf == 0:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         "Replication factor must be larger than 0, or -1 to use the default value.")
+        raise ResultError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                          "Replication factor must be larger than 0, or -1 to use the default value.")
     if topic.num_partitions < -1 or topic.num_partitions == 0:
-        raise TopicError(ErrorCode.INVALID_PARTITIONS,
-                         "Number of partitions was set to an invalid non-positive value.")
+        raise ResultError(ErrorCode.INVALID_PARTITIONS,
+                          "Number of partitions was set to an invalid non-positive value.")
     rf = cfg["default.replication.factor"] if rf == -1 else rf
     if rf > 1:
-        raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR,
-                         f"Unable to replicate the partition {rf} time(s): The target replication factor "
-                         f"of {rf} cannot be reached because only 1 broker(s) are registered.")
+        raise ResultError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                          f"Unable to replicate the partition {rf} time(s): The target replication factor "
+                          f"of {rf} cannot be reached because only 1 broker(s) are registered.")
     return cfg["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
 
 
 def _configs(topic) -> dict[str, str]:
     nulls = [c.name for c in topic.configs if c.value is None]
     if nulls:
-        raise TopicError(ErrorCode.INVALID_CONFIG,
-                         "Null value not supported for topic configs: " + ",".join(nulls))
+        raise ResultError(ErrorCode.INVALID_CONFIG,
+                          "Null value not supported for topic configs: " + ",".join(nulls))
     configs = {c.name: c.value for c in topic.configs}
     try:
         topic_config.validate_topic_configs(configs)
     except KafkaError as exc:
-        raise TopicError(error_code_of(exc), str(exc)) from None
+        raise ResultError(error_code_of(exc), str(exc)) from None
     return configs
 
 
@@ -181,14 +135,14 @@ def _validate(topic, lm, cfg) -> tuple[dict[str, str], int]:
     """Kafka's checks for one topic, in Kafka's order; returns (configs, partition count)."""
     name = topic.name
     if name == CLUSTER_METADATA_TOPIC:
-        raise TopicError(ErrorCode.INVALID_REQUEST,
-                         f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
+        raise ResultError(ErrorCode.INVALID_REQUEST,
+                          f"Creation of internal topic {CLUSTER_METADATA_TOPIC} is prohibited.")
     reason = invalid_topic_reason(name)
     if reason:
-        raise TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        raise ResultError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
     existing = lm.topics
     if name in existing:
-        raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        raise ResultError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     check_collision(name, existing)
     return _configs(topic), _partitions_and_rf(topic, cfg, cfg.node_id)
 
@@ -205,10 +159,10 @@ async def handle(ctx, request) -> CreateTopicsResponse:
                 if name in reported_duplicates:
                     continue
                 reported_duplicates.add(name)
-                raise TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+                raise ResultError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
             configs, partitions = _validate(topic, lm, cfg)
             if partitions > budget:
-                raise TopicError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+                raise ResultError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
             budget -= partitions
             if request.validate_only:
                 results.append(_success(name, None, partitions, configs, cfg, version))
@@ -217,7 +171,7 @@ async def handle(ctx, request) -> CreateTopicsResponse:
             log.info("created topic %s (%d partitions, configs %s) for client %s",
                      name, partitions, configs or "default", ctx.client_id)
             results.append(_success(name, meta.topic_id, partitions, configs, cfg, version))
-        except TopicError as exc:
+        except ResultError as exc:
             results.append(_failure(name, exc.code, exc.message))
         except KafkaError as exc:
             results.append(_failure(name, error_code_of(exc), str(exc)))

@@ -21,7 +21,7 @@ import logging
 
 from kafka.protocol.admin.topics import DeleteRecordsResponse
 
-from kompakt.broker.handlers.create_topics import error_code_of, is_internal, run_storage
+from kompakt.broker.handlers._common import error_code_of, is_internal, run_storage
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
 

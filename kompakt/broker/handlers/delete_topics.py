@@ -23,7 +23,7 @@ from collections import Counter
 
 from kafka.protocol.admin.topics import DeleteTopicsResponse
 
-from kompakt.broker.handlers.create_topics import error_code_of, is_internal, run_storage
+from kompakt.broker.handlers._common import error_code_of, is_internal, run_storage
 from kompakt.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 20

@@ -26,7 +26,7 @@ import logging
 
 from kafka.protocol.admin.configs import DescribeConfigsResponse
 
-from kompakt.broker.handlers.create_topics import invalid_topic_reason
+from kompakt.broker.handlers._common import ResultError, invalid_topic_reason
 from kompakt.config import topic_config
 from kompakt.config.broker_config import BROKER_KEYS
 from kompakt.protocol.errors import ErrorCode
@@ -53,41 +53,32 @@ Row = Result.DescribeConfigsResourceResult
 Synonym = Row.DescribeConfigsSynonym
 
 
-class ResourceError(Exception):
-    """A whole resource fails: error code and message for its result."""
-
-    def __init__(self, code: ErrorCode, message: str | None = None):
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message
-
-
 def check_broker_name(name: str | None, node_id: int, *, allow_empty: bool = True) -> bool:
-    """True for our node id, False for "" (cluster default); raises ResourceError otherwise."""
+    """True for our node id, False for "" (cluster default); raises ResultError otherwise."""
     if name is None or name == "":
         if allow_empty:
             return False
-        raise ResourceError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+        raise ResultError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
     try:
         broker_id = int(name)
     except ValueError:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Broker id must be an integer, but it is: {name}") from None
+        raise ResultError(ErrorCode.INVALID_REQUEST,
+                          f"Broker id must be an integer, but it is: {name}") from None
     if broker_id != node_id:
         expected = f"{node_id} or empty string" if allow_empty else str(node_id)
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Unexpected broker id, expected {expected}, but received {name}")
+        raise ResultError(ErrorCode.INVALID_REQUEST,
+                          f"Unexpected broker id, expected {expected}, but received {name}")
     return True
 
 
 def topic_meta(lm, name: str):
-    """The topic's metadata, or ResourceError as Kafka answers for bad and unknown names."""
+    """The topic's metadata, or ResultError as Kafka answers for bad and unknown names."""
     reason = invalid_topic_reason(name)
     if reason:
-        raise ResourceError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        raise ResultError(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
     meta = lm.topics.get(name)
     if meta is None:
-        raise ResourceError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+        raise ResultError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
     return meta
 
 
@@ -181,8 +172,8 @@ def describe_resource(ctx, resource, synonyms: bool, docs: bool) -> list[Row]:
     if rtype == BROKER_LOGGER:
         check_broker_name(name, ctx.config.node_id, allow_empty=False)
         return _logger_rows(keys, docs)
-    raise ResourceError(ErrorCode.INVALID_REQUEST,
-                        f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
+    raise ResultError(ErrorCode.INVALID_REQUEST,
+                      f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
 
 
 async def handle(ctx, request) -> DescribeConfigsResponse:
@@ -193,7 +184,7 @@ async def handle(ctx, request) -> DescribeConfigsResponse:
         try:
             result.configs = describe_resource(ctx, resource, bool(request.include_synonyms),
                                                bool(request.include_documentation))
-        except ResourceError as exc:
+        except ResultError as exc:
             result.error_code, result.error_message = int(exc.code), exc.message
         results.append(result)
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)

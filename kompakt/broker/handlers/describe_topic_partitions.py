@@ -20,7 +20,7 @@ import uuid
 
 from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
 
-from kompakt.broker.handlers.create_topics import invalid_topic_reason, is_internal
+from kompakt.broker.handlers._common import invalid_topic_reason, is_internal
 from kompakt.broker.handlers.offset_for_leader_epoch import LEADER_EPOCH
 from kompakt.protocol.errors import ErrorCode
 

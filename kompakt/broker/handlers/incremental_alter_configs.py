@@ -28,10 +28,11 @@ import logging
 
 from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 
+from kompakt.broker.handlers._common import ResultError
 from kompakt.broker.handlers.alter_configs import (alter_resources, apply_topic_configs, check_keys,
                                                    refuse_broker_alter)
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, LOGGER_PREFIX, RESOURCE_TYPE_NAMES,
-                                                      TOPIC, ResourceError, check_broker_name, topic_meta)
+                                                      TOPIC, check_broker_name, topic_meta)
 from kompakt.config import topic_config
 from kompakt.protocol.errors import ErrorCode
 
@@ -74,10 +75,10 @@ def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
             verb = "append" if op.config_operation == APPEND else "subtract"
             key = topic_config.TOPIC_KEYS.get(name)
             if key is None:
-                raise ResourceError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+                raise ResultError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
             if key.type != "list":
-                raise ResourceError(ErrorCode.INVALID_CONFIG,
-                                    f"Config value {verb} is not allowed for config key: {name}")
+                raise ResultError(ErrorCode.INVALID_CONFIG,
+                                  f"Config value {verb} is not allowed for config key: {name}")
             items = _parts(_current_value(name, result, cfg))
             for item in _parts(value):
                 if op.config_operation == APPEND and item not in items:
@@ -91,7 +92,7 @@ def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
 def _check_ops(configs) -> None:
     for c in configs:
         if c.config_operation not in OP_NAMES:
-            raise ResourceError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}")
+            raise ResultError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {c.config_operation}")
     check_keys(configs, lambda c: c.config_operation != DELETE)
 
 
@@ -100,23 +101,23 @@ def _alter_loggers(ctx, name: str, ops, validate_only: bool) -> None:
     changes = []
     for op in ops:
         if op.config_operation in (APPEND, SUBTRACT):
-            raise ResourceError(ErrorCode.INVALID_REQUEST,
-                                f"{OP_NAMES[op.config_operation]} operation is not allowed for the "
-                                f"BROKER_LOGGER resource")
+            raise ResultError(ErrorCode.INVALID_REQUEST,
+                              f"{OP_NAMES[op.config_operation]} operation is not allowed for the "
+                              f"BROKER_LOGGER resource")
         logger = op.name or ""
         if logger != "root" and logger != LOGGER_PREFIX and not logger.startswith(LOGGER_PREFIX + "."):
-            raise ResourceError(ErrorCode.INVALID_CONFIG,
-                                f"Logger {logger} is not a broker logger (root or {LOGGER_PREFIX}.*)")
+            raise ResultError(ErrorCode.INVALID_CONFIG,
+                              f"Logger {logger} is not a broker logger (root or {LOGGER_PREFIX}.*)")
         if op.config_operation == DELETE:
             if logger == "root":
-                raise ResourceError(ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
+                raise ResultError(ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
             changes.append((logger, logging.NOTSET))
             continue
         level = LEVELS.get(str(op.value).strip().upper())
         if level is None:
-            raise ResourceError(ErrorCode.INVALID_CONFIG,
-                                f"Cannot set the log level of {logger} to {op.value} as it is not a supported "
-                                f"log level. Valid log4j levels are {', '.join(k for k in LEVELS if k not in ('WARNING', 'CRITICAL'))}")
+            raise ResultError(ErrorCode.INVALID_CONFIG,
+                              f"Cannot set the log level of {logger} to {op.value} as it is not a supported "
+                              f"log level. Valid log4j levels are {', '.join(k for k in LEVELS if k not in ('WARNING', 'CRITICAL'))}")
         changes.append((logger, level))
     if validate_only:
         return
@@ -137,8 +138,8 @@ async def _alter_one(ctx, resource, validate_only: bool) -> None:
     elif rtype == BROKER_LOGGER:
         _alter_loggers(ctx, name, resource.configs, validate_only)
     else:
-        raise ResourceError(ErrorCode.INVALID_REQUEST,
-                            f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
+        raise ResultError(ErrorCode.INVALID_REQUEST,
+                          f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
 
 
 async def handle(ctx, request) -> IncrementalAlterConfigsResponse:

@@ -1,0 +1,65 @@
+"""What the admin handlers share: per-result errors, storage calls off the event loop, topic names.
+
+Role: the admin APIs (CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords, the three
+config APIs, DescribeTopicPartitions) answer one result per topic, partition or config resource,
+and a failure of one never fails the others. `ResultError` is that one failure (a Kafka error
+code and Kafka's message for it); `run_storage` runs a LogManager call in a thread and turns an
+OSError into KAFKA_STORAGE_ERROR for that one result; `invalid_topic_reason` and `is_internal`
+are Kafka's topic-name rules. Not an API module: handlers/__init__.py does not list it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kompakt.protocol.errors import ErrorCode, KafkaError, KafkaStorageErrorError
+
+log = logging.getLogger(__name__)
+
+LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_NAME_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+MAX_PARTITIONS_PER_REQUEST = 10_000   # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP
+
+
+class ResultError(Exception):
+    """One topic's or resource's failure: an error code and Kafka's message for it."""
+
+    def __init__(self, code: ErrorCode, message: str | None = None):
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message
+
+
+def error_code_of(exc: KafkaError) -> ErrorCode:
+    return ErrorCode(int(exc.code))
+
+
+async def run_storage(fn, *args):
+    """Storage calls touch the disk (mkdir, files, fsync): keep them off the event loop (the
+    LogManager serialises them under its lock). An OSError (disk full, I/O error) becomes
+    KAFKA_STORAGE_ERROR for that topic or partition instead of closing the client's connection."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except OSError as exc:
+        log.error("storage error in %s%r: %s", getattr(fn, "__name__", fn), args[:1], exc)
+        raise KafkaStorageErrorError(f"Storage error: {exc}") from exc
+
+
+def invalid_topic_reason(name: str | None) -> str | None:
+    """Kafka's Topic.validate message for an illegal name, or None when the name is legal."""
+    if name is None or name == "":
+        return "Topic name is invalid: the empty string is not allowed"
+    if name in (".", ".."):
+        return f"Topic name is invalid: '{name}' is not allowed"
+    if len(name) > MAX_NAME_LENGTH:
+        return (f"Topic name is invalid: the length of '{name}' is longer than the max allowed "
+                f"length {MAX_NAME_LENGTH}")
+    if not set(name) <= LEGAL_CHARS:
+        return (f"Topic name is invalid: '{name}' contains one or more characters other than "
+                f"ASCII alphanumerics, '.', '_' and '-'")
+    return None
+
+
+def is_internal(name: str) -> bool:
+    return name in INTERNAL_TOPICS
