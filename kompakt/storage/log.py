@@ -12,7 +12,8 @@ last stable offset = high watermark (no transactions here).
 Concurrency: every mutation takes `lock` (a threading.RLock). Reads take it too (they are short:
 an index lookup and one pread). `flush` collects the segments to sync under the lock and fsyncs
 outside it, in the caller's thread (the LogManager calls it from a worker thread), so appends on
-the event loop never wait for a disk sync. Segments removed from the log are renamed `.deleted`
+the event loop never wait for a disk sync; `_flush_lock` serialises flushes, and `close` takes it
+first too (lock order: `_flush_lock`, then `lock`). Segments removed from the log are renamed `.deleted`
 at once and stay open until their files are unlinked (`on_segments_deleted` hook, set by the
 LogManager to unlink after file.delete.delay.ms), so an in-flight read of them still works.
 
@@ -616,8 +617,12 @@ class Log:
                 self.last_flush_time = self._now()
 
     def close(self) -> None:
-        """Snapshot producer state, then close (trim indexes, fsync) every segment."""
-        with self.lock:
+        """Snapshot producer state, then close (trim indexes, fsync) every segment.
+
+        Waits for a flush in flight (it clears the segments' dirty flags before its fsyncs, so a
+        close beside it would skip the fsync and close the descriptors under it).
+        """
+        with self._flush_lock, self.lock:
             if self.closed:
                 return
             self.producer_state.map_end_offset = self._next_offset

@@ -297,3 +297,51 @@ def test_a_full_index_rolls_the_segment(logdir):
     again = Log.open(logdir, cfg(segment_index_bytes=48, index_interval_bytes=1))
     assert again.offset_for_timestamp(1_700_000_000_000 + 17) == (17, 1_700_000_000_000 + 17)
     again.close()
+
+
+def test_close_waits_for_a_flush_in_flight(logdir, monkeypatch):
+    # A worker's flush clears a segment's dirty flag, then fdatasyncs outside the log lock. A
+    # close() running meanwhile saw a clean segment, skipped its fsync and closed the descriptor,
+    # so the worker's sync failed (EBADF, swallowed for a closed segment): the clean shutdown
+    # marker would then cover bytes that never reached the disk. close() now waits for the flush.
+    import threading
+    lg = Log.open(logdir, cfg())
+    lg.append_as_leader(batch(3))
+    log_fd = lg.active_segment._fd
+    in_sync, fd_closed = threading.Event(), threading.Event()
+    synced = []                                  # fds whose fsync/fdatasync succeeded
+    real_fdatasync, real_fsync, real_close = os.fdatasync, os.fsync, os.close
+
+    def fdatasync(fd):
+        if fd == log_fd and not in_sync.is_set():
+            in_sync.set()
+            fd_closed.wait(0.5)                  # without the fix close() closes the fd first
+        real_fdatasync(fd)
+        synced.append(fd)
+
+    def fsync(fd):
+        real_fsync(fd)
+        synced.append(fd)
+
+    def close(fd):
+        if fd == log_fd:
+            fd_closed.set()
+        real_close(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "close", close)
+    errors = []
+
+    def flusher():
+        try:
+            lg.flush()
+        except Exception as exc:  # pragma: no cover - asserted below
+            errors.append(exc)
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    assert in_sync.wait(30)
+    lg.close()
+    t.join()
+    assert errors == [] and log_fd in synced
