@@ -145,9 +145,12 @@ def decode_request(header: RequestHeader, frame):
     data = frame if isinstance(frame, memoryview) else memoryview(frame)
     try:
         request, end = decode(data, header.body_offset)
-    except (IndexError, ValueError, struct.error, UnicodeDecodeError, TypeError) as exc:
+    except Exception as exc:
+        # kafka-python's generated decoders are pure functions of the bytes, so whatever they raise
+        # (IndexError, struct.error, ... and AssertionError for a non-empty tagged-field section of a
+        # struct that has no tagged fields) means the bytes are not this request.
         raise MalformedRequestError(f"cannot decode {registry.API[header.api_key].name} "
-                                    f"v{header.api_version}: {exc}") from None
+                                    f"v{header.api_version}: {str(exc) or type(exc).__name__}") from None
     if end > len(data):
         raise MalformedRequestError(f"{registry.API[header.api_key].name} v{header.api_version} "
                                     f"body runs {end - len(data)} bytes past the end of the request")

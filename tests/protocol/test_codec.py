@@ -299,3 +299,15 @@ def test_null_for_a_non_nullable_array_is_malformed():
 def test_null_for_a_nullable_array_passes():
     frame = hx("0003 0001 00000001 ffff ffffffff")    # Metadata v1 topics null = all topics
     assert codec.decode_request(codec.read_request_header(frame), frame).topics is None
+
+
+def test_any_decoder_failure_is_malformed_not_a_crash():
+    # Found by fuzzing: a Fetch v17 body whose bytes put a non-empty tagged-field section where
+    # kafka-python's decoder asserts an empty one. The AssertionError escaped decode_request and
+    # surfaced as an ERROR traceback from the event loop instead of a clean close.
+    frame = bytearray.fromhex(
+        "0001001100000001000000020001005001000000005c0001ff0000027800010002020002012cff0001000000"
+        "020000ff000002000100009800ff0000000effff010100000200ff00d40290ff010200000000003500000000"
+        "010200000100010000dff2ff000002ff010000ff0202d001")
+    with pytest.raises(MalformedRequestError, match="cannot decode Fetch v17: AssertionError"):
+        codec.decode_request(codec.read_request_header(frame), frame)
