@@ -490,7 +490,11 @@ def _rebuild(batch, hdr, payload, count: int, attrs: int, base_ts: int, max_ts: 
 
 @_parse_guard
 def control_type(batch: bytes, hdr) -> int:
-    """The marker type of a control batch: 0 ABORT, 1 COMMIT (key: version int16, type int16)."""
+    """The marker type of a control batch: 0 ABORT, 1 COMMIT (key: version int16, type int16);
+    -1 for an unknown type or an emptied marker (count 0: a marker a clean already removed and kept
+    only as its producer's last batch; Kafka treats it as already cleaned)."""
+    if hdr[H_COUNT] <= 0:
+        return -1
     data = records_of(batch, hdr)
     p = HEADER_SIZE if data is batch else 0
     ln, p = _varint_slow(data, p)

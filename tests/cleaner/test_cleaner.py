@@ -151,3 +151,26 @@ def test_transactions_aborted_data_dropped_markers_kept_then_removed(tmp_path):
     data = open(C.segment_file(d, 0, ".log"), "rb").read()
     # pid 1's marker is gone; pid 2's marker is that producer's last batch: kept, emptied (epoch fencing)
     assert [(h.base_offset, h.records_count) for _, h in R.iter_batches(data) if h.is_control] == [(3, 0)]
+
+
+def test_emptied_marker_survives_later_cleans(tmp_path):
+    """A marker emptied but kept as its producer's last batch (count 0) is read by every later
+    clean's prescan; Kafka treats an empty control batch as already cleaned. The third clean here
+    used to fail parsing the missing control record (partition marked uncleanable)."""
+    d = str(tmp_path)
+    write_segment(d, 0, [
+        b([(b"b", b"aborted")], 0, producer_id=2, producer_epoch=0, base_sequence=0, is_transactional=True),
+        R.build_batch([(b"\x00\x00\x00\x00", b"\x00" * 6, [], NOW)], base_offset=1, is_control=True,
+                      is_transactional=True, producer_id=2, producer_epoch=0, base_timestamp=NOW),
+        b([(b"a", b"plain")], 2),
+    ])
+    write_segment(d, 3, [b([(b"z", b"1")], 3)])
+
+    def markers():
+        data = open(C.segment_file(d, 0, ".log"), "rb").read()
+        return [(h.base_offset, h.records_count) for _, h in R.iter_batches(data) if h.is_control]
+    for now in (NOW, NOW + DAY + 1, NOW + 2 * DAY + 2, NOW + 3 * DAY + 3):
+        res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, now))
+        swap_files(d, res)
+        assert read_all(d) == [(2, b"a", b"plain"), (3, b"z", b"1")]
+    assert markers() == [(1, 0)]     # pid 2's last batch: kept, empty
