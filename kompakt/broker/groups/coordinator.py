@@ -55,6 +55,8 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retention_task: asyncio.Task | None = None
         self.started = False
+        self.closing = False   # release_parked() was called: JoinGroup/SyncGroup answer NOT_COORDINATOR
+        self._stopped = False
         # cumulative counters exported by broker/metrics.py (see stats())
         self.counters = {"rebalances_total": 0, "members_expired_total": 0,
                          "offset_commits_total": 0, "offsets_expired_total": 0}
@@ -63,14 +65,29 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.closing, self._stopped = False, False
         if self.load():
             log.info("group coordinator loaded %d groups and %d committed offsets from %s",
                      len(self.groups), sum(len(o) for o in self.offsets.values()), OFFSETS_TOPIC)
         self._retention_task = asyncio.create_task(self._retention_loop(), name="offsets-retention")
         self.started = True
 
+    def release_parked(self) -> None:
+        """The broker is shutting down: answer every parked JoinGroup/SyncGroup with
+        NOT_COORDINATOR (the client looks the coordinator up again and retries) and answer new
+        ones so at once, so that draining the connections does not wait for a rebalance (up to
+        rebalance.timeout.ms). Other requests are still served until stop()."""
+        self.closing = True
+        for group in self.groups.values():
+            for m in group.members.values():
+                complete_future(m.join_future, JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
+                complete_future(m.sync_future, SyncResult(error=ErrorCode.NOT_COORDINATOR))
+
     async def stop(self) -> None:
-        self.started = False
+        """Answer parked requests, stop the retention loop and every timer; nothing is scheduled
+        after this (a late request cannot re-arm a timer)."""
+        self.release_parked()
+        self.started, self._stopped = False, True
         if self._retention_task is not None:
             self._retention_task.cancel()
             try:
@@ -81,12 +98,6 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        # Parked JoinGroup/SyncGroup requests get an answer the client retries on another
-        # coordinator lookup, rather than hanging until the connection drops.
-        for group in self.groups.values():
-            for m in group.members.values():
-                complete_future(m.join_future, JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=m.member_id))
-                complete_future(m.sync_future, SyncResult(error=ErrorCode.NOT_COORDINATOR))
 
     def stats(self) -> dict:
         """Figures for /metrics (read at scrape time by broker/metrics.py's LiveCollector)."""
@@ -154,8 +165,8 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
 
     def _schedule(self, key: tuple, delay_ms: int, fn, *args) -> None:
         self._cancel(key)
-        if self._loop is None:
-            return
+        if self._loop is None or self._stopped:
+            return   # not started yet, or stopped: nothing may run after stop()
         self._timers[key] = self._loop.call_later(max(delay_ms, 0) / 1000.0, self._fire, key, fn, args)
 
     def _cancel(self, key: tuple) -> None:

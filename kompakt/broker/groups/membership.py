@@ -133,6 +133,8 @@ class ClassicMembership:
     # ======================================================================== join / sync
 
     async def join_group(self, req: JoinRequest) -> JoinResult:
+        if self.closing:
+            return JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=req.member_id)
         if not req.group_id:
             return JoinResult(error=ErrorCode.INVALID_GROUP_ID, member_id=req.member_id)
         if not (self.config["group.min.session.timeout.ms"] <= req.session_timeout_ms
@@ -449,6 +451,8 @@ class ClassicMembership:
     async def sync_group(self, group_id: str, generation_id: int, member_id: str,
                          group_instance_id: str | None, protocol_type: str | None,
                          protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> SyncResult:
+        if self.closing:
+            return SyncResult(error=ErrorCode.NOT_COORDINATOR)
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID)

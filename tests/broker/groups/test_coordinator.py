@@ -546,3 +546,25 @@ async def test_rejected_pending_member_leaves_no_session_timer(tmp_path):
         lm.shutdown()
     assert c._timers == {}          # nothing left running after stop
     assert c._retention_task is None
+
+
+async def test_release_parked_answers_joins_and_nothing_runs_after_stop(env):
+    """Broker shutdown: release_parked() answers the parked JoinGroup and every later
+    JoinGroup/SyncGroup NOT_COORDINATOR at once (draining connections must not wait for a
+    rebalance), commits still land; after stop() a late request re-arms no timer."""
+    broker, clock = env
+    c = await started(broker, clock)
+    a = await join_alone(c)
+    await c.sync_group("g", 1, a.member_id, None, None, None, [])
+    parked = asyncio.create_task(c.join_group(join_req(version=3)))   # waits for a to rejoin
+    await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "the rebalance")
+    c.release_parked()
+    assert (await parked).error == EC.NOT_COORDINATOR
+    assert (await c.join_group(join_req(member_id=a.member_id))).error == EC.NOT_COORDINATOR
+    assert (await c.sync_group("g", 1, a.member_id, None, None, None, [])).error == EC.NOT_COORDINATOR
+    assert c.commit_offsets("g", 1, a.member_id, None, -1, [("t", 0, 4, -1, "", -1)], 8) == {("t", 0): 0}
+    await c.stop()
+    assert c._timers == {}
+    c.commit_offsets("g", 1, a.member_id, None, -1, [("t", 0, 5, -1, "", -1)], 8)   # a late commit
+    assert c.heartbeat("g", 1, a.member_id, None) in (0, EC.REBALANCE_IN_PROGRESS)
+    assert c._timers == {}
