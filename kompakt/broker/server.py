@@ -192,6 +192,8 @@ class Broker:
             if task is not None:
                 task.cancel()
         self.fetch_waiters.close()           # parked fetches answer now, not at their max_wait
+        if self._started["groups"]:
+            self.groups.release_parked()     # parked JoinGroup/SyncGroup too, not at a rebalance's end
         await self._drain_connections(self.config["shutdown.timeout.ms"] / 1000.0)
         if self._admin is not None:
             from kompakt.broker.admin import stop_admin

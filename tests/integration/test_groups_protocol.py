@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import socket
 import struct
+import threading
 
 import pytest
 from kafka.protocol.admin.groups import DescribeGroupsRequest, ListGroupsRequest
@@ -16,7 +17,7 @@ from kafka.protocol.consumer.group import (HeartbeatRequest, JoinGroupRequest, L
                                            OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest)
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
-from groups_support import GROUP_BROKER, create_topic
+from groups_support import GROUP_BROKER, create_topic, wait_until
 
 SUB = struct.pack(">hih", 0, 1, 1) + b"t" + struct.pack(">i", -1)  # ConsumerProtocolSubscription v0 ["t"]
 
@@ -73,6 +74,7 @@ def test_membership_apis_by_version(conn):
     _static_leader_rejoin_v9_skips_assignment(conn)
     _leave_v0_and_describe_v5_v6(conn)
     _list_groups_filters(conn)
+    _graceful_stop_answers_parked_join(conn)   # last: stops the broker
 
 
 def _find_coordinator_versions(conn):
@@ -134,6 +136,34 @@ def _list_groups_filters(conn):
     assert conn.call(ListGroupsRequest(version=5, states_filter=[], types_filter=["consumer"])).groups == []
     assert sorted(g.group_id for g in conn.call(ListGroupsRequest(version=0)).groups) == [
         "g", "g4", "g9", "gl", "live"]
+
+
+def _graceful_stop_answers_parked_join(conn):
+    """SIGTERM while a JoinGroup is parked (a rebalance waits for a member that stays in its
+    session): the broker answers it NOT_COORDINATOR and stops, rather than draining until
+    shutdown.timeout.ms and dropping the connection unanswered."""
+    kw = dict(version=3, group_id="gs", session_timeout_ms=60000, rebalance_timeout_ms=120000,
+              protocol_type="consumer",
+              protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=SUB)])
+    first = conn.call(JoinGroupRequest(member_id="", **kw))
+    conn.call(SyncGroupRequest(version=2, group_id="gs", generation_id=first.generation_id,
+                               member_id=first.member_id, assignments=[]))
+    other, answers = Conn(conn.broker.port), []
+    joiner = threading.Thread(target=lambda: answers.append(_answer_or_error(other, JoinGroupRequest(member_id="", **kw))))
+    joiner.start()
+    wait_until(lambda: conn.call(DescribeGroupsRequest(version=5, groups=["gs"])).groups[0].group_state
+               == "PreparingRebalance", "the second member's JoinGroup to be parked")
+    conn.broker.stop()
+    joiner.join(60)
+    other.close()
+    assert answers == [16], answers                             # NOT_COORDINATOR
+
+
+def _answer_or_error(conn, request):
+    try:
+        return conn.call(request).error_code
+    except (AssertionError, OSError) as exc:
+        return repr(exc)
 
 
 def test_commit_v2_retention_and_fetch_versions(conn):
