@@ -31,9 +31,9 @@ from typing import Callable
 
 from kompakt.broker.groups.group import ClassicGroup, GroupEvent, GroupState
 from kompakt.broker.groups.member import ClassicMember
-from kompakt.broker.groups.membership import (  # noqa: F401  (JoinRequest etc. re-exported for handlers)
-    NEW_MEMBER_JOIN_TIMEOUT_MS, UNKNOWN_MEMBER_ID, ClassicMembership, GroupDescription, JoinRequest,
-    JoinResult, SyncResult, complete_future, storage_error_to_coordinator_error)
+from kompakt.broker.groups.membership import (  # noqa: F401  (JoinRequest re-exported for handlers)
+    ClassicMembership, GroupDescription, JoinRequest, JoinResult, SyncResult, complete_future,
+    storage_error_to_coordinator_error)
 from kompakt.broker.groups.offset_manager import OffsetManager
 from kompakt.broker.groups.offsets import OffsetAndMetadata
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, PartialAppendError
