@@ -11,6 +11,8 @@ Layout read (owned and documented byte by byte by kompakt.storage):
         <20-digit base offset>.index          8-byte entries: relative last offset int32, position int32
         <20-digit base offset>.timeindex      12-byte entries: max timestamp int64, relative offset int32
     <log dir>/cleaner-offset-checkpoint       "0\\n<n>\\n<topic> <partition> <first dirty offset>\\n..."
+    <staging dir>/compact.json + segments     a `pipeline compact` output, read as the partition
+                                              its manifest names (jobs/compact.py)
 
 Index entry (o, p) of kompakt.storage.offset_index: the batch starting at position p ends with
 offset o, so every offset > o lives at a position >= p; every p is a batch boundary. Time index
@@ -26,6 +28,8 @@ Invariants: a corrupt batch (CRC mismatch, impossible length, undecodable record
 returned as data: it raises CorruptSegmentError naming the file and position, or with
 corrupt="skip" it is counted in `ReadStats.corrupt_batches` and reading resumes at the next index
 boundary. A torn tail of the *last* segment of a partition (a write in progress) is not an error.
+Records come out in offset order; the light path (keys and offsets only, for narrow schemas)
+yields the same rows as a full decode for every column it fills.
 """
 from __future__ import annotations
 
