@@ -153,17 +153,26 @@ class _Mapped:
             self.mm.close()
         self._f.close()
 
-    def batches(self, start_pos: int = 0):
-        """(position, header tuple) of each complete batch; stops at a torn tail."""
+    def batches(self, start_pos: int = 0, strict: bool = True):
+        """(position, header tuple) of each complete batch. A segment being cleaned is immutable and
+        whole, so bytes that are not a whole batch (a batchLength, outside the CRC, below the header
+        or past the end) are corruption: CorruptBatchError, never a silent end of the segment (the
+        swap would drop every batch after it). `strict=False` (the prescan) just stops there."""
         mm, end, pos = self.mm, self.size, start_pos
         unpack = HEADER.unpack_from
         while end - pos >= HEADER_SIZE:
             h = unpack(mm, pos)
             size = h[H_LENGTH] + 12
             if size < HEADER_SIZE or pos + size > end:
-                return
+                break
             yield pos, h
             pos += size
+        if strict and pos != end:
+            raise self.torn(pos)
+
+    def torn(self, pos: int) -> batch_ops.CorruptBatchError:
+        return batch_ops.CorruptBatchError(f"no whole batch at position {pos} of {self._f.name} "
+                                           f"({self.size} bytes): corrupt batch length")
 
 
 def prescan(segments) -> tuple[dict, dict]:
@@ -208,7 +217,7 @@ def _add_marker(markers, f, pos, h) -> None:
 
 def _prescan_py(f, markers, last, dirty_start, dirty_end) -> int:
     dirty_records = 0
-    for pos, h in f.batches():
+    for pos, h in f.batches(strict=False):
         if dirty_start <= h[H_BASE_OFFSET] + h[H_LAST_DELTA] and h[H_BASE_OFFSET] < dirty_end:
             dirty_records += h[H_COUNT]
         pid = h[H_PID]
@@ -352,6 +361,8 @@ class Cleaner:
                 stats.map_bytes_read += io[6]
                 self._throttle(io[6])
                 pos = io[4]
+                if rc == N.RC_END and pos != f.size:
+                    raise f.torn(pos)
                 if rc in (N.RC_END, N.RC_STOP):
                     return False
                 if rc == N.RC_FULL:
@@ -500,6 +511,8 @@ class Cleaner:
             self._throttle(st[12] + st[14])
             pos = st[10]
             if rc == N.RC_END:
+                if pos != f.size:
+                    raise f.torn(pos)
                 w.flush_native()
                 return
             if rc == N.RC_BUDGET:

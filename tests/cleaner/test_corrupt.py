@@ -109,3 +109,15 @@ def test_same_batches_uncorrupted_clean(tmp_path, monkeypatch, impl):
     res = _clean(str(tmp_path), impl, monkeypatch, 0)
     # g0..g2 at 0..2 are superseded by 10..12; n1 at 3 stays
     assert res.end_offset == 20 and res.stats.messages_written == 4
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("first_dirty", [0, 13], ids=["pass1", "pass2"])
+@pytest.mark.parametrize("length", [10, 1 << 30], ids=["below_header", "past_segment"])
+def test_corrupt_batch_length_stops_the_clean(tmp_path, monkeypatch, impl, first_dirty, length):
+    """batchLength is outside the CRC: a bad one in the middle of an immutable segment must not end
+    the walk as if the segment ended there (the swap would then drop every batch after it)."""
+    bad = bytearray(_good(3))
+    bad[8:12] = length.to_bytes(4, "big")
+    _write(str(tmp_path), bytes(bad))
+    _assert_rejected(str(tmp_path), impl, monkeypatch, first_dirty)
