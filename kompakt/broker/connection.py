@@ -14,8 +14,11 @@ nobody else's. Responses that finish in the same loop pass leave in one `writeli
 
 Failure policy: an oversized or negative size prefix, a malformed header or body, an unknown API
 key, an unsupported version (other than ApiVersions) or a handler bug closes this connection
-with one WARNING line naming the peer and the reason. Nothing a client sends reaches past its
-own connection.
+with one WARNING line naming the peer and the reason. A handler bug (any exception other than
+CloseConnection escaping prepare or run) is handled the same way wherever it surfaces: one
+WARNING line naming the API, version, correlation id, client id, exception and the line that
+raised it; the traceback goes to DEBUG (a client can provoke it at will, so it must not flood the
+log at ERROR). Nothing a client sends reaches past its own connection.
 
 Shutdown: `close_when_idle()` stops reading and closes the transport once every in-flight
 response has been written; the server waits for that with a timeout, then `abort()`s. A client
@@ -27,6 +30,7 @@ import asyncio
 import collections
 import logging
 import time
+import traceback
 
 from kompakt.broker.dispatch import CloseConnection, ProtocolViolation
 from kompakt.protocol.framing import FrameReader, InvalidFrameError
@@ -134,6 +138,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except ProtocolViolation as exc:
             self._violation(str(exc))
             return
+        except Exception as exc:             # a decoder bug: still only this connection's problem
+            self._handler_failed(_describe_frame(frame), exc)
+            return
         slot = _Slot()
         self.pending.append(slot)
         if isinstance(prepared, (bytes, bytearray)):
@@ -153,9 +160,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except CloseConnection as exc:
             self._violation(str(exc))
             return
-        except Exception:
-            log.exception("closing connection from %s: handler for %r failed", self.peer, ctx)
-            self.abort()
+        except Exception as exc:
+            self._handler_failed(self._describe(ctx), exc)
             return
         slot.done = True
         self._flush()
@@ -212,6 +218,20 @@ class KafkaConnection(asyncio.BufferedProtocol):
         log.warning("closing connection from %s: %s", self.peer, reason)
         self.abort()
 
+    def _describe(self, ctx) -> str:
+        """`Produce v9 (correlation id 7, client id 'rdkafka')` for a log line."""
+        return (f"{self.dispatcher.names.get(ctx.header.api_key, ctx.header.api_key)} v{ctx.api_version} "
+                f"(correlation id {ctx.correlation_id}, client id {ctx.client_id!r})")
+
+    def _handler_failed(self, what: str, exc: BaseException) -> None:
+        """A handler or decoder raised: one WARNING line (where, not the whole traceback), close."""
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" at {tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
+        log.warning("closing connection from %s: %s raised %s: %s%s", self.peer, what,
+                    type(exc).__name__, exc, where)
+        log.debug("traceback of the failure above", exc_info=exc)
+        self.abort()
+
     def abort(self) -> None:
         self._closing = True
         if self.transport is not None:
@@ -231,3 +251,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def in_flight(self) -> int:
         return len(self.pending)
+
+
+def _describe_frame(frame) -> str:
+    """What we can say about a frame whose decoding failed: its raw header fields."""
+    if len(frame) < 8:
+        return f"a {len(frame)}-byte request"
+    key, version, correlation_id = int.from_bytes(frame[0:2], "big", signed=True), \
+        int.from_bytes(frame[2:4], "big", signed=True), int.from_bytes(frame[4:8], "big", signed=True)
+    return f"decoding API key {key} v{version} (correlation id {correlation_id})"

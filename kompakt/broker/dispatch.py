@@ -17,8 +17,8 @@ can retry lower.
 
 Invariant: `prepare` is synchronous and does all parsing, so a bad frame is rejected before any
 later frame on the connection is looked at; `run` never raises for a handler's KafkaError (those
-become error codes inside the handler) - anything else escaping a handler is a bug, logged with
-the request, and closes only that connection.
+become error codes inside the handler) - anything else escaping a handler (or a decoder) is a
+bug, and connection.py closes only that connection with one WARNING line naming the request.
 """
 from __future__ import annotations
 

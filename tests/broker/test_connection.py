@@ -176,3 +176,45 @@ async def test_each_listener_advertises_its_own_address(broker):
         seen[name] = (resp.brokers[0].host, resp.brokers[0].port)
         writer.close()
     assert seen == {"INTERNAL": ("kompakt", 19092), "EXTERNAL": ("localhost", 9092)}
+
+
+class _CrashingHandler:
+    """A handler module with a bug: what a client can provoke with bodies no handler expects."""
+    API_KEY, MIN_VERSION, MAX_VERSION = 18, 0, 4
+
+    def __init__(self, where):
+        self.where = where
+
+    def decode(self, header, frame):
+        if self.where == "decode":
+            raise TypeError("decoder bug")
+        return None
+
+    async def handle(self, ctx, request):
+        raise TypeError("handler bug")
+
+
+@pytest.mark.parametrize("where", ["decode", "handle"])
+async def test_a_handler_bug_closes_that_connection_with_one_warning_line(broker, caplog, where):
+    b = await broker()
+    witness_reader, witness_writer = await connect(b)
+    real = b.dispatcher.handlers[18]
+    b.dispatcher.handlers[18] = _CrashingHandler(where)
+    reader, writer = await connect(b)
+    with caplog.at_level("DEBUG", logger="kompakt.broker.connection"):
+        writer.write(frame(ApiVersionsRequest(version=0), 0, 7))
+        assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""      # closed, no answer
+    b.dispatcher.handlers[18] = real
+    records = [r for r in caplog.records if r.name == "kompakt.broker.connection"]
+    warnings = [r for r in records if r.levelname == "WARNING"]
+    assert [r.levelname for r in records if r.levelname not in ("DEBUG",)] == ["WARNING"]
+    line = warnings[0].getMessage()
+    assert "closing connection from 127.0.0.1:" in line and "TypeError" in line and "bug" in line
+    assert "correlation id 7" in line and "test_connection.py:" in line
+    assert warnings[0].exc_info is None                                     # the traceback is DEBUG only
+    assert [r for r in records if r.levelname == "DEBUG" and r.exc_info]
+    # the broker goes on serving: the connection opened before answers, and a new one does too
+    witness_writer.write(frame(ApiVersionsRequest(version=0), 0, 8))
+    assert await read_correlation(witness_reader) == 8
+    witness_writer.close()
+    writer.close()
