@@ -7,12 +7,15 @@ member supports, as Kafka does (candidates common to all, then the members' vote
 The leader, whichever client it is, then assigns partitions from the others' subscription
 metadata (three encoders of ConsumerProtocolSubscription), and the broker hands each member its
 share through SyncGroup. Every record must be committed exactly once across the group, and every
-client must get a share; when one member leaves, the other two take over its partitions.
+client must get a share; when one member leaves, the other two take over its partitions. A kafkajs
+member, whose assignor has a name of its own, is refused with INCONSISTENT_GROUP_PROTOCOL and the
+group goes on undisturbed.
 """
 from __future__ import annotations
 
 import re
 
+from compat_support import NODE, NPM, ensure_node_modules, kafkajs
 from groups_support import GROUP_BROKER, Member, committed_offsets, create_topic, produce, wait_until
 
 PARTITIONS = 6
@@ -46,6 +49,17 @@ def test_mixed_client_group_shares_partitions_and_commits_exactly_once(start_bro
         for m in members:
             mine = [int(v[3:]) % PARTITIONS for v in m.values()]     # produced round-robin
             assert mine and set(mine) <= owned[m.client], (m.client, owned, sorted(set(mine)))
+
+        # -- kafkajs names its assignor "RoundRobinAssigner": it shares no protocol with the group,
+        #    so its JoinGroup is refused (INCONSISTENT_GROUP_PROTOCOL) without disturbing the members
+        if NODE and NPM:
+            ensure_node_modules()
+            rebalances = broker.log_text().count("preparing to rebalance")
+            refused = kafkajs(broker, "joinGroup", groupId=group, topic=topic)
+            assert refused == {"outcome": "crashed", "errorName": "KafkaJSProtocolError",
+                               "errorType": "INCONSISTENT_GROUP_PROTOCOL"}, refused
+            assert broker.log_text().count("preparing to rebalance") == rebalances
+            assert stable_cover(members) and {m.client: m.assignment() for m in members} == owned
 
         # -- the departure of one client: the other two take over its partitions
         leaving, staying = members[1], [members[0], members[2]]

@@ -187,7 +187,7 @@ def test_kafkajs_transactions_fail_fast_and_leave_the_broker_serving(js_broker):
         ["transaction", {"topic": topic}],
         ["produce", {"topic": topic, "count": 3, "batches": 1, "compression": "None"}],
     ])
-    assert tx["outcome"] == "failed" and tx["error"] == "KafkaJSGroupCoordinatorNotFound", tx
+    assert tx["outcome"] == "failed" and tx["errorName"] == "KafkaJSGroupCoordinatorNotFound", tx
     assert [a["baseOffset"] for a in after["acks"]] == ["0"]        # the transaction wrote nothing
     assert [r.value for _, recs in stored_batches(js_broker, topic, 0) for r in recs] == \
         [b"value-0", b"value-1", b"value-2"]

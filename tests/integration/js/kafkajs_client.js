@@ -221,10 +221,33 @@ async function transaction({ topic }) {
     await tx.commit()
     return { outcome: 'committed', ms: Date.now() - started }
   } catch (e) {
-    return { outcome: 'failed', error: e.name, message: e.message, ms: Date.now() - started }
+    return { outcome: 'failed', errorName: e.name, message: e.message, ms: Date.now() - started }
   } finally {
     await producer.disconnect()
   }
+}
+
+// Try to join `groupId` (subscribed to `topic`): 'joined' on GROUP_JOIN, or how the consumer
+// crashed (e.g. INCONSISTENT_GROUP_PROTOCOL when the members' assignors share no name with
+// kafkajs' RoundRobinAssigner).
+async function joinGroup({ groupId, topic, timeoutMs = 15000 }) {
+  const consumer = kafka.consumer({ groupId, retry: { retries: 0 }, heartbeatInterval: 500, sessionTimeout: 10000 })
+  let done
+  const outcome = new Promise(resolve => (done = resolve))
+  const timer = setTimeout(() => done({ outcome: 'timeout' }), timeoutMs)
+  consumer.on(consumer.events.GROUP_JOIN, () => done({ outcome: 'joined' }))
+  consumer.on(consumer.events.CRASH, e =>
+    done({ outcome: 'crashed', errorName: e.payload.error.name, errorType: e.payload.error.type || null })
+  )
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic] })
+  consumer.run({ eachMessage: async () => {} }).catch(e =>
+    done({ outcome: 'crashed', errorName: e.name, errorType: e.type || null })
+  )
+  const result = await outcome
+  clearTimeout(timer)
+  await consumer.disconnect()
+  return result
 }
 
 // Admin setOffsets: commits for an empty group (OffsetCommit from outside the group, generation -1)
@@ -362,7 +385,7 @@ async function read({ ends, groupId, timeoutMs = 30000 }) {
   return { outcome, records, pending: [...pending] }
 }
 
-const STEPS = { send, read, admin, createTopic, setOffsets, transaction, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
+const STEPS = { send, read, admin, createTopic, setOffsets, transaction, joinGroup, produce, group, fetchOffsets, groups, deleteGroups, offsetsByTime }
 
 
 runSteps(STEPS)
