@@ -112,3 +112,29 @@ async def test_advertised_listener_and_controller(h):
     [b] = resp.brokers
     assert (b.node_id, b.host, b.port, resp.controller_id) == (1, "127.0.0.1", 19092, 1)
     assert resp.cluster_id == h.broker.cluster_id
+
+
+async def test_auto_create_runs_off_the_event_loop(h):
+    # create_topic fsyncs directories and files: on the loop it would stall every connection
+    import threading
+    loop_thread = threading.get_ident()
+    real = h.lm.create_topic
+    threads = []
+
+    def create_topic(*args, **kw):
+        threads.append(threading.get_ident())
+        return real(*args, **kw)
+
+    h.lm.create_topic = create_topic
+    resp = await h.call(MetadataRequest(topics=[T(name="fresh"), T(name="fresher")],
+                                        allow_auto_topic_creation=True), 4)
+    assert [(t.error_code, t.name) for t in resp.topics] == [(0, "fresh"), (0, "fresher")]
+    assert len(threads) == 2 and loop_thread not in threads
+
+
+async def test_concurrent_auto_creates_of_one_topic_both_answer_it(h):
+    import asyncio
+    req = lambda: MetadataRequest(topics=[T(name="raced")], allow_auto_topic_creation=True)
+    a, b = await asyncio.gather(h.call(req(), 10), h.call(req(), 10))
+    assert [(t.error_code, t.name, len(t.partitions)) for t in a.topics + b.topics] == [(0, "raced", 1)] * 2
+    assert a.topics[0].topic_id == b.topics[0].topic_id == h.lm.topics["raced"].topic_id

@@ -22,6 +22,7 @@ import re
 
 from kafka.protocol.metadata.metadata import MetadataResponse
 
+from kompakt.broker.handlers._common import run_storage
 from kompakt.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 
 API_KEY = 3
@@ -69,11 +70,15 @@ def _error_topic(code, name=None, topic_id=None):
                   authorized_operations=None)
 
 
-def _auto_create(ctx, name: str):
-    """Create `name` with the broker defaults; returns (TopicMeta | None, error code)."""
+async def _auto_create(ctx, name: str):
+    """Create `name` with the broker defaults; returns (TopicMeta | None, error code).
+
+    In a worker thread: create_topic makes directories and segment files and fsyncs them and the
+    topic store (milliseconds to tens of them on a real disk), which on the loop would stall every
+    other connection. Responses stay in order: the connection writes them in request order."""
     lm = ctx.log_manager
     try:
-        meta = lm.create_topic(name, ctx.config["num.partitions"], {})
+        meta = await run_storage(lm.create_topic, name, ctx.config["num.partitions"], {})
         log.info("auto-created topic %s with %d partitions (requested by %s)", name, meta.partitions,
                  ctx.client_id)
         return meta, 0
@@ -120,7 +125,7 @@ async def handle(ctx, request):
             if not allow_create or name in INTERNAL_TOPICS:
                 out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                 continue
-            meta, code = _auto_create(ctx, name)
+            meta, code = await _auto_create(ctx, name)
             out.append(_topic_response(ctx, meta) if meta is not None else _error_topic(code, name))
             topics = lm.topics
 
