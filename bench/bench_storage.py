@@ -5,6 +5,7 @@ Measures, on a temporary directory (override with KOMPAKT_BENCH_DIR):
 - append_as_leader MB/s and batches/s for 1 KiB and 16 KiB batches, without and with a flush
   (fsync) after every batch;
 - sequential read (fetch of 1 MiB at a time) MB/s and batches/s over what was appended;
+- the fetch path: Log.read of 1 MiB with max_offset at 1,000 spread offsets, microseconds each;
 - recovery: ~256 MiB of unflushed log reopened as an unclean shutdown (every batch CRC-checked,
   indexes rebuilt), reported as seconds per GiB;
 - opening a 256 MiB log of 1 MiB segments after a clean shutdown.
@@ -72,6 +73,18 @@ def bench_read(log: Log):
     return nbytes, nbatches, time.perf_counter() - t0
 
 
+def bench_fetch(log: Log, count: int = 1000):
+    """Log.read as the fetch handler calls it (1 MiB, max_offset = high watermark) at `count`
+    offsets spread over the log; the bytes are not parsed (they go to the socket as they are)."""
+    end = log.log_end_offset
+    nbytes = 0
+    t0 = time.perf_counter()
+    for i in range(count):
+        nbytes += len(log.read((i * 7919) % end, MIB, max_offset=end).records)
+    dt = time.perf_counter() - t0
+    return dt / count, nbytes / MIB / dt
+
+
 def bench_recovery(root: str, total_bytes: int):
     d = os.path.join(root, "recover-0")
     log = Log.open(d, LogConfig.default())
@@ -126,6 +139,7 @@ def main() -> None:
     scale = 1 / 16 if args.quick else 1
     root = tempfile.mkdtemp(prefix="kompakt-bench-", dir=os.environ.get("KOMPAKT_BENCH_DIR"))
     rows = []
+    fetches = []
     try:
         for size in (1024, 16 * 1024):
             for flush_each in (False, True):
@@ -136,6 +150,7 @@ def main() -> None:
                 if not flush_each:
                     rb, rn, rdt = bench_read(log)
                     rows.append((f"read {size // 1024} KiB batches (1 MiB fetches)", rb / MIB / rdt, rn / rdt, rn, rdt))
+                    fetches.append((size, *bench_fetch(log)))
                 log.close()
         rec_bytes, rec_dt = bench_recovery(root, int(256 * MIB * scale))
         open_segments, open_dt = bench_clean_open(root, int(256 * MIB * scale))
@@ -155,6 +170,10 @@ def main() -> None:
         *lines,
         "",
         rec_line,
+        "",
+        "Fetch path (Log.read(offset, 1 MiB, max_offset=high watermark) at 1,000 spread offsets, bytes not "
+        "parsed): " + "; ".join(f"{size // 1024} KiB batches {per * 1e6:,.0f} us per fetch ({mbs:,.0f} MB/s)"
+                                for size, per, mbs in fetches) + ".",
         "",
         f"Open after a clean shutdown: {open_segments} segments of 1 MiB in {open_dt * 1000:.0f} ms "
         f"(no index file read until a lookup needs it).",
