@@ -389,7 +389,7 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
         if kl >= 0:
             digests.append(_md5(data[q:q + kl]).digest())
             q += kl
-            tomb.append(data[q] == 1)  # valueLength varint -1 is the single byte 0x01
+            tomb.append((data[q] & 1) == 1)  # valueLength < 0 (null value): zigzag puts the sign in bit 0
         else:
             digests.append(None)
             tomb.append(False)

@@ -121,3 +121,18 @@ def test_corrupt_batch_length_stops_the_clean(tmp_path, monkeypatch, impl, first
     bad[8:12] = length.to_bytes(4, "big")
     _write(str(tmp_path), bytes(bad))
     _assert_rejected(str(tmp_path), impl, monkeypatch, first_dirty)
+
+
+@pytest.mark.skipif(native.LIB is None, reason="no C compiler")
+def test_any_negative_value_length_is_a_null_value_in_both_seams(tmp_path, monkeypatch):
+    """Kafka reads a negative valueLength as a null value (a tombstone); native.c does (vl < 0), so
+    the Python seam must too, not only for the canonical -1 byte."""
+    body = b"\x00" + vi(0) + vi(0) + vi(1) + b"t" + vi(-2) + vi(0)
+    counts = []
+    for impl in (None, "native"):
+        d = tmp_path / str(impl)
+        d.mkdir()
+        _write(str(d), _batch(_record(body), 1, 3))
+        res = _clean(str(d), impl, monkeypatch, 0)
+        counts.append(res.stats.tombstones_retained)
+    assert counts == [1, 1]
