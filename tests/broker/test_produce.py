@@ -9,7 +9,7 @@ from kafka.protocol.producer.produce import ProduceRequest
 from admin_harness import Harness, cs, framed, h, s16  # noqa: F401  (h is a fixture)
 
 from kompakt.broker.dispatch import CloseConnection
-from kompakt.protocol.records import build_batch, read_header
+from kompakt.protocol.records import build_batch, iter_batches, read_header
 from kompakt.storage import TopicPartition
 
 TS = 1_700_000_000_000
@@ -175,3 +175,29 @@ async def test_v13_known_topic_unknown_partition(h):
     meta = h.create("t", 1)
     p = await produce(h, None, batch(), version=13, topic_id=meta.topic_id, partition=4)
     assert p.error_code == 3                                        # UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_appends_that_fsync_run_off_the_loop_and_keep_their_order(h):
+    # flush.messages=3: every third record fsyncs inside append_as_leader. Those appends go to a
+    # worker; the ones queued behind them for the same partition follow in arrival order.
+    import asyncio
+    import threading
+    h.create("synced", 1, {"flush.messages": "3"})
+    h.create("plain", 1)
+    plog = h.lm.get_log(TopicPartition("synced", 0))
+    loop_thread = threading.get_ident()
+    flush_threads = []
+    real_flush = plog.flush
+
+    def flush(*args, **kw):
+        flush_threads.append(threading.get_ident())
+        return real_flush(*args, **kw)
+
+    plog.flush = flush
+    answers = await asyncio.gather(*(produce(h, "synced", batch(1)) for _ in range(10)),
+                                   produce(h, "plain", batch(2)))
+    assert [(p.error_code, p.base_offset) for p in answers] == [(0, i) for i in range(10)] + [(0, 0)]
+    assert len(flush_threads) == 3 and loop_thread not in flush_threads
+    assert plog.recovery_point == 9 and plog.log_end_offset == 10
+    offsets = [hdr.base_offset for _, hdr in iter_batches(bytes(plog.read(0, 1 << 20).records))]
+    assert offsets == list(range(10))

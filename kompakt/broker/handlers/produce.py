@@ -7,6 +7,12 @@ log start offset. The bytes arrive as a writable memoryview into the request fra
 (protocol/codec.decode_produce), so storage can patch baseOffset in place: no per-record work and
 no copy here for a delete-policy topic.
 
+Threads: appends run on the event loop (a page-cache write and an index entry: tens of
+microseconds) except when the append would reach the log's `flush.messages` and so fsync inside
+Log.append_as_leader: those run on one dedicated worker thread so the loop never waits on a disk
+sync. While a log has appends queued there, its later appends queue behind them (one worker, FIFO),
+so a partition's appends keep arrival order (idempotent producers' sequences depend on it).
+
 acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and are answered after
 the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
 of telling a client that reads no responses); anything else is INVALID_REQUIRED_ACKS.
@@ -27,11 +33,16 @@ Version notes:
 """
 from __future__ import annotations
 
+import asyncio
 import logging
+import struct
+from concurrent.futures import ThreadPoolExecutor
 
 from kompakt.broker.dispatch import CloseConnection
 from kompakt.broker.handlers.metadata import INTERNAL_TOPICS
+from kompakt.config.broker_config import LONG_MAX
 from kompakt.protocol import codec
+from kompakt.protocol.records import BATCH_LENGTH_POS, LOG_OVERHEAD, RECORDS_COUNT_POS
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
 
@@ -58,10 +69,52 @@ def _fail_all(request, code: int):
     return [(t.name, t.topic_id, [_failed(i, code) for i, _ in t.partitions]) for t in request.topics]
 
 
-def _append(lm, log_obj, records, topic: str, metrics):
+_INT32 = struct.Struct(">i")
+_syncing_executor: ThreadPoolExecutor | None = None   # appends that fsync (flush.messages), FIFO
+_queued: dict[object, int] = {}                       # log -> its appends queued on that executor
+
+
+def _record_count(records) -> int:
+    """Records in the batches of `records` (from their headers; garbage counts as what it claims)."""
+    n = pos = 0
+    end = len(records)
+    while pos + RECORDS_COUNT_POS + 4 <= end:
+        n += max(_INT32.unpack_from(records, pos + RECORDS_COUNT_POS)[0], 0)
+        pos += LOG_OVERHEAD + max(_INT32.unpack_from(records, pos + BATCH_LENGTH_POS)[0], 0)
+    return n
+
+
+def _would_flush(log_obj, records) -> bool:
+    flush_messages = log_obj.config.flush_messages
+    if flush_messages >= LONG_MAX or records is None:
+        return False
+    return log_obj.unflushed_messages + _record_count(records) >= flush_messages
+
+
+async def _append_syncing(log_obj, records):
+    """append_as_leader on the syncing worker, in submission order for every log."""
+    global _syncing_executor
+    if _syncing_executor is None:
+        _syncing_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kompakt-produce-sync")
+    _queued[log_obj] = _queued.get(log_obj, 0) + 1
+    try:
+        return await asyncio.get_running_loop().run_in_executor(
+            _syncing_executor, log_obj.append_as_leader, records)
+    finally:
+        left = _queued[log_obj] - 1
+        if left:
+            _queued[log_obj] = left
+        else:
+            del _queued[log_obj]
+
+
+async def _append(lm, log_obj, records, topic: str, metrics):
     """Append one partition's bytes, wake long-polling fetches; returns the partition answer."""
     tp = log_obj.tp
-    info = log_obj.append_as_leader(records if records is not None else b"")
+    if log_obj in _queued or _would_flush(log_obj, records):
+        info = await _append_syncing(log_obj, records if records is not None else b"")
+    else:
+        info = log_obj.append_as_leader(records if records is not None else b"")
     lm.notify_append(tp)
     if metrics is not None:
         metrics.record_produce(topic, len(records) if records is not None else 0, info.records_count)
@@ -76,7 +129,7 @@ async def handle(ctx, request):
     elif acks not in _VALID_ACKS:
         responses = _fail_all(request, ErrorCode.INVALID_REQUIRED_ACKS)
     else:
-        responses = _produce(ctx, request, version)
+        responses = await _produce(ctx, request, version)
     if acks == 0:
         for name, topic_id, partitions in responses:
             for index, code, _, _, _, message in partitions:
@@ -88,7 +141,7 @@ async def handle(ctx, request):
     return codec.encode_produce_response(ctx.correlation_id, version, responses)
 
 
-def _produce(ctx, request, version: int):
+async def _produce(ctx, request, version: int):
     lm = ctx.log_manager
     metrics = ctx.metrics
     by_id = None
@@ -112,7 +165,7 @@ def _produce(ctx, request, version: int):
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             try:
-                parts.append(_append(lm, log_obj, records, name, metrics))
+                parts.append(await _append(lm, log_obj, records, name, metrics))
             except KafkaError as exc:
                 if metrics is not None:
                     metrics.record_error("Produce", exc.code)
