@@ -31,10 +31,11 @@ CleaningAbortedError, and every `.cleaned` file this clean wrote is deleted.
 
 Transactions: a header-only prescan of the whole log finds the markers (producer id, offset,
 COMMIT/ABORT) and each producer's last batch. Data batches whose next marker is an ABORT are
-dropped (and never mapped); markers are kept until no record of their transaction remains in this
-pass and their delete horizon (stamped on first sight, like tombstones) has passed; the last batch
-of each producer is kept, empty if need be, so its sequence state survives; so is the batch whose
-next offset is the first uncleanable offset (last-offset information).
+dropped (and never mapped); markers are kept until no batch of their transaction remains after
+this pass (an empty one kept as its producer's last batch counts) and their delete horizon
+(stamped on first sight, like tombstones) has passed; the last batch of each producer is kept,
+empty if need be, so its sequence state survives; so is the batch whose next offset is the first
+uncleanable offset (last-offset information).
 """
 from __future__ import annotations
 
@@ -556,11 +557,14 @@ class Cleaner:
                                           retain_empty=retain_empty, stamp_marker=can_discard,
                                           target_codec=None)
         if _is_aborted(markers, h):
-            return batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, discard_records=True,
-                                          retain_empty=retain_empty)
-        res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, retain_empty=retain_empty,
-                                     target_codec=codec)
-        if attrs & TRANSACTIONAL_MASK and res.retained:
+            res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, discard_records=True,
+                                         retain_empty=retain_empty)
+        else:
+            res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, retain_empty=retain_empty,
+                                         target_codec=codec)
+        if attrs & TRANSACTIONAL_MASK and res.output is not None:
+            # a batch of the transaction stays (even empty): so does its marker (Kafka's onBatchRead);
+            # a transactional batch without its marker would reopen the transaction on recovery
             txn_state[pid] = True
         return res
 

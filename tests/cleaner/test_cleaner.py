@@ -174,3 +174,27 @@ def test_emptied_marker_survives_later_cleans(tmp_path):
         swap_files(d, res)
         assert read_all(d) == [(2, b"a", b"plain"), (3, b"z", b"1")]
     assert markers() == [(1, 0)]     # pid 2's last batch: kept, empty
+
+
+@pytest.mark.parametrize("kind", [0, 1], ids=["abort", "commit"])
+def test_marker_stays_while_an_empty_batch_of_its_transaction_remains(tmp_path, kind):
+    """A transactional batch kept empty as its producer's last batch still belongs to its
+    transaction: Kafka observes it on every pass and keeps the marker (onBatchRead), otherwise a
+    transactional batch without its marker would reopen the transaction when producer state is
+    rebuilt from the log (the last stable offset stuck there)."""
+    d = str(tmp_path)
+    write_segment(d, 0, [
+        b([(b"a", b"in-txn")], 0, producer_id=5, producer_epoch=0, base_sequence=0, is_transactional=True),
+        R.build_batch([(b"\x00\x00" + kind.to_bytes(2, "big"), b"\x00" * 6, [], NOW)], base_offset=1,
+                      is_control=True, is_transactional=True, producer_id=5, producer_epoch=0, base_timestamp=NOW),
+        b([(b"a", b"plain")], 2),
+    ])
+    write_segment(d, 3, [b([(b"z", b"1")], 3)])
+    for now in (NOW, NOW + DAY + 1, NOW + 2 * DAY + 2):
+        res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, now, active_producers={5: (0, 0)}))
+        swap_files(d, res)
+    data = open(C.segment_file(d, 0, ".log"), "rb").read()
+    batches = [(h.base_offset, h.is_control, h.records_count) for _, h in R.iter_batches(data)]
+    assert batches[0] == (0, False, 0)            # pid 5's last data batch, emptied
+    assert (1, True, 1) in batches                # and its transaction's marker
+    assert read_all(d) == [(2, b"a", b"plain"), (3, b"z", b"1")]
