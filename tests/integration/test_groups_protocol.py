@@ -82,6 +82,10 @@ def _find_coordinator_versions(conn):
     assert (v0.error_code, v0.node_id, v0.port) == (0, 1, conn.broker.port)
     txn = conn.call(FindCoordinatorRequest(version=3, key="tx", key_type=1))
     assert txn.error_code == 15 and txn.node_id == -1        # COORDINATOR_NOT_AVAILABLE
+    unknown = conn.call(FindCoordinatorRequest(version=3, key="x", key_type=7))
+    assert (unknown.error_code, unknown.error_message) == (42, "Unknown coordinator type received: 7")
+    mixed = conn.call(FindCoordinatorRequest(version=4, key_type=9, coordinator_keys=["a"]))
+    assert [(c.key, c.error_code, c.node_id) for c in mixed.coordinators] == [("a", 42, -1)]   # INVALID_REQUEST
     batched = conn.call(FindCoordinatorRequest(version=4, key_type=0, coordinator_keys=["a", "b"]))
     assert [(c.key, c.error_code, c.port) for c in batched.coordinators] == [
         ("a", 0, conn.broker.port), ("b", 0, conn.broker.port)]

@@ -3,7 +3,8 @@
 Behaviour: this single broker coordinates every consumer group, so a GROUP key (key_type 0)
 always resolves to us (node id and advertised host/port) - and, as Kafka does on the first lookup,
 `__consumer_offsets` is created if it does not exist yet (in a thread: the event loop goes on). TRANSACTION (1) and SHARE (2) keys are
-answered COORDINATOR_NOT_AVAILABLE: transactions and share groups are not implemented. Like Kafka, an empty
+answered COORDINATOR_NOT_AVAILABLE: transactions and share groups are not implemented; any other key
+type INVALID_REQUEST "Unknown coordinator type received: N" (Kafka's CoordinatorType.forId). Like Kafka, an empty
 group id is answered like any other key (JoinGroup rejects it later with INVALID_GROUP_ID).
 
 Version notes: v0 has only the key (a group); v1 adds key_type, throttle time and error message;
@@ -23,10 +24,13 @@ MIN_VERSION = 0
 MAX_VERSION = 6
 
 KEY_TYPE_GROUP = 0
+KNOWN_KEY_TYPES = (0, 1, 2)   # GROUP, TRANSACTION, SHARE
 log = logging.getLogger(__name__)
 
 
 async def _lookup(ctx, key: str, key_type: int) -> tuple[int, str | None]:
+    if key_type not in KNOWN_KEY_TYPES:   # Kafka's CoordinatorType.forId refuses the request
+        return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}"
     if key_type != KEY_TYPE_GROUP:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions and share groups are not supported."
     try:
