@@ -147,8 +147,12 @@ class ClassicMembership:
                 return JoinResult(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
             group = self.groups[req.group_id] = ClassicGroup(req.group_id, self.time_ms())
         if not self._accept_joining_member(group, req.member_id):
+            # Kafka removes the refused member: a pending one, or (group.max.size lowered below
+            # the size of a loaded group) a member that was not yet awaiting this join phase.
             if req.member_id in group.pending_members:
                 self._remove_pending_member(group, req.member_id)
+            elif group.has_member(req.member_id):
+                self._remove_member_and_update_group(group, group.member(req.member_id))
             return JoinResult(error=ErrorCode.GROUP_MAX_SIZE_REACHED)
         fut = self._loop.create_future()
         if unknown:

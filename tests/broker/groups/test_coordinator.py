@@ -568,3 +568,42 @@ async def test_release_parked_answers_joins_and_nothing_runs_after_stop(env):
     c.commit_offsets("g", 1, a.member_id, None, -1, [("t", 0, 5, -1, "", -1)], 8)   # a late commit
     assert c.heartbeat("g", 1, a.member_id, None) in (0, EC.REBALANCE_IN_PROGRESS)
     assert c._timers == {}
+
+
+async def test_member_refused_by_a_lowered_max_size_is_removed(tmp_path):
+    """group.max.size lowered below a loaded group's size: the member refused with
+    GROUP_MAX_SIZE_REACHED is removed (static ones too, as Kafka does), and the join phase
+    completes with those that fit instead of waiting for the rebalance timeout."""
+    config = make_config(tmp_path, group_max_size=2)
+    lm = LogManager(config)
+    lm.startup()
+    lm.create_topic("t", 2, {})
+    clock = Clock()
+    try:
+        c = await started(types.SimpleNamespace(config=config, log_manager=lm), clock)
+        a = await join_alone(c, version=3)
+        b_join = asyncio.create_task(c.join_group(join_req(instance="i-b")))
+        await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "rebalance")
+        a2 = await c.join_group(join_req(member_id=a.member_id, version=3))
+        b = await b_join
+        b_sync = asyncio.create_task(c.sync_group("g", a2.generation_id, b.member_id, "i-b", None, None, []))
+        await c.sync_group("g", a2.generation_id, a.member_id, None, None, None, [])
+        assert (await b_sync).error == 0
+        assert c.groups["g"].state is GroupState.STABLE and len(c.groups["g"].members) == 2
+        await c.stop()
+
+        smaller = make_config(tmp_path, group_max_size=1)
+        c = await started(types.SimpleNamespace(config=smaller, log_manager=lm), clock)
+        a_rejoin = asyncio.create_task(c.join_group(join_req(member_id=a.member_id, version=3,
+                                                             rebalance=60_000)))
+        await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "rebalance")
+        refused = await c.join_group(join_req(member_id=b.member_id, instance="i-b"))
+        assert refused.error == EC.GROUP_MAX_SIZE_REACHED
+        g = c.groups["g"]
+        assert b.member_id not in g.members and g.static_member_id("i-b") is None
+        done = await asyncio.wait_for(a_rejoin, 10)       # not after the 60 s rebalance timeout
+        assert done.error == 0 and [m[0] for m in done.members] == [a.member_id]
+        assert ("heartbeat", "g", b.member_id) not in c._timers
+        await c.stop()
+    finally:
+        lm.shutdown()
