@@ -31,8 +31,12 @@ class LogMachine(RuleBasedStateMachine):
         self.start = 0
         self.end = 0
         self.counter = 0
+        # Reads of up to 2000 bytes then take both segment read paths: served from the header
+        # scan window, and (beyond it) an exact pread whose end is found from the offset index.
+        self.scan_window, S.SCAN_WINDOW = S.SCAN_WINDOW, 512
 
     def teardown(self):
+        S.SCAN_WINDOW = self.scan_window
         self.log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
