@@ -118,6 +118,8 @@ def md5(data: bytes) -> bytes:
 
 def md5_many(keys: list) -> list:
     """Digests of up to 32 keys through the eight-lane path (tests compare it with hashlib)."""
+    if len(keys) > 32:   # km_md5_many's arrays hold 32: more would write past them
+        raise ValueError(f"md5_many takes at most 32 keys, not {len(keys)}")
     lens = (ctypes.c_int64 * len(keys))(*[len(k) for k in keys])
     out = ctypes.create_string_buffer(16 * len(keys))
     LIB.km_md5_many(len(keys), b"".join(keys), lens, out)

@@ -32,6 +32,12 @@ def test_md5_eight_lanes_matches_hashlib():
         assert native.md5_many(keys) == [hashlib.md5(k).digest() for k in keys]
 
 
+def test_md5_many_refuses_more_keys_than_its_arrays_hold():
+    assert len(native.md5_many([b"k"] * 32)) == 32
+    with pytest.raises(ValueError):
+        native.md5_many([b"k"] * 33)
+
+
 def test_crc32c_matches_library():
     data = os.urandom(10007)
     for n in (0, 1, 7, 8, 9, 100, 10007):
