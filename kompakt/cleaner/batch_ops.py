@@ -203,6 +203,8 @@ def _py_index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int
         else:
             keyless += 1
         p = rec_end
+    if p != len(data):                 # bytes left over after `count` records
+        raise _corrupt(hdr)
     put = offset_map.put_many(digests, offsets, limit)
     if put < len(digests):
         return count, keyless, True
@@ -395,6 +397,8 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
             tomb.append(False)
             keyless_idx.append(i)
         p = rec_end
+    if p != len(data):                 # bytes left over after `count` records
+        raise _corrupt(hdr)
 
     found = offset_map.get_many([d for d in digests if d is not None]) if digests else []
     keep = []

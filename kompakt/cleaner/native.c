@@ -9,8 +9,8 @@
  *   - map slot = big-endian uint64 of digest[0:8] mod slots, step = 1 + big-endian uint64 of
  *     digest[8:16] mod (slots - 1); a slot of 24 zero bytes is empty; offsets stored big-endian;
  *   - the retain rules listed in batch_ops.py's docstring.
- * Bounds: every read is checked against the buffer length; a record that does not fit is reported
- * as corrupt (-1) instead of being read past.
+ * Bounds: every read is checked against the buffer length; a record that does not fit, or bytes
+ * left over after the batch's `count` records, are reported as corrupt (-1), never read past.
  */
 #include <stdint.h>
 #include <string.h>
@@ -362,6 +362,7 @@ int64_t km_index(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64_
             if (offs[i] > io[1]) io[1] = offs[i];
         }
     }
+    if (p != end) return -1; /* bytes left over after `count` records: Kafka rejects the batch too */
     io[4] = count;
     return 0;
 }
@@ -442,6 +443,7 @@ int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64
             }
         }
     }
+    if (p != end) return -1; /* bytes left over after `count` records */
     io[0] = kept;
     io[1] = tombs;
     io[2] = keyless;

@@ -38,6 +38,7 @@ CASES = {
                                          + _record(_good_body(od=1)), 2),
     "value_length_missing": (_record(b"\x00" + vi(0) + vi(0) + vi(3) + b"key"), 1),
     "count_larger_than_records": (_record(_good_body()), 3),
+    "count_smaller_than_records": (_record(_good_body()) + _record(_good_body(od=1)), 1),
     "endless_varint": (b"\xff" * 30, 1),
     "negative_record_length": (vi(-5) + _good_body(), 1),
     "zero_record_length": (vi(0) + _good_body(), 1),
