@@ -22,7 +22,8 @@ log at ERROR). Nothing a client sends reaches past its own connection.
 
 Shutdown: `close_when_idle()` stops reading and closes the transport once every in-flight
 response has been written; the server waits for that with a timeout, then `abort()`s. A client
-that half-closes (EOF) gets the same treatment: answers to what it sent, then the close.
+that half-closes (EOF) gets the same treatment: answers to what it sent, then the close. Either
+way its parked fetches answer at once (`Parked.release`) rather than at their max_wait_ms.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import time
 import traceback
 
 from kompakt.broker.dispatch import CloseConnection, ProtocolViolation
+from kompakt.broker.fetch_wait import Parked
 from kompakt.protocol.framing import FrameReader, InvalidFrameError
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._processing = False
         self._out: list = []                 # responses ready to write, in order
         self._write_scheduled = False
+        self.parked = Parked()               # this connection's long-polling fetches
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -134,7 +137,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # -- requests ------------------------------------------------------------------------------
     def _start(self, frame) -> None:
         try:
-            prepared = self.dispatcher.prepare(frame, self.peer, self.listener)
+            prepared = self.dispatcher.prepare(frame, self.peer, self.listener, self.parked)
         except ProtocolViolation as exc:
             self._violation(str(exc))
             return
@@ -242,6 +245,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closing or self.transport is None:
             return
         self._closing = True
+        self.parked.release()                # a parked fetch answers now with what it has
         if not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

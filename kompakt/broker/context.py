@@ -3,7 +3,8 @@
 Role: a small slotted object built per request by the dispatcher: the broker (and through it the
 log manager, group coordinator, config, metrics), the request header fields handlers need
 (`api_version`, `client_id`, `correlation_id`), the peer (for logging) and the listener it came
-in on (Metadata advertises that listener's address).
+in on (Metadata advertises that listener's address), and the connection's `Parked` set of long
+polls (fetch_wait.py), so a fetch parked by a client that has gone answers at once.
 
 Invariant: handlers reach shared state only through `ctx`; nothing here is per-connection mutable
 state that a handler could leak into another request.
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 class RequestContext:
     __slots__ = ("broker", "header", "api_version", "client_id", "correlation_id", "peer", "frame_size",
-                 "listener")
+                 "listener", "parked")
 
-    def __init__(self, broker, header, peer: str = "", frame_size: int = 0, listener: str | None = None):
+    def __init__(self, broker, header, peer: str = "", frame_size: int = 0, listener: str | None = None,
+                 parked=None):
         self.broker = broker
         self.listener = listener          # the listener name the request came in on (Metadata)
         self.header = header
@@ -24,6 +26,7 @@ class RequestContext:
         self.correlation_id = header.correlation_id
         self.peer = peer
         self.frame_size = frame_size
+        self.parked = parked              # the connection's fetch_wait.Parked (None outside a connection)
 
     @property
     def log_manager(self):

@@ -95,7 +95,7 @@ class Dispatcher:
             await asyncio.sleep(0)
         return n
 
-    def prepare(self, frame, peer: str = "", listener: str | None = None):
+    def prepare(self, frame, peer: str = "", listener: str | None = None, parked=None):
         """Parse and decode one frame: returns (ctx, handler module, request) or an immediate
         encoded response (bytes). Raises ProtocolViolation."""
         try:
@@ -118,7 +118,7 @@ class Dispatcher:
             request = decode(header, frame)
         except codec.MalformedRequestError as exc:
             raise ProtocolViolation(str(exc)) from None
-        return RequestContext(self.broker, header, peer, len(frame), listener), module, request
+        return RequestContext(self.broker, header, peer, len(frame), listener, parked), module, request
 
     async def run(self, ctx: RequestContext, module, request):
         """Run the handler and encode its answer (see the table above)."""

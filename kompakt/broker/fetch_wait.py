@@ -5,7 +5,10 @@ timeout; `notify(tp)` is installed as `LogManager.append_listener` and wakes eve
 on `tp`. The fetch handler re-reads after waking (a wake-up is a hint, never data).
 
 Shutdown: `close()` wakes every parked fetch and makes later waits return at once, so a graceful
-stop does not sit out clients' max_wait_ms.
+stop does not sit out clients' max_wait_ms. The same per connection: each connection owns a
+`Parked`; a wait given it registers there, and `Parked.release()` (the client sent EOF, or the
+connection is closing) wakes that connection's fetches, which answer with what they have, and
+makes its later waits return at once.
 
 Invariants: waiters live in the event loop thread; `notify` may be called from any thread (an
 append done in a worker thread hops to the loop with call_soon_threadsafe). A waiter is removed
@@ -16,6 +19,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
+
+
+class Parked:
+    """The fetches one connection has parked; `release()` answers them now and parks no more."""
+    __slots__ = ("futures", "released")
+
+    def __init__(self):
+        self.futures: set[asyncio.Future] = set()
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
+        futures, self.futures = self.futures, set()
+        for fut in futures:
+            if not fut.done():
+                fut.set_result(None)
 
 
 class FetchWaiters:
@@ -53,19 +72,24 @@ class FetchWaiters:
                 if not fut.done():
                     fut.set_result(tp)
 
-    async def wait(self, tps, timeout: float) -> bool:
-        """Wait up to `timeout` seconds for an append to any of `tps`; True if woken."""
-        if timeout <= 0 or self._closed:
+    async def wait(self, tps, timeout: float, parked: Parked | None = None) -> bool:
+        """Wait up to `timeout` seconds for an append to any of `tps`; True if woken (by an append,
+        `close()` or `parked.release()`). False at once when closed or `parked` is released."""
+        if timeout <= 0 or self._closed or (parked is not None and parked.released):
             return False
         fut = asyncio.get_running_loop().create_future()
         for tp in tps:
             self._waiters.setdefault(tp, set()).add(fut)
+        if parked is not None:
+            parked.futures.add(fut)
         try:
             await asyncio.wait_for(fut, timeout)
             return True
         except asyncio.TimeoutError:
             return False
         finally:
+            if parked is not None:
+                parked.futures.discard(fut)
             for tp in tps:
                 waiters = self._waiters.get(tp)
                 if waiters is not None:

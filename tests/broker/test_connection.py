@@ -218,3 +218,21 @@ async def test_a_handler_bug_closes_that_connection_with_one_warning_line(broker
     assert await read_correlation(witness_reader) == 8
     witness_writer.close()
     writer.close()
+
+
+async def test_a_client_that_goes_away_releases_its_parked_fetches(broker):
+    b = await broker()
+    b.log_manager.create_topic("t", 1, {})
+    reader, writer = await connect(b)
+    writer.write(long_poll("t", 1, 60_000))
+    deadline = asyncio.get_running_loop().time() + DEADLINE_S
+    while b.fetch_waiters.waiting == 0:                       # parked
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.005)
+    [conn] = await _connections(b)
+    writer.transport.abort()                                  # RST: the client vanished
+    await asyncio.wait_for(conn.closed, DEADLINE_S)
+    while b.fetch_waiters.waiting or conn.pending:            # the parked task is cancelled, not left for 60 s
+        assert asyncio.get_running_loop().time() < deadline
+        await asyncio.sleep(0.005)
+    assert conn not in b.connections

@@ -172,7 +172,7 @@ async def _fetch(ctx, request, version, wanted):
         waiters = ctx.broker.fetch_waiters
         while total < request.min_bytes:
             remaining = deadline - loop.time()
-            if remaining <= 0 or not await waiters.wait(tps, remaining) or waiters.closed:
+            if remaining <= 0 or not await waiters.wait(tps, remaining, ctx.parked) or waiters.closed:
                 break
             topics, total, errors = _read_all(ctx, wanted, version, max_bytes, read_committed)
             if errors:
