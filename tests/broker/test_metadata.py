@@ -85,10 +85,11 @@ async def test_no_auto_create_when_the_request_or_the_broker_says_no(tmp_path, h
         off.close()
 
 
-@pytest.mark.parametrize("name", ["bad name", "..", "x" * 250, "ünïcode"])
+@pytest.mark.parametrize("name", ["bad name", "..", "x" * 250, "ünïcode", "trailing-newline\n"])
 async def test_invalid_names(h, name):
     resp = await h.call(MetadataRequest(topics=[T(name=name)], allow_auto_topic_creation=True), 4)
     assert resp.topics[0].error_code == 17                                   # INVALID_TOPIC_EXCEPTION
+    assert name not in h.lm.topics                                           # ("$" matched before "\n")
 
 
 async def test_internal_topic_is_flagged_and_never_auto_created(h):

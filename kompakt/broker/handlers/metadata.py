@@ -18,11 +18,10 @@ Version notes:
 from __future__ import annotations
 
 import logging
-import re
 
 from kafka.protocol.metadata.metadata import MetadataResponse
 
-from kompakt.broker.handlers._common import run_storage
+from kompakt.broker.handlers._common import INTERNAL_TOPICS, invalid_topic_reason, run_storage
 from kompakt.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 
 API_KEY = 3
@@ -35,24 +34,7 @@ _Broker = MetadataResponse.MetadataResponseBroker
 _Topic = MetadataResponse.MetadataResponseTopic
 _Partition = _Topic.MetadataResponsePartition
 
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-MAX_NAME_LENGTH = 249
 # authorized operations: kafka-python models the int32 as a bit set; None encodes -2147483648 ("not asked")
-
-
-def topic_name_error(name: str | None) -> str | None:
-    """Why Kafka would refuse `name` as a topic name (Topic.validate), or None if it is legal."""
-    if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return "Topic name cannot be \".\" or \"..\""
-    if len(name) > MAX_NAME_LENGTH:
-        return f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters"
-    if not _LEGAL.match(name):
-        return (f"Topic name \"{name}\" is illegal, it contains a character other than ASCII "
-                f"alphanumerics, '.', '_' and '-'")
-    return None
 
 
 def _topic_response(ctx, meta, error_code=0):
@@ -119,7 +101,7 @@ async def handle(ctx, request):
             if meta is not None:
                 out.append(_topic_response(ctx, meta))
                 continue
-            if topic_name_error(name) is not None:
+            if invalid_topic_reason(name) is not None:
                 out.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                 continue
             if not allow_create or name in INTERNAL_TOPICS:

@@ -39,7 +39,7 @@ import struct
 from concurrent.futures import ThreadPoolExecutor
 
 from kompakt.broker.dispatch import CloseConnection
-from kompakt.broker.handlers.metadata import INTERNAL_TOPICS
+from kompakt.broker.handlers._common import INTERNAL_TOPICS
 from kompakt.config.broker_config import LONG_MAX
 from kompakt.protocol import codec
 from kompakt.protocol.records import BATCH_LENGTH_POS, LOG_OVERHEAD, RECORDS_COUNT_POS
