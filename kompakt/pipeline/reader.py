@@ -26,8 +26,8 @@ segments or a slice of a large one, and every batch belongs to exactly one split
 
 Invariants: a corrupt batch (CRC mismatch, impossible length, undecodable records) is never
 returned as data: it raises CorruptSegmentError naming the file and position, or with
-corrupt="skip" it is counted in `ReadStats.corrupt_batches` and reading resumes at the next index
-boundary. A torn tail of the *last* segment of a partition (a write in progress) is not an error.
+corrupt="skip" it is counted in `ReadStats.corrupt_batches` and reading resumes after it when its
+length field leads to a valid batch, else at the next index boundary. A torn tail of the *last* segment of a partition (a write in progress) is not an error.
 Records come out in offset order; the light path (keys and offsets only, for narrow schemas)
 yields the same rows as a full decode for every column it fills.
 """
@@ -453,7 +453,13 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
                 raise CorruptSegmentError(msg, chunk.log_path, pos)
             stats.corrupt_batches += 1
             stats.corrupt_positions.append((chunk.log_path, pos))
-            # resume at the next batch boundary the offset index knows, or give up on the chunk
+            # the length field is not under the CRC: trust it only if a valid batch (or the end of
+            # the chunk) follows; else resume at the next batch boundary the offset index knows
+            if h is not None and R.BATCH_OVERHEAD <= h.size and pos + h.size <= end:
+                nxt = pos + h.size
+                if nxt == end or _valid_batch_at(buf, nxt, len(buf)):
+                    pos = nxt
+                    continue
             if boundaries is None:
                 boundaries = read_offset_index(Segment(chunk.base_offset, chunk.log_path, len(buf)))[1]
             j = bisect_right(boundaries, pos)
@@ -465,6 +471,14 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
             except BufferError:
                 pass  # a memoryview of a record still alive: the GC closes the map later
         f.close()
+
+
+def _valid_batch_at(buf, pos: int, size: int) -> bool:
+    if size - pos < R.BATCH_OVERHEAD:
+        return False
+    h = R.read_header(buf, pos)
+    return (h.magic == R.CURRENT_MAGIC and h.size >= R.BATCH_OVERHEAD and pos + h.size <= size
+            and R.valid_crc(buf, pos, h))
 
 
 class RecordRow(NamedTuple):

@@ -74,3 +74,16 @@ def test_audit_cli_writes_json_and_chart(spark, small_log, tmp_path, capsys):
     assert open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     table = capsys.readouterr().out
     assert "records" in table and "audit: 2 partitions" in table
+
+
+def test_audit_counts_corrupt_batches_instead_of_failing(spark, tmp_path):
+    pdir = write_partition(str(tmp_path), "c", 0, [dict(records=[(b"k%d" % i, b"v")]) for i in range(6)])
+    seg = rd.list_segments(pdir)[0]
+    with open(seg.log_path, "r+b") as f:
+        data = f.read()
+        pos = [p for p, _ in R.iter_batches(data)][2]
+        f.seek(pos + R.RECORDS_POS + 1)
+        f.write(bytes([data[pos + R.RECORDS_POS + 1] ^ 0x20]))
+    (row,) = audit(spark, str(tmp_path))
+    assert row["corrupt_batches"] == 1 and row["corrupt_positions"] == [f"{seg.log_path}@{pos}"]
+    assert row["records"] == 5 and row["distinct_keys"] == 5

@@ -20,6 +20,8 @@ Per partition (topic, partition):
                        exact gap [previous end, base offset); a batch holding fewer records than its
                        offset span counts as a gap from its base to its last offset (the missing
                        offsets are inside it; finding them exactly would mean decoding every batch)
+    corrupt_batches    batches failing their CRC (or unreadable), skipped by every figure above and
+                       listed in corrupt_positions (file@position); the audit never fails on them
 The figures come from one Spark aggregation over the `kompakt` source plus a header scan per
 partition on the driver (sizes, gaps, checkpoints).
 """
@@ -56,9 +58,10 @@ def header_scan(part: rd.PartitionDir) -> dict:
                first_dirty_offset=first_dirty if first_dirty is not None else (segs[0].base_offset if segs else 0),
                active_segment_base=segs[-1].base_offset if segs else 0)
     expected = None
+    stats = rd.ReadStats()
     for i, seg in enumerate(segs):
         for bv in rd.iter_chunk_batches(rd.Chunk(seg.log_path, seg.base_offset, 0, seg.size, i == len(segs) - 1),
-                                        corrupt="skip"):
+                                        corrupt="skip", stats=stats):
             h = bv.header
             gap = None
             if expected is not None and h.base_offset > expected:
@@ -71,6 +74,8 @@ def header_scan(part: rd.PartitionDir) -> dict:
                 out["last_gap_offset"] = gap[1]
             expected = h.next_offset
     out["log_end_offset"] = expected if expected is not None else out["log_start_offset"]
+    out["corrupt_batches"] = stats.corrupt_batches
+    out["corrupt_positions"] = [f"{path}@{pos}" for path, pos in stats.corrupt_positions[:20]]
     clean = cleanable = 0
     for i, seg in enumerate(segs[:-1]):  # the active segment is never cleanable
         nxt = segs[i + 1].base_offset
@@ -98,7 +103,10 @@ def audit(spark, paths, *, topics=None, dedupe_buffer_size: int = DEFAULT_DEDUPE
         [(t, n, s["first_dirty_offset"], s["active_segment_base"]) for (t, n), s in scans.items()],
         "topic string, partition int, first_dirty long, active_base long")
     load = ",".join(p.path for p in parts)
-    df = (spark.read.format("kompakt")
+    corrupt = sum(s["corrupt_batches"] for s in scans.values())
+    if corrupt:
+        say(f"audit: {corrupt} corrupt batch(es) skipped and counted (corrupt_batches per partition)")
+    df = (spark.read.format("kompakt").option("corrupt", "skip")
           .schema("topic string, partition int, offset long, key binary, is_tombstone boolean, "
                   "is_control boolean, is_aborted boolean, record_bytes double")
           .option("mark_aborted", "true").load(load))
@@ -148,7 +156,8 @@ def audit(spark, paths, *, topics=None, dedupe_buffer_size: int = DEFAULT_DEDUPE
             map_capacity=capacity, dirty_ratio=s["dirty_ratio"],
             first_dirty_offset=s["first_dirty_offset"], first_gap_offset=s["first_gap_offset"],
             last_gap_offset=s["last_gap_offset"], log_start_offset=s["log_start_offset"],
-            log_end_offset=s["log_end_offset"], segments=s["segments"]))
+            log_end_offset=s["log_end_offset"], segments=s["segments"],
+            corrupt_batches=s["corrupt_batches"], corrupt_positions=s["corrupt_positions"]))
     return out
 
 
