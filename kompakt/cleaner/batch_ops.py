@@ -20,7 +20,8 @@ A batch whose records are all retained and that needs no delete horizon is writt
 A rebuilt batch keeps base offset, last offset delta (so the batch still covers the producer's
 sequence range), producer id/epoch/base sequence, leader epoch and codec (unless the topic's
 compression.type names another codec: then a batch that had to be rebuilt takes that codec, and a
-batch with nothing removed is still copied unchanged); its max timestamp is the largest retained timestamp
+batch with nothing removed is still copied unchanged; a batch left with no records is written
+uncompressed, like Kafka's writeEmptyHeader); its max timestamp is the largest retained timestamp
 (CREATE_TIME) or the original (LOG_APPEND_TIME). A batch that keeps tombstones (or is a marker that
 may later go) and has no delete horizon is stamped (KIP-534): attribute bit 6 and baseTimestamp =
 now + delete.retention.ms, record timestamp deltas rewritten against the new base.
@@ -83,6 +84,8 @@ def records_of(batch: bytes, hdr) -> bytes:
     codec = hdr[H_ATTRS] & COMPRESSION_MASK
     if codec == 0:
         return batch
+    if len(batch) == HEADER_SIZE:     # an empty batch with the codec bit (written before it was cleared)
+        return b""
     return decompress(codec, memoryview(batch)[HEADER_SIZE:])
 
 
@@ -483,7 +486,11 @@ def _rebuild(batch, hdr, payload, count: int, attrs: int, base_ts: int, max_ts: 
     if target_codec is not None and target_codec != codec and not attrs & CONTROL_MASK:
         attrs = (attrs & ~COMPRESSION_MASK) | target_codec
         codec = target_codec
-    if codec and payload:
+    if not payload:
+        # nothing to compress: compression none, like Kafka's writeEmptyHeader (a codec bit over an
+        # empty payload is a stream no decompressor accepts)
+        attrs &= ~COMPRESSION_MASK
+    elif codec:
         payload = compress(codec, payload)
     return build_header_bytes(hdr[H_BASE_OFFSET], hdr[H_EPOCH], attrs, hdr[H_LAST_DELTA], base_ts,
                               max_ts, hdr[H_PID], hdr[H_PEPOCH], hdr[H_BASE_SEQ], count, payload)

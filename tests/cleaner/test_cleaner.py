@@ -198,3 +198,38 @@ def test_marker_stays_while_an_empty_batch_of_its_transaction_remains(tmp_path, 
     assert batches[0] == (0, False, 0)            # pid 5's last data batch, emptied
     assert (1, True, 1) in batches                # and its transaction's marker
     assert read_all(d) == [(2, b"a", b"plain"), (3, b"z", b"1")]
+
+
+@pytest.mark.parametrize("codec", [R.COMPRESSION_GZIP, R.COMPRESSION_LZ4])
+def test_emptied_compressed_batch_is_written_uncompressed_and_cleans_again(tmp_path, codec):
+    """A compressed producer batch kept empty (its producer's last batch) has no records to
+    compress: like Kafka's writeEmptyHeader it is written with compression none. Keeping the codec
+    bit with an empty payload made every later clean (and every client) fail to decompress it."""
+    d = str(tmp_path)
+    write_segment(d, 0, [b([(b"a", b"old")], 0, producer_id=5, producer_epoch=0, base_sequence=0,
+                           compression=codec),
+                         b([(b"a", b"new")], 1)])
+    write_segment(d, 2, [b([(b"z", b"1")], 2)])
+    for now in (NOW, NOW + 1):
+        res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, now, active_producers={5: (0, 0)}))
+        swap_files(d, res)
+    data = open(C.segment_file(d, 0, ".log"), "rb").read()
+    first = next(R.iter_batches(data))[1]
+    assert (first.base_offset, first.records_count, first.producer_id) == (0, 0, 5)
+    assert first.compression == R.COMPRESSION_NONE
+    assert read_all(d) == [(1, b"a", b"new"), (2, b"z", b"1")]
+
+
+def test_empty_batch_with_a_codec_bit_still_cleans(tmp_path):
+    """Logs cleaned before the fix above hold empty batches with the codec bit set: the cleaner
+    reads them (no payload to decompress) instead of failing the partition."""
+    from kompakt.cleaner import batch_ops
+    d = str(tmp_path)
+    empty_gzip = batch_ops.build_header_bytes(0, 0, R.COMPRESSION_GZIP, 0, NOW, NOW, 5, 0, 0, 0, b"")
+    write_segment(d, 0, [empty_gzip, b([(b"a", b"new")], 1)])
+    write_segment(d, 2, [b([(b"z", b"1")], 2)])
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW, active_producers={5: (0, 0)}))
+    assert (res.stats.messages_read, res.stats.messages_written) == (1, 1)
+    swap_files(d, res)
+    data = open(C.segment_file(d, 0, ".log"), "rb").read()
+    assert [(h.base_offset, h.records_count) for _, h in R.iter_batches(data)] == [(0, 0), (1, 1)]
