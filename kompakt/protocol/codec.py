@@ -167,30 +167,37 @@ _NULL_CHECKS: dict[tuple[int, int], list] = {}
 
 
 def _null_checks(struct, version: int) -> list:
+    """(field name, nullable, sub-struct to descend into or None, is an array) for the fields of
+    `struct` at `version` that need looking at: a non-nullable array or struct, or one whose
+    elements hold such a field. Subtrees with nothing to check are left out, so the common request
+    (every array non-null, leaf structs of scalars) is not walked element by element."""
     key = (id(struct), version)
     checks = _NULL_CHECKS.get(key)
     if checks is None:
         checks = []
         for field in struct.untagged_fields(version):
             if field.is_struct_array() or field.is_struct():
-                sub = field
+                sub = field if _null_checks(field, version) else None
             elif field.is_array():
                 sub = None
             else:
                 continue             # scalars and strings (a zero uuid decoding as None is legitimate)
-            checks.append((field.name, field.nullable_for_version_q(version), sub))
+            nullable = field.nullable_for_version_q(version)
+            if nullable and sub is None:
+                continue             # may be null, and nothing inside needs checking
+            checks.append((field.name, nullable, sub, field.is_struct_array()))
         _NULL_CHECKS[key] = checks
     return checks
 
 
 def _check_nulls(obj, struct, version: int, api_name: str) -> None:
-    for name, nullable, sub in _null_checks(struct, version):
+    for name, nullable, sub, is_array in _null_checks(struct, version):
         value = getattr(obj, name)
         if value is None:
             if not nullable:
                 raise MalformedRequestError(f"{api_name} v{version}: non-nullable field {name} is null")
         elif sub is not None:
-            if sub.is_struct_array():
+            if is_array:
                 for item in value:
                     _check_nulls(item, sub, version, api_name)
             else:

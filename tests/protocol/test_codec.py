@@ -311,3 +311,23 @@ def test_any_decoder_failure_is_malformed_not_a_crash():
         "010200000100010000dff2ff000002ff010000ff0202d001")
     with pytest.raises(MalformedRequestError, match="cannot decode Fetch v17: AssertionError"):
         codec.decode_request(codec.read_request_header(frame), frame)
+
+
+def test_null_nested_in_an_array_is_still_found():
+    # the null-check tables prune subtrees with nothing to check; a nested non-nullable array
+    # (Fetch v11 topics[].partitions) must still be looked at
+    from kafka.protocol.consumer.fetch import FetchRequest
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1, isolation_level=0,
+                       session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                       topics=[FetchRequest.FetchTopic(topic="t", partitions=[])])
+    req.API_VERSION = 11
+    req.with_header(correlation_id=1, client_id="c")
+    frame = bytearray(req.encode(header=True))
+    at = frame.index(b"\x00\x01t") + 3                     # topic "t", then its partitions count
+    assert frame[at:at + 4] == b"\x00\x00\x00\x00"
+    frame[at:at + 4] = b"\xff\xff\xff\xff"
+    with pytest.raises(MalformedRequestError, match="non-nullable field partitions is null"):
+        codec.decode_request(codec.read_request_header(frame), frame)
+    assert codec._null_checks(FetchRequest._struct, 11)    # and the leaf FetchPartition has no entry
+    part = [f for f in FetchRequest.FetchTopic._struct.untagged_fields(11) if f.name == "partitions"][0]
+    assert codec._null_checks(part, 11) == []
