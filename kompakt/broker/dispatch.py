@@ -64,10 +64,6 @@ class Dispatcher:
         self.names = {key: (registry.API[key].name if key in registry.API else str(key))
                       for key in self.handlers}
 
-    def warm(self) -> int:
-        """Compile kafka-python's codecs for every served (API, version), now."""
-        return registry.warm({key: (lo, hi) for key, lo, hi in self.ranges})
-
     def warm_order(self) -> list[tuple[int, int]]:
         """(api key, version) pairs to compile ahead of use: what the clients we know send first,
         then the newest version of every served API. Others compile on first use (~5-10 ms once)."""

@@ -423,7 +423,6 @@ _PART_FIXED_V4 = struct.Struct(">ihqq")      # index, error, high watermark, las
 _PART_FIXED_V5 = struct.Struct(">ihqqq")     # + log start offset
 assert _PART_FIXED_V4.size == 22 and _PART_FIXED_V5.size == 30
 _ABORTED = struct.Struct(">qq")
-_HEAD_V7 = struct.Struct(">iih")             # frame size placeholder, correlation id, throttle (+ below)
 
 
 def _put_string(out: bytearray, s: str, compact: bool) -> None:
