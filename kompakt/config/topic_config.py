@@ -89,6 +89,8 @@ class TopicKey:
         text = str(raw).strip() if not isinstance(raw, (list, tuple)) else None
         try:
             if self.type in ("int", "long"):
+                if not text.isascii() or "_" in text:  # int() takes both; Java's parseLong neither
+                    raise ValueError
                 value: Any = int(text)
                 lo, hi = (INT_MIN, INT_MAX) if self.type == "int" else (LONG_MIN, LONG_MAX)
                 if not lo <= value <= hi:

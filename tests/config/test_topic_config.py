@@ -80,6 +80,8 @@ def test_segment_bytes_minimum_and_internal_escape_hatch():
     ("retention.ms", "-2", "at least -1"),
     ("max.compaction.lag.ms", "0", "at least 1"),
     ("segment.ms", "abc", "64-bit integer"),
+    ("retention.ms", "86_400_000", "64-bit integer"),    # Python's int() takes these; Java's
+    ("segment.bytes", "\u0661\u0660\u0660", "32-bit integer"),  # parseInt/parseLong do not
     ("max.message.bytes", str(2**31), "32-bit integer"),
     ("preallocate", "yes", "true or false"),
     ("message.timestamp.type", "Whenever", "CreateTime"),
