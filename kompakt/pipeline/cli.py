@@ -93,6 +93,14 @@ def run(args) -> int:
 
 def _run(args, t0: float) -> int:
     paths = ",".join(args.paths)
+    if args.job in ("audit", "snapshot", "compact"):
+        from kompakt.pipeline.reader import find_partitions
+
+        # check the paths on the driver first: one clear line instead of a Spark planning error
+        topics = {args.topic} if isinstance(args.topic, str) else set(args.topic) if args.topic else None
+        if not find_partitions(args.paths, topics):
+            raise FileNotFoundError(f"no partitions{' of ' + ', '.join(sorted(topics)) if topics else ''} "
+                                    f"under {', '.join(args.paths)}")
     if args.job == "audit":
         from kompakt.pipeline.jobs import audit as job
 

@@ -46,3 +46,16 @@ def test_snapshot_reads_committed_only(spark, tmp_path):
     snapshot(spark, str(tmp_path), "tx", str(tmp_path / "o"))
     got = {r.key: r.value for r in spark.read.parquet(str(tmp_path / "o")).collect()}
     assert got == {b"a": b"2", b"b": b"1", b"c": b"2", b"e": b"3"}  # aborted a=X, d=X absent
+
+
+def test_snapshot_cli(spark, tmp_path, capsys):
+    from kompakt import cli
+
+    write_partition(str(tmp_path / "logs"), "s", 0, keyed_batches(30, 4))
+    out = str(tmp_path / "table")
+    assert cli.main(["pipeline", "snapshot", str(tmp_path / "logs"), "--topic", "s", "--output", out,
+                     "--as-of-offset", "9"]) == 0
+    got = {r.key: r.value for r in spark.read.parquet(out).collect()}
+    assert got == {b"k0": b"v8", b"k1": b"v9", b"k2": b"v6", b"k3": b"v7"}
+    assert "snapshot s: 4 keys" in capsys.readouterr().out
+    assert cli.main(["pipeline", "snapshot", str(tmp_path / "nowhere"), "--topic", "s", "--output", out]) == 1
