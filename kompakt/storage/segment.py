@@ -155,7 +155,7 @@ class LogSegment:
         """The first batch's max timestamp, loaded lazily (segment.ms rolls are measured from it)."""
         if self._rolling_based_timestamp is None and self.size > 0:
             hdr = self._read_prefix(0)
-            if hdr is not None and hdr[8] >= 0:
+            if hdr is not None:  # kept even when -1 (no timestamp): read once, not every append
                 self._rolling_based_timestamp = hdr[8]
         return self._rolling_based_timestamp
 

@@ -230,3 +230,20 @@ def test_large_reads_return_exactly_the_whole_batches_that_fit(tmp_path, monkeyp
                     end = max([b for b in bounds if b <= min(limit, pos + cap)] + [pos])
                     got = seg.read(first_offset, budget, max_position, min_one)
                     assert got == (pos, raw[pos:end]), (k, budget, max_position, min_one)
+
+
+def test_a_first_batch_without_timestamp_is_read_once_for_roll_checks(tmp_path, monkeypatch):
+    # segment.ms rolls measure from the first batch's max timestamp; a reopened segment reads it
+    # lazily. A first batch without one (-1) was re-read on every append's roll check.
+    seg = mk(tmp_path)
+    add(seg, 0, ts=-1)
+    seg.close()
+    seg = mk(tmp_path)
+    reads = []
+    real_pread = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, n, pos: reads.append(pos) or real_pread(fd, n, pos))
+    kw = dict(segment_bytes=1 << 20, max_segment_ms=1000, messages_size=10,
+              max_timestamp_in_messages=5000, max_offset_in_messages=1, now_ms=seg.created + 10)
+    assert [seg.should_roll(**kw) for _ in range(5)] == [False] * 5   # measured from creation
+    assert reads == [0]
+    seg.close()
