@@ -269,3 +269,32 @@ async def test_session_rotates_partitions_that_returned_data(h):
     # ... so next time p1 goes first
     resp, out = await fetch(h, [], version=7, session_id=sid, epoch=2, max_bytes=one_batch)
     assert out[("t", 1)].records and ("t", 0) not in out
+
+
+async def test_reads_from_older_segments_run_off_the_loop_the_tail_on_it(h):
+    # a catch-up read may hit the disk: a worker thread; a tail read is page cache: the loop
+    import threading
+    h.create("t", 1)
+    plog = h.lm.get_log(TopicPartition("t", 0))
+    for _ in range(2):
+        append(h, "t", 0, 5, size=50)
+        plog.roll()
+    append(h, "t", 0, 5, size=50)
+    assert len(plog.segments) == 3
+    tail = plog.active_segment.base_offset
+    everything = bytes(stored(h, "t", 0))
+    loop_thread = threading.get_ident()
+    seen = []
+    real_read = plog.read
+
+    def read(offset, *args, **kw):
+        seen.append((offset, threading.get_ident() == loop_thread))
+        return real_read(offset, *args, **kw)
+
+    plog.read = read
+    _, got = await fetch(h, [("t", 0, 0, 1 << 20)])
+    records = bytes(got[("t", 0)].records)
+    assert records and records == everything[:len(records)]
+    _, got = await fetch(h, [("t", 0, tail, 1 << 20)])
+    assert got[("t", 0)].records
+    assert seen == [(0, False), (tail, True)]

@@ -14,6 +14,12 @@ Isolation: read_uncommitted reads up to the high watermark; read_committed up to
 offset and answers an empty aborted-transactions list (no transaction coordinator here, so
 there are never aborted transactions).
 
+Threads: when every partition reads from its active segment (consumers at or near the tail: page
+cache, microseconds) the pass runs on the event loop; when any starts in an older segment (a
+consumer catching up, whose bytes may have to come from disk) the whole pass runs in one worker
+thread, so a cold pread does not stall every other connection (one thread hop per pass, not per
+partition). Partitions are read one after another, in request order, either way.
+
 Long poll: with fewer than `min_bytes` bytes available and no partition error, the fetch waits
 up to `max_wait_ms` on fetch_wait.FetchWaiters, woken by appends to any of its partitions, then
 reads again.
@@ -73,7 +79,27 @@ def _resolve(ctx, request_topics, version):
     return out
 
 
-def _read_all(ctx, wanted, version, max_bytes, read_committed):
+def _reads_cold(ctx, wanted) -> bool:
+    """Whether some partition's read starts below its active segment (maybe not in the page cache)."""
+    lm = ctx.log_manager
+    for name, _, partitions in wanted:
+        if name is None:
+            continue
+        for index, offset, _ in partitions:
+            log_obj = lm.get_log(TopicPartition(name, index))
+            if log_obj is not None and offset < log_obj.active_segment.base_offset:
+                return True
+    return False
+
+
+async def _read_all(ctx, wanted, version, max_bytes, read_committed):
+    """`_read_pass` on the loop, or in a worker thread when it may read from disk (see above)."""
+    if _reads_cold(ctx, wanted):
+        return await asyncio.to_thread(_read_pass, ctx, wanted, version, max_bytes, read_committed)
+    return _read_pass(ctx, wanted, version, max_bytes, read_committed)
+
+
+def _read_pass(ctx, wanted, version, max_bytes, read_committed):
     """One pass over the partitions: (topic results, total bytes, whether any partition failed)."""
     lm = ctx.log_manager
     remaining = max_bytes
@@ -163,7 +189,7 @@ async def _fetch(ctx, request, version, wanted):
     if fetch_max:
         max_bytes = min(max_bytes, fetch_max)
     read_committed = request.isolation_level == READ_COMMITTED
-    topics, total, errors = _read_all(ctx, wanted, version, max_bytes, read_committed)
+    topics, total, errors = await _read_all(ctx, wanted, version, max_bytes, read_committed)
     wait_ms = request.max_wait_ms
     if total < request.min_bytes and wait_ms > 0 and not errors and wanted:
         loop = asyncio.get_running_loop()
@@ -174,7 +200,7 @@ async def _fetch(ctx, request, version, wanted):
             remaining = deadline - loop.time()
             if remaining <= 0 or not await waiters.wait(tps, remaining, ctx.parked) or waiters.closed:
                 break
-            topics, total, errors = _read_all(ctx, wanted, version, max_bytes, read_committed)
+            topics, total, errors = await _read_all(ctx, wanted, version, max_bytes, read_committed)
             if errors:
                 break
     return topics
