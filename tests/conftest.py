@@ -1,0 +1,16 @@
+"""Suite-wide setup: every process a test starts runs the code of this checkout.
+
+Tests start brokers, workers and CLIs as subprocesses (`python -m kompakt ...`). Putting the
+repository root first on PYTHONPATH makes them import this checkout's `kompakt`, whatever an earlier
+`pip install -e` of another clone points at, so a test never exercises stale code.
+"""
+import logging
+import os
+from pathlib import Path
+
+REPO_ROOT = str(Path(__file__).resolve().parents[1])
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))
+
+# py4j logs "Closing down clientserver connection" from an atexit hook after pytest has closed its
+# log capture, which prints a "--- Logging error ---" traceback at the end of every run.
+logging.getLogger("py4j").setLevel(logging.WARNING)
