@@ -185,7 +185,9 @@ def prescan(segments) -> tuple[dict, dict]:
 def prescan_counting(segments, dirty_start: int = 0, dirty_end: int = -1,
                      want_last: bool = True) -> tuple[dict, dict, int]:
     """Markers per producer {pid: ([offsets], [types])}, last batch per producer
-    {pid: (last data offset or -1, epoch)} (only with want_last) over every segment, and the number
+    {pid: (last offset of its last data batch or -1 if it has none, latest epoch)} (only with
+    want_last; Kafka's lastRecordsOfActiveProducers: a marker updates the epoch only) over every
+    segment, and the number
     of records in batches reaching into [dirty_start, dirty_end) (bounds the keys of pass 1);
     headers only (the native seam walks them in C)."""
     markers: dict = {}
@@ -226,7 +228,8 @@ def _prescan_py(f, markers, last, dirty_start, dirty_end) -> int:
             continue
         if h[H_ATTRS] & CONTROL_MASK:
             _add_marker(markers, f, pos, h)
-            last[pid] = (-1, h[H_PEPOCH])
+            prev = last.get(pid)      # a marker moves the epoch, not the last data offset (Kafka's entry)
+            last[pid] = (prev[0] if prev else -1, h[H_PEPOCH])
         else:
             last[pid] = (h[H_BASE_OFFSET] + h[H_LAST_DELTA], h[H_PEPOCH])
     return dirty_records
@@ -247,7 +250,14 @@ def _prescan_native(lib, f, markers, last, dirty_start, dirty_end, want_last) ->
             _add_marker(markers, f, pos, HEADER.unpack_from(f.mm, pos))
         if io[3]:
             flat = pids[:3 * io[3]]
-            last.update(zip(flat[0::3], zip(flat[1::3], flat[2::3])))
+            pid_l = flat[0::3]
+            data = {p: o for p, o in zip(pid_l, flat[1::3]) if o >= 0}    # markers come as -1
+            for p, e in dict(zip(pid_l, flat[2::3])).items():
+                o = data.get(p)
+                if o is None:
+                    prev = last.get(p)
+                    o = prev[0] if prev else -1
+                last[p] = (o, e)
         if rc == N.RC_END:
             return io[1]
 

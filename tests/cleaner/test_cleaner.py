@@ -138,7 +138,9 @@ def test_transactions_aborted_data_dropped_markers_kept_then_removed(tmp_path):
         b([(b"a", b"plain")], 4),
     ])
     write_segment(d, 5, [b([(b"z", b"1")], 5, producer_id=1, producer_epoch=0, base_sequence=1)])
-    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW))
+    # producer state as after a snapshot that holds no batch of pid 2, only its epoch
+    producers = {1: (5, 0), 2: (-1, 0)}
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW, active_producers=producers))
     swap_files(d, res)
     assert read_all(d) == [(4, b"a", b"plain"), (5, b"z", b"1")]
     data = open(C.segment_file(d, 0, ".log"), "rb").read()
@@ -146,7 +148,7 @@ def test_transactions_aborted_data_dropped_markers_kept_then_removed(tmp_path):
     # pid 1's committed batch emptied but its marker stays until the horizon; pid 2's marker the same
     assert (2, True, 1, False) in kinds or (2, True, 1, True) in kinds
     assert any(k[0] == 3 and k[1] for k in kinds)
-    res2 = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW + DAY + 1))
+    res2 = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW + DAY + 1, active_producers=producers))
     swap_files(d, res2)
     data = open(C.segment_file(d, 0, ".log"), "rb").read()
     # pid 1's marker is gone; pid 2's marker is that producer's last batch: kept, emptied (epoch fencing)
@@ -170,7 +172,8 @@ def test_emptied_marker_survives_later_cleans(tmp_path):
         data = open(C.segment_file(d, 0, ".log"), "rb").read()
         return [(h.base_offset, h.records_count) for _, h in R.iter_batches(data) if h.is_control]
     for now in (NOW, NOW + DAY + 1, NOW + 2 * DAY + 2, NOW + 3 * DAY + 3):
-        res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, now))
+        # producer state with pid 2's epoch but no data batch (Kafka's case 3: the marker is kept)
+        res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, now, active_producers={2: (-1, 0)}))
         swap_files(d, res)
         assert read_all(d) == [(2, b"a", b"plain"), (3, b"z", b"1")]
     assert markers() == [(1, 0)]     # pid 2's last batch: kept, empty
@@ -233,3 +236,24 @@ def test_empty_batch_with_a_codec_bit_still_cleans(tmp_path):
     swap_files(d, res)
     data = open(C.segment_file(d, 0, ".log"), "rb").read()
     assert [(h.base_offset, h.records_count) for _, h in R.iter_batches(data)] == [(0, 0), (1, 1)]
+
+
+def test_prescan_keeps_a_producers_last_data_batch_behind_its_marker(tmp_path):
+    """Without the log's producer state the prescan stands in for it, as Kafka's
+    lastRecordsOfActiveProducers: a marker moves the producer's epoch, not its last data offset,
+    so the data batch holding its last sequence stays (empty) behind a COMMIT, and the marker with
+    it; dropping it made an idempotent producer's next sequence out of order after a rebuild."""
+    d = str(tmp_path)
+    write_segment(d, 0, [
+        b([(b"a", b"in-txn")], 0, producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True),
+        R.build_batch([(b"\x00\x00\x00\x01", b"\x00" * 6, [], NOW)], base_offset=1, is_control=True,
+                      is_transactional=True, producer_id=7, producer_epoch=0, base_timestamp=NOW),
+        b([(b"a", b"plain")], 2),
+    ])
+    write_segment(d, 3, [b([(b"z", b"1")], 3)])
+    assert C.prescan([C.SegmentInfo(0, C.segment_file(d, 0, ".log"), 10**6)])[1] == {7: (0, 0)}
+    for now in (NOW, NOW + DAY + 1):
+        res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, now))
+        swap_files(d, res)
+    data = open(C.segment_file(d, 0, ".log"), "rb").read()
+    assert [(h.base_offset, h.records_count) for _, h in R.iter_batches(data)] == [(0, 0), (1, 1), (2, 1)]
