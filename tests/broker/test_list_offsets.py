@@ -69,3 +69,23 @@ async def test_empty_log_and_errors(h):
     assert (await lookup(h, -1, partition=3))[0] == 3
     assert (await lookup(h, -1, topic="missing"))[0] == 3
     assert (await lookup(h, -42))[0] == 42                   # INVALID_REQUEST
+
+
+async def test_lookups_by_time_run_off_the_loop(h):
+    # offset_for_timestamp scans segment bytes that may be cold: a worker thread; -1/-2/-3 stay
+    import threading
+    h.create("t", 1)
+    fill(h)
+    plog = h.lm.get_log(TopicPartition("t", 0))
+    loop_thread = threading.get_ident()
+    seen = []
+    real = plog.offset_for_timestamp
+
+    def offset_for_timestamp(*args, **kw):
+        seen.append(threading.get_ident() == loop_thread)
+        return real(*args, **kw)
+
+    plog.offset_for_timestamp = offset_for_timestamp
+    assert await lookup(h, TS + 1500) == (0, 2, TS + 5000)
+    assert await lookup(h, -1) == (0, 6, -1)
+    assert seen == [False]

@@ -11,6 +11,10 @@ Behaviour, per partition, by the requested timestamp:
                                   (Log.offset_for_timestamp), offset -1 / timestamp -1 when none
 Leader epoch: 0 for every answer (one broker, never re-elected).
 
+Threads: a request with a lookup by time (timestamp >= 0: time index, then a scan of segment
+bytes that may be on disk only) is answered from one worker thread; the others (log start, high
+watermark, max timestamp: in memory) on the event loop.
+
 Errors: UNKNOWN_TOPIC_OR_PARTITION; a timestamp below -5 is INVALID_REQUEST (v1+ clients never send
 one); KafkaErrors from storage by their code.
 
@@ -20,6 +24,7 @@ LATEST_TIERED; v10 timeout_ms (nothing here waits); v11 EARLIEST_PENDING_UPLOAD 
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kafka.protocol.consumer.offsets import ListOffsetsResponse
@@ -66,8 +71,16 @@ def lookup(log_obj, timestamp: int, read_committed: bool) -> tuple[int, int]:
 
 async def handle(ctx, request):
     version = ctx.api_version
-    lm = ctx.log_manager
     read_committed = version >= 2 and request.isolation_level == READ_COMMITTED
+    if any(p.timestamp >= 0 for t in request.topics for p in t.partitions):
+        topics = await asyncio.to_thread(_answer, ctx, request, read_committed)
+    else:
+        topics = _answer(ctx, request, read_committed)
+    return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)
+
+
+def _answer(ctx, request, read_committed: bool) -> list:
+    lm = ctx.log_manager
     topics = []
     for t in request.topics:
         parts = []
@@ -86,4 +99,4 @@ async def handle(ctx, request):
             parts.append(_Partition(partition_index=p.partition_index, error_code=int(code),
                                     timestamp=ts, offset=offset, leader_epoch=0 if offset >= 0 else -1))
         topics.append(_Topic(name=t.name, partitions=parts))
-    return ListOffsetsResponse(version=version, throttle_time_ms=0, topics=topics)
+    return topics
