@@ -72,7 +72,7 @@ async def test_empty_log_and_errors(h):
 
 
 async def test_lookups_by_time_run_off_the_loop(h):
-    # offset_for_timestamp scans segment bytes that may be cold: a worker thread; -1/-2/-3 stay
+    # by time and MAX_TIMESTAMP read segment bytes that may be cold: a worker thread; -1/-2 stay
     import threading
     h.create("t", 1)
     fill(h)
@@ -85,7 +85,15 @@ async def test_lookups_by_time_run_off_the_loop(h):
         seen.append(threading.get_ident() == loop_thread)
         return real(*args, **kw)
 
+    real_max = plog.max_timestamp_offset
+
+    def max_timestamp_offset(*args, **kw):
+        seen.append(threading.get_ident() == loop_thread)
+        return real_max(*args, **kw)
+
     plog.offset_for_timestamp = offset_for_timestamp
+    plog.max_timestamp_offset = max_timestamp_offset
     assert await lookup(h, TS + 1500) == (0, 2, TS + 5000)
+    assert await lookup(h, -3) == (0, 2, TS + 5000)          # MAX_TIMESTAMP reads the batch too
     assert await lookup(h, -1) == (0, 6, -1)
-    assert seen == [False]
+    assert seen == [False, False]

@@ -12,8 +12,8 @@ Behaviour, per partition, by the requested timestamp:
 Leader epoch: 0 for every answer (one broker, never re-elected).
 
 Threads: a request with a lookup by time (timestamp >= 0: time index, then a scan of segment
-bytes that may be on disk only) is answered from one worker thread; the others (log start, high
-watermark, max timestamp: in memory) on the event loop.
+bytes that may be on disk only) or by MAX_TIMESTAMP (reads and decodes the batch holding it) is
+answered from one worker thread; the others (log start, high watermark: in memory) on the loop.
 
 Errors: UNKNOWN_TOPIC_OR_PARTITION; a timestamp below -5 is INVALID_REQUEST (v1+ clients never send
 one); KafkaErrors from storage by their code.
@@ -72,7 +72,7 @@ def lookup(log_obj, timestamp: int, read_committed: bool) -> tuple[int, int]:
 async def handle(ctx, request):
     version = ctx.api_version
     read_committed = version >= 2 and request.isolation_level == READ_COMMITTED
-    if any(p.timestamp >= 0 for t in request.topics for p in t.partitions):
+    if any(p.timestamp >= 0 or p.timestamp == MAX_TIMESTAMP for t in request.topics for p in t.partitions):
         topics = await asyncio.to_thread(_answer, ctx, request, read_committed)
     else:
         topics = _answer(ctx, request, read_committed)
