@@ -276,7 +276,9 @@ def filter_batch(batch: bytes, hdr, offset_map, now_ms: int, delete_retention_ms
             return FilterResult(_rebuild(batch, hdr, b"", 0, attrs, base_ts, hdr[H_MAX_TS]),
                                 count, 0, 0, 0, False, False)
         return FilterResult(None, count, 0, 0, 0, False, False)
-    if _LIB is not None:
+    # The compiled filter probes the MD5 map's buffer itself; maps without one (the pipeline's
+    # exact map) answer through get_many in the Python filter.
+    if _LIB is not None and getattr(offset_map, "address", None) is not None:
         res = _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec)
         if res is not None:
             return res

@@ -154,14 +154,9 @@ def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, n
     previous bucket, so a transaction spanning the boundary counts as having retained records
     (its marker is kept: the conservative side of the cleaner's rule).
     """
-    from kompakt.cleaner import batch_ops
     from kompakt.cleaner.cleaner import Cleaner
     from kompakt.protocol import records as R
 
-    # batch_ops' compiled filter reads the MD5 map's buffer directly; the exact map has none, so
-    # this task (a Spark Python worker, never the broker) uses batch_ops' Python filter instead
-    if getattr(batch_ops, "_LIB", None) is not None:
-        batch_ops._LIB = None
     lo = plan_.start + bucket * plan_.width
     hi = min(plan_.end, lo + plan_.width) - 1
     keep = set(retained)
