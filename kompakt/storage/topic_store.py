@@ -51,7 +51,7 @@ STORE_FILE = "kompakt-topics.json"
 STORE_VERSION = 1
 
 MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
 @dataclass
@@ -97,7 +97,7 @@ def validate_topic_name(name: str) -> None:
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidTopicExceptionError(
             f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}")
-    if not _LEGAL.match(name):
+    if not _LEGAL.fullmatch(name):  # fullmatch: "$" would accept a trailing newline
         raise InvalidTopicExceptionError(
             f"Topic name \"{name}\" is illegal, it contains a character other than "
             "ASCII alphanumerics, '.', '_' and '-'")

@@ -74,6 +74,7 @@ def test_membership_apis_by_version(conn):
     _static_leader_rejoin_v9_skips_assignment(conn)
     _leave_v0_and_describe_v5_v6(conn)
     _list_groups_filters(conn)
+    _null_assignment_is_an_empty_one(conn)
     _graceful_stop_answers_parked_join(conn)   # last: stops the broker
 
 
@@ -115,6 +116,15 @@ def _static_leader_rejoin_v9_skips_assignment(conn):
     fenced = conn.call(HeartbeatRequest(version=4, group_id="g9", generation_id=1,
                                         member_id=first.member_id, group_instance_id="i1"))
     assert fenced.error_code == 82                              # FENCED_INSTANCE_ID
+
+
+def _null_assignment_is_an_empty_one(conn):
+    first = join(conn, 3, group="gnull")   # v3: no MEMBER_ID_REQUIRED round trip
+    sync = conn.call(SyncGroupRequest(version=3, group_id="gnull", generation_id=first.generation_id,
+                                      member_id=first.member_id,
+                                      assignments=[SyncGroupRequest.SyncGroupRequestAssignment(
+                                          member_id=first.member_id, assignment=None)]))
+    assert (sync.error_code, sync.assignment) == (0, b"")
 
 
 def _leave_v0_and_describe_v5_v6(conn):

@@ -87,3 +87,12 @@ def test_topic_names():
         assert info.value.code == ErrorCode.INVALID_TOPIC_EXCEPTION
     assert colliding_topic("a.b", ["a_b", "c"]) == "a_b"
     assert colliding_topic("a.b", ["a.b", "c"]) is None
+
+
+def test_topic_name_with_a_trailing_newline_is_invalid():
+    from kompakt.protocol.errors import InvalidTopicExceptionError
+    from kompakt.storage import topic_store
+    import pytest as _pytest
+    with _pytest.raises(InvalidTopicExceptionError):
+        topic_store.validate_topic_name("orders\n")
+    topic_store.validate_topic_name("orders")

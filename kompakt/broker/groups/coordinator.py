@@ -199,8 +199,9 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
                     types: list[str] | None = None) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of every group, filtered by state and type names
         (case-insensitive); every group here is a "classic" group."""
-        wanted = {s.lower() for s in states} if states else None
-        if types and "classic" not in {t.lower() for t in types}:
+        # Null entries (a malformed filter) match nothing rather than failing the request.
+        wanted = {s.lower() for s in states if s is not None} if states else None
+        if types and "classic" not in {t.lower() for t in types if t is not None}:
             return []
         return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
                 if not g.is_state(GroupState.DEAD)

@@ -28,7 +28,7 @@ async def handle(ctx, request):
         request.group_instance_id if version >= 3 else None,
         request.protocol_type if version >= 5 else None,
         request.protocol_name if version >= 5 else None,
-        [(a.member_id, bytes(a.assignment)) for a in request.assignments or ()])
+        [(a.member_id, bytes(a.assignment or b"")) for a in request.assignments or ()])  # a null assignment is an empty one
     return SyncGroupResponse(version=version, throttle_time_ms=0, error_code=result.error,
                              protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                              assignment=result.assignment)
