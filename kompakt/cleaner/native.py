@@ -40,13 +40,21 @@ def _cache_dir() -> str:
         return d
 
 
+def _lib_name(src: bytes) -> str:
+    """The library's file name; the source hash in it makes an edited native.c rebuild."""
+    return f"kompakt_cleaner_{hashlib.sha256(src).hexdigest()[:16]}.so"
+
+
 def _build() -> str | None:
     try:
         src = open(_SRC, "rb").read()
     except OSError:
         return None
-    digest = hashlib.sha256(src).hexdigest()[:16]
-    target = os.path.join(_cache_dir(), f"kompakt_cleaner_{digest}.so")
+    # A library compiled at install time (the container image has no compiler at run time).
+    shipped = os.path.join(os.path.dirname(_SRC), _lib_name(src))
+    if os.path.exists(shipped):
+        return shipped
+    target = os.path.join(_cache_dir(), _lib_name(src))
     if os.path.exists(target):
         return target
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
@@ -124,3 +132,20 @@ def md5_many(keys: list) -> list:
     out = ctypes.create_string_buffer(16 * len(keys))
     LIB.km_md5_many(len(keys), b"".join(keys), lens, out)
     return [out.raw[16 * i:16 * i + 16] for i in range(len(keys))]
+
+
+def install_beside_package() -> str:
+    """Compile native.c next to this module, where `_build` looks first; returns the path.
+
+    For images without a compiler at run time (docker/Dockerfile's build stage):
+    `KOMPAKTCLEANER_IMPL=python python -P -c "from kompakt.cleaner.native import install_beside_package as i; print(i())"`
+    (the variable keeps the import itself from compiling into the user's cache first).
+    """
+    src = open(_SRC, "rb").read()
+    target = os.path.join(os.path.dirname(_SRC), _lib_name(src))
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if cc is None:
+        raise SystemExit("no C compiler (cc or gcc) found: cannot prebuild the cleaner's native seam")
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", target + ".tmp", _SRC], check=True, timeout=120)
+    os.replace(target + ".tmp", target)
+    return target

@@ -155,6 +155,10 @@ def test_image_serves_kafka_and_stops_gracefully(container, podman_env):
     inspect = json.loads(run(["podman", "image", "inspect", IMAGE], podman_env).stdout)[0]
     assert inspect["Config"]["User"] == "10001:10001"
     assert {"9092/tcp", "9644/tcp"} <= set(inspect["Config"]["ExposedPorts"])
+    # the cleaner's compiled seam ships in the image (no compiler there at run time)
+    seam = run(["podman", "exec", name, "python", "-c",
+                "from kompakt.cleaner import batch_ops; print(batch_ops.implementation())"], podman_env, timeout=60)
+    assert seam.stdout.strip() == "native", seam.stdout + seam.stderr
 
     values = [f"value-{i}".encode() for i in range(20)]
     assert produce_and_consume(bootstrap, "container-topic", values) == values
