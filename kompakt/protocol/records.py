@@ -227,18 +227,6 @@ def patch_max_timestamp_log_append(buf, pos: int, timestamp: int) -> None:
     _rewrite_crc(buf, pos, header.size)
 
 
-def set_delete_horizon(buf, pos: int, delete_horizon_ms: int) -> None:
-    """Mark the batch with a delete horizon (KIP-534): flag bit 6 and baseTimestamp = horizon.
-
-    Record timestamps are deltas from baseTimestamp, so callers must re-encode the records against
-    the new base; this helper is only correct for batches built that way (see build_batch).
-    """
-    header = read_header(buf, pos)
-    struct.pack_into(">h", buf, pos + ATTRIBUTES_POS, header.attributes | DELETE_HORIZON_MASK)
-    struct.pack_into(">q", buf, pos + BASE_TIMESTAMP_POS, delete_horizon_ms)
-    _rewrite_crc(buf, pos, header.size)
-
-
 # ---------------------------------------------------------------------------------------------
 # Varints (zigzag)
 
@@ -583,9 +571,3 @@ def record_timestamp(header: BatchHeader, record: Record) -> int:
         return header.max_timestamp
     base = header.base_timestamp
     return base + record.timestamp_delta
-
-
-def first_timestamp_of(header: BatchHeader, records: Iterable[Record]) -> int:
-    for rec in records:
-        return record_timestamp(header, rec)
-    return NO_TIMESTAMP
