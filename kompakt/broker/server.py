@@ -105,7 +105,7 @@ class Broker:
         self.fetch_waiters.bind(loop)
         if self.config["metrics.port"] != 0:
             # first, so /health answers and /ready says 503 while a long recovery runs
-            from kompakt.broker.admin import start_admin
+            from kompakt.broker.admin.app import start_admin
             self._admin = start_admin(self)
             await self._admin
         await asyncio.to_thread(self.log_manager.startup)
@@ -196,7 +196,7 @@ class Broker:
             self.groups.release_parked()     # parked JoinGroup/SyncGroup too, not at a rebalance's end
         await self._drain_connections(self.config["shutdown.timeout.ms"] / 1000.0)
         if self._admin is not None:
-            from kompakt.broker.admin import stop_admin
+            from kompakt.broker.admin.app import stop_admin
             await _logged(stop_admin(self._admin), "stopping the admin API")
         if self._started["groups"]:
             await _logged(self.groups.stop(), "stopping the group coordinator")

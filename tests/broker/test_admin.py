@@ -12,8 +12,8 @@ import types
 import aiohttp
 import pytest
 
-from kompakt.broker.admin import routes, start_admin, stop_admin
-from kompakt.broker.admin_openapi import OPENAPI
+from kompakt.broker.admin.app import routes, start_admin, stop_admin
+from kompakt.broker.admin.openapi import OPENAPI
 from kompakt.broker.metrics import Metrics
 from kompakt.config.broker_config import BrokerConfig
 

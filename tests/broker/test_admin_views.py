@@ -1,4 +1,4 @@
-"""admin_views: JSON conversion of the objects the cleaner and storage hand out, and the mapping
+"""admin.views: JSON conversion of the objects the cleaner and storage hand out, and the mapping
 of Kafka error codes to HTTP statuses."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 from collections import namedtuple
 from pathlib import Path
 
-from kompakt.broker.admin_views import ApiError, jsonable, kafka_error_of
+from kompakt.broker.admin.views import ApiError, jsonable, kafka_error_of
 from kompakt.protocol.errors import ErrorCode
 
 

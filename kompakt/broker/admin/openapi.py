@@ -1,7 +1,7 @@
-"""OpenAPI 3 description of the admin HTTP API (served at GET /openapi.json by kompakt.broker.admin).
+"""OpenAPI 3 description of the admin HTTP API (served at GET /openapi.json by kompakt.broker.admin.app).
 
-Kept beside admin.py so the route table and its description change together; a test checks that
-every route admin.py serves is described here and nothing else is.
+Kept beside app.py so the route table and its description change together; a test checks that
+every route app.py serves is described here and nothing else is.
 """
 from __future__ import annotations
 

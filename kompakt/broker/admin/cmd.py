@@ -1,6 +1,6 @@
 """`kompakt admin ...`: the admin HTTP API from a shell.
 
-Role: one sub-command per endpoint of kompakt.broker.admin (partitions, partition, compact, pause,
+Role: one sub-command per endpoint of kompakt.broker.admin.app (partitions, partition, compact, pause,
 resume, cleaner, adopt, count, ready — the container HEALTHCHECK), each printing a short human summary or, with `--json`, the API's JSON.
 Uses only the standard library (urllib), so it starts fast and needs no event loop.
 

@@ -2,7 +2,7 @@
 
 Role: turn the broker's live objects (LogManager, Log, LogCleaner.partition_status) into plain
 JSON-able dicts, resolve `{topic}/{partition}` path parts into a log or the ApiError saying what is
-wrong, and map Kafka error codes to HTTP statuses. No aiohttp here: kompakt.broker.admin serves
+wrong, and map Kafka error codes to HTTP statuses. No aiohttp here: kompakt.broker.admin.app serves
 these; `kompakt admin` prints them.
 
 Invariants: views only read (no log lock is taken, so a view never waits for a cleaner swap); a

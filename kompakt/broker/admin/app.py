@@ -20,8 +20,8 @@ compaction last run?" / "How many records are on a topic?"):
 | POST   | /v1/partitions/{topic}/{partition}/adopt     | body {"staging_dir": ...}: swap in a pipeline-compacted staging dir with cleaning paused, then move the cleaner point to its end; 409 when stale |
 | GET    | /v1/cleaner                                  | workers, current jobs, throttle, Kafka cleaner figures |
 
-The JSON views of partitions and the cleaner live in admin_views.py, the OpenAPI document in
-admin_openapi.py. Errors are JSON `{"error": <kind>, "message": <what and how to fix>, "status": n}`
+The JSON views of partitions and the cleaner live in views.py, the OpenAPI document in
+openapi.py. Errors are JSON `{"error": <kind>, "message": <what and how to fix>, "status": n}`
 (plus `"kafka_error"` when a Kafka error code is behind it): 400 bad input, 404 unknown topic or
 partition out of range, 409 a request the partition's state forbids (compact on a delete-policy
 topic, resume when not paused), 501/503 a missing or disabled component.
@@ -46,7 +46,7 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from kompakt.broker.admin_views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, count_records,
+from kompakt.broker.admin.views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, count_records,
                                         is_compacted, jsonable, kafka_error_of, log_manager_of, partition_view,
                                         resolve_partition, topic_partitions)
 from kompakt.broker.metrics import CONTENT_TYPE
@@ -240,7 +240,7 @@ async def ready(request: web.Request) -> web.Response:
 
 @routes.get("/openapi.json")
 async def openapi(request: web.Request) -> web.Response:
-    from kompakt.broker.admin_openapi import OPENAPI
+    from kompakt.broker.admin.openapi import OPENAPI
     return web.json_response(OPENAPI)
 
 
