@@ -68,6 +68,8 @@ BROKER_UPTIME = "kompakt_broker_uptime_seconds"
 BROKER_CONNECTIONS = "kompakt_broker_connections"
 BROKER_CONNECTIONS_CREATED = "kompakt_broker_connections_created_total"
 BROKER_READY = "kompakt_broker_ready"
+EVENT_LOOP_LAG = "kompakt_event_loop_lag_seconds"
+EVENT_LOOP_LAG_MAX = "kompakt_event_loop_lag_max_seconds"
 
 # --- request family ------------------------------------------------------------------------------
 REQUESTS = "kompakt_requests_total"
@@ -172,6 +174,12 @@ class Metrics:
         self.connections = Gauge(BROKER_CONNECTIONS, "Open client connections. "
                                  "Kafka: kafka.server:type=socket-server-metrics,name=connection-count.",
                                  registry=r)
+        self.loop_lag = Gauge(EVENT_LOOP_LAG, "How late the event loop's lag probe woke last time (a stall "
+                              "every connection waited through; broker/loop_lag.py). Kafka: none (its "
+                              "network threads: kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent).",
+                              registry=r)
+        self.loop_lag_max = Gauge(EVENT_LOOP_LAG_MAX, "Longest event-loop stall the lag probe saw since start. Kafka: none.",
+                                  registry=r)
         self.connections_created = Counter(
             BROKER_CONNECTIONS_CREATED, "Client connections accepted since start. "
             "Kafka: kafka.server:type=socket-server-metrics,name=connection-creation-total.", registry=r)

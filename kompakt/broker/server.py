@@ -95,6 +95,7 @@ class Broker:
         self._admin = None
         self._started = {"logs": False, "background": False, "cleaner": False, "groups": False}
         self._reaper: asyncio.Task | None = None
+        self._lag_probe: asyncio.Task | None = None
         self._warmer: asyncio.Task | None = None
         self._stopping = False
 
@@ -103,6 +104,8 @@ class Broker:
         loop = asyncio.get_running_loop()
         t0 = time.monotonic()
         self.fetch_waiters.bind(loop)
+        from kompakt.broker.loop_lag import probe
+        self._lag_probe = loop.create_task(probe(self.metrics), name="kompakt-loop-lag")
         if self.config["metrics.port"] != 0:
             # first, so /health answers and /ready says 503 while a long recovery runs
             from kompakt.broker.admin.app import start_admin
@@ -188,7 +191,7 @@ class Broker:
         log.info("Kompakt broker %s shutting down", self.node_id)
         for server in self._servers:
             server.close()
-        for task in (self._reaper, self._warmer):
+        for task in (self._reaper, self._warmer, self._lag_probe):
             if task is not None:
                 task.cancel()
         self.fetch_waiters.close()           # parked fetches answer now, not at their max_wait

@@ -22,8 +22,9 @@ Log.replace_segments' own numbered steps, recovered by the storage loader):
      (cleaning a clean segment again is harmless); the checkpoint is unchanged, the clean reruns.
   3. write the cleaner-offset-checkpoint (temp file, fsync, rename, fsync dir)
      -> crash before: the same clean reruns over already-clean data; after: done.
-Test hook: env TEST_KOMPAKT_CLEANER_CRASH_AT = before_swap | after_first_group | before_checkpoint |
-after_checkpoint makes the broker SIGKILL itself at that point (crash tests only).
+Test hook: env TEST_KOMPAKT_CRASH_AT = before_swap | after_first_group | before_checkpoint |
+after_checkpoint (optionally `:<n>`, the n-th time) makes the broker SIGKILL itself at that point
+(crash tests only; the seam is kompakt/storage/faults.py).
 
 Failures: an exception in the worker marks the partition uncleanable (skipped until restart,
 counted per log dir, Kafka's message logged); a worker that dies is counted in dead-thread-count,
@@ -36,7 +37,6 @@ import asyncio
 import concurrent.futures
 import logging
 import os
-import signal
 import threading
 import time as _time
 from collections import deque
@@ -47,17 +47,11 @@ from kompakt.cleaner.offset_map import BYTES_PER_ENTRY, slots_for_memory
 from kompakt.cleaner.pool import Worker
 from kompakt.cleaner.stats import CleanerMetrics, PartitionCleanStatus, summary_line
 from kompakt.cleaner.throttler import Throttler
+from kompakt.storage.faults import crash_point
 
 log = logging.getLogger("kompakt.cleaner")
 
-CRASH_ENV = "TEST_KOMPAKT_CLEANER_CRASH_AT"  # not KOMPAKT_*: those are broker config keys
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0, "none": 0}
-
-
-def _crash_point(name: str) -> None:
-    if os.environ.get(CRASH_ENV) == name:
-        log.error("test hook %s=%s: killing the broker", CRASH_ENV, name)
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _tp(tp):
@@ -387,10 +381,10 @@ class LogCleaner:
         finally:
             self.current.pop(worker.id, None)
             if end_offset is not None:
-                _crash_point("before_checkpoint")
+                crash_point("before_checkpoint")
             self.manager.done_cleaning(tp, log_dir, end_offset)
             if end_offset is not None:
-                _crash_point("after_checkpoint")
+                crash_point("after_checkpoint")
             if fut is not None and not fut.done():
                 fut.set_result(outcome)
 
@@ -409,7 +403,7 @@ class LogCleaner:
     def swap_in(self, lg, result) -> None:
         """Steps 2 of the module docstring: each group through Log.replace_segments under the lock."""
         from kompakt.storage.segment import LogSegment
-        _crash_point("before_swap")
+        crash_point("before_swap")
         with lg.lock:
             current = {s.base_offset: s for s in lg.segments}
             active = lg.segments[-1] if lg.segments else None
@@ -428,7 +422,7 @@ class LogCleaner:
                          [o.base_offset for o in olds], lg.tp[0], lg.tp[1])
                 lg.replace_segments([new], olds)
                 if n == 0:
-                    _crash_point("after_first_group")
+                    crash_point("after_first_group")
 
     def _record(self, worker, ltc, result, started_ms) -> dict:
         tp = ltc.tp

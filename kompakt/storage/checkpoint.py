@@ -29,6 +29,7 @@ import threading
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 from kompakt.storage import TopicPartition
+from kompakt.storage.faults import check_io, crash_point
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,7 @@ def atomic_write(path: str, data: bytes) -> None:
 
 def _atomic_write(path: str, data: bytes) -> None:
     tmp = path + TMP_SUFFIX
+    check_io(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
@@ -162,6 +164,7 @@ def _atomic_write(path: str, data: bytes) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    crash_point("checkpoint_write")
     os.replace(tmp, path)
     fsync_dir(os.path.dirname(os.path.abspath(path)))
 

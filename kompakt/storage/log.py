@@ -38,6 +38,7 @@ from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, Ka
 from kompakt.storage import loader as L
 from kompakt.storage import segment as S
 from kompakt.storage.checkpoint import fsync_dir
+from kompakt.storage.faults import crash_point
 from kompakt.storage.offset_index import CorruptIndexError
 from kompakt.storage.log_validator import validate_and_assign
 
@@ -299,6 +300,7 @@ class Log:
             self.producer_state.map_end_offset = max(self.producer_state.map_end_offset, new_offset)
             self.producer_state.take_snapshot(sync=False)
             seg = self._new_segment(new_offset)
+            crash_point("segment_roll")
             self._segments.append(seg)
             self._bases.append(new_offset)
             self.needs_flush_dir = True
@@ -507,6 +509,7 @@ class Log:
                     s.change_file_suffixes(s.suffix, S.DELETED_SUFFIX)
             except FileNotFoundError:
                 pass
+            crash_point("retention_delete")
             log.info("%s: scheduling deletion of segment %d (%s)", _tp_name(self.tp), s.base_offset, reason)
         self.needs_flush_dir = True
         hook = self.on_segments_deleted
@@ -560,6 +563,7 @@ class Log:
                 elif seg.suffix != S.SWAP_SUFFIX:
                     raise ValueError(f"replace_segments expects .cleaned segments, got {seg.log_path}")
             fsync_dir(self.dir)  # the .swap names must be durable before any old segment goes
+            crash_point("swap_renamed")
             present = [s for s in old_segments if s in self._segments]
             new_bases = {s.base_offset for s in new_segments}
             kept = [s for s in self._segments                            # step 3
@@ -568,6 +572,7 @@ class Log:
             self._bases = [s.base_offset for s in self._segments]
             for s in present:                                           # step 4
                 s.change_file_suffixes(s.suffix, S.DELETED_SUFFIX)
+            crash_point("swap_old_deleted")
             for seg in new_segments:                                    # step 5
                 seg.change_file_suffixes(S.SWAP_SUFFIX, "")
             fsync_dir(self.dir)                                         # step 6

@@ -35,6 +35,8 @@ import sys
 from array import array
 from bisect import bisect_right
 
+from kompakt.storage.faults import check_io
+
 ENTRY_FORMAT = ">ii"
 ENTRY_SIZE = 8
 assert struct.calcsize(ENTRY_FORMAT) == ENTRY_SIZE
@@ -205,6 +207,7 @@ class SparseIndex:
         self.resize(len(self._rel) * self.entry_size)
 
     def _write_entry(self, packed: bytes) -> None:
+        check_io(self.path)
         os.pwrite(self._fd, packed, len(self._rel) * self.entry_size)
         self._dirty = True
 

@@ -32,6 +32,7 @@ import struct
 import time as _time
 
 from kompakt.protocol import records as R
+from kompakt.storage.faults import check_io
 from kompakt.storage.offset_index import INT32_MAX, OffsetIndex
 from kompakt.storage.time_index import NO_TIMESTAMP, TimeIndex
 
@@ -191,11 +192,27 @@ class LogSegment:
             raise LogSegmentOffsetOverflowError(
                 f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}")
         position = self.size
+        check_io(self.log_path)
+        _pwrite_all(self._fd, records, position)
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        _pwrite_all(self._fd, records, position)
         self.size = position + n
         self._dirty = True
+        try:
+            self._index_appended(records, position)
+        except OSError:
+            # An index write failed (a full or failing disk): the append did not happen. The
+            # bytes past `size` are overwritten by the next append or cut by recovery/close; an
+            # offset-index entry already written for them goes too.
+            self.size = position
+            try:
+                self.offset_index.truncate_to(_PREFIX.unpack_from(records, 0)[0])
+            except OSError:
+                pass
+            raise
+
+    def _index_appended(self, records, position: int) -> None:
+        n = len(records)
         p = 0
         while n - p >= HEADER_PREFIX_SIZE:
             hdr = _PREFIX.unpack_from(records, p)
@@ -214,12 +231,14 @@ class LogSegment:
 
     # ---- reading ---------------------------------------------------------------------------------
     def _read_prefix(self, pos: int):
+        check_io(self.log_path)
         raw = os.pread(self._fd, HEADER_PREFIX_SIZE, pos)
         if len(raw) < HEADER_PREFIX_SIZE:
             return None
         return _PREFIX.unpack(raw)
 
     def read_bytes(self, pos: int, size: int) -> bytes:
+        check_io(self.log_path)
         return os.pread(self._fd, size, pos)
 
     def _locate(self, offset: int, starting_position: int = 0):
@@ -227,6 +246,7 @@ class LogSegment:
         offset, or None. Headers are scanned in SCAN_WINDOW reads from the index position (one
         pread for the usual index.interval.bytes gap); the window is returned so a small read
         can be served from it without another syscall."""
+        check_io(self.log_path)
         _, pos = self.offset_index.lookup(offset)
         pos = max(pos, starting_position)
         size = self.size
@@ -529,6 +549,7 @@ class LogSegment:
         """Make the .log and both indexes durable (fdatasync: data and size; skipped when clean)."""
         if self._fd < 0:
             return
+        check_io(self.log_path)
         if self._dirty:
             self._dirty = False
             os.fdatasync(self._fd)

@@ -1,7 +1,7 @@
 """Crash safety of compaction: SIGKILL the broker at each step of the swap, and while a worker is
 mid-clean; after restart nothing is lost or duplicated and cleaning resumes.
 
-The swap steps are named in kompakt/cleaner/log_cleaner.py (env TEST_KOMPAKT_CLEANER_CRASH_AT makes
+The swap steps are named in kompakt/cleaner/log_cleaner.py (env TEST_KOMPAKT_CRASH_AT makes
 the broker kill itself there); the renames inside Log.replace_segments are recovered by the storage
 loader and covered by its own tests.
 """
@@ -47,7 +47,7 @@ def checkpoint_of(log_dir, topic):
 
 
 def restart_and_check(b, produced, monkeypatch, look_first=False):
-    monkeypatch.delenv("TEST_KOMPAKT_CLEANER_CRASH_AT", raising=False)
+    monkeypatch.delenv("TEST_KOMPAKT_CRASH_AT", raising=False)
     d = os.path.join(b.log_dir, "crash-0")
     if look_first:
         # start once without a cleaner: the loader alone must have removed the partial output
@@ -72,14 +72,14 @@ def restart_and_check(b, produced, monkeypatch, look_first=False):
 
 @pytest.mark.parametrize("point", ["before_swap", "after_first_group", "before_checkpoint", "after_checkpoint"])
 def test_sigkill_at_each_swap_step(start_broker, monkeypatch, point):
-    monkeypatch.setenv("TEST_KOMPAKT_CLEANER_CRASH_AT", point)
+    monkeypatch.setenv("TEST_KOMPAKT_CRASH_AT", point)
     b = start_broker(config=SLOW_START)
     create_topic(b.bootstrap, "crash", TOPIC_CONFIG)
     produced = produce(b.bootstrap, "crash", [(b"k%d" % (i % 40), b"value-%d" % i) for i in range(400)],
                        batch_size=1500)
     compact_now(b, "crash")
     wait_dead(b)
-    assert f"test hook TEST_KOMPAKT_CLEANER_CRASH_AT={point}" in b.log_text()
+    assert f"test hook TEST_KOMPAKT_CRASH_AT={point}" in b.log_text()
     cp = checkpoint_of(b.log_dir, "crash")
     if point == "after_checkpoint":
         assert cp is not None and cp > 0

@@ -28,6 +28,7 @@ from kompakt.broker.groups.group import ClassicGroup, GroupEvent, GroupState
 from kompakt.broker.groups.member import EMPTY_ASSIGNMENT, ClassicMember
 from kompakt.protocol import group_records as gr
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.storage.faults import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -568,6 +569,7 @@ class ClassicMembership:
 
     def _store_group(self, group: ClassicGroup, assignment: dict[str, bytes]) -> None:
         fields = group.metadata_record_fields(assignment)
+        crash_point("group_rebalance")
         self.topic.append(group.group_id, [(gr.encode_group_metadata_key(group.group_id),
                                             gr.encode_group_metadata_value(**fields))])
 

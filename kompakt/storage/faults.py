@@ -1,0 +1,85 @@
+"""Test-only fault seams: named crash points and injected I/O errors. Off unless an env var is set.
+
+Role: the one place where tests make the broker fail on purpose, so fault tests never patch
+callers. Both variables are read once, at import; with neither set every hook is a global lookup
+and a `None` test.
+
+    TEST_KOMPAKT_CRASH_AT=<point>[:<n>]
+        SIGKILL this process at the n-th hit (default the first) of crash point <point>. Only the
+        broker process arms it (cleaner worker processes inherit the variable and ignore it).
+    TEST_KOMPAKT_IO_ERROR=<path fragment>[:<n>]
+        From the n-th (default the first) file operation on a path containing <fragment> on, every
+        file operation of the storage file layer (segment reads, appends, index writes, flushes,
+        checkpoint writes) on such a path raises OSError(EIO), as a failing disk would.
+
+(Not KOMPAKT_*: those environment variables are broker config keys.)
+
+Crash points, each named where it sits (the soak in bench/bench_kill_soak.py kills at each):
+    segment_roll          Log.roll: the new segment's files exist, the log does not list it yet
+    retention_delete      Log._remove_segments: a segment renamed `.deleted`, the next not yet
+    checkpoint_write      checkpoint atomic_write: `<name>.tmp` written and fsynced, not renamed
+    swap_renamed          Log.replace_segments step 2 done: cleaned segments are `.swap`
+    swap_old_deleted      Log.replace_segments step 4 done: old segments are `.deleted`
+    before_swap, after_first_group, before_checkpoint, after_checkpoint
+                          the cleaner's swap steps (kompakt/cleaner/log_cleaner.py)
+    group_rebalance       GroupCoordinator: a rebalance's group metadata is about to be written
+"""
+from __future__ import annotations
+
+import errno
+import logging
+import multiprocessing
+import os
+import signal
+
+log = logging.getLogger(__name__)
+
+CRASH_ENV = "TEST_KOMPAKT_CRASH_AT"
+IO_ERROR_ENV = "TEST_KOMPAKT_IO_ERROR"
+
+CRASH_POINTS = ("segment_roll", "retention_delete", "checkpoint_write", "swap_renamed", "swap_old_deleted",
+                "before_swap", "after_first_group", "before_checkpoint", "after_checkpoint",
+                "group_rebalance")
+
+
+def _parse(value: str | None) -> tuple[str, int] | None:
+    if not value:
+        return None
+    name, sep, n = value.rpartition(":")
+    if sep and n.isdigit() and name:
+        return name, max(1, int(n))
+    return value, 1
+
+
+_crash = _parse(os.environ.get(CRASH_ENV)) if multiprocessing.parent_process() is None else None
+_io = _parse(os.environ.get(IO_ERROR_ENV))
+_crash_hits = 0
+_io_hits = 0
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process if `name` is the armed point and this is its n-th hit."""
+    global _crash_hits
+    if _crash is None or _crash[0] != name:
+        return
+    _crash_hits += 1
+    if _crash_hits >= _crash[1]:
+        log.error("test hook %s=%s:%d: killing the broker", CRASH_ENV, name, _crash[1])
+        for handler in logging.getLogger().handlers:
+            handler.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def check_io(path: str) -> None:
+    """Raise OSError(EIO) for an armed path fragment once its n-th operation is reached."""
+    global _io_hits
+    if _io is None or _io[0] not in path:
+        return
+    _io_hits += 1
+    if _io_hits >= _io[1]:
+        raise OSError(errno.EIO, f"Input/output error (injected by {IO_ERROR_ENV})", path)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """ENOSPC / EDQUOT: the disk is full, not failing (see LogManager.handle_io_error)."""
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
