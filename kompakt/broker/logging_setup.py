@@ -5,7 +5,11 @@ a previous `configure` installed, so calling it twice never doubles lines).
 
 Invariants:
 - every event is exactly one line: newlines inside a message or a traceback are escaped (`\\n`),
-  so `grep`, `journalctl` and log shippers see one event per line;
+  so `grep`, `journalctl` and log shippers see one event per line; one exception in the text
+  format: a message its caller marks multi-line (`extra={"_multiline": True}`: the cleaner's
+  summary, which Kafka prints as several tab-indented lines) keeps its line breaks, and every
+  continuation line starts with a tab, so a line that does not is always the start of an event
+  (extras and tracebacks stay escaped; the JSON format is unaffected);
 - text:  `2026-11-22T06:22:18.123Z INFO  kompakt.cleaner: Cleaner 0: ... key=value ...`
 - json:  `{"ts": "2026-11-22T06:22:18.123Z", "level": "INFO", "logger": "kompakt.cleaner",
   "msg": "...", <extra fields>..., "exc": "Traceback ..."}` where extra fields are whatever the
@@ -41,12 +45,22 @@ def _one_line(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\r", "\\r").replace("\n", "\\n")
 
 
+def _tab_lines(text: str) -> str:
+    """A multi-line message: each line escaped on its own, continuation lines tab-indented."""
+    lines = text.rstrip("\n").split("\n")
+    out = [_one_line(lines[0])]
+    out += ["\t" + _one_line(ln.lstrip("\t")) if ln else "\t" for ln in lines[1:]]
+    return "\n".join(out)
+
+
 class TextFormatter(logging.Formatter):
-    """`<ts> <LEVEL> <logger>: <message> k=v ...` on one line."""
+    """`<ts> <LEVEL> <logger>: <message> k=v ...` on one line (see the multi-line exception above)."""
 
     def format(self, record: logging.LogRecord) -> str:
         msg = record.getMessage()
-        parts = [f"{_utc(record)} {record.levelname:<5} {record.name}: {msg}"]
+        multiline = getattr(record, "_multiline", False)
+        parts = [f"{_utc(record)} {record.levelname:<5} {record.name}: "
+                 f"{_tab_lines(msg) if multiline else _one_line(msg)}"]
         for key, value in extra_fields(record).items():
             parts.append(f"{key}={value}")
         if record.exc_info:
@@ -55,7 +69,7 @@ class TextFormatter(logging.Formatter):
             parts.append("exc=" + record.exc_text)
         if record.stack_info:
             parts.append("stack=" + record.stack_info)
-        return _one_line(" ".join(parts))
+        return parts[0] + "".join(" " + _one_line(p) for p in parts[1:])
 
 
 class JsonFormatter(logging.Formatter):

@@ -446,7 +446,9 @@ class LogCleaner:
         ps.cleans += 1
         if result.end_offset < ltc.first_uncleanable_offset:
             ps.partial_passes += 1
-        log.info(summary_line(worker.id, f"{tp[0]}-{tp[1]}", ltc.first_dirty_offset, result.end_offset, s))
+        # Kafka's multi-line layout: the text log format keeps its line breaks (logging_setup)
+        log.info(summary_line(worker.id, f"{tp[0]}-{tp[1]}", ltc.first_dirty_offset, result.end_offset, s),
+                 extra={"_multiline": True})
         out = {"topic": tp[0], "partition": tp[1], "cleaned": True,
                "first_dirty_offset": ltc.first_dirty_offset, "end_offset": result.end_offset,
                "first_uncleanable_offset": ltc.first_uncleanable_offset,

@@ -58,6 +58,33 @@ def test_text_one_line_per_event(restore_root):
     assert "ERROR kompakt.test: boom exc=Traceback" in lines[1] and "ZeroDivisionError" in lines[1]
 
 
+def test_text_multiline_message_keeps_its_breaks_tab_indented(restore_root):
+    out = io.StringIO()
+    logging_setup.configure("INFO", "text", stream=out)
+    lg = logging.getLogger("kompakt.cleaner")
+    lg.info("\n\tLog cleaner thread 0 cleaned log t-0\n\tStart size: 1.0 MB\nunindented\\x\n",
+            extra={"_multiline": True, "k": "a\nb"})
+    lg.info("plain\nline")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 5, lines
+    assert lines[0].endswith("INFO  kompakt.cleaner: ")
+    # every continuation line starts with a tab; extras stay escaped on the last line
+    assert lines[1] == "\tLog cleaner thread 0 cleaned log t-0"
+    assert lines[2] == "\tStart size: 1.0 MB"
+    assert lines[3] == "\tunindented\\\\x k=a\\nb"
+    assert lines[4].endswith("kompakt.cleaner: plain\\nline")
+
+
+def test_json_ignores_the_multiline_mark(restore_root):
+    out = io.StringIO()
+    logging_setup.configure("INFO", "json", stream=out)
+    logging.getLogger("kompakt.cleaner").info("\n\tLog cleaner\n\tEnd", extra={"_multiline": True})
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1
+    event = json.loads(lines[0])
+    assert event["msg"] == "\n\tLog cleaner\n\tEnd" and "_multiline" not in event
+
+
 def test_configure_twice_replaces_its_handler(restore_root):
     a, b = io.StringIO(), io.StringIO()
     logging_setup.configure("INFO", "text", stream=a)
