@@ -35,6 +35,7 @@ import traceback
 
 from kompakt.broker.dispatch import CloseConnection, ProtocolViolation
 from kompakt.broker.fetch_wait import Parked
+from kompakt.broker.security.session import Session
 from kompakt.protocol.framing import FrameReader, InvalidFrameError
 
 log = logging.getLogger(__name__)
@@ -70,12 +71,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._out: list = []                 # responses ready to write, in order
         self._write_scheduled = False
         self.parked = Parked()               # this connection's long-polling fetches
+        self.session = Session(listener=listener)   # who the client is (security/session.py)
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
+        self.session.client_host = peer[0] if isinstance(peer, tuple) and peer else ""
         self.broker.connections.add(self)
         if self.broker.metrics is not None:
             self.broker.metrics.connection_opened()
@@ -137,7 +140,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # -- requests ------------------------------------------------------------------------------
     def _start(self, frame) -> None:
         try:
-            prepared = self.dispatcher.prepare(frame, self.peer, self.listener, self.parked)
+            prepared = self.dispatcher.prepare(frame, self.peer, self.listener, self.parked, self.session)
         except ProtocolViolation as exc:
             self._violation(str(exc))
             return

@@ -3,21 +3,36 @@
 Role: a small slotted object built per request by the dispatcher: the broker (and through it the
 log manager, group coordinator, config, metrics), the request header fields handlers need
 (`api_version`, `client_id`, `correlation_id`), the peer (for logging) and the listener it came
-in on (Metadata advertises that listener's address), and the connection's `Parked` set of long
-polls (fetch_wait.py), so a fetch parked by a client that has gone answers at once.
+in on (Metadata advertises that listener's address), the connection's `Parked` set of long
+polls (fetch_wait.py), so a fetch parked by a client that has gone answers at once, and the
+connection's security `Session` (who the client is: `ctx.principal`).
+
+Authorization, the one way for handlers (Kafka's authorization table names what each API checks):
+
+    ctx.authorize(Op.WRITE, Res.TOPIC, name) -> bool       # one resource
+    ctx.authorize_cluster(Op.ALTER) -> bool                # the cluster resource
+    ctx.authorized(Op.DESCRIBE, Res.TOPIC, items, key=...) # the items allowed, in order
+    ctx.authorized_operations(Res.TOPIC, name) -> set      # for `authorized_operations` fields
+    ctx.authorizer                                         # None when no authorizer is configured
+
+(`Op`, `Res` from kompakt.broker.security.acl.) With no `authorizer.class.name` every check is
+one attribute test and answers True, so handlers call them unconditionally.
 
 Invariant: handlers reach shared state only through `ctx`; nothing here is per-connection mutable
 state that a handler could leak into another request.
 """
 from __future__ import annotations
 
+from kompakt.broker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Res
+from kompakt.broker.security.session import PLAIN_SESSION
+
 
 class RequestContext:
     __slots__ = ("broker", "header", "api_version", "client_id", "correlation_id", "peer", "frame_size",
-                 "listener", "parked")
+                 "listener", "parked", "session")
 
     def __init__(self, broker, header, peer: str = "", frame_size: int = 0, listener: str | None = None,
-                 parked=None):
+                 parked=None, session=None):
         self.broker = broker
         self.listener = listener          # the listener name the request came in on (Metadata)
         self.header = header
@@ -27,6 +42,7 @@ class RequestContext:
         self.peer = peer
         self.frame_size = frame_size
         self.parked = parked              # the connection's fetch_wait.Parked (None outside a connection)
+        self.session = session if session is not None else PLAIN_SESSION
 
     @property
     def log_manager(self):
@@ -43,6 +59,53 @@ class RequestContext:
     @property
     def metrics(self):
         return self.broker.metrics
+
+    # -- authorization (see the module docstring) ------------------------------------------------
+    @property
+    def principal(self) -> str:
+        return self.session.principal
+
+    @property
+    def authorizer(self):
+        return getattr(self.broker, "authorizer", None)
+
+    def authorize(self, op: int, resource_type: int, name: str) -> bool:
+        az = getattr(self.broker, "authorizer", None)
+        if az is None:
+            return True
+        session = self.session
+        return az.authorize(session.principal, session.client_host, op, resource_type, name)
+
+    def authorize_cluster(self, op: int) -> bool:
+        return self.authorize(op, Res.CLUSTER, CLUSTER_NAME)
+
+    def authorize_any(self, op: int, resource_type: int) -> bool:
+        """May the principal do `op` on some resource of this type (Kafka's authorizeByResourceType)?"""
+        az = getattr(self.broker, "authorizer", None)
+        if az is None:
+            return True
+        session = self.session
+        return az.authorize_by_resource_type(session.principal, session.client_host, op, resource_type)
+
+    def authorized(self, op: int, resource_type: int, items, key=None) -> list:
+        """The items (names, or objects named by `key(item)`) the principal may `op`, in order."""
+        az = getattr(self.broker, "authorizer", None)
+        if az is None:
+            return list(items)
+        session = self.session
+        principal, host = session.principal, session.client_host
+        return [item for item in items
+                if az.authorize(principal, host, op, resource_type, item if key is None else key(item))]
+
+    def authorized_operations(self, resource_type: int, name: str) -> set[int]:
+        """The `authorized_operations` bit set for a resource, for requests that ask for it (else
+        answer None, "not asked", -2147483648). With no authorizer: every operation the type has
+        (Kafka's AuthHelper.authorizedOperations)."""
+        az = getattr(self.broker, "authorizer", None)
+        if az is None:
+            return set(SUPPORTED_OPERATIONS.get(resource_type, ()))
+        session = self.session
+        return az.authorized_operations(session.principal, session.client_host, resource_type, name)
 
     def __repr__(self) -> str:
         return (f"RequestContext(api_key={self.header.api_key}, v{self.api_version}, "

@@ -91,7 +91,7 @@ class Dispatcher:
             await asyncio.sleep(0)
         return n
 
-    def prepare(self, frame, peer: str = "", listener: str | None = None, parked=None):
+    def prepare(self, frame, peer: str = "", listener: str | None = None, parked=None, session=None):
         """Parse and decode one frame: returns (ctx, handler module, request) or an immediate
         encoded response (bytes). Raises ProtocolViolation."""
         try:
@@ -114,7 +114,7 @@ class Dispatcher:
             request = decode(header, frame)
         except codec.MalformedRequestError as exc:
             raise ProtocolViolation(str(exc)) from None
-        return RequestContext(self.broker, header, peer, len(frame), listener, parked), module, request
+        return RequestContext(self.broker, header, peer, len(frame), listener, parked, session), module, request
 
     async def run(self, ctx: RequestContext, module, request):
         """Run the handler and encode its answer (see the table above)."""

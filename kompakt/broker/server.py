@@ -34,6 +34,7 @@ from kompakt.broker.connection import KafkaConnection
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.fetch_session import FetchSessionCache
 from kompakt.broker.fetch_wait import FetchWaiters
+from kompakt.broker.security.setup import build_authorizer
 from kompakt.config.broker_config import BrokerConfig, ConfigError
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class Broker:
         from kompakt.broker.groups.coordinator import GroupCoordinator
         self.groups = GroupCoordinator(self)
 
+        self.authorizer = None               # security.authorizer.Authorizer once logs are loaded
         self.dispatcher = Dispatcher(self)
         self._servers: list[asyncio.AbstractServer] = []
         self._admin = None
@@ -114,6 +116,7 @@ class Broker:
         await asyncio.to_thread(self.log_manager.startup)
         self._started["logs"] = True
         self.cluster_id = getattr(self.log_manager, "cluster_id", None) or self.cluster_id or _new_cluster_id()
+        self.authorizer = await asyncio.to_thread(build_authorizer, self.config)
         self.log_manager.append_listener = self.fetch_waiters.notify
         self.log_manager.start_background(loop)
         self._started["background"] = True

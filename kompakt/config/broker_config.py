@@ -182,6 +182,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire after this.", min=1),
     _k("producer.id.expiration.check.interval.ms", "int", 600000, "How often producer ids expire.", min=1),
     _k("max.incremental.fetch.session.cache.slots", "int", 1000, "Fetch sessions kept (0 = sessionless).", min=0),
+    # --- security: authorizer (kompakt/broker/security) ---
+    _k("authorizer.class.name", "string", "", "Kafka's StandardAuthorizer (or AclAuthorizer) class name turns ACLs on."),
+    _k("super.users", "string", "", "Principals allowed everything, semicolon separated (User:admin;User:ops)."),
+    _k("allow.everyone.if.no.acl.found", "bool", False, "Allow access to resources that have no ACL at all."),
     # --- fetch (protocol-server) ---
     _k("fetch.max.bytes", "int", 57671680, "Largest fetch response the broker builds.", min=1024),
 ]}
@@ -191,7 +195,7 @@ IGNORED_PREFIXES = (
     "process.roles", "controller.", "inter.broker.", "listener.security.protocol.map", "zookeeper.",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "transaction.state.log.", "transaction.", "replica.", "min.insync.replicas", "unclean.leader.",
-    "sasl.", "ssl.", "security.", "authorizer.", "super.users", "group.coordinator.", "share.",
+    "sasl.", "ssl.", "security.", "group.coordinator.", "share.",
     "num.replica.", "leader.imbalance.", "auto.leader.rebalance.", "metadata.", "quota.",
     "log.local.", "remote.", "confluent.", "kafka.metrics.", "metric.reporters", "metrics.num.samples",
     "metrics.recording.level", "metrics.sample.window.ms", "node.metadata.",

@@ -142,21 +142,21 @@ def _path_lock(path: str) -> threading.Lock:
         return lock
 
 
-def atomic_write(path: str, data: bytes) -> None:
-    """Write `data` to `path` by temp file + fsync + rename + directory fsync.
+def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write `data` to `path` by temp file + fsync + rename + directory fsync (the file gets `mode`).
 
     Writers of one path are serialised (Kafka's CheckpointFile writes under a lock): they share
     `<path>.tmp`, and two at once would rename each other's half-written temp file into place.
     """
     path = os.path.abspath(path)
     with _path_lock(path):
-        _atomic_write(path, data)
+        _atomic_write(path, data, mode)
 
 
-def _atomic_write(path: str, data: bytes) -> None:
+def _atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
     tmp = path + TMP_SUFFIX
     check_io(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         view = memoryview(data)
         while view:
