@@ -93,14 +93,21 @@ def test_sigkill_while_a_worker_is_mid_clean(start_broker, monkeypatch):
     create_topic(b.bootstrap, "crash", TOPIC_CONFIG)
     produced = produce(b.bootstrap, "crash", [(b"k%d" % (i % 40), b"v" * 200 + b"%d" % i) for i in range(400)],
                        batch_size=1500)
-    compact_now(b, "crash")
+    started = compact_now(b, "crash")
+    assert started is not None, "compact-now did not answer"
     d = os.path.join(b.log_dir, "crash-0")
+    seen = {}
 
     def worker_cleaning():
-        st = admin_get(b, "/v1/cleaner")
+        st = seen["status"] = admin_get(b, "/v1/cleaner")
+        seen["files"] = sorted(os.listdir(d))
         busy = [w for w in st.get("workers", []) if w.get("cleaning") and w.get("pid")]
-        return busy and any(n.endswith(".cleaned") for n in os.listdir(d)) and busy[0]["pid"]
-    worker_pid = wait_until(worker_cleaning, "a worker writing .cleaned output")
+        return busy and any(n.endswith(".cleaned") for n in seen["files"]) and busy[0]["pid"]
+    try:
+        worker_pid = wait_until(worker_cleaning, "a worker writing .cleaned output")
+    except AssertionError as exc:   # say what the cleaner was doing instead (this failed once under load)
+        raise AssertionError(f"{exc}; compact-now answered {started}; last cleaner status {seen.get('status')}; "
+                             f"files {seen.get('files')}; broker log tail:\n{b.log_text()[-3000:]}") from None
     b.kill()
 
     def gone():
