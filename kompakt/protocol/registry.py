@@ -11,6 +11,9 @@ each). The broker compiles the versions known clients send ahead of use, on the 
 requests after the listeners open (dispatch.Dispatcher.warm_in_background); `warm()` compiles
 whole ranges at once (tools, tests).
 
+Schemas kafka-python lacks (GetTelemetrySubscriptions in 3.0.12) come from our own JSON files
+in `protocol/schemas/`, loaded into kafka-python's classes, so they use the same codecs.
+
 Invariant: `API[key].request.API_KEY == key` for every entry (checked at import).
 """
 from __future__ import annotations
@@ -34,6 +37,8 @@ from kafka.protocol.metadata import metadata as _metadata
 from kafka.protocol.producer import produce as _produce
 from kafka.protocol.producer import transaction as _txn
 from kafka.protocol import sasl as _sasl
+
+from kompakt.protocol.schemas import messages as _ours
 
 
 class Api(NamedTuple):
@@ -105,6 +110,7 @@ _TABLE = [
     _api(_admin_txn.DescribeProducersRequest, _admin_txn.DescribeProducersResponse),        # 61
     _api(_admin_txn.DescribeTransactionsRequest, _admin_txn.DescribeTransactionsResponse),  # 65
     _api(_admin_txn.ListTransactionsRequest, _admin_txn.ListTransactionsResponse),          # 66
+    _api(_ours.GetTelemetrySubscriptionsRequest, _ours.GetTelemetrySubscriptionsResponse),  # 71
     _api(_configs.ListConfigResourcesRequest, _configs.ListConfigResourcesResponse),        # 74
     _api(_topics.DescribeTopicPartitionsRequest, _topics.DescribeTopicPartitionsResponse),  # 75
 ]

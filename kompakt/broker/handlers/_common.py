@@ -63,3 +63,17 @@ def invalid_topic_reason(name: str | None) -> str | None:
 
 def is_internal(name: str) -> bool:
     return name in INTERNAL_TOPICS
+
+
+def topic_names_by_id(log_manager) -> dict:
+    """Topic id -> name for the live topics (the v10+/v13+ APIs that name topics by id)."""
+    return {meta.topic_id: meta.name for meta in log_manager.topics.values()}
+
+
+def missing_part(log_manager, topic: str | None, partition: int) -> str | None:
+    """"topic" when the topic does not exist, "partition" when the topic exists but not that
+    partition, None when both do (the controller APIs word their errors differently)."""
+    meta = log_manager.topics.get(topic) if topic is not None else None
+    if meta is None:
+        return "topic"
+    return None if 0 <= partition < meta.partitions else "partition"

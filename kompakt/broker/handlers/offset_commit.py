@@ -1,4 +1,4 @@
-"""OffsetCommit (API key 8), versions 0-9.
+"""OffsetCommit (API key 8), versions 0-10.
 
 Behaviour: stores a group's consumed positions in `__consumer_offsets` and answers only after
 the records are appended. Who may commit (Kafka's ClassicGroup.validateOffsetCommit):
@@ -14,18 +14,22 @@ Kept and returned by OffsetFetch: offset, leader epoch, metadata, commit time, e
 
 Version notes: v1 per-partition commit_timestamp; v2-4 retention_time_ms (-1 = broker default;
 else the offset expires that long after the commit, stored as value version 1); v3 throttle
-time; v6 committed_leader_epoch; v7 group_instance_id; v8+ flexible; v9 GROUP_ID_NOT_FOUND.
-v10 (topic ids) is not served.
+time; v6 committed_leader_epoch; v7 group_instance_id; v8+ flexible; v9 GROUP_ID_NOT_FOUND;
+v10 (KIP-848, what the Java client 4.1+ sends) names topics by id instead of name: ids are
+resolved against the live topics, an unknown id answers UNKNOWN_TOPIC_ID for each of its
+partitions (Kafka's KafkaApis.handleOffsetCommitRequest), and the answer carries the ids back.
 """
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import OffsetCommitResponse
 
-from kompakt.protocol.errors import KafkaError
+from kompakt.broker.handlers._common import topic_names_by_id
+from kompakt.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 8
 MIN_VERSION = 0
-MAX_VERSION = 9
+MAX_VERSION = 10
+FIRST_TOPIC_ID_VERSION = 10
 
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic
 Partition = Topic.OffsetCommitResponsePartition
@@ -33,10 +37,15 @@ Partition = Topic.OffsetCommitResponsePartition
 
 async def handle(ctx, request):
     v = ctx.api_version
+    # v10 names topics by id: resolve each to its name (None = unknown id) once, up front
+    names = ([topic_names_by_id(ctx.log_manager).get(t.topic_id) for t in request.topics]
+             if v >= FIRST_TOPIC_ID_VERSION else [t.name for t in request.topics])
     parts = []
-    for t in request.topics:
+    for t, name in zip(request.topics, names):
+        if name is None:
+            continue
         for p in t.partitions:
-            parts.append((t.name, p.partition_index, p.committed_offset,
+            parts.append((name, p.partition_index, p.committed_offset,
                           p.committed_leader_epoch if v >= 6 else -1,
                           p.committed_metadata, p.commit_timestamp if v == 1 else -1))
     try:
@@ -46,13 +55,17 @@ async def handle(ctx, request):
             (request.member_id or "") if v >= 1 else "",
             request.group_instance_id if v >= 7 else None,
             request.retention_time_ms if 2 <= v <= 4 else -1,
-            parts, v)
+            parts, v) if parts else {}   # nothing left to commit: Kafka answers at once
         code_of = lambda tp: codes.get(tp, 0)  # noqa: E731
     except KafkaError as exc:
         whole = exc.code      # every partition fails with the request-level error
         code_of = lambda tp: whole  # noqa: E731
-    return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=[
-        Topic(name=t.name, partitions=[
-            Partition(partition_index=p.partition_index, error_code=code_of((t.name, p.partition_index)))
-            for p in t.partitions])
-        for t in request.topics])
+    topics = []
+    for t, name in zip(request.topics, names):
+        partitions = [Partition(partition_index=p.partition_index,
+                                error_code=ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                                else code_of((name, p.partition_index)))
+                      for p in t.partitions]
+        topics.append(Topic(topic_id=t.topic_id, partitions=partitions) if v >= FIRST_TOPIC_ID_VERSION
+                      else Topic(name=t.name, partitions=partitions))
+    return OffsetCommitResponse(version=v, throttle_time_ms=0, topics=topics)

@@ -1,4 +1,4 @@
-"""OffsetFetch (API key 9), versions 0-9.
+"""OffsetFetch (API key 9), versions 0-10.
 
 Behaviour: the committed offset, leader epoch and metadata of the requested partitions of a
 group; a partition without a commit (or an unknown group) answers offset -1, epoch -1, metadata
@@ -9,15 +9,23 @@ UNSTABLE_OFFSET_COMMIT; transactional commits are not implemented, so nothing is
 Version notes: v0 read ZooKeeper in old Kafka - here the same as v1; v2 top-level error_code and
 null topics; v3 throttle time; v5 committed_leader_epoch; v6+ flexible; v7 require_stable;
 v8 several groups per request (`groups` in, `groups` out); v9 member id/epoch (KIP-848
-consumer groups only; ignored for classic groups). v10 (topic ids) is not served.
+consumer groups only; ignored for classic groups); v10 (KIP-848, the Java client 4.1+) names
+topics by id: requested ids are resolved against the live topics (an unknown id answers
+UNKNOWN_TOPIC_ID for each requested partition, as Kafka does), and an "all topics" answer names
+each committed topic by its current id (offsets of a topic that no longer exists have no id and
+are left out; DeleteTopics removes them anyway).
 """
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import OffsetFetchResponse
 
+from kompakt.broker.handlers._common import topic_names_by_id
+from kompakt.protocol.errors import ErrorCode
+
 API_KEY = 9
 MIN_VERSION = 0
-MAX_VERSION = 9
+MAX_VERSION = 10
+FIRST_TOPIC_ID_VERSION = 10
 
 OldTopic = OffsetFetchResponse.OffsetFetchResponseTopic
 OldPartition = OldTopic.OffsetFetchResponsePartition
@@ -40,8 +48,42 @@ def _fetch(ctx, group_id, topics):
     return list(by_topic.items())
 
 
+def _row(partition, om, code=0):
+    if om is None:
+        return (partition, -1, -1, "", code)
+    return (partition, om.offset, om.leader_epoch, om.metadata, code)
+
+
+def _fetch_by_id(ctx, group_id, topics) -> list:
+    """v10: [(topic id, [(partition, offset, epoch, metadata, error)])]; ids in, ids out."""
+    if topics is None:
+        ids = {meta.name: meta.topic_id for meta in ctx.log_manager.topics.values()}
+        return [(ids[name], [row + (0,) for row in parts])
+                for name, parts in _fetch(ctx, group_id, None) if name in ids]
+    names = topic_names_by_id(ctx.log_manager)
+    wanted = [(names[t.topic_id], p) for t in topics if t.topic_id in names for p in t.partition_indexes]
+    found = ctx.groups.fetch_offsets(group_id, wanted)
+    out = []
+    for t in topics:
+        name = names.get(t.topic_id)
+        if name is None:
+            out.append((t.topic_id, [_row(p, None, ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
+        else:
+            out.append((t.topic_id, [_row(p, found[(name, p)]) for p in t.partition_indexes]))
+    return out
+
+
 async def handle(ctx, request):
     v = ctx.api_version
+    if v >= FIRST_TOPIC_ID_VERSION:
+        groups = []
+        for g in request.groups:
+            groups.append(Group(group_id=g.group_id, error_code=0, topics=[
+                GroupTopic(topic_id=topic_id, partitions=[
+                    GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                                   metadata=m, error_code=code) for p, o, e, m, code in parts])
+                for topic_id, parts in _fetch_by_id(ctx, g.group_id, g.topics)]))
+        return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
     if v >= 8:
         groups = []
         for g in request.groups:

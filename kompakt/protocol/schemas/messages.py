@@ -1,0 +1,14 @@
+"""kafka-python `ApiMessage` classes over this package's JSON schemas (see __init__.py)."""
+from __future__ import annotations
+
+from kafka.protocol.api_message import ApiMessage
+
+_HERE = __package__
+
+
+class GetTelemetrySubscriptionsRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class GetTelemetrySubscriptionsResponse(ApiMessage, load_json=_HERE):
+    pass

@@ -1,0 +1,138 @@
+"""The APIs a single node answers for a cluster, and topic ids in OffsetCommit/OffsetFetch v10,
+with requests written by the schema classes and sent over TCP to a real broker:
+ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, GetTelemetrySubscriptions
+(error codes and messages as Kafka's controller and ClientMetricsManager give them), and the
+v10 topic-id paths (unknown ids, "all topics" answers).
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kompakt.protocol import registry
+from kompakt.protocol.errors import ErrorCode as EC
+from wire_support import Wire
+
+ZERO = uuid.UUID(int=0)
+
+
+def req(api_key: int, **fields):
+    return registry.API[api_key].request(**fields)
+
+
+@pytest.fixture(scope="module")
+def wire(module_broker):
+    w = Wire(module_broker.port)
+    T = registry.API[19].request.CreatableTopic
+    answer = w.call(req(19, topics=[T(name="ops", num_partitions=2, replication_factor=1, assignments=[],
+                                      configs=[])], timeout_ms=10000, validate_only=False), 5)
+    assert answer.topics[0].error_code == 0
+    meta = w.call(req(3, topics=[registry.API[3].request.MetadataRequestTopic(name="ops", topic_id=ZERO)],
+                      allow_auto_topic_creation=False), 12)
+    w.topic_id = meta.topics[0].topic_id
+    yield w
+    w.close()
+
+
+def elect(wire, version, topics, election_type=0):
+    TP = registry.API[43].request.TopicPartitions
+    parts = None if topics is None else [TP(topic=t, partitions=ps) for t, ps in topics]
+    return wire.call(req(43, election_type=election_type, topic_partitions=parts, timeout_ms=1000), version)
+
+
+def test_elect_leaders_needs_no_election_on_one_node(wire):
+    answer = elect(wire, 2, [("ops", [0, 1, 7]), ("nope", [0])], election_type=1)
+    assert answer.error_code == 0
+    rows = {(r.topic, p.partition_id): (p.error_code, p.error_message)
+            for r in answer.replica_election_results for p in r.partition_result}
+    assert rows == {
+        ("ops", 0): (EC.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."),
+        ("ops", 1): (EC.ELECTION_NOT_NEEDED, "Leader election not needed for topic partition."),
+        ("ops", 7): (EC.UNKNOWN_TOPIC_OR_PARTITION, "No such partition as ops-7"),
+        ("nope", 0): (EC.UNKNOWN_TOPIC_OR_PARTITION, "No such topic as nope"),
+    }
+    # every partition (null): those that needed no election are left out, topics stay listed
+    answer = elect(wire, 1, None)
+    assert answer.error_code == 0
+    assert {r.topic: r.partition_result for r in answer.replica_election_results}["ops"] == []
+    # v0 has no election type: preferred
+    (result,) = elect(wire, 0, [("ops", [1])]).replica_election_results
+    assert [p.error_code for p in result.partition_result] == [EC.ELECTION_NOT_NEEDED]
+
+
+def test_elect_leaders_unknown_election_type_is_an_invalid_request(wire):
+    answer = elect(wire, 2, [("ops", [0])], election_type=5)
+    assert (answer.error_code, answer.replica_election_results) == (EC.INVALID_REQUEST, [])
+
+
+def test_alter_partition_reassignments_as_a_single_node_controller(wire):
+    T = registry.API[45].request.ReassignableTopic
+    P = T.ReassignablePartition
+    answer = wire.call(req(45, timeout_ms=1000, allow_replication_factor_change=False, topics=[
+        T(name="ops", partitions=[P(partition_index=0, replicas=[1]), P(partition_index=1, replicas=None),
+                                  P(partition_index=0, replicas=[1, 2]), P(partition_index=1, replicas=[1, 1]),
+                                  P(partition_index=1, replicas=[]), P(partition_index=9, replicas=[1])]),
+        T(name="nope", partitions=[P(partition_index=0, replicas=[1])])]), 1)
+    assert (answer.error_code, answer.error_message, answer.allow_replication_factor_change) == (0, None, False)
+    rows = [(t.name, p.partition_index, p.error_code, p.error_message)
+            for t in answer.responses for p in t.partitions]
+    assert rows == [
+        ("ops", 0, 0, None),                                     # [node.id]: what it already is
+        ("ops", 1, EC.NO_REASSIGNMENT_IN_PROGRESS, None),        # cancel: nothing in progress
+        ("ops", 0, EC.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes broker 2, but no such broker is registered."),
+        ("ops", 1, EC.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes the broker 1 more than once."),
+        ("ops", 1, EC.INVALID_REPLICA_ASSIGNMENT,
+         "The manual partition assignment includes an empty replica list."),
+        ("ops", 9, EC.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition ops:9."),
+        ("nope", 0, EC.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find a topic named nope."),
+    ]
+    listed = wire.call(req(46, timeout_ms=1000, topics=[
+        registry.API[46].request.ListPartitionReassignmentsTopics(name="ops", partition_indexes=[0, 1])]), 0)
+    assert (listed.error_code, listed.topics) == (0, [])
+
+
+def test_get_telemetry_subscriptions_subscribes_to_nothing(wire):
+    first = wire.call(req(71, client_instance_id=ZERO), 0)
+    assert first.error_code == 0 and first.client_instance_id not in (None, ZERO)
+    assert first.requested_metrics == [] and first.push_interval_ms == 300000
+    assert sorted(first.accepted_compression_types) == [1, 2, 3, 4]
+    again = wire.call(req(71, client_instance_id=first.client_instance_id), 0)
+    # the same instance keeps its id and subscription id (a function of both, as in Kafka)
+    assert (again.client_instance_id, again.subscription_id) == (first.client_instance_id, first.subscription_id)
+    other = wire.call(req(71, client_instance_id=ZERO), 0)
+    assert other.client_instance_id != first.client_instance_id
+
+
+def test_offset_commit_and_fetch_v10_name_topics_by_id(wire):
+    T = registry.API[8].request.OffsetCommitRequestTopic
+    P = T.OffsetCommitRequestPartition
+    unknown = uuid.uuid4()
+    answer = wire.call(req(8, group_id="ids", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                           topics=[T(topic_id=wire.topic_id, partitions=[
+                               P(partition_index=1, committed_offset=5, committed_leader_epoch=-1, committed_metadata="x")]),
+                               T(topic_id=unknown, partitions=[
+                                   P(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                     committed_metadata=None)])]), 10)
+    assert [(t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions]) for t in answer.topics] == [
+        (wire.topic_id, [(1, 0)]), (unknown, [(0, EC.UNKNOWN_TOPIC_ID)])]
+
+    G = registry.API[9].request.OffsetFetchRequestGroup
+    GT = G.OffsetFetchRequestTopics
+    fetched = wire.call(req(9, require_stable=False, groups=[G(group_id="ids", member_id=None, member_epoch=-1, topics=[
+        GT(topic_id=wire.topic_id, partition_indexes=[1, 0]), GT(topic_id=unknown, partition_indexes=[3])])]), 10)
+    (group,) = fetched.groups
+    assert [(t.topic_id, [(p.partition_index, p.committed_offset, p.metadata, p.error_code) for p in t.partitions])
+            for t in group.topics] == [
+        (wire.topic_id, [(1, 5, "x", 0), (0, -1, "", 0)]), (unknown, [(3, -1, "", EC.UNKNOWN_TOPIC_ID)])]
+    # all topics: named by id
+    every = wire.call(req(9, require_stable=False, groups=[G(group_id="ids", member_id=None, member_epoch=-1,
+                                                             topics=None)]), 10)
+    assert [(t.topic_id, [(p.partition_index, p.committed_offset) for p in t.partitions])
+            for t in every.groups[0].topics] == [(wire.topic_id, [(1, 5)])]
+    # the same commit read by name at v9
+    by_name = wire.call(req(9, require_stable=False, groups=[G(group_id="ids", member_id=None, member_epoch=-1,
+                                                               topics=[GT(name="ops", partition_indexes=[1])])]), 9)
+    assert by_name.groups[0].topics[0].partitions[0].committed_offset == 5

@@ -1,0 +1,73 @@
+"""Raw Kafka requests over TCP, written and read by the schema classes Kompakt itself uses.
+
+`Wire(port)` is one connection; `call(request, version)` frames a request object (a
+kafka-python class from `kompakt.protocol.registry`, or ours for schemas kafka-python lacks),
+sends it, and decodes the answer with the matching response class at the same version, checking
+what a client would trip over: the correlation id, and that the body is consumed exactly (no
+bytes missing, none left over). A closed connection fails the test with the API named.
+`error_codes(response)` lists every error code anywhere in a response (top level, per topic,
+per partition, ...), for "no unexpected error" checks.
+"""
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+
+from kompakt.protocol import codec, registry
+
+
+class Wire:
+    def __init__(self, port: int, timeout: float = 30.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.ids = itertools.count(1)
+
+    def call(self, request, version: int, client_id: str = "wire-test"):
+        api = registry.API[request.API_KEY]
+        request.API_VERSION = version
+        correlation_id = next(self.ids)
+        request.with_header(correlation_id=correlation_id, client_id=client_id)
+        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        head = self._read(4, api.name, version)
+        (size,) = struct.unpack(">i", head)
+        body = self._read(size, api.name, version)
+        (answered_id,) = struct.unpack_from(">i", body, 0)
+        assert answered_id == correlation_id, f"{api.name} v{version}: correlation id"
+        pos = 4
+        if registry.response_header_version(api.key, version) == 1:
+            pos = codec.skip_tagged_fields(body, pos)
+        flexible = api.response.flexible_version_q(version)
+        decode = api.response._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                                           data_class=api.response)
+        response, end = decode(memoryview(body), pos)
+        assert end == len(body), f"{api.name} v{version}: answer is {len(body)} bytes, the schema reads {end}"
+        return response
+
+    def _read(self, n: int, name: str, version: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            assert chunk, f"broker closed the connection on {name} v{version}"
+            out += chunk
+        return out
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def error_codes(obj) -> list[int]:
+    """Every `*error_code` field's value in a decoded response, depth first."""
+    out: list[int] = []
+    struct_ = getattr(obj, "_struct", None)
+    if struct_ is None:
+        return out
+    for name in struct_.fields:
+        value = getattr(obj, name, None)
+        if name.endswith("error_code") and isinstance(value, int):
+            out.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                out.extend(error_codes(item))
+        elif hasattr(value, "_struct"):
+            out.extend(error_codes(value))
+    return out
