@@ -31,7 +31,10 @@ Steps, in order (each is safe to repeat if the process dies while doing it):
    deleted and the log restarts empty at the checkpoint (offsets are never handed out twice).
    Recovery point = log end offset after a clean shutdown, else min(checkpoint, log end offset).
 7. Leader-epoch cache loaded and clipped to [log start, log end]; producer state loaded from the
-   newest snapshot at or below the log end offset and the batches after it replayed.
+   newest snapshot at or below the log end offset and the batches after it replayed (open
+   transactions and markers included). Every segment recovered in steps 4-5 also gets its
+   `.txnindex` rebuilt: replay then starts at a snapshot at or below the first such segment
+   (newer snapshots are deleted), and the aborted transactions its markers complete are written.
 """
 from __future__ import annotations
 
@@ -249,6 +252,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     # 4. open segments, rebuilding missing or corrupt indexes
     cache = LeaderEpochFileCache(dir)
     segments = []
+    rebuild_txn: set[int] = set()   # segments whose .txnindex step 7 rewrites
     for base in sorted(log_bases):
         missing = not os.path.exists(S.index_file(dir, base)) or \
             not os.path.exists(S.time_index_file(dir, base))
@@ -261,6 +265,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
                 reason = str(exc)
         if reason is not None:
             truncated = seg.recover(leader_epoch_cache=cache)
+            rebuild_txn.add(base)
             repaired(f"rebuilt indexes of segment {S.filename_prefix(base)} ({reason})"
                      + (f", truncated {truncated} bytes" if truncated else ""))
         segments.append(seg)
@@ -275,6 +280,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
         while i < len(segments):
             seg = segments[i]
             truncated = seg.recover(leader_epoch_cache=cache)
+            rebuild_txn.add(seg.base_offset)
             if truncated:
                 repaired(f"recovered segment {S.filename_prefix(seg.base_offset)}: truncated "
                          f"{truncated} bytes at the first invalid batch")
@@ -320,18 +326,29 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     if wiped:
         psm.truncate_fully_and_start_at(log_start)
     psm.remove_stray_snapshots([s.base_offset for s in segments])
-    replay_from = psm.load(log_start, next_offset)
-    if psm.latest_snapshot_offset() is None and had_clean_shutdown and len(segments) > 2:
+    rebuild_txn &= {s.base_offset for s in segments}
+    # A segment whose .txnindex is rebuilt is replayed from its start, with the transactions open
+    # there: from a snapshot at or below it (newer ones go, as Kafka's truncateAndReload does).
+    replay_to_snapshot = min(rebuild_txn) if rebuild_txn else next_offset
+    replay_from = psm.load(log_start, replay_to_snapshot)
+    if (psm.latest_snapshot_offset() is None and had_clean_shutdown and len(segments) > 2
+            and not rebuild_txn):
         # No snapshot at all (e.g. logs written before snapshots existed): like Kafka, only the
         # last two segments are scanned instead of the whole log.
         replay_from = max(replay_from, segments[-2].base_offset)
-    replay_producer_state(segments, psm, replay_from, next_offset, cache)
+    replay_producer_state(segments, psm, replay_from, next_offset, cache, rebuild_txn)
     return LoadedLog(segments, next_offset, log_start, recovery_point, psm, cache, topic_id, repairs)
 
 
 def replay_producer_state(segments, psm: ProducerStateManager, from_offset: int, to_offset: int,
-                          cache: LeaderEpochFileCache | None = None) -> None:
-    """Feed every batch in [from_offset, to_offset) to the producer state (and epoch cache)."""
+                          cache: LeaderEpochFileCache | None = None,
+                          rebuild_txn_index: frozenset | set = frozenset()) -> None:
+    """Feed every batch in [from_offset, to_offset) to the producer state (and epoch cache).
+
+    Markers complete transactions as they did when appended; for the segments whose base offset
+    is in `rebuild_txn_index` (each replayed from its start) the `.txnindex` is rewritten from
+    the aborted transactions their markers complete.
+    """
     if from_offset >= to_offset:
         psm.map_end_offset = max(psm.map_end_offset, to_offset)
         return
@@ -339,14 +356,17 @@ def replay_producer_state(segments, psm: ProducerStateManager, from_offset: int,
         nxt = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if nxt is not None and nxt <= from_offset:
             continue
+        rebuild = seg.base_offset in rebuild_txn_index and seg.base_offset >= from_offset
+        aborted: list | None = [] if rebuild else None
         _, pos = seg.offset_index.lookup(from_offset)
-        for _, hdr, _, _ in seg.iter_batches(pos):
+        for _, hdr, buf, p in seg.iter_batches(pos):
             if hdr.last_offset < from_offset:
                 continue
             if hdr.base_offset >= to_offset:
                 break
-            psm.update_from_batch(hdr)
+            S.replay_batch(psm, buf, p, hdr, aborted)
             if cache is not None and hdr.partition_leader_epoch >= 0:
                 cache.assign(hdr.partition_leader_epoch, hdr.base_offset)
+        if rebuild:
+            seg.txn_index.write_all(aborted)
     psm.map_end_offset = to_offset
-

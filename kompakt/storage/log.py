@@ -7,7 +7,11 @@ lookups (earliest / latest / by timestamp / max timestamp), truncation, log-star
 the cleaner's crash-safe swap (`replace_segments`).
 
 Offsets on a single node: high watermark = log end offset (every append is "replicated" at once);
-last stable offset = high watermark (no transactions here).
+last stable offset = the first offset of the oldest open transaction (no lower than the log start
+offset), else the high watermark. Transactions (producer_state.py): a COMMIT/ABORT marker appended
+here completes its producer's transaction; an aborted one is written to the active segment's
+`.txnindex` (with the LSO it leaves) before the LSO moves past it, and `aborted_transactions`
+finds the ones a read_committed fetch must be told about.
 
 Concurrency: every mutation takes `lock` (a threading.RLock). Reads take it too (they are short:
 an index lookup and one pread). `flush` collects the segments to sync under the lock and fsyncs
@@ -19,7 +23,8 @@ LogManager to unlink after file.delete.delay.ms), so an in-flight read of them s
 
 Invariants:
 - segments are sorted by base offset and never overlap; there is always at least one segment;
-- log_start_offset <= high_watermark = log_end_offset; recovery_point <= log_end_offset;
+- log_start_offset <= last_stable_offset <= high_watermark = log_end_offset;
+  recovery_point <= log_end_offset;
 - every batch appended has offsets starting at the previous log end offset.
 """
 from __future__ import annotations
@@ -41,6 +46,7 @@ from kompakt.storage.checkpoint import fsync_dir
 from kompakt.storage.faults import crash_point
 from kompakt.storage.offset_index import CorruptIndexError
 from kompakt.storage.log_validator import validate_and_assign
+from kompakt.protocol.txn_records import decode_marker
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +154,16 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        return self._next_offset
+        first = self.producer_state.first_undecided_offset()
+        if first is None:
+            return self._next_offset
+        return min(max(first, self.log_start_offset), self._next_offset)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (the cleaner never passes it), or None."""
+        first = self.producer_state.first_undecided_offset()
+        return None if first is None else max(first, self.log_start_offset)
 
     @property
     def segments(self) -> list[S.LogSegment]:
@@ -186,8 +201,15 @@ class Log:
                 seg.index_interval_bytes = config.index_interval_bytes
 
     # ---- append ----------------------------------------------------------------------------------
-    def append_as_leader(self, records, *, leader_epoch: int = 0, origin: str = "client") -> AppendInfo:
-        """Validate one produced batch, assign offsets, append (Kafka's appendAsLeader)."""
+    def append_as_leader(self, records, *, leader_epoch: int = 0, origin: str = "client",
+                         verification_guard=None) -> AppendInfo:
+        """Validate one produced batch, assign offsets, append (Kafka's appendAsLeader).
+
+        A transactional batch whose producer has no open transaction here must present the guard
+        `start_verification` handed out (KIP-890: the coordinator confirmed the partition is in
+        the transaction), else INVALID_TXN_STATE. A marker (origin "coordinator") completes its
+        producer's transaction; an aborted one is indexed before the LSO moves past it.
+        """
         with self.lock:
             self._check_open()
             now = self._now()
@@ -196,9 +218,12 @@ class Log:
                                      topic_partition=self._tp_str)
             hdr = vr.header
             staged = None
+            completed = ()
+            psm = self.producer_state
             if hdr.producer_id >= 0:
-                staged, dup = self.producer_state.check_batches(
-                    [(hdr, vr.first_offset, vr.last_offset)], origin)
+                marker = decode_marker(vr.buffer, 0, hdr) if hdr.is_control else None
+                staged, dup, completed = psm.check_batches(
+                    [(hdr, vr.first_offset, vr.last_offset, marker)], origin, verification_guard)
                 if dup is not None:
                     return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
                                       dup.last_offset, -1, self.log_start_offset,
@@ -206,9 +231,11 @@ class Log:
             self._append_validated(vr.buffer, vr.first_offset, vr.last_offset, vr.max_timestamp,
                                    vr.offset_of_max_timestamp, vr.records_count, now)
             if staged:
-                self.producer_state.apply(staged, self._next_offset)
+                psm.apply(staged, self._next_offset)
             else:
-                self.producer_state.map_end_offset = self._next_offset
+                psm.map_end_offset = self._next_offset
+            for done in completed:
+                self._index_completed(done)
             if leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, vr.first_offset)
             info = AppendInfo(vr.first_offset, vr.last_offset, vr.max_timestamp,
@@ -247,13 +274,57 @@ class Log:
             first, last = batches[0][1].base_offset, batches[-1][1].last_offset
             count = sum(h.records_count for _, h in batches)
             self._append_validated(buf, first, last, max_ts, off_max, count, self._now())
-            for _, hdr in batches:
-                self.producer_state.update_from_batch(hdr)
+            seg = self._segments[-1]
+            for pos, hdr in batches:
+                aborted: list = []
+                S.replay_batch(self.producer_state, buf, pos, hdr, aborted)
+                for entry in aborted:
+                    seg.txn_index.append(entry)
                 if hdr.partition_leader_epoch >= 0:
                     self.leader_epoch_cache.assign(hdr.partition_leader_epoch, hdr.base_offset)
             info = AppendInfo(first, last, max_ts, off_max, -1, self.log_start_offset, count, len(buf))
         self._maybe_flush_messages()
         return info
+
+    def _index_completed(self, done) -> None:
+        """Kafka's order: index entry (with the LSO it leaves) in the segment holding the marker,
+        then the transaction leaves `ongoing`, so the LSO never passes an unindexed abort."""
+        psm = self.producer_state
+        try:
+            self._segments[-1].update_txn_index(done, psm.last_stable_offset_after(done))
+        except OSError as exc:
+            raise KafkaStorageErrorError(f"Error while writing the transaction index of "
+                                         f"{self._tp_str}: {exc}") from exc
+        psm.complete_txn(done)
+
+    # ---- transactions ------------------------------------------------------------------------------
+    def start_verification(self, producer_id: int):
+        """The guard for a transactional append whose producer has no open transaction here, or
+        None when it has one (KIP-890 part 1; see producer_state.py)."""
+        with self.lock:
+            if self.producer_state.has_ongoing_transaction(producer_id):
+                return None
+            return self.producer_state.start_verification(producer_id)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list:
+        """AbortedTxn entries overlapping [fetch_offset, upper_bound_offset): the segment holding
+        fetch_offset and the later ones, until an entry's LSO reaches the upper bound (Kafka's
+        collectAbortedTransactions)."""
+        with self.lock:
+            i = max(bisect_right(self._bases, fetch_offset) - 1, 0)
+            out: list = []
+            for seg in self._segments[i:]:
+                found, complete = seg.collect_aborted_txns(fetch_offset, upper_bound_offset)
+                out.extend(found)
+                if complete:
+                    break
+            return out
+
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
+        """(producer id, first offset) of every open transaction, oldest first."""
+        with self.lock:
+            return sorted(((pid, first) for first, pid in self.producer_state.ongoing.items()),
+                          key=lambda t: t[1])
 
     def _append_validated(self, buf, first: int, last: int, max_ts: int, offset_of_max: int,
                           count: int, now: int) -> None:

@@ -9,6 +9,19 @@ appends only: a producer the partition does not know (no epoch) may start at any
 epoch must start at sequence 0; otherwise the first sequence must be last + 1 (wrapping at int32
 max to 0), where a known epoch with no batch left counts as last = -1.
 
+Transactions (Kafka's ProducerAppendInfo/ProducerStateManager): a producer's first transactional
+data batch opens its transaction (`current_txn_first_offset`, and an entry in `ongoing`, first
+offset -> producer id); a non-transactional batch while one is open is refused
+(INVALID_TXN_STATE); its COMMIT/ABORT marker (epoch checked too, and a coordinator epoch older than
+the last one seen is TRANSACTION_COORDINATOR_FENCED) closes it and yields a `CompletedTxn`; the
+log then writes the aborted ones to the segment's `.txnindex` with `last_stable_offset_after` and
+calls `complete_txn`. The first offset of the oldest open transaction is the first unstable
+offset, which bounds the partition's last stable offset. A marker of a producer with no open
+transaction (an empty transaction) completes nothing. Verification (KIP-890 part 1): before the
+first transactional batch of a transaction the broker asks the coordinator and holds a fresh
+guard object from `start_verification`; the append must present that very guard, and a marker
+for the producer drops it (a verification that raced with the end of the transaction is stale).
+
 Snapshot file `<20-digit offset>.snapshot` (Kafka's ProducerStateManager format, version 1),
 taken at segment roll and on close, named after the log end offset it reflects:
 
@@ -43,8 +56,10 @@ from dataclasses import dataclass, field
 
 import crc32c as _crc32c
 
-from kompakt.protocol.errors import InvalidProducerEpochError, OutOfOrderSequenceNumberError
+from kompakt.protocol.errors import (InvalidProducerEpochError, InvalidTxnStateError,
+                                     OutOfOrderSequenceNumberError, TransactionCoordinatorFencedError)
 from kompakt.storage.segment import SNAPSHOT_SUFFIX, filename_prefix
+from kompakt.storage.txn_index import CompletedTxn
 
 log = logging.getLogger(__name__)
 
@@ -206,16 +221,22 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset = 0
+        self.ongoing: dict[int, int] = {}            # open transactions: first offset -> producer id
+        self._first_undecided: int | None = None     # min(ongoing), kept up to date
+        self.verification: dict[int, object] = {}    # producer id -> guard of a pending verification
 
     # ---- validation (no mutation) --------------------------------------------------------------
-    def check_batches(self, headers, origin: str = "client"):
-        """Check each (header, first_offset, last_offset) of an append in order.
+    def check_batches(self, batches, origin: str = "client", verification_guard=None):
+        """Check each (header, first_offset, last_offset, marker) of an append in order; marker is
+        (control type, coordinator epoch) for an end-transaction marker, else None.
 
-        Returns (staged entries, duplicate BatchMetadata or None). Raises OutOfOrderSequenceNumber
-        / InvalidProducerEpoch; nothing is changed until `apply(staged)`.
+        Returns (staged entries, duplicate BatchMetadata or None, [CompletedTxn]). Raises
+        OutOfOrderSequenceNumber / InvalidProducerEpoch / InvalidTxnState /
+        TransactionCoordinatorFenced; nothing is changed until `apply(staged)`.
         """
         staged: dict[int, ProducerStateEntry] = {}
-        for hdr, first_offset, last_offset in headers:
+        completed: list[CompletedTxn] = []
+        for hdr, first_offset, last_offset, marker in batches:
             pid = hdr.producer_id
             if pid < 0:
                 continue
@@ -224,18 +245,59 @@ class ProducerStateManager:
                 dup = current.find_duplicate_batch(hdr.producer_epoch, hdr.base_sequence,
                                                    hdr.last_sequence)
                 if dup is not None:
-                    return staged, dup
+                    return staged, dup, completed
             entry = staged.get(pid)
             if entry is None:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 staged[pid] = entry
-            if origin != "replication" and not hdr.is_control:
+            if hdr.is_control:
+                if origin != "replication":
+                    self._check_epoch(entry, hdr.producer_epoch)
+                    if marker is not None and entry.coordinator_epoch > marker[1]:
+                        raise TransactionCoordinatorFencedError(
+                            f"Invalid coordinator epoch for producerId {pid} at offset {first_offset}: "
+                            f"{marker[1]} (zombie), {entry.coordinator_epoch} (current)")
+                done = self._end_txn(entry, hdr, first_offset, marker)
+                if done is not None:
+                    completed.append(done)
+                continue
+            if origin != "replication":
                 self._check_epoch(entry, hdr.producer_epoch)
                 if origin == "client":
                     self._check_sequence(entry, hdr.producer_epoch, hdr.base_sequence)
-            entry.add_batch(hdr.producer_epoch, hdr.last_sequence, last_offset,
-                            last_offset - first_offset, hdr.max_timestamp)
-        return staged, None
+                if (hdr.is_transactional and entry.current_txn_first_offset < 0
+                        and (verification_guard is None
+                             or self.verification.get(pid) is not verification_guard)):
+                    raise InvalidTxnStateError("Record was not part of an ongoing transaction")
+            self._data_batch(entry, hdr, first_offset, last_offset)
+        return staged, None, completed
+
+    @staticmethod
+    def _data_batch(entry: ProducerStateEntry, hdr, first_offset: int, last_offset: int) -> None:
+        entry.add_batch(hdr.producer_epoch, hdr.last_sequence, last_offset,
+                        last_offset - first_offset, hdr.max_timestamp)
+        if entry.current_txn_first_offset >= 0 and not hdr.is_transactional:
+            raise InvalidTxnStateError(f"Expected transactional write from producer {entry.producer_id} "
+                                       f"at offset {first_offset}")
+        if entry.current_txn_first_offset < 0 and hdr.is_transactional:
+            entry.current_txn_first_offset = first_offset
+
+    @staticmethod
+    def _end_txn(entry: ProducerStateEntry, hdr, offset: int, marker) -> CompletedTxn | None:
+        """A marker (None: an emptied one, which ends nothing) moves the epoch and closes the
+        producer's open transaction, if any (Kafka's appendEndTxnMarker)."""
+        if marker is None:
+            return None
+        done = None
+        if entry.current_txn_first_offset >= 0:
+            done = CompletedTxn(entry.producer_id, entry.current_txn_first_offset, offset, marker[0] == 0)
+        if hdr.producer_epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = hdr.producer_epoch
+        entry.coordinator_epoch = marker[1]
+        entry.current_txn_first_offset = -1
+        entry.last_timestamp = hdr.max_timestamp
+        return done
 
     @staticmethod
     def _check_epoch(entry: ProducerStateEntry, epoch: int) -> None:
@@ -265,20 +327,76 @@ class ProducerStateManager:
                 f"(current end sequence number)")
 
     def apply(self, staged: dict, map_end_offset: int) -> None:
+        """Install checked entries; a transaction a data batch opened joins `ongoing`."""
+        for pid, entry in staged.items():
+            first = entry.current_txn_first_offset
+            if first >= 0 and first not in self.ongoing:
+                self._start_txn(first, pid)
+                self.verification.pop(pid, None)   # verified once: the open transaction vouches now
+            elif first < 0:
+                self.verification.pop(pid, None)   # a marker: any verification in flight is stale
         self.producers.update(staged)
         self.map_end_offset = max(self.map_end_offset, map_end_offset)
 
+    # ---- transactions ----------------------------------------------------------------------------
+    def _start_txn(self, first_offset: int, pid: int) -> None:
+        self.ongoing[first_offset] = pid
+        if self._first_undecided is None or first_offset < self._first_undecided:
+            self._first_undecided = first_offset
+
+    def first_undecided_offset(self) -> int | None:
+        """First offset of the oldest open transaction (Kafka's firstUndecidedOffset), or None."""
+        return self._first_undecided
+
+    def last_stable_offset_after(self, completed: CompletedTxn) -> int:
+        """The LSO once `completed` is done (for its index entry): the first offset of the oldest
+        other open transaction, else the offset after the marker (Kafka's lastStableOffset)."""
+        others = [first for first, pid in self.ongoing.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        if self.ongoing.pop(completed.first_offset, None) is None:
+            log.warning("completed transaction %s was not open in %s", completed, self.dir)
+        self._first_undecided = min(self.ongoing) if self.ongoing else None
+
+    def has_ongoing_transaction(self, producer_id: int) -> bool:
+        e = self.producers.get(producer_id)
+        return e is not None and e.current_txn_first_offset >= 0
+
+    def start_verification(self, producer_id: int) -> object:
+        """The guard a transactional append must present when its producer has no open
+        transaction (reused while one is pending, like Kafka's VerificationStateEntry)."""
+        guard = self.verification.get(producer_id)
+        if guard is None:
+            guard = self.verification[producer_id] = object()
+        return guard
+
+    def _rebuild_ongoing(self) -> None:
+        self.ongoing = {e.current_txn_first_offset: pid for pid, e in self.producers.items()
+                        if e.current_txn_first_offset >= 0}
+        self._first_undecided = min(self.ongoing) if self.ongoing else None
+
     # ---- replay --------------------------------------------------------------------------------
-    def update_from_batch(self, hdr) -> None:
-        """Apply a batch read from the log (recovery / replay): no checks."""
-        if hdr.producer_id >= 0:
-            entry = self.producers.get(hdr.producer_id)
+    def update_from_batch(self, hdr, marker=None) -> CompletedTxn | None:
+        """Apply a batch read from the log (recovery / replay): no checks. `marker` as in
+        check_batches. Returns the transaction a marker completed (the caller indexes it and
+        calls complete_txn)."""
+        done = None
+        pid = hdr.producer_id
+        if pid >= 0:
+            entry = self.producers.get(pid)
             if entry is None:
-                entry = self.producers[hdr.producer_id] = ProducerStateEntry(hdr.producer_id)
-            seq = NO_SEQUENCE if hdr.is_control else hdr.last_sequence
-            entry.add_batch(hdr.producer_epoch, seq, hdr.last_offset, hdr.last_offset_delta,
-                            hdr.max_timestamp)
+                entry = self.producers[pid] = ProducerStateEntry(pid)
+            if hdr.is_control:
+                done = self._end_txn(entry, hdr, hdr.base_offset, marker)
+            else:
+                entry.add_batch(hdr.producer_epoch, hdr.last_sequence, hdr.last_offset,
+                                hdr.last_offset_delta, hdr.max_timestamp)
+                if hdr.is_transactional and entry.current_txn_first_offset < 0:
+                    entry.current_txn_first_offset = hdr.base_offset
+                    self._start_txn(hdr.base_offset, pid)
         self.map_end_offset = hdr.last_offset + 1
+        return done
 
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
@@ -294,6 +412,7 @@ class ProducerStateManager:
         gone = [pid for pid, e in self.producers.items() if self._expired(now, e)]
         for pid in gone:
             del self.producers[pid]
+            self.verification.pop(pid, None)
         return len(gone)
 
     # ---- snapshots -----------------------------------------------------------------------------
@@ -321,12 +440,15 @@ class ProducerStateManager:
         return offsets[-1] if offsets else None
 
     def load(self, log_start_offset: int, log_end_offset: int, now_ms: int | None = None) -> int:
-        """Forget everything, delete snapshots outside (log start, log end], load the newest one.
+        """Forget everything, delete snapshots outside (log start, log end], load the newest one
+        (its open transactions become `ongoing` again).
 
         Returns the offset replay must start from (the snapshot's offset, else log_start_offset).
         """
         now = int(self._time.time() * 1000) if now_ms is None else now_ms
         self.producers.clear()
+        self.verification.clear()
+        self._rebuild_ongoing()
         for off in list_snapshot_offsets(self.dir):
             if off > log_end_offset or off < log_start_offset:
                 self._delete_snapshot(off)
@@ -342,6 +464,7 @@ class ProducerStateManager:
             for e in entries:
                 if not self._expired(now, e):
                     self.producers[e.producer_id] = e
+            self._rebuild_ongoing()
             self.map_end_offset = self.last_snapshot_offset = off
             log.info("Loaded producer state from snapshot %s (%d producers)", path, len(self.producers))
             return off
@@ -366,6 +489,8 @@ class ProducerStateManager:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.producers.clear()
+        self.verification.clear()
+        self._rebuild_ongoing()
         for off in list_snapshot_offsets(self.dir):
             self._delete_snapshot(off)
         self.map_end_offset = self.last_snapshot_offset = offset

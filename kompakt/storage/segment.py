@@ -1,10 +1,11 @@
-"""One log segment: a `.log` file of v2 record batches plus its `.index` and `.timeindex`.
+"""One log segment: a `.log` file of v2 record batches plus its `.index`, `.timeindex` and `.txnindex`.
 
 Role: append validated batches (offsets already assigned) and keep the sparse indexes; read whole
 batches from an offset; translate offsets to file positions; recover (validate every batch and
 rebuild the indexes) after an unclean shutdown; truncate; rename with suffixes; flush; delete.
 
-Files (Kafka's layout): `<base offset as 20 digits>.log`, `.index`, `.timeindex`, each optionally
+Files (Kafka's layout): `<base offset as 20 digits>.log`, `.index`, `.timeindex` and (only once an
+aborted transaction's marker lands here, see txn_index.py) `.txnindex`, each optionally
 followed by a suffix while in transit: `.deleted` (waiting for its unlink), `.cleaned` (cleaner
 output being written), `.swap` (cleaner output being swapped in). Example:
 `00000000000000001000.log.swap`. The `.log` file is the concatenation of v2 batches exactly as
@@ -32,9 +33,11 @@ import struct
 import time as _time
 
 from kompakt.protocol import records as R
+from kompakt.protocol.txn_records import decode_marker
 from kompakt.storage.faults import check_io
 from kompakt.storage.offset_index import INT32_MAX, OffsetIndex
 from kompakt.storage.time_index import NO_TIMESTAMP, TimeIndex
+from kompakt.storage.txn_index import AbortedTxn, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +114,7 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.offset_index = OffsetIndex(index_file(dir, base_offset, suffix), base_offset, max_index_size)
         self.time_index = TimeIndex(time_index_file(dir, base_offset, suffix), base_offset, max_index_size)
+        self.txn_index = TransactionIndex(txn_index_file(dir, base_offset, suffix), base_offset)
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = base_offset
         ts, off = self.time_index.last_entry()
@@ -268,6 +272,15 @@ class LogSegment:
             pos += p
         return None
 
+    def update_txn_index(self, completed, last_stable_offset: int) -> None:
+        """Index an aborted transaction whose marker was just appended here (Kafka's updateTxnIndex)."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset,
+                                             completed.last_offset, last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int):
+        return self.txn_index.collect(fetch_offset, upper_bound_offset)
+
     def translate_offset(self, offset: int, starting_position: int = 0):
         """(position, batch size) of the first batch whose last offset >= offset, or None."""
         found = self._locate(offset, starting_position)
@@ -390,6 +403,7 @@ class LogSegment:
         """Raise CorruptIndexError when an index cannot belong to this .log file."""
         self.offset_index.sanity_check(self.size)
         self.time_index.sanity_check()
+        self.txn_index.sanity_check()
 
     def recover(self, producer_state=None, leader_epoch_cache=None) -> int:
         """Validate every batch, rebuild both indexes, truncate at the first invalid batch.
@@ -397,10 +411,13 @@ class LogSegment:
         A batch is valid when its length is at least the header size, it lies within the file,
         magic is 2, the CRC32C matches, its offsets are >= base_offset, strictly after the previous
         batch and convertible to relative offsets. Returns the number of bytes truncated.
-        Producer state and the leader-epoch cache (if given) are fed every valid batch.
+        Producer state and the leader-epoch cache (if given) are fed every valid batch; with a
+        producer state (holding the transactions open at this segment's base offset) the
+        `.txnindex` is rebuilt too, from the markers that complete aborted transactions.
         """
         self.offset_index.reset()
         self.time_index.reset()
+        aborted: list[AbortedTxn] = []
         self.resize_indexes(self.max_index_size)
         valid_bytes = 0
         last_index_entry = 0
@@ -453,7 +470,7 @@ class LogSegment:
                 if leader_epoch_cache is not None and hdr.partition_leader_epoch >= 0:
                     leader_epoch_cache.assign(hdr.partition_leader_epoch, hdr.base_offset)
                 if producer_state is not None:
-                    producer_state.update_from_batch(hdr)
+                    replay_batch(producer_state, buf, p, hdr, aborted)
                 next_expected = hdr.last_offset + 1
                 valid_bytes = bpos + bsize
                 p += bsize
@@ -475,6 +492,8 @@ class LogSegment:
                                      skip_full_check=True)
         self.offset_index.trim_to_valid_size()
         self.time_index.trim_to_valid_size()
+        if producer_state is not None:
+            self.txn_index.write_all(aborted)
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
         self._rolling_based_timestamp = None
         return truncated
@@ -485,6 +504,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = 0
         if found is not None:
             pos = found[0]
@@ -555,6 +575,7 @@ class LogSegment:
             os.fdatasync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename .log/.index/.timeindex from `old_suffix` to `new_suffix` (each rename atomic)."""
@@ -568,14 +589,13 @@ class LogSegment:
         self.log_path = new_log
         self.offset_index.rename_to(renamed(self.offset_index.path))
         self.time_index.rename_to(renamed(self.time_index.path))
-        txn = txn_index_file(self.dir, self.base_offset, old_suffix)
-        if os.path.exists(txn):
-            os.replace(txn, renamed(txn))
+        self.txn_index.rename_to(renamed(self.txn_index.path))
         self.suffix = new_suffix
 
     def update_dir(self, new_dir: str) -> None:
         """The partition directory was renamed (e.g. to `-delete`): point paths at it."""
-        for attr_owner, attr in ((self, "log_path"), (self.offset_index, "path"), (self.time_index, "path")):
+        for attr_owner, attr in ((self, "log_path"), (self.offset_index, "path"), (self.time_index, "path"),
+                                 (self.txn_index, "path")):
             setattr(attr_owner, attr, os.path.join(new_dir, os.path.basename(getattr(attr_owner, attr))))
         self.dir = new_dir
 
@@ -609,8 +629,7 @@ class LogSegment:
     def delete(self) -> None:
         """Close and unlink every file of the segment (missing files are fine)."""
         self.close_handlers()
-        for path in (self.log_path, self.offset_index.path, self.time_index.path,
-                     txn_index_file(self.dir, self.base_offset, self.suffix)):
+        for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -618,6 +637,25 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size}, path={self.log_path!r})"
+
+
+def replay_batch(producer_state, buf, pos: int, hdr, aborted: list | None = None):
+    """Feed one batch read from a segment to `producer_state`; when it is a marker that completes
+    an aborted transaction, its `.txnindex` entry is appended to `aborted`. Returns the
+    CompletedTxn (already completed in the producer state) or None."""
+    marker = None
+    if hdr.is_control and hdr.producer_id >= 0:
+        try:
+            marker = decode_marker(buf, pos, hdr)
+        except (ValueError, EOFError, R.CorruptRecordError) as exc:
+            log.warning("unreadable control batch at offset %d: %s", hdr.base_offset, exc)
+    done = producer_state.update_from_batch(hdr, marker)
+    if done is not None:
+        if done.is_aborted and aborted is not None:
+            aborted.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                                      producer_state.last_stable_offset_after(done)))
+        producer_state.complete_txn(done)
+    return done
 
 
 def _whole_batches(data: bytes) -> int:

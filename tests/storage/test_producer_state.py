@@ -124,7 +124,7 @@ def test_corrupt_snapshot_is_deleted_and_state_rebuilt_from_the_log(tmp_path):
 def test_expiration(tmp_path):
     psm = ProducerStateManager(str(tmp_path), producer_id_expiration_ms=1000)
     h = R.read_header(pbatch(3, 0, 0))
-    staged, dup = psm.check_batches([(h, 0, 0)])
+    staged, dup = psm.check_batches([(h, 0, 0, None)])[:2]
     psm.apply(staged, 1)
     last_ts = psm.producers[3].last_timestamp
     assert psm.remove_expired_producers(last_ts + 999) == 0
@@ -135,8 +135,8 @@ def test_known_epoch_without_batches_expects_sequence_zero(tmp_path):
     psm = ProducerStateManager(str(tmp_path))
     psm.producers[8] = ProducerStateEntry(8, producer_epoch=2)   # e.g. from a snapshot entry with no batch
     with pytest.raises(OutOfOrderSequenceNumberError):
-        psm.check_batches([(R.read_header(pbatch(8, 2, 5)), 0, 0)])
-    staged, dup = psm.check_batches([(R.read_header(pbatch(8, 2, 0)), 0, 0)])
+        psm.check_batches([(R.read_header(pbatch(8, 2, 5)), 0, 0, None)])
+    staged, dup, _ = psm.check_batches([(R.read_header(pbatch(8, 2, 0)), 0, 0, None)])
     assert dup is None and staged[8].last_seq == 0
     with pytest.raises(InvalidProducerEpochError):          # coordinator appends are fenced too
-        psm.check_batches([(R.read_header(pbatch(8, 1, 0)), 0, 0)], origin="coordinator")
+        psm.check_batches([(R.read_header(pbatch(8, 1, 0)), 0, 0, None)], origin="coordinator")

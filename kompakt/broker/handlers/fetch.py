@@ -10,9 +10,11 @@ returned data a read may return one whole batch larger than the limits (Kafka's 
 rule, so a batch bigger than max.partition.fetch.bytes never wedges a consumer). Once data went
 out, later partitions get nothing that would exceed the response limit.
 
-Isolation: read_uncommitted reads up to the high watermark; read_committed up to the last stable
-offset and answers an empty aborted-transactions list (no transaction coordinator here, so
-there are never aborted transactions).
+Isolation: read_uncommitted reads up to the high watermark and answers a null aborted-transactions
+list; read_committed reads up to the last stable offset and answers the aborted transactions that
+overlap the bytes returned (Log.aborted_transactions over [fetch offset, the offset after the last
+batch returned), from the segments' `.txnindex`): the consumer drops those producers' batches in
+those ranges, and never sees control batches as records.
 
 Threads: when every partition reads from its active segment (consumers at or near the tail: page
 cache, microseconds) the pass runs on the event loop; when any starts in an older segment (a
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections import OrderedDict
 
 from kompakt.broker.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID,
@@ -50,6 +53,7 @@ from kompakt.broker.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SE
 from kompakt.protocol import codec
 from kompakt.protocol.codec import FetchPartitionResult, FetchTopicResult
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.protocol.records import BATCH_OVERHEAD, LOG_OVERHEAD
 from kompakt.storage import TopicPartition
 
 API_KEY = 1
@@ -107,7 +111,6 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
     total = 0
     errors = False
     topics = []
-    aborted = [] if read_committed else None
     for name, topic_id, partitions in wanted:
         results = []
         for index, offset, part_max in partitions:
@@ -145,9 +148,32 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
                 total += n
                 remaining -= n
                 min_one = False
+            aborted = None
+            if read_committed:
+                aborted = _aborted(log_obj, offset, records) if records else []
             results.append(FetchPartitionResult(index, int(code), hw, lso, start, aborted, -1, records))
         topics.append(FetchTopicResult(name, topic_id, results))
     return topics, total, errors
+
+
+def _aborted(log_obj, offset: int, records) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the aborted transactions overlapping the returned batches."""
+    upper = _last_offset(records) + 1
+    return [(t.producer_id, t.first_offset) for t in log_obj.aborted_transactions(offset, upper)]
+
+
+_BASE_AND_LENGTH = struct.Struct(">qi")
+_LAST_DELTA = struct.Struct(">i")          # lastOffsetDelta, at byte 23 of a batch
+
+
+def _last_offset(records) -> int:
+    """Last offset of the last batch in `records` (whole batches: walks the length fields only)."""
+    p, n, last = 0, len(records), -1
+    while n - p >= BATCH_OVERHEAD:
+        base, length = _BASE_AND_LENGTH.unpack_from(records, p)
+        last = base + _LAST_DELTA.unpack_from(records, p + 23)[0]
+        p += length + LOG_OVERHEAD
+    return last
 
 
 async def handle(ctx, request):

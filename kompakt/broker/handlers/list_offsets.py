@@ -9,6 +9,8 @@ Behaviour, per partition, by the requested timestamp:
   -5 LATEST_TIERED (v9+)          -1: there is no tiered storage
   >= 0                            the first offset whose timestamp is >= the given one
                                   (Log.offset_for_timestamp), offset -1 / timestamp -1 when none
+With read_committed (isolation_level 1) a lookup by time or MAX_TIMESTAMP that lands at or past
+the last stable offset answers -1 (Kafka's lastFetchableOffset rule: nothing unstable is named).
 Leader epoch: 0 for every answer (one broker, never re-elected).
 
 Threads: a request with a lookup by time (timestamp >= 0: time index, then a scan of segment
@@ -60,13 +62,17 @@ def lookup(log_obj, timestamp: int, read_committed: bool) -> tuple[int, int]:
         return log_obj.log_start_offset, -1
     if timestamp == LATEST:
         return (log_obj.last_stable_offset if read_committed else log_obj.high_watermark), -1
-    if timestamp == MAX_TIMESTAMP:
-        return _offset_and_timestamp(log_obj.max_timestamp_offset())
     if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
         return -1, -1
-    if timestamp < 0:
+    if timestamp == MAX_TIMESTAMP:
+        offset, ts = _offset_and_timestamp(log_obj.max_timestamp_offset())
+    elif timestamp < 0:
         raise InvalidRequestError(f"ListOffsets timestamp {timestamp} is neither a time nor one of -1..-6")
-    return _offset_and_timestamp(log_obj.offset_for_timestamp(timestamp))
+    else:
+        offset, ts = _offset_and_timestamp(log_obj.offset_for_timestamp(timestamp))
+    if read_committed and offset >= log_obj.last_stable_offset:
+        return -1, -1
+    return offset, ts
 
 
 async def handle(ctx, request):

@@ -1,0 +1,193 @@
+"""Records of transactions: `__transaction_state` keys and values, and end-transaction markers.
+
+Role: sans-io codecs, bytes in and dicts out, in Apache Kafka 4's formats, so Kafka's tools read
+our logs (kafka-dump-log.sh --transaction-log-decoder) and we read theirs.
+
+`__transaction_state` (compacted; one record per transactional id, the latest wins; a null
+value is a tombstone written when the id expires). Key and value start with an int16 version
+(transaction-coordinator/src/main/resources/common/message/TransactionLog{Key,Value}.json):
+
+    TransactionLogKey (version 0)
+        int16  version             0
+        STRING transactional_id    int16 length + UTF-8
+    TransactionLogValue version 0 (what Kafka writes with transaction.version 0; we write it)
+        int16  version             0
+        int64  producer_id
+        int16  producer_epoch
+        int32  transaction_timeout_ms
+        int8   transaction_status  0 Empty 1 Ongoing 2 PrepareCommit 3 PrepareAbort
+                                   4 CompleteCommit 5 CompleteAbort 6 Dead 7 PrepareEpochFence
+        ARRAY  transaction_partitions (int32 count, -1 = null: written null in state Empty) of
+               STRING topic, ARRAY int32 partition_ids
+        int64  transaction_last_update_timestamp_ms
+        int64  transaction_start_timestamp_ms   (-1 when no transaction is running)
+    TransactionLogValue version 1 (flexible: compact strings/arrays, length + 1 as an unsigned
+    varint, 0 = null; each struct ends with tagged fields) adds tagged fields
+        tag 0 previous_producer_id int64 (default -1), tag 1 next_producer_id int64 (default -1),
+        tag 2 client_transaction_version int16 (default 0); read, never written.
+
+End-transaction marker: a control batch (attributes: transactional + control; producer id and
+epoch of the transaction; base sequence -1; uncompressed) holding one record:
+
+    key    int16 version 0, int16 type (0 ABORT, 1 COMMIT)        (ControlRecordType)
+    value  int16 version 0, int32 coordinator_epoch               (EndTransactionMarker)
+
+Invariants: `decode(encode(x)) == x`; truncated or trailing bytes raise TxnRecordError.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from kompakt.protocol import records as R
+from kompakt.protocol.group_records import GroupRecordError, _Reader, _Writer, partition_for
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+KEY_VERSION = 0
+VALUE_VERSION = 0
+MAX_VALUE_VERSION = 1
+
+# TransactionState ids (Kafka's TransactionState.fromId)
+STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+               "CompleteAbort", "Dead", "PrepareEpochFence")
+
+ABORT = 0
+COMMIT = 1
+CONTROL_KEY = struct.Struct(">hh")
+MARKER_VALUE = struct.Struct(">hi")
+_I8 = struct.Struct(">b")
+
+__all__ = ["TRANSACTION_STATE_TOPIC", "TxnRecordError", "partition_for", "encode_key", "decode_key",
+           "encode_value", "decode_value", "marker_batch", "decode_marker", "STATE_NAMES",
+           "ABORT", "COMMIT"]
+
+
+class TxnRecordError(GroupRecordError):
+    """Bytes that are not a valid transaction-state key/value or end-transaction marker."""
+
+
+def encode_key(transactional_id: str) -> bytes:
+    w = _Writer()
+    w.i16(KEY_VERSION)
+    w.string(transactional_id)
+    return w.getvalue()
+
+
+def decode_key(data: bytes) -> dict[str, Any]:
+    """{"version", "transactional_id"}; an unknown key version gives transactional_id None
+    (Kafka's UnknownKey: skipped on load)."""
+    r = _Reader(data)
+    version = r.i16()
+    if version != KEY_VERSION:
+        return {"version": version, "transactional_id": None}
+    tid = r.string()
+    r.end()
+    return {"version": version, "transactional_id": tid}
+
+
+def encode_value(*, producer_id: int, producer_epoch: int, timeout_ms: int, state: int,
+                 partitions: dict[str, list[int]] | None, last_update_ms: int,
+                 start_ms: int) -> bytes:
+    """Version 0. `partitions` (topic -> partition ids) must be None or empty in state Empty."""
+    w = _Writer()
+    w.i16(VALUE_VERSION)
+    w.i64(producer_id)
+    w.i16(producer_epoch)
+    w.i32(timeout_ms)
+    w.parts.append(_I8.pack(state))
+    if state == 0 or partitions is None:
+        if partitions:
+            raise TxnRecordError(f"a transaction in state Empty has no partitions, got {partitions}")
+        w.array_len(-1)
+    else:
+        w.array_len(len(partitions))
+        for topic, ids in partitions.items():
+            w.string(topic)
+            w.array_len(len(ids))
+            for p in ids:
+                w.i32(p)
+    w.i64(last_update_ms)
+    w.i64(start_ms)
+    return w.getvalue()
+
+
+def decode_value(data: bytes | None) -> dict[str, Any] | None:
+    """None for a tombstone; versions 0 and 1."""
+    if data is None:
+        return None
+    try:
+        return _decode_value(data)
+    except GroupRecordError as exc:
+        raise TxnRecordError(str(exc)) from None
+
+
+def _decode_value(data: bytes) -> dict[str, Any]:
+    r = _Reader(data)
+    version = r.i16()
+    if version < 0 or version > MAX_VALUE_VERSION:
+        raise TxnRecordError(f"Unknown version {version} from the transaction log message value")
+    r.flexible = version >= 1
+    out: dict[str, Any] = {"version": version, "producer_id": r.i64(), "previous_producer_id": -1,
+                           "next_producer_id": -1, "client_transaction_version": 0}
+    out["producer_epoch"] = r.i16()
+    out["timeout_ms"] = r.i32()
+    state = _I8.unpack(r._take(1))[0]
+    if not 0 <= state < len(STATE_NAMES):
+        raise TxnRecordError(f"Unknown transaction state id {state} from the transaction status message")
+    out["state"] = state
+    n = r._length(wide=True)
+    partitions: dict[str, list[int]] = {}
+    for _ in range(max(n, 0)):
+        topic = r.string()
+        ids = [r.i32() for _ in range(r.array_len())]
+        r.tagged_fields()
+        partitions.setdefault(topic, []).extend(ids)
+    out["partitions"] = partitions
+    out["last_update_ms"] = r.i64()
+    out["start_ms"] = r.i64()
+    if r.flexible:
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            raw = bytes(r._take(size))
+            if tag == 0 and size == 8:
+                out["previous_producer_id"] = struct.unpack(">q", raw)[0]
+            elif tag == 1 and size == 8:
+                out["next_producer_id"] = struct.unpack(">q", raw)[0]
+            elif tag == 2 and size == 2:
+                out["client_transaction_version"] = struct.unpack(">h", raw)[0]
+    r.end()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# End-transaction markers
+# ---------------------------------------------------------------------------------------------
+
+def marker_batch(producer_id: int, producer_epoch: int, control_type: int, coordinator_epoch: int,
+                 timestamp_ms: int) -> bytes:
+    """A COMMIT/ABORT control batch as Kafka's MemoryRecords.withEndTransactionMarker builds it
+    (base offset 0: the log assigns it)."""
+    if control_type not in (ABORT, COMMIT):
+        raise ValueError(f"Invalid control record type for end transaction marker {control_type}")
+    rec = (CONTROL_KEY.pack(0, control_type), MARKER_VALUE.pack(0, coordinator_epoch))
+    return R.build_batch([rec], base_timestamp=timestamp_ms, producer_id=producer_id,
+                         producer_epoch=producer_epoch, base_sequence=-1, is_transactional=True,
+                         is_control=True)
+
+
+def decode_marker(buf, pos: int, header: R.BatchHeader) -> tuple[int, int] | None:
+    """(type, coordinator epoch) of a control batch holding an end-transaction marker; None for
+    an empty control batch (a marker the cleaner emptied) or another control record type."""
+    if header.records_count <= 0:
+        return None
+    recs = R.decode_records(buf, pos, header)
+    if not recs or recs[0].key is None or len(recs[0].key) < CONTROL_KEY.size:
+        return None
+    _, ctype = CONTROL_KEY.unpack_from(recs[0].key)
+    if ctype not in (ABORT, COMMIT):
+        return None
+    value = recs[0].value
+    if value is None or len(value) < MARKER_VALUE.size:
+        raise TxnRecordError(f"Invalid value size found for end transaction marker at offset "
+                             f"{header.base_offset}")
+    return ctype, MARKER_VALUE.unpack_from(value)[1]

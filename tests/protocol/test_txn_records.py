@@ -1,0 +1,98 @@
+"""`__transaction_state` records and end-transaction markers: golden bytes, round trips, errors."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from kompakt.protocol import records as R
+from kompakt.protocol import txn_records as T
+
+
+def test_key_golden_bytes():
+    data = T.encode_key("my-txn")
+    assert data == bytes.fromhex("0000" "0006") + b"my-txn"     # version 0, STRING
+    assert T.decode_key(data) == {"version": 0, "transactional_id": "my-txn"}
+    assert T.decode_key(bytes.fromhex("0001") + b"xx")["transactional_id"] is None   # unknown key
+
+
+def test_value_v0_golden_bytes():
+    data = T.encode_value(producer_id=1000, producer_epoch=5, timeout_ms=60000, state=1,
+                          partitions={"foo": [0, 2]}, last_update_ms=1_700_000_000_123,
+                          start_ms=1_700_000_000_000)
+    assert data == bytes.fromhex(
+        "0000"                          # version 0
+        "00000000000003e8"              # producer id 1000
+        "0005"                          # epoch 5
+        "0000ea60"                      # timeout 60000 ms
+        "01"                            # Ongoing
+        "00000001"                      # one topic
+        "0003" "666f6f"                 # "foo"
+        "00000002" "00000000" "00000002"  # partitions [0, 2]
+        "0000018bcfe5687b"              # last update
+        "0000018bcfe56800")             # start
+    v = T.decode_value(data)
+    assert (v["producer_id"], v["producer_epoch"], v["timeout_ms"], v["state"]) == (1000, 5, 60000, 1)
+    assert v["partitions"] == {"foo": [0, 2]}
+    assert (v["last_update_ms"], v["start_ms"]) == (1_700_000_000_123, 1_700_000_000_000)
+
+
+def test_empty_state_writes_null_partitions_and_tombstones_decode_to_none():
+    data = T.encode_value(producer_id=1, producer_epoch=0, timeout_ms=1, state=0, partitions=None,
+                          last_update_ms=5, start_ms=-1)
+    assert data[2 + 8 + 2 + 4 + 1:][:4] == b"\xff\xff\xff\xff"     # null array
+    assert T.decode_value(data)["partitions"] == {}
+    assert T.decode_value(None) is None
+    with pytest.raises(T.TxnRecordError):
+        T.encode_value(producer_id=1, producer_epoch=0, timeout_ms=1, state=0, partitions={"a": [1]},
+                       last_update_ms=5, start_ms=-1)
+
+
+def test_value_v1_flexible_with_tagged_fields():
+    # hand-built v1: compact forms, then tags 0 (previous pid), 1 (next pid), 2 (client TV)
+    body = (struct.pack(">hqhib", 1, 77, 3, 1000, 2)
+            + bytes([2])                                 # compact array: 1 topic
+            + bytes([4]) + b"top"                        # compact string "top"
+            + bytes([2]) + struct.pack(">i", 9)          # compact array [9]
+            + bytes([0])                                 # topic's tagged fields
+            + struct.pack(">qq", 11, 10)
+            + bytes([3, 0, 8]) + struct.pack(">q", 76)
+            + bytes([1, 8]) + struct.pack(">q", 78)
+            + bytes([2, 2]) + struct.pack(">h", 2))
+    v = T.decode_value(body)
+    assert v["version"] == 1 and v["partitions"] == {"top": [9]} and v["state"] == 2
+    assert (v["previous_producer_id"], v["next_producer_id"], v["client_transaction_version"]) == (76, 78, 2)
+
+
+@pytest.mark.parametrize("bad", [b"\x00\x05" + b"\0" * 40, b"\x00\x00\x00", b"\x00\x00" + b"\0" * 14 + b"\x09"])
+def test_bad_values_raise(bad):
+    with pytest.raises(T.TxnRecordError):
+        T.decode_value(bad)
+
+
+def test_marker_batch_matches_kafkas_layout():
+    data = T.marker_batch(42, 3, T.COMMIT, 7, 1_700_000_000_000)
+    h = R.read_header(data)
+    assert h.is_control and h.is_transactional and h.compression == 0
+    assert (h.producer_id, h.producer_epoch, h.base_sequence, h.records_count) == (42, 3, -1, 1)
+    [rec] = R.decode_records(data, 0, h)
+    assert rec.key == bytes.fromhex("0000" "0001")                 # version 0, COMMIT
+    assert rec.value == bytes.fromhex("0000" "00000007")           # version 0, coordinator epoch 7
+    assert T.decode_marker(data, 0, h) == (T.COMMIT, 7)
+    assert T.decode_marker(*_emptied(data)) is None
+
+
+def _emptied(data):
+    h = R.read_header(data)
+    empty = R.build_batch([], producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+                          is_transactional=True, is_control=True)
+    return empty, 0, R.read_header(empty)
+
+
+def test_partition_for_is_kafkas():
+    # Utils.abs("my-txn".hashCode()) % 50; the same function as the group coordinator's
+    h = 0
+    for ch in "my-txn":
+        h = (31 * h + ord(ch)) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    assert T.partition_for("my-txn", 50) == abs(h) % 50
