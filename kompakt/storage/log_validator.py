@@ -20,10 +20,14 @@ Rules, each with the error that goes to the wire:
 - compression.type other than `producer` and different from the batch's codec: records re-encoded
   with the topic codec at its compression.<codec>.level (as Kafka's buildRecordsAndAssignOffsets).
 
-Parse nothing we need not parse: records are decoded only for compacted topics, recompression, or a
+Parse nothing we need not parse: records are read only for compacted topics, recompression, or a
 finite `message.timestamp.before.max.ms` (a lower bound cannot be checked from the header: records
 may be older than baseTimestamp). The upper bound is checked against the header's maxTimestamp when
-records are not decoded. So an uncompressed (or keep-codec) delete topic costs header + CRC only.
+records are not read. So an uncompressed (or keep-codec) delete topic costs header + CRC only.
+Reading them means `record_check` (compiled, in place over the request's bytes; a compressed batch
+is decompressed by one codec call first): every rule above that concerns single records, no Record
+objects. Records are decoded into objects only when the batch is rebuilt (recompression, or inner
+offsets other than 0..n-1).
 
 Offsets are assigned by patching baseOffset (not under the CRC) and partitionLeaderEpoch (not under
 the CRC) in a private copy of the request bytes.
@@ -33,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kompakt.protocol import records as R
+from kompakt.storage import record_check
 from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, InvalidTimestampError,
                                      MessageTooLargeError, RecordListTooLargeError,
                                      UnsupportedForMessageFormatError)
@@ -78,9 +83,30 @@ def _check_timestamp(ts: int, now: int, before: int, after: int, offset: int) ->
     if ts == R.NO_TIMESTAMP:
         return
     if now - ts > before or ts - now > after:
-        raise InvalidTimestampError(
-            f"Timestamp {ts} of message with offset {offset} is out of range. The timestamp should "
-            f"be within [{now - before}, {now + after}]")
+        raise record_check.timestamp_error(ts, offset, now, before, after)
+
+
+def _check_records(records, hdr, config, check_ts: bool, now_ms: int, before: int, after: int,
+                   first: int, tp: str) -> bool:
+    """The per-record rules (record_check: compiled or pure Python), over the request's own bytes
+    when uncompressed, else over the payload decompressed by one codec call. True when the offset
+    deltas are not 0..n-1 (the batch must be rewritten); raises the rule's KafkaError."""
+    if hdr.compression == R.COMPRESSION_NONE:
+        data, pos = records, R.RECORDS_POS
+    else:
+        try:
+            data, pos = R.decompress(hdr.compression, memoryview(records)[R.RECORDS_POS:hdr.size]), 0
+        except R.CorruptRecordError as exc:
+            raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {exc}") from None
+    lat = hdr.timestamp_type == R.TIMESTAMP_LOG_APPEND_TIME
+    c = record_check.check(data, pos, hdr.records_count, require_key=config.compact and not hdr.is_control,
+                           check_timestamps=check_ts, log_append_time=lat, base_ts=hdr.base_timestamp,
+                           fixed_ts=hdr.max_timestamp, now=now_ms, before=before, after=after)
+    if c.status != record_check.OK:
+        raise record_check.error_for(c, tp=tp, count=hdr.records_count, base_ts=hdr.base_timestamp,
+                                     fixed_ts=hdr.max_timestamp, log_append_time=lat, first_offset=first,
+                                     now=now_ms, before=before, after=after)
+    return c.nonsequential
 
 
 def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leader_epoch: int = 0,
@@ -155,21 +181,13 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
     first = next_offset
     recs = None
     if parse:
-        try:
-            recs = R.decode_records(records, 0, hdr)
-        except (R.CorruptRecordError, ValueError, EOFError) as exc:
-            raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {exc}") from None
-        if len(recs) != hdr.records_count:
-            raise InvalidRecordError(f"Record count {len(recs)} does not match the batch header "
-                                     f"count {hdr.records_count} in topic partition {tp}")
-        for i, rec in enumerate(recs):
-            if config.compact and rec.key is None and not hdr.is_control:
-                raise InvalidRecordError(f"Compacted topic cannot accept message without key in "
-                                         f"topic partition {tp}")
-            if check_ts:
-                _check_timestamp(R.record_timestamp(hdr, rec), now_ms, before, after, first + i)
-            if rec.offset_delta != i:
-                recompress = True  # Kafka rewrites batches whose inner offsets are not 0..n-1
+        if _check_records(records, hdr, config, check_ts, now_ms, before, after, first, tp):
+            recompress = True  # Kafka rewrites batches whose inner offsets are not 0..n-1
+        if recompress:
+            try:
+                recs = R.decode_records(records, 0, hdr)
+            except (R.CorruptRecordError, ValueError, EOFError) as exc:
+                raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {exc}") from None
     elif check_ts:
         _check_timestamp(hdr.max_timestamp, now_ms, LONG_MAX, after, first + hdr.last_offset_delta)
 

@@ -1,9 +1,9 @@
 /*
- * Compiled implementation of the cleaner's per-batch seam (see batch_ops.py, offset_map.py).
+ * The cleaner's per-batch work (see kompakt/cleaner/batch_ops.py, offset_map.py, cleaner.py).
  *
- * Plain C, no Python headers: loaded with ctypes by native.py, which compiles it with the system C
- * compiler on first use. Every function works on the *records* bytes of one batch (the batch itself
- * when uncompressed, starting at byte 61; the decompressed payload otherwise) and on the offset map's
+ * Plain C, no Python headers: part of the library kompakt/native/__init__.py compiles and loads
+ * with ctypes. Every function works on the *records* bytes of one batch (the batch itself when
+ * uncompressed, starting at byte 61; the decompressed payload otherwise) and on the offset map's
  * buffer, and must give exactly the results of the Python code it replaces:
  *   - MD5 of the key bytes (RFC 1321), the same 16 bytes as hashlib.md5(key).digest();
  *   - map slot = big-endian uint64 of digest[0:8] mod slots, step = 1 + big-endian uint64 of
@@ -12,8 +12,7 @@
  * Bounds: every read is checked against the buffer length; a record that does not fit, or bytes
  * left over after the batch's `count` records, are reported as corrupt (-1), never read past.
  */
-#include <stdint.h>
-#include <string.h>
+#include "common.h"
 
 static const uint32_t MD5_K[64] = {
     0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613, 0xfd469501,
@@ -208,46 +207,6 @@ void km_md5_many(int64_t n, const uint8_t *keys, const int64_t *lens, uint8_t *o
     }
     md5_many((int)n, kp, kl, dg);
     memcpy(out, dg, (size_t)(16 * n));
-}
-
-static inline int rd_varint(const uint8_t *d, int64_t end, int64_t *p, int64_t *out) {
-    if (*p < end && d[*p] < 0x80) { /* the one-byte case: most lengths and deltas */
-        uint64_t b = d[(*p)++];
-        *out = (int64_t)((b >> 1) ^ (~(b & 1) + 1));
-        return 0;
-    }
-    uint64_t v = 0;
-    int shift = 0;
-    for (;;) {
-        if (*p >= end) return -1;
-        uint8_t b = d[(*p)++];
-        v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80)) break;
-        shift += 7;
-        if (shift > 63) return -1;
-    }
-    *out = (int64_t)((v >> 1) ^ (~(v & 1) + 1));
-    return 0;
-}
-
-static inline uint64_t be64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-    return v;
-}
-
-static inline void put_be64(uint8_t *p, int64_t x) {
-    uint64_t v = (uint64_t)x;
-    for (int i = 7; i >= 0; i--) {
-        p[i] = (uint8_t)v;
-        v >>= 8;
-    }
-}
-
-static inline uint64_t ld64(const uint8_t *p) {
-    uint64_t v;
-    memcpy(&v, p, 8);
-    return v;
 }
 
 static inline int is_empty(const uint8_t *e) { return (ld64(e) | ld64(e + 8) | ld64(e + 16)) == 0; }
@@ -453,74 +412,12 @@ int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64
 }
 
 /* ------------------------------------------------------------------------------------------------
- * CRC-32C (Castagnoli), as Kafka's record batch v2 uses: SSE4.2 instruction when the CPU has it,
- * otherwise a slicing-by-1 table.
- */
-static uint32_t crc_table[256];
-static int crc_ready = 0;
-
-static void crc_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[i] = c;
-    }
-    crc_ready = 1;
-}
-
-static uint32_t crc32c_sw(uint32_t crc, const uint8_t *p, int64_t n) {
-    if (!crc_ready) crc_init();
-    crc = ~crc;
-    while (n--) crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-    return ~crc;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, int64_t n) {
-    uint64_t c = ~crc & 0xffffffffu;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = __builtin_ia32_crc32di(c, v);
-        p += 8;
-        n -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
-    return ~c32;
-}
-static int have_sse42 = -1;
-#endif
-
-uint32_t km_crc32c(uint32_t crc, const uint8_t *p, int64_t n) {
-#if defined(__x86_64__)
-    if (have_sse42 < 0) {
-        __builtin_cpu_init();
-        have_sse42 = __builtin_cpu_supports("sse4.2") ? 1 : 0;
-    }
-    if (have_sse42) return crc32c_hw(crc, p, n);
-#endif
-    return crc32c_sw(crc, p, n);
-}
-
-/* ------------------------------------------------------------------------------------------------
  * Whole-range loops: walk the batches of a segment (mapped in memory) and do the common case in C,
  * returning to Python for a batch that needs it (compressed, control or transactional batches, and
  * batches whose tombstones need a delete horizon stamped). Byte offsets in the v2 batch header:
  * 0 baseOffset, 8 length, 12 leader epoch, 16 magic, 17 crc, 21 attributes, 23 lastOffsetDelta,
  * 27 baseTimestamp, 35 maxTimestamp, 43 producerId, 51 producerEpoch, 53 baseSequence, 57 count.
  */
-static inline int32_t be32(const uint8_t *p) {
-    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
-}
-static inline int16_t be16(const uint8_t *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
-static inline void put_be32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 enum { RC_END = 0, RC_FULL = 1, RC_PYTHON = 2, RC_STOP = 3, RC_FLUSH = 4, RC_BUDGET = 5, RC_CORRUPT = -1,
        RC_OVERFLOW = -3 };
 

@@ -1,0 +1,173 @@
+"""LogValidator's per-record checks: compiled (kompakt/native/records.c) or this pure-Python reference.
+
+Role: the per-record half of validating a produced batch, for the batches whose records must be
+read (compacted topics need a key on every record; CreateTime topics with a finite
+message.timestamp.before.max.ms check every timestamp). `check(data, pos, count, ...)` walks the
+records in data[pos:] without copying them and answers a `Check` (status, index, detail,
+nonsequential); `error_for(...)` turns a failed check into the KafkaError the produce response
+carries. Both implementations give the same `Check` for every input (tests/storage/
+test_record_check.py compares them over every codec, random and corrupt batches); `_LIB` selects
+(None: Python), tests set it.
+
+Record layout and rules: see the header comment of kompakt/native/records.c (Kafka's
+DefaultRecord: var32 = at most 5 bytes kept to 32 bits, var64 = at most 10 bytes kept to 64 bits;
+a record's fields end exactly at its declared size; no byte after `count` records; the first
+structural fault wins over any record error; within a record, key before timestamp).
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple
+
+from kompakt import native
+from kompakt.protocol.errors import CorruptMessageError, InvalidRecordError, InvalidTimestampError
+
+_LIB = native.LIB
+
+OK, CORRUPT, KEYLESS, TIMESTAMP = 0, 1, 2, 3
+# corrupt reasons (records.c's R_*), index = the record at fault
+PAST_END, VARINT_TOO_LONG, BAD_SIZE, NEG_HEADER_COUNT, NEG_HEADER_KEY, SIZE_MISMATCH, TRAILING = range(1, 8)
+REASONS = {
+    PAST_END: "a field runs past the end of the record",
+    VARINT_TOO_LONG: "a varint is longer than Kafka allows (5 bytes, 10 for the timestamp delta)",
+    BAD_SIZE: "its size is negative or runs past the end of the batch",
+    NEG_HEADER_COUNT: "its header count is negative",
+    NEG_HEADER_KEY: "a header key size is negative",
+    SIZE_MISMATCH: "its fields do not end where its size says",
+    TRAILING: "bytes are left after the last record",
+}
+F_REQUIRE_KEY, F_CHECK_TIMESTAMPS, F_LOG_APPEND_TIME = 1, 2, 4
+_M32 = 0xFFFFFFFF
+_M64 = 0xFFFFFFFFFFFFFFFF
+
+
+class Check(NamedTuple):
+    status: int        # OK, CORRUPT, KEYLESS or TIMESTAMP
+    index: int         # the record at fault (count for bytes left over)
+    detail: int        # CORRUPT: a REASONS key; TIMESTAMP: the record's timestamp delta; else 0
+    nonsequential: bool  # offset deltas are not 0, 1, ..., count - 1 (the batch must be rewritten)
+
+
+def check(data, pos: int, count: int, *, require_key: bool, check_timestamps: bool,
+          log_append_time: bool = False, base_ts: int = 0, fixed_ts: int = -1, now: int = 0,
+          before: int = 0, after: int = 0) -> Check:
+    """Check the `count` records in data[pos:] (see the module docstring)."""
+    flags = ((F_REQUIRE_KEY if require_key else 0) | (F_CHECK_TIMESTAMPS if check_timestamps else 0)
+             | (F_LOG_APPEND_TIME if log_append_time else 0))
+    if _LIB is None:
+        return _py_check(data, pos, count, flags, base_ts, fixed_ts, now, before, after)
+    io = (ctypes.c_int64 * 4)()
+    rc = _LIB.km_check_records(_pointer(data), len(data), pos, count, flags, base_ts, fixed_ts, now,
+                               before, after, io)
+    return Check(rc, io[0], io[1], bool(io[2]))
+
+
+def _pointer(data):
+    """Something ctypes passes as the address of data's bytes, without copying them."""
+    if isinstance(data, bytes):
+        return data
+    try:
+        return (ctypes.c_char * len(data)).from_buffer(data)   # bytearray, writable memoryview
+    except TypeError:
+        return bytes(data)                                   # a read-only view: one copy
+
+
+def error_for(c: Check, *, tp: str, count: int, base_ts: int, fixed_ts: int, log_append_time: bool,
+              first_offset: int, now: int, before: int, after: int):
+    """The KafkaError a failed Check raises (the same words as before the checks were compiled)."""
+    if c.status == CORRUPT:
+        where = (f"{count} records are followed by more bytes" if c.detail == TRAILING
+                 else f"record {c.index} of {count}: {REASONS.get(c.detail, 'malformed')}")
+        return CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {where}")
+    if c.status == KEYLESS:
+        return InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {tp}")
+    ts = fixed_ts if log_append_time else base_ts + c.detail
+    return timestamp_error(ts, first_offset + c.index, now, before, after)
+
+
+def timestamp_error(ts: int, offset: int, now: int, before: int, after: int) -> InvalidTimestampError:
+    return InvalidTimestampError(f"Timestamp {ts} of message with offset {offset} is out of range. The "
+                                 f"timestamp should be within [{now - before}, {now + after}]")
+
+
+# ---------------------------------------------------------------------------------------------
+# the reference
+
+class _Corrupt(Exception):
+    def __init__(self, reason: int):
+        self.reason = reason
+
+
+def _var(d, p: int, end: int, nbytes: int, mask: int) -> tuple[int, int]:
+    v = 0
+    for i in range(nbytes):
+        if p >= end:
+            raise _Corrupt(PAST_END)
+        b = d[p]
+        p += 1
+        v |= (b & 0x7F) << (7 * i)
+        if b < 0x80:
+            v &= mask
+            return (v >> 1) ^ -(v & 1), p
+    raise _Corrupt(VARINT_TOO_LONG)
+
+
+def _skip(q: int, rec_end: int, n: int) -> int:
+    if n < 0:
+        return q
+    if n > rec_end - q:
+        raise _Corrupt(PAST_END)
+    return q + n
+
+
+def _py_check(d, p, count, flags, base_ts, fixed_ts, now, before, after) -> Check:
+    end = len(d)
+    first_err = OK
+    err_index = err_td = 0
+    nonseq = False
+    i = 0
+    try:
+        if p < 0 or p > end:
+            raise _Corrupt(PAST_END)
+        while i < count:
+            ln, p = _var(d, p, end, 5, _M32)
+            if ln < 0 or ln > end - p:
+                raise _Corrupt(BAD_SIZE)
+            rec_end = p + ln
+            if p >= rec_end:
+                raise _Corrupt(PAST_END)
+            q = p + 1
+            td, q = _var(d, q, rec_end, 10, _M64)
+            od, q = _var(d, q, rec_end, 5, _M32)
+            kl, q = _var(d, q, rec_end, 5, _M32)
+            q = _skip(q, rec_end, kl)
+            vl, q = _var(d, q, rec_end, 5, _M32)
+            q = _skip(q, rec_end, vl)
+            hc, q = _var(d, q, rec_end, 5, _M32)
+            if hc < 0:
+                raise _Corrupt(NEG_HEADER_COUNT)
+            for _ in range(hc):
+                hkl, q = _var(d, q, rec_end, 5, _M32)
+                if hkl < 0:
+                    raise _Corrupt(NEG_HEADER_KEY)
+                q = _skip(q, rec_end, hkl)
+                hvl, q = _var(d, q, rec_end, 5, _M32)
+                q = _skip(q, rec_end, hvl)
+            if q != rec_end:
+                raise _Corrupt(SIZE_MISMATCH)
+            if od != i:
+                nonseq = True
+            if first_err == OK:
+                if flags & F_REQUIRE_KEY and kl < 0:
+                    first_err, err_index = KEYLESS, i
+                elif flags & F_CHECK_TIMESTAMPS:
+                    ts = fixed_ts if flags & F_LOG_APPEND_TIME else base_ts + td
+                    if ts != -1 and (now - ts > before or ts - now > after):
+                        first_err, err_index, err_td = TIMESTAMP, i, td
+            p = rec_end
+            i += 1
+        if p != end:
+            raise _Corrupt(TRAILING)
+    except _Corrupt as exc:
+        return Check(CORRUPT, i, exc.reason, nonseq)
+    return Check(first_err, err_index, err_td if first_err == TIMESTAMP else 0, nonseq)
