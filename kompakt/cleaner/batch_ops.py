@@ -10,11 +10,13 @@ Why hand-written parsing: Kafka's record layout (see kompakt.protocol.records) n
 walk per record; a generic decoder builds a Record object per record, this one only keeps slices
 of the batch bytes and inlines the one- and two-byte varint cases that make up nearly every record.
 
-Rules (Kafka's Cleaner.shouldRetainRecord and MemoryRecords.filterTo, decided per record):
+Rules (Kafka's Cleaner.shouldRetainRecord and MemoryRecords.filterTo, decided per record by
+`rules.record_fate`, the batch's tombstones by `rules.tombstones_removable`):
   * offset > map.latest_offset                    -> retain (past the mapped range of this pass)
   * no key                                         -> drop, counted as invalid (keyless)
   * offset < map.get(key)                          -> drop (a later record has the key)
-  * value null and batch horizon passed            -> drop (tombstone past delete.retention.ms)
+  * value null and batch horizon passed and the
+    batch ends below the group-safe horizon offset -> drop (tombstone past delete.retention.ms)
   * otherwise                                      -> retain
 A batch whose records are all retained and that needs no delete horizon is written byte for byte.
 A rebuilt batch keeps base offset, last offset delta (so the batch still covers the producer's
@@ -36,6 +38,7 @@ import struct
 import crc32c as _crc32c
 
 from kompakt.cleaner import native as _native
+from kompakt.cleaner import rules
 from kompakt.protocol.records import compress, decompress, encode_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -220,9 +223,9 @@ def _py_index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int
 class FilterResult:
     """What filter_batch did with one batch. `output` is None when the batch is dropped."""
 
-    __slots__ = ("output", "read", "retained", "tombstones", "keyless", "copied", "stamped")
+    __slots__ = ("output", "read", "retained", "tombstones", "keyless", "copied", "stamped", "held")
 
-    def __init__(self, output, read, retained, tombstones, keyless, copied, stamped):
+    def __init__(self, output, read, retained, tombstones, keyless, copied, stamped, held=0):
         self.output = output
         self.read = read
         self.retained = retained
@@ -230,6 +233,7 @@ class FilterResult:
         self.keyless = keyless         # keyless records dropped
         self.copied = copied           # True when output is the input batch byte for byte
         self.stamped = stamped         # True when a delete horizon was stamped in this pass
+        self.held = held               # tombstones retained only because of the group-safe horizon
 
 
 def build_header_bytes(base_offset: int, leader_epoch: int, attrs: int, last_delta: int,
@@ -244,13 +248,15 @@ def build_header_bytes(base_offset: int, leader_epoch: int, attrs: int, last_del
 
 def filter_batch(batch: bytes, hdr, offset_map, now_ms: int, delete_retention_ms: int, *,
                  discard_records: bool = False, retain_empty: bool = False,
-                 stamp_marker: bool = False, target_codec: int | None = None) -> FilterResult:
+                 stamp_marker: bool = False, target_codec: int | None = None,
+                 group_horizon_offset: int = rules.NO_GROUP_HORIZON) -> FilterResult:
     """Decide each record of a data batch (control batches: pass discard_records / stamp_marker).
 
     discard_records: drop every record (aborted transaction data, or a marker past its horizon
     whose transaction has no records left). retain_empty: keep the batch even with no records
     (last batch of an active producer, last batch before the first uncleanable offset).
     stamp_marker: a control batch that may be removed once its horizon passes gets one now.
+    group_horizon_offset: tombstones of a batch ending at or past it stay (rules.tombstones_removable).
     """
     attrs = hdr[H_ATTRS]
     count = hdr[H_COUNT]
@@ -263,7 +269,7 @@ def filter_batch(batch: bytes, hdr, offset_map, now_ms: int, delete_retention_ms
                                     count, 0, 0, 0, False, False)
             return FilterResult(None, count, 0, 0, 0, False, False)
         if stamp_marker and not has_horizon:
-            horizon = now_ms + delete_retention_ms
+            horizon = rules.delete_horizon(now_ms, delete_retention_ms)
             data = records_of(batch, hdr)
             recs, max_ts = _restamp_all(data, 0 if data is not batch else HEADER_SIZE, count, base_ts, horizon)
             out = _rebuild(batch, hdr, recs, count, attrs | DELETE_HORIZON_MASK, horizon, hdr[H_MAX_TS],
@@ -278,17 +284,25 @@ def filter_batch(batch: bytes, hdr, offset_map, now_ms: int, delete_retention_ms
         return FilterResult(None, count, 0, 0, 0, False, False)
     # The compiled filter probes the MD5 map's buffer itself; maps without one (the pipeline's
     # exact map) answer through get_many in the Python filter.
+    last = hdr[H_BASE_OFFSET] + hdr[H_LAST_DELTA]
+    removable = rules.tombstones_removable(has_horizon, base_ts, last, now_ms, group_horizon_offset)
+    held = rules.held_back(has_horizon, base_ts, last, now_ms, group_horizon_offset)
     if _LIB is not None and getattr(offset_map, "address", None) is not None:
-        res = _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec)
-        if res is not None:
-            return res
-    return _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, retain_empty, target_codec)
+        res = _native_filter(batch, hdr, offset_map, removable, retain_empty, target_codec)
+    else:
+        res = None
+    if res is None:
+        res = _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, removable, retain_empty,
+                                 target_codec)
+    if held:
+        res.held = res.tombstones
+    return res
 
 
 _OUT = [None, 0]   # a reusable output buffer for the compiled filter: [ctypes buffer, size]
 
 
-def _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec):
+def _native_filter(batch, hdr, offset_map, removable, retain_empty, target_codec):
     """The compiled filter; None when the batch needs a delete horizon stamped (Python does that)."""
     attrs = hdr[H_ATTRS]
     count = hdr[H_COUNT]
@@ -302,9 +316,8 @@ def _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec):
     out = _OUT[0]
     io = offset_map.native_io
     io[5] = 0
-    horizon_passed = 1 if has_horizon and now_ms >= base_ts else 0
     rc = _LIB.km_filter(data, len(data), p, count, hdr[H_BASE_OFFSET], offset_map.address, offset_map.slots,
-                        offset_map.latest_offset, horizon_passed, out, io)
+                        offset_map.latest_offset, 1 if removable else 0, out, io)
     if rc < 0:
         raise CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]} does not hold {count} valid records")
     kept, tombstones, keyless, maxtd, outlen = io[0], io[1], io[2], io[3], io[4]
@@ -327,7 +340,8 @@ def _native_filter(batch, hdr, offset_map, now_ms, retain_empty, target_codec):
 
 
 @_parse_guard
-def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, retain_empty, target_codec):
+def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, removable, retain_empty,
+                       target_codec):
     attrs = hdr[H_ATTRS]
     count = hdr[H_COUNT]
     has_horizon = bool(attrs & DELETE_HORIZON_MASK)
@@ -336,7 +350,6 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
     p = HEADER_SIZE if data is batch else 0
     base = hdr[H_BASE_OFFSET]
     latest = offset_map.latest_offset
-    horizon_passed = has_horizon and now_ms >= base_ts
     # per record: start, end, position after timestampDelta, timestampDelta, offset, digest|None, tombstone
     starts = []
     ends = []
@@ -410,27 +423,20 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
     keyless = 0
     tombstones = 0
     fi = 0
+    fate_of = rules.record_fate
     for i in range(count):
-        off = offs[i]
         d = digests[i]
+        f = -1
         if d is not None:
             f = found[fi]
             fi += 1
-        if off > latest:
+        fate = fate_of(offs[i], latest, d is not None, f, tomb[i], removable)
+        if fate == rules.KEEP:
             keep.append(i)
             if tomb[i]:
                 tombstones += 1
-            continue
-        if d is None:
+        elif fate == rules.DROP_KEYLESS:
             keyless += 1
-            continue
-        if off < f:
-            continue
-        if tomb[i]:
-            if horizon_passed:
-                continue
-            tombstones += 1
-        keep.append(i)
 
     need_stamp = tombstones > 0 and not has_horizon
     kept = len(keep)
@@ -441,7 +447,7 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, reta
 
     ts_create = not (attrs & TIMESTAMP_TYPE_MASK)
     if need_stamp:
-        horizon = now_ms + delete_retention_ms
+        horizon = rules.delete_horizon(now_ms, delete_retention_ms)
         parts = []
         max_ts = -1
         for i in keep:

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 
 from kompakt.cleaner import batch_ops
 from kompakt.cleaner import native as N
+from kompakt.cleaner import rules
 from kompakt.cleaner.batch_ops import (CONTROL_MASK, H_ATTRS, H_BASE_OFFSET, H_COUNT, H_LAST_DELTA,
                                        H_LENGTH, H_MAX_TS, H_PEPOCH, H_PID, HEADER, HEADER_SIZE,
                                        TRANSACTIONAL_MASK)
@@ -101,6 +102,10 @@ class CleanJob:
     target_codec: int | None = None
     # pid -> (last data offset or -1, producer epoch); None: derive from the prescan
     active_producers: dict | None = None
+    # the group-safe horizon offset: tombstones and markers of a batch ending at or past it stay,
+    # whatever their delete horizon (rules.tombstones_removable); the broker computes it from the
+    # committed offsets of kompakt.tombstone.retention.groups, LONG_MAX when the topic names none
+    group_horizon_offset: int = rules.NO_GROUP_HORIZON
 
 
 @dataclass
@@ -118,6 +123,7 @@ class CleanResult:
     groups: list = field(default_factory=list)
     stats: CleanerStats = field(default_factory=CleanerStats)
     map_size: int = 0
+    group_horizon_offset: int | None = None   # the job's, None when no group held tombstones back
 
 
 def segment_file(dir_: str, base_offset: int, ext: str, suffix: str = "") -> str:
@@ -315,7 +321,9 @@ class Cleaner:
         to_clean = [s for s in job.segments if s.base_offset < end_offset]
         groups = group_segments_by_size(to_clean, job.segment_bytes, job.max_index_size,
                                         job.first_uncleanable_offset)
-        result = CleanResult(job.tp, end_offset, stats=stats, map_size=omap.size)
+        result = CleanResult(job.tp, end_offset, stats=stats, map_size=omap.size,
+                             group_horizon_offset=(None if job.group_horizon_offset == rules.NO_GROUP_HORIZON
+                                                   else job.group_horizon_offset))
         txn_state: dict = {}
         written: list[str] = []
         try:
@@ -482,11 +490,12 @@ class Cleaner:
             raw = mm[pos:pos + size]
             batch_ops.verify_crc(raw, h, f" in {f._f.name}")
             res = self._filter(raw, h, markers, producers, txn_state, job.now_ms, job.delete_retention_ms,
-                               job.first_uncleanable_offset, job.target_codec)
+                               job.first_uncleanable_offset, job.target_codec, job.group_horizon_offset)
             stats.messages_read += res.read
             stats.bytes_read += size
             stats.invalid_messages += res.keyless
             stats.tombstones_retained += res.tombstones
+            stats.tombstones_held_back += res.held
             if res.output is None:
                 continue
             data = res.output
@@ -510,7 +519,8 @@ class Cleaner:
             for i in range(11, 18):
                 st[i] = 0
             rc = lib.km_filter_range(f.address, f.size, omap.address, omap.slots, omap.latest_offset, job.now_ms,
-                                     job.first_uncleanable_offset, keep_arr, len(keep), w.out, OUT_CAP,
+                                     job.group_horizon_offset, job.first_uncleanable_offset, keep_arr, len(keep),
+                                     w.out, OUT_CAP,
                                      w.oidx, INDEX_CAP, w.tidx, INDEX_CAP, RANGE_BUDGET, st)
             stats.messages_read += st[11]
             stats.bytes_read += st[12]
@@ -544,7 +554,8 @@ class Cleaner:
             self._filter_batches(job, f, [(pos, h)], w, markers, producers, txn_state, stats)
             st[10] = pos + h[H_LENGTH] + 12
 
-    def _filter(self, raw, h, markers, producers, txn_state, now_ms, drm, upper, codec):
+    def _filter(self, raw, h, markers, producers, txn_state, now_ms, drm, upper, codec,
+                gho=rules.NO_GROUP_HORIZON):
         attrs = h[H_ATTRS]
         pid = h[H_PID]
         last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
@@ -561,17 +572,21 @@ class Cleaner:
         if attrs & CONTROL_MASK:
             # a marker may go once no record of its transaction remains and its horizon passed
             can_discard = not txn_state.pop(pid, False)
-            horizon_passed = bool(attrs & batch_ops.DELETE_HORIZON_MASK) and h[batch_ops.H_BASE_TS] <= now_ms
-            return batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm,
-                                          discard_records=can_discard and horizon_passed,
-                                          retain_empty=retain_empty, stamp_marker=can_discard,
-                                          target_codec=None)
+            has_horizon = bool(attrs & batch_ops.DELETE_HORIZON_MASK)
+            removable = rules.tombstones_removable(has_horizon, h[batch_ops.H_BASE_TS], last, now_ms, gho)
+            res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm,
+                                         discard_records=can_discard and removable,
+                                         retain_empty=retain_empty, stamp_marker=can_discard,
+                                         target_codec=None)
+            if can_discard and rules.held_back(has_horizon, h[batch_ops.H_BASE_TS], last, now_ms, gho):
+                res.held = res.retained
+            return res
         if _is_aborted(markers, h):
             res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, discard_records=True,
                                          retain_empty=retain_empty)
         else:
             res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, retain_empty=retain_empty,
-                                         target_codec=codec)
+                                         target_codec=codec, group_horizon_offset=gho)
         if attrs & TRANSACTIONAL_MASK and res.output is not None:
             # a batch of the transaction stays (even empty): so does its marker (Kafka's onBatchRead);
             # a transactional batch without its marker would reopen the transaction on recovery

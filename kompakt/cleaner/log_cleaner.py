@@ -42,6 +42,7 @@ import time as _time
 from collections import deque
 
 from kompakt.cleaner import cleaner as C
+from kompakt.cleaner import rules
 from kompakt.cleaner.manager import LogCleanerManager, cleanable_offsets, log_dir_of, make_log_to_clean, now_ms
 from kompakt.cleaner.offset_map import BYTES_PER_ENTRY, slots_for_memory
 from kompakt.cleaner.pool import Worker
@@ -96,6 +97,10 @@ class LogCleaner:
         self._requests: deque = deque()       # (tp, concurrent Future) for clean_now
         self._deaths_by_tp: dict = {}
         self._started = False
+        # The seam of kompakt.tombstone.retention.groups: (tp, LogConfig) -> the group-safe horizon
+        # offset of the partition (rules.py; LONG_MAX: no group holds tombstones back). Set by the
+        # broker, which owns the consumer groups; called in a cleaner thread when a job is built.
+        self.group_horizon = None
 
     # --- lifecycle ---------------------------------------------------------------------------------
     def _logs(self) -> dict:
@@ -328,7 +333,14 @@ class LogCleaner:
             max_index_size=getattr(cfg, "segment_index_bytes", 10 * 1024 * 1024),
             index_interval_bytes=getattr(cfg, "index_interval_bytes", 4096),
             target_codec=CODECS.get(codec_name),
-            active_producers=_active_producers(lg))
+            active_producers=_active_producers(lg),
+            group_horizon_offset=self._group_horizon(ltc.tp, cfg))
+
+    def _group_horizon(self, tp, cfg) -> int:
+        if self.group_horizon is None:
+            return rules.NO_GROUP_HORIZON
+        offset = self.group_horizon(tp, cfg)
+        return rules.NO_GROUP_HORIZON if offset is None else int(offset)
 
     def _clean(self, worker: Worker, ltc, fut) -> None:
         tp = ltc.tp
@@ -442,6 +454,8 @@ class LogCleaner:
         ps.records_after_last_clean = s.messages_written
         ps.distinct_keys_last_clean = result.map_size
         ps.tombstones_retained = s.tombstones_retained
+        ps.tombstones_held_back = s.tombstones_held_back
+        ps.group_horizon_offset = result.group_horizon_offset
         ps.keyless_dropped = s.invalid_messages
         ps.cleans += 1
         if result.end_offset < ltc.first_uncleanable_offset:

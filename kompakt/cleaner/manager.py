@@ -94,6 +94,15 @@ class LogToClean:
 
 
 def first_batch_timestamp(seg) -> int:
+    """The max timestamp of a segment's first batch (-1: none); a LogSegment keeps it cached as its
+    rolling-based timestamp, anything else with `read_bytes` is read."""
+    cached = getattr(seg, "rolling_based_timestamp", None)
+    if cached is not None:
+        try:
+            ts = cached()
+        except Exception:  # noqa: BLE001 - a segment that cannot be read gives no timestamp
+            return -1
+        return -1 if ts is None else ts
     try:
         raw = seg.read_bytes(0, 61)
     except Exception:  # noqa: BLE001 - a segment that cannot be read gives no timestamp
@@ -146,11 +155,32 @@ def max_compaction_delay(lg, first_dirty: int, now: int) -> int:
     return clean_until - earliest if earliest < clean_until else 0
 
 
+def is_eligible(ltc: LogToClean, min_cleanable_dirty_ratio: float) -> bool:
+    """Kafka's selection test: dirty ratio above min.cleanable.dirty.ratio, or max.compaction.lag.ms
+    exceeded with something cleanable."""
+    return ltc.total_bytes > 0 and ((ltc.needs_compaction_now and ltc.cleanable_bytes > 0)
+                                    or ltc.cleanable_ratio > min_cleanable_dirty_ratio)
+
+
+def filthiest(candidates: list) -> LogToClean | None:
+    """The eligible log with the largest dirty ratio (Kafka's filthiest log)."""
+    return max(candidates, key=lambda c: c.cleanable_ratio) if candidates else None
+
+
 def make_log_to_clean(tp, lg, first_dirty: int, first_uncleanable: int, needs_now=False, delay=0) -> LogToClean:
     segments = list(lg.segments)
     clean = sum(s.size for s in segments_between(segments, -1, first_dirty))
     cleanable = sum(s.size for s in segments_between(segments, first_dirty, max(first_dirty, first_uncleanable)))
     return LogToClean(tp, lg, first_dirty, first_uncleanable, clean, cleanable, needs_now, delay)
+
+
+def log_to_clean(tp, lg, checkpoint: int | None, now: int) -> tuple[LogToClean, bool]:
+    """One log's candidacy: its LogToClean and whether the checkpoint needs rewriting. Pure over
+    what `lg` exposes (segments with base_offset, size, largest_timestamp and a first batch
+    timestamp; offsets; config), so the what-if replay runs it over simulated segments."""
+    first_dirty, first_uncleanable, force = cleanable_offsets(lg, checkpoint, now)
+    delay = max_compaction_delay(lg, first_dirty, now)
+    return make_log_to_clean(tp, lg, first_dirty, first_uncleanable, delay > 0, delay), force
 
 
 class LogCleanerManager:
@@ -325,9 +355,7 @@ class LogCleanerManager:
 
     # --- selection ---------------------------------------------------------------------------------
     def _log_to_clean(self, tp, lg, checkpoints, now: int) -> tuple[LogToClean, bool]:
-        first_dirty, first_uncleanable, force = cleanable_offsets(lg, checkpoints.get(tp), now)
-        delay = max_compaction_delay(lg, first_dirty, now)
-        return make_log_to_clean(tp, lg, first_dirty, first_uncleanable, delay > 0, delay), force
+        return log_to_clean(tp, lg, checkpoints.get(tp), now)
 
     def grab_filthiest_compacted_log(self, pre_clean_stats: dict | None = None) -> LogToClean | None:
         now = now_ms(self.time)
@@ -349,16 +377,14 @@ class LogCleanerManager:
                     self.update_checkpoints(log_dir_of(lg), partition_to_update=(tp, ltc.first_dirty_offset))
                 selection[tp] = ltc
                 max_delay = max(max_delay, ltc.max_compaction_delay_ms)
-                if ltc.total_bytes > 0 and (
-                        (ltc.needs_compaction_now and ltc.cleanable_bytes > 0)
-                        or ltc.cleanable_ratio > lg.config.min_cleanable_dirty_ratio):
+                if is_eligible(ltc, lg.config.min_cleanable_dirty_ratio):
                     candidates.append(ltc)
             self.last_selection = selection
             self.max_compaction_delay_ms = max_delay
-            if not candidates:
+            best = filthiest(candidates)
+            if best is None:
                 self.dirtiest_ratio = 0.0
                 return None
-            best = max(candidates, key=lambda c: c.cleanable_ratio)
             self.dirtiest_ratio = best.cleanable_ratio
             self._apply(best.tp, S.GRAB)
             return best

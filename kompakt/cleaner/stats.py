@@ -24,7 +24,7 @@ MB = 1024.0 * 1024.0
 class CleanerStats:
     __slots__ = ("start", "map_complete", "end", "bytes_read", "bytes_written", "map_bytes_read",
                  "map_messages_read", "messages_read", "messages_written", "invalid_messages",
-                 "tombstones_retained", "buffer_utilization", "_monotonic")
+                 "tombstones_retained", "tombstones_held_back", "buffer_utilization", "_monotonic")
 
     def __init__(self, monotonic=_time.monotonic):
         self._monotonic = monotonic
@@ -39,6 +39,7 @@ class CleanerStats:
         self.messages_written = 0
         self.invalid_messages = 0
         self.tombstones_retained = 0
+        self.tombstones_held_back = 0      # kept only because a consumer group has not read past them
         self.buffer_utilization = 0.0
 
     def __getstate__(self):
@@ -107,6 +108,8 @@ class PartitionCleanStatus:
     records_after_last_clean: int = 0
     distinct_keys_last_clean: int = 0
     tombstones_retained: int = 0
+    tombstones_held_back: int = 0          # kept by the last clean only for kompakt.tombstone.retention.groups
+    group_horizon_offset: int | None = None   # the group-safe horizon the last clean used (None: none)
     keyless_dropped: int = 0
     cleans: int = 0
     partial_passes: int = 0

@@ -72,6 +72,7 @@ class TopicKey:
     allowed: tuple[Any, ...] = ()  # extra single values allowed outside [min, max] (gzip level -1)
     internal: bool = False  # Kafka's defineInternal: accepted, hidden from DescribeConfigs
     accepted_only: bool = False  # validated and described, no effect on a single node
+    validator: Any = None  # value -> None, or why the value is refused (keys with rules of their own)
 
     @property
     def attr(self) -> str:
@@ -125,6 +126,9 @@ class TopicKey:
                         f"(allowed: {self.allowed_text()})")
 
     def _check(self, raw: Any, value: Any) -> None:
+        why = self.validator(value) if self.validator is not None else None
+        if why:
+            raise self._refuse(raw, why)
         if self.choices is not None:
             for item in (value if isinstance(value, list) else [value]):
                 if item not in self.choices:
@@ -138,6 +142,8 @@ class TopicKey:
             raise self._refuse(raw, f"Value must be no more than {_fmt_num(self.max)}")
 
     def allowed_text(self) -> str:
+        if self.validator is not None and self.validator.__doc__:
+            return self.validator.__doc__
         if self.choices:
             return ("a comma-separated list of " if self.type == "list" else "one of ") + ", ".join(self.choices)
         if self.type == "bool":
@@ -164,6 +170,15 @@ def _invalid(key: str, value: Any, allowed: str, message: str) -> InvalidConfigE
     exc = InvalidConfigError(message)
     exc.key, exc.value, exc.allowed = key, value, allowed
     return exc
+
+
+def _group_list(groups: list) -> str | None:
+    """a comma-separated list of consumer group ids, or * alone (every group with committed offsets on the topic)"""
+    if "*" in groups and len(groups) > 1:
+        return "* stands for every group with committed offsets on the topic and cannot be combined with group ids"
+    if len(set(groups)) != len(groups):
+        return "a group id is listed twice"
+    return None
 
 
 def _t(name, type_, default, synonyms=(), doc="", **kw) -> TopicKey:
@@ -196,6 +211,13 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
     _t("internal.segment.bytes", "int", None, [],
        "Kafka 4 internal key: segment size with no minimum (testing only); overrides segment.bytes.",
        internal=True),
+    _t("kompakt.tombstone.retention.groups", "list", [], [],
+       "Kompakt: consumer groups (or * for every group with committed offsets on the topic) that must have "
+       "committed past a tombstone or transaction marker before the cleaner removes it, on top of "
+       "delete.retention.ms. Empty: Kafka's rule.", validator=_group_list),
+    _t("kompakt.tombstone.retention.max.ms", "long", 604_800_000, [],
+       "Kompakt: a group of kompakt.tombstone.retention.groups that has not committed offsets on the topic "
+       "for this long stops holding tombstones back.", min=1),
     _t("leader.replication.throttled.replicas", "list", [], [],
        "Accepted; a single node has no followers.", accepted_only=True),
     _t("local.retention.bytes", "long", -2, ["log.local.retention.bytes"],

@@ -533,10 +533,13 @@ static int note_written(int64_t *st, int64_t last, int64_t max_ts, int64_t len, 
  * [12] bytes read (+), [13] records written (+), [14] bytes written (+), [15] keyless (+),
  * [16] tombstones kept (+), [17] probes (+).
  * keep_offsets: sorted last offsets whose batch is kept even if empty (active producers' last
- * batches). upper: a batch ending right before it is kept even if empty.
+ * batches). upper: a batch ending right before it is kept even if empty. group_horizon: the
+ * group-safe horizon offset (rules.py); a batch whose delete horizon passed but which ends at or
+ * past it goes to Python (RC_PYTHON), which keeps and counts its tombstones.
  */
 int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int64_t slots, int64_t latest,
-                        int64_t now_ms, int64_t upper, const int64_t *keep_offsets, int64_t n_keep,
+                        int64_t now_ms, int64_t group_horizon, int64_t upper, const int64_t *keep_offsets,
+                        int64_t n_keep,
                         uint8_t *out, int64_t out_cap, uint8_t *oidx, int64_t ocap, uint8_t *tidx, int64_t tcap,
                         int64_t budget, int64_t *st) {
     int64_t pos = st[10];
@@ -566,11 +569,15 @@ int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int
         int64_t pid = (int64_t)be64(b + 43);
         int64_t count = be32(b + 57);
         int has_horizon = (attrs & 0x40) != 0;
+        int passed = has_horizon && now_ms >= base_ts;
+        if (passed && last >= group_horizon) {
+            st[10] = pos;
+            return RC_PYTHON; /* tombstones held back by a consumer group: decided in rules.py */
+        }
         int retain_empty = (last + 1 == upper) || (pid >= 0 && in_sorted(keep_offsets, n_keep, last));
         uint8_t *dst = out + st[9] + 61;
         io[5] = 0;
-        int64_t rc = km_filter(b, size, 61, count, base, map, slots, latest,
-                               has_horizon && now_ms >= base_ts, dst, io);
+        int64_t rc = km_filter(b, size, 61, count, base, map, slots, latest, passed, dst, io);
         st[17] += io[5];
         if (rc < 0) {
             st[10] = pos;

@@ -96,6 +96,31 @@ def _pwrite_all(fd: int, data, pos: int) -> None:
         view = view[n:]
 
 
+def time_waited_for_roll(rolling_based_timestamp: int | None, created_ms: int, now_ms: int,
+                         message_timestamp: int) -> int:
+    """How long a segment has waited for a time roll: from its first batch's timestamp to the new
+    messages' (or from its creation to now when the first batch has none)."""
+    if rolling_based_timestamp is not None and rolling_based_timestamp >= 0:
+        return message_timestamp - rolling_based_timestamp
+    return now_ms - created_ms
+
+
+def should_roll(size: int, base_offset: int, rolling_based_timestamp: int | None, created_ms: int,
+                roll_jitter_ms: int, indexes_full: bool, *, segment_bytes: int, max_segment_ms: int,
+                messages_size: int, max_timestamp_in_messages: int, max_offset_in_messages: int,
+                now_ms: int) -> bool:
+    """Kafka's LogSegment.shouldRoll as a pure function (also replayed by cleaner/whatif.py): the
+    new messages do not fit segment.bytes, the segment has waited segment.ms (minus its jitter;
+    max.compaction.lag.ms when smaller on a compacted topic), an index is full, or an offset would
+    not fit a relative index entry."""
+    reached_roll_ms = time_waited_for_roll(rolling_based_timestamp, created_ms, now_ms,
+                                           max_timestamp_in_messages) > max_segment_ms - roll_jitter_ms
+    return (size > segment_bytes - messages_size
+            or (size > 0 and reached_roll_ms)
+            or indexes_full
+            or not 0 <= max_offset_in_messages - base_offset <= INT32_MAX)
+
+
 class LogSegment:
     """See module docstring."""
 
@@ -165,20 +190,16 @@ class LogSegment:
         return self._rolling_based_timestamp
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
-        ts = self.rolling_based_timestamp()
-        if ts is not None and ts >= 0:
-            return message_timestamp - ts
-        return now_ms - self.created
+        return time_waited_for_roll(self.rolling_based_timestamp(), self.created, now_ms, message_timestamp)
 
     def should_roll(self, *, segment_bytes: int, max_segment_ms: int, messages_size: int,
                     max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int) -> bool:
-        """Kafka's LogSegment.shouldRoll."""
-        reached_roll_ms = self.time_waited_for_roll(now_ms, max_timestamp_in_messages) \
-            > max_segment_ms - self.roll_jitter_ms
-        return (self.size > segment_bytes - messages_size
-                or (self.size > 0 and reached_roll_ms)
-                or self.indexes_full()
-                or not self.can_convert_to_relative_offset(max_offset_in_messages))
+        """Kafka's LogSegment.shouldRoll (the rule is `should_roll` below)."""
+        return should_roll(self.size, self.base_offset, self.rolling_based_timestamp(), self.created,
+                           self.roll_jitter_ms, self.indexes_full(), segment_bytes=segment_bytes,
+                           max_segment_ms=max_segment_ms, messages_size=messages_size,
+                           max_timestamp_in_messages=max_timestamp_in_messages,
+                           max_offset_in_messages=max_offset_in_messages, now_ms=now_ms)
 
     # ---- append ----------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,

@@ -169,6 +169,9 @@ def test_every_valid_value_survives_describe_formatting(data):
         value = data.draw(st.booleans())
     elif key.type == "double":
         value = data.draw(st.floats(min_value=key.min, max_value=key.max, allow_nan=False))
+    elif key.name == "kompakt.tombstone.retention.groups":
+        value = data.draw(st.one_of(st.just(["*"]), st.lists(st.sampled_from(["billing", "audit", "g-1"]),
+                                                              max_size=3, unique=True)))
     elif key.type == "list":
         value = data.draw(st.lists(st.sampled_from(["0:1", "1:1", "*"]), max_size=2))
     else:
