@@ -136,6 +136,11 @@ CLEANER_PARTITION_DISTINCT_KEYS = "kompakt_cleaner_partition_distinct_keys_after
 CLEANER_PARTITION_TOMBSTONES = "kompakt_cleaner_partition_tombstones_retained"
 CLEANER_PARTITION_PAUSED = "kompakt_cleaner_partition_paused"
 CLEANER_PARTITION_UNCLEANABLE = "kompakt_cleaner_partition_uncleanable"
+CLEANER_PARTITION_HELD_BACK = "kompakt_cleaner_partition_tombstones_held_back"
+
+# --- group-safe tombstones (broker/tombstone_guard.py; scrape time) -------------------------------
+TOMBSTONE_STALE_GROUPS = "kompakt_tombstone_retention_stale_groups"
+TOMBSTONE_STALE_EVENTS = "kompakt_tombstone_retention_stale_group_events_total"
 
 # Request latency buckets in seconds: sub-millisecond produce up to long-polling fetches
 # (fetch.max.wait.ms defaults to 500 ms; clients may ask for more).
@@ -407,6 +412,28 @@ class LiveCollector:
             yield from self._collect_groups()
         except Exception:
             log.exception("collecting group coordinator metrics failed")
+        try:
+            yield from self._collect_tombstone_guard()
+        except Exception:
+            log.exception("collecting tombstone retention metrics failed")
+
+    # -- group-safe tombstones (kompakt.tombstone.retention.groups) --
+    def _collect_tombstone_guard(self) -> Iterable[Any]:
+        guard = getattr(self.broker, "tombstone_guard", None)
+        stats = guard.stats() if callable(getattr(guard, "stats", None)) else None
+        if stats is None:
+            return
+        stale = GaugeMetricFamily(TOMBSTONE_STALE_GROUPS, "Groups of kompakt.tombstone.retention.groups that "
+                                  "stopped holding the topic's tombstones back: no commit on it for "
+                                  "kompakt.tombstone.retention.max.ms. Kafka: none.", labels=["topic"])
+        events = CounterMetricFamily(TOMBSTONE_STALE_EVENTS[:-len("_total")], "Times a group of "
+                                     "kompakt.tombstone.retention.groups went stale (each also logs a WARNING). "
+                                     "Kafka: none.", labels=["topic"])
+        for topic, (now_stale, crossings) in sorted(stats.items()):
+            stale.add_metric([topic], now_stale)
+            events.add_metric([topic], crossings)
+        yield stale
+        yield events
 
     # -- group coordinator (groups) --
     def _collect_groups(self) -> Iterable[Any]:
@@ -625,11 +652,14 @@ class LiveCollector:
                                         "Kafka: LogCleaningPaused state (no metric).", labels=labels),
             "unclean": GaugeMetricFamily(CLEANER_PARTITION_UNCLEANABLE, "1 when the log is marked uncleanable. "
                                          "Kafka: uncleanable-partitions-count (per dir).", labels=labels),
+            "held": GaugeMetricFamily(CLEANER_PARTITION_HELD_BACK, "Tombstones and markers the last clean kept "
+                                      "past delete.retention.ms because a group of kompakt.tombstone.retention."
+                                      "groups has not committed past them. Kafka: none.", labels=labels),
         }
         keys = {"dirty": ("dirty_ratio",), "point": ("cleaner_point", "first_dirty_offset"),
                 "time": ("last_clean_time_ms",), "duration": ("last_clean_duration_ms",),
                 "records": ("records_after_last_clean",), "keys": ("distinct_keys_after_last_clean",),
-                "tomb": ("tombstones_retained",)}
+                "tomb": ("tombstones_retained",), "held": ("tombstones_held_back",)}
         scale = {"time": 0.001, "duration": 0.001}
         combine_max = {"dirty", "time", "duration", "point"}
         per_topic: dict[str, dict[str, float]] = {}

@@ -181,6 +181,27 @@ def cleaner_view(broker: Any, tp: Any, lg: Any) -> dict[str, Any]:
     return out
 
 
+def tombstone_retention_view(broker: Any, tp: Any, lg: Any) -> dict[str, Any] | None:
+    """kompakt.tombstone.retention.groups of the partition's topic: the group-safe horizon now,
+    which groups hold it, each group's position, and how many tombstones the last clean held back
+    (None when the topic names no groups)."""
+    guard = getattr(broker, "tombstone_guard", None)
+    if guard is None:
+        return None
+    try:
+        view = guard.view(tp, lg.config)
+    except Exception as exc:  # a status must not fail the request
+        log.warning("tombstone retention status of %s-%s failed: %s", tp[0], tp[1], exc)
+        return {"status_error": f"{type(exc).__name__}: {exc}"}
+    if view is None:
+        return None
+    out = view.as_dict()
+    cleaner = cleaner_view(broker, tp, lg)
+    out["held_back_by_last_clean"] = cleaner.get("tombstones_held_back")
+    out["horizon_of_last_clean"] = cleaner.get("group_horizon_offset")
+    return out
+
+
 def partition_view(broker: Any, tp: Any, lg: Any, *, detail: bool = False) -> dict[str, Any]:
     segments = list(getattr(lg, "segments", ()) or ())
     active = getattr(lg, "active_segment", None)
@@ -195,6 +216,9 @@ def partition_view(broker: Any, tp: Any, lg: Any, *, detail: bool = False) -> di
         "segment_count": len(segments),
         "cleaner": cleaner_view(broker, tp, lg),
     }
+    retention = tombstone_retention_view(broker, tp, lg)
+    if retention is not None:
+        out["tombstone_retention"] = retention
     if detail:
         out["dir"] = os.fspath(getattr(lg, "dir", "")) or None
         topic_id = getattr(lg, "topic_id", None)

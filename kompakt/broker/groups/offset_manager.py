@@ -121,6 +121,17 @@ class OffsetManager:
             return dict(committed)
         return {tp: committed.get(tp) for tp in partitions}
 
+    def committed_offsets_of_topic(self, topic: str) -> dict[str, dict[int, OffsetAndMetadata]]:
+        """{group: {partition: OffsetAndMetadata}} of every group with commits on `topic`. A copy
+        built from atomic snapshots (list() of a dict runs under the GIL), so another thread (the
+        cleaner's, through broker/tombstone_guard.py) may call it while the loop commits."""
+        out: dict[str, dict[int, OffsetAndMetadata]] = {}
+        for group_id, committed in list(self.offsets.items()):
+            parts = {p: om for (t, p), om in list(committed.items()) if t == topic}
+            if parts:
+                out[group_id] = parts
+        return out
+
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
         """OffsetDelete: (top-level error, {(topic, partition): error})."""
         group = self.groups.get(group_id)

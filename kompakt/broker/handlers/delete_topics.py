@@ -99,6 +99,9 @@ async def _delete(ctx, topic: str, topic_id) -> Result:
     log.info("deleted topic %s (id %s) for client %s", topic, topic_id, ctx.client_id)
     if getattr(ctx.broker, "groups", None) is not None:   # groups: tombstone its committed offsets
         ctx.broker.groups.on_topic_deleted(topic)
+    guard = getattr(ctx.broker, "tombstone_guard", None)
+    if guard is not None:   # a re-created topic starts with no stale or first-seen groups
+        guard.forget_topic(topic)
     return _result(topic, topic_id)
 
 
