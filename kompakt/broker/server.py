@@ -92,6 +92,7 @@ class Broker:
         self.groups = GroupCoordinator(self)
 
         self.authorizer = None               # security.authorizer.Authorizer once logs are loaded
+
         from kompakt.broker.tombstone_guard import TombstoneGuard
         self.tombstone_guard = TombstoneGuard(self.groups, time_ms=lambda: int(time_source.time() * 1000))
         if self.cleaner is not None:
