@@ -2,10 +2,10 @@
 
 Role: the one place these decisions are written in Python. `batch_ops` (the per-batch seam of a
 real clean), the pipeline's exact compaction, the guarantee check (`guarantees.py`) and the
-what-if replay (`whatif.py`) all call them; `native.c` is the compiled twin of `record_fate`
-(tests/cleaner/test_native.py holds both to the same output, byte for byte) and hands every batch
-whose tombstones the group-safe horizon holds back to the Python path, so `tombstones_removable`
-has no compiled copy.
+what-if replay (`whatif.py`) all call them; `kompakt/native/cleaner.c` is the compiled twin of
+`record_fate` (tests/cleaner/test_native.py holds both to the same output, byte for byte) and
+hands every batch whose tombstones the group-safe horizon holds back to the Python path, so the
+group-safe part of `tombstones_removable` has no compiled copy.
 
 Rules (Kafka's Cleaner.shouldRetainRecord, KIP-534 delete horizons, plus Kompakt's group-safe
 horizon), per record of a data batch:
