@@ -52,7 +52,7 @@ class _Slot:
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker, dispatcher, *, max_request_bytes: int, max_in_flight: int,
-                 listener: str | None = None):
+                 listener: str | None = None, security=None):
         self.broker = broker
         self.listener = listener
         self.dispatcher = dispatcher
@@ -71,17 +71,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._out: list = []                 # responses ready to write, in order
         self._write_scheduled = False
         self.parked = Parked()               # this connection's long-polling fetches
+        self.security = security             # the listener's security.setup.ListenerSecurity (None: plain)
         self.session = Session(listener=listener)   # who the client is (security/session.py)
+        self.gate = None                     # SASL: admits(api_key) before each request, else None
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
-        self.session.client_host = peer[0] if isinstance(peer, tuple) and peer else ""
+        client_host = peer[0] if isinstance(peer, tuple) and peer else ""
+        self.session.client_host = client_host
         self.broker.connections.add(self)
         if self.broker.metrics is not None:
             self.broker.metrics.connection_opened()
+        if self.security is not None and (self.security.sasl is not None or self.security.ssl_context is not None):
+            session = self.security.open_session(transport, client_host, self.peer, self.close_when_idle)
+            if session is None:
+                self.abort()
+            else:
+                self.session = session
+                if session.sasl is not None:
+                    self.gate = session.sasl.admits
 
     def connection_lost(self, exc) -> None:
         self.broker.connections.discard(self)
@@ -139,6 +150,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # -- requests ------------------------------------------------------------------------------
     def _start(self, frame) -> None:
+        gate = self.gate
+        if gate is not None and not gate(int.from_bytes(frame[0:2], "big", signed=True)):
+            # before SASL authentication (or after its session expired): Kafka closes the connection
+            self._violation(self.session.sasl.refusal(int.from_bytes(frame[0:2], "big", signed=True)))
+            return
         try:
             prepared = self.dispatcher.prepare(frame, self.peer, self.listener, self.parked, self.session)
         except ProtocolViolation as exc:

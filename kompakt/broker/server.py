@@ -34,22 +34,12 @@ from kompakt.broker.connection import KafkaConnection
 from kompakt.broker.dispatch import Dispatcher
 from kompakt.broker.fetch_session import FetchSessionCache
 from kompakt.broker.fetch_wait import FetchWaiters
-from kompakt.broker.security.setup import build_authorizer
+from kompakt.broker.security.scram_store import ScramStore
+from kompakt.broker.security.listeners import parse_listener  # noqa: F401 - re-exported (tests, tools)
+from kompakt.broker.security.setup import ListenerSecurity, build_authorizer, build_listeners
 from kompakt.config.broker_config import BrokerConfig, ConfigError
 
 log = logging.getLogger(__name__)
-
-
-def parse_listener(spec: str) -> tuple[str, str, int]:
-    """`NAME://host:port` -> (name, host, port); an empty host means every interface."""
-    if "://" not in spec:
-        raise ConfigError(f"Invalid listener {spec!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
-    name, rest = spec.split("://", 1)
-    host, sep, port = rest.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"Invalid listener {spec!r}: expected NAME://host:port")
-    host = host.strip("[]")
-    return name.strip().upper(), host, int(port)
 
 
 def _new_cluster_id() -> str:
@@ -61,10 +51,9 @@ class Broker:
         self.config = config
         self.time = time_source
         self.node_id = config.node_id
-        self.listeners = [parse_listener(s) for s in config["listeners"]]
-        for name, _, _ in self.listeners:
-            if name not in ("PLAINTEXT", "INTERNAL", "EXTERNAL", "CLIENT", "BROKER"):
-                log.warning("listener %s is served as PLAINTEXT (Kompakt has no TLS or SASL)", name)
+        # listeners with their security protocol, TLS contexts and SASL settings (security/setup.py);
+        # bad TLS/SASL settings fail here, before anything touches the log dirs
+        self.listeners: list[ListenerSecurity] = build_listeners(config)
         advertised = config["advertised.listeners"]
         self.advertised_listeners = [parse_listener(s) for s in advertised] if advertised else None
         self.ready = False
@@ -92,6 +81,7 @@ class Broker:
         self.groups = GroupCoordinator(self)
 
         self.authorizer = None               # security.authorizer.Authorizer once logs are loaded
+        self.scram_store = None              # security.scram_store.ScramStore once logs are loaded
 
         from kompakt.broker.tombstone_guard import TombstoneGuard
         self.tombstone_guard = TombstoneGuard(self.groups, time_ms=lambda: int(time_source.time() * 1000))
@@ -123,6 +113,9 @@ class Broker:
         self._started["logs"] = True
         self.cluster_id = getattr(self.log_manager, "cluster_id", None) or self.cluster_id or _new_cluster_id()
         self.authorizer = await asyncio.to_thread(build_authorizer, self.config)
+        self.scram_store = await asyncio.to_thread(ScramStore, self.config.log_dirs[0])
+        for sec in self.listeners:
+            sec.bind_scram_store(self.scram_store)
         self.log_manager.append_listener = self.fetch_waiters.notify
         self.log_manager.start_background(loop)
         self._started["background"] = True
@@ -143,7 +136,7 @@ class Broker:
         self.ready = True
         log.info("Kompakt broker %s ready in %.2fs: listening on %s, advertising %s:%s, cluster id %s, "
                  "%d logs in %s", self.node_id, time.monotonic() - t0,
-                 ", ".join(f"{n}://{h or '0.0.0.0'}:{p}" for n, h, p in self.bound),
+                 ", ".join(f"{n}://{h or '0.0.0.0'}:{p} ({self._protocol_of(n)})" for n, h, p in self.bound),
                  *self.advertised, self.cluster_id, len(self.log_manager.all_logs()),
                  ",".join(self.config.log_dirs))
 
@@ -151,15 +144,19 @@ class Broker:
         max_bytes = self.config["socket.request.max.bytes"]
         max_in_flight = self.config["queued.max.requests"]
 
-        def factory_for(listener: str):
+        def factory_for(sec: ListenerSecurity):
             def factory():
                 return KafkaConnection(self, self.dispatcher, max_request_bytes=max_bytes,
-                                       max_in_flight=max_in_flight, listener=listener)
+                                       max_in_flight=max_in_flight, listener=sec.name, security=sec)
             return factory
 
-        for name, host, port in self.listeners:
+        for sec in self.listeners:
+            name, host, port = sec.name, sec.listener.host, sec.listener.port
             try:
-                server = await loop.create_server(factory_for(name), host or None, port,
+                # TLS: the loop's SSL transport (uvloop's, in C) does the handshake before the
+                # connection sees a byte; a failed handshake never reaches KafkaConnection
+                server = await loop.create_server(factory_for(sec), host or None, port, ssl=sec.ssl_context,
+                                                  ssl_handshake_timeout=sec.handshake_timeout_s if sec.ssl_context else None,
                                                   reuse_address=True, backlog=1024)
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot listen on {name}://{host}:{port} ({exc.strerror}); "
@@ -179,6 +176,9 @@ class Broker:
             _, ahost, aport = match[0]
             return ahost or socket.gethostname(), aport or port
         return (host if host not in ("", "0.0.0.0", "::") else socket.gethostname()), port
+
+    def _protocol_of(self, name: str) -> str:
+        return next(sec.listener.protocol for sec in self.listeners if sec.name == name)
 
     def advertised_for(self, listener: str | None) -> tuple[str, int]:
         return self.advertised_by_listener.get(listener, self.advertised)

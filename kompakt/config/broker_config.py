@@ -186,13 +186,44 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("authorizer.class.name", "string", "", "Kafka's StandardAuthorizer (or AclAuthorizer) class name turns ACLs on."),
     _k("super.users", "string", "", "Principals allowed everything, semicolon separated (User:admin;User:ops)."),
     _k("allow.everyone.if.no.acl.found", "bool", False, "Allow access to resources that have no ACL at all."),
+    # --- security: listeners, TLS, SASL (kompakt/broker/security); per listener also as
+    # listener.name.<listener>.<key> (kept raw in BrokerConfig.listener_props) ---
+    _k("listener.security.protocol.map", "string",
+       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+       "Listener name -> security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)."),
+    _k("ssl.keystore.type", "string", "JKS", "Keystore format; Kompakt reads PEM only."),
+    _k("ssl.keystore.location", "string", None, "PEM file with the private key and certificate chain."),
+    _k("ssl.keystore.password", "password", None, "Password of an encrypted key in ssl.keystore.location."),
+    _k("ssl.keystore.certificate.chain", "password", None, "PEM certificate chain (the text itself)."),
+    _k("ssl.keystore.key", "password", None, "PEM private key (the text itself)."),
+    _k("ssl.key.password", "password", None, "Password of the private key."),
+    _k("ssl.truststore.type", "string", "JKS", "Truststore format; Kompakt reads PEM only."),
+    _k("ssl.truststore.location", "string", None, "PEM file of CA certificates trusted for client certificates."),
+    _k("ssl.truststore.password", "password", None, "Accepted; a PEM truststore has no password."),
+    _k("ssl.truststore.certificates", "password", None, "PEM CA certificates (the text itself)."),
+    _k("ssl.client.auth", "string", "none", "Client certificates: required, requested or none.",
+       choices=("required", "requested", "none")),
+    _k("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted.",
+       choices=("TLSv1.2", "TLSv1.3", "TLSv1.1", "TLSv1")),
+    _k("ssl.protocol", "string", "TLSv1.3", "Accepted; ssl.enabled.protocols decides."),
+    _k("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites (IANA or OpenSSL names); empty = defaults."),
+    _k("ssl.principal.mapping.rules", "string", "DEFAULT", "Certificate subject -> principal name rules."),
+    _k("ssl.endpoint.identification.algorithm", "string", "https", "Accepted; a client-side setting."),
+    _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms (Kompakt: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
+    _k("sasl.jaas.config", "password", None, "JAAS line for every SASL listener and mechanism (PLAIN users)."),
+    _k("connections.max.reauth.ms", "long", 0, "SASL session lifetime before re-authentication (0 = none).", min=0),
+    _k("connection.failed.authentication.delay.ms", "int", 100, "Delay before closing a failed authentication.", min=0),
+    _k("admin.api.token", "password", None, "Token the admin HTTP API requires for state-changing calls."),
+    _k("admin.api.token.file", "string", None, "File whose first line is the admin API token."),
+    _k("admin.api.token.required.for.reads", "bool", False, "Require the token for every path (/metrics too)."),
+    _k("admin.api.ssl.enabled", "bool", False, "Serve the admin API over TLS with the ssl.keystore.* keys."),
     # --- fetch (protocol-server) ---
     _k("fetch.max.bytes", "int", 57671680, "Largest fetch response the broker builds.", min=1024),
 ]}
 
 # Keys that are meaningful to a Kafka cluster but not to a single node; accepted and logged.
 IGNORED_PREFIXES = (
-    "process.roles", "controller.", "inter.broker.", "listener.security.protocol.map", "zookeeper.",
+    "process.roles", "controller.", "inter.broker.", "zookeeper.",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
     "transaction.state.log.", "transaction.", "replica.", "min.insync.replicas", "unclean.leader.",
     "sasl.", "ssl.", "security.", "group.coordinator.", "share.",
@@ -245,6 +276,7 @@ class BrokerConfig:
         self._values: dict[str, Any] = {}
         self.originals: dict[str, str] = {}
         self.ignored: list[str] = []
+        self.listener_props: dict[str, str] = {}   # listener.name.<l>.<key> raw (security/listeners.py)
         for key, raw in (props or {}).items():
             self.set(key, raw)
 
@@ -267,6 +299,9 @@ class BrokerConfig:
         return cls(layered)
 
     def set(self, key: str, raw: Any) -> None:
+        if key.startswith("listener.name."):
+            self.listener_props[key] = str(raw)
+            return
         spec = BROKER_KEYS.get(key)
         if spec is None:
             self.ignored.append(key)

@@ -15,7 +15,7 @@ ANONYMOUS = "User:ANONYMOUS"
 
 
 class Session:
-    __slots__ = ("principal", "client_host", "listener", "protocol", "sasl")
+    __slots__ = ("principal", "client_host", "listener", "protocol", "sasl", "close")
 
     def __init__(self, client_host: str = "", listener: str | None = None, protocol: str = "PLAINTEXT",
                  principal: str = ANONYMOUS):
@@ -24,6 +24,7 @@ class Session:
         self.listener = listener
         self.protocol = protocol             # PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
         self.sasl = None                     # the SaslServer of a SASL listener's connection
+        self.close = None                    # the connection's close_when_idle (failed authentication)
 
     def __repr__(self) -> str:
         return f"Session({self.principal} from {self.client_host} on {self.listener}/{self.protocol})"

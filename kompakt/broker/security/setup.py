@@ -1,5 +1,9 @@
 """Building the security pieces from a BrokerConfig (the only place that reads their keys).
 
+`build_listeners(config) -> [ListenerSecurity]`: each listener with its protocol, TLS context,
+SASL settings and principal mapping; every TLS/SASL misconfiguration raises ConfigError here,
+at start, with the key to fix.
+
 `build_authorizer(config) -> Authorizer | None`: `authorizer.class.name` empty -> None (every
 check allows, at no cost); one of Kafka's authorizer class names -> our StandardAuthorizer with
 `super.users`, `allow.everyone.if.no.acl.found` and the ACLs stored in the first log dir; any
@@ -12,6 +16,11 @@ import logging
 
 from kompakt.broker.security.acl_store import AclStore
 from kompakt.broker.security.authorizer import AUTHORIZER_CLASS_NAMES, Authorizer, parse_super_users
+from kompakt.broker.security.listeners import Listener, configured_listeners
+from kompakt.broker.security.principal import NoMatchingRule, PrincipalMapper, subject_dn
+from kompakt.broker.security.sasl_server import SaslConfig, SaslServer
+from kompakt.broker.security.session import Session
+from kompakt.broker.security.tls import server_context
 from kompakt.config.broker_config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -31,3 +40,43 @@ def build_authorizer(config) -> Authorizer | None:
     log.info("authorizer on: %d ACLs from %s, super users %s, allow.everyone.if.no.acl.found=%s",
              len(az.bindings), store.path, sorted(az.super_users) or "none", az.allow_if_no_acl)
     return az
+
+
+class ListenerSecurity:
+    """One listener's security, built at start: its TLS context (SSL, SASL_SSL), SASL settings
+    (SASL_*), and the principal mapper; `open_session` makes each connection's Session."""
+
+    handshake_timeout_s = 10.0
+
+    def __init__(self, listener: Listener):
+        self.listener = listener
+        self.name = listener.name
+        self.ssl_context = server_context(listener.get, listener.name) if listener.tls else None
+        self.mapper = PrincipalMapper(listener.get("ssl.principal.mapping.rules")) if listener.tls else None
+        self.sasl = SaslConfig(listener, None) if listener.sasl else None
+
+    def bind_scram_store(self, store) -> None:
+        if self.sasl is not None:
+            self.sasl.scram_store = store
+
+    def open_session(self, transport, client_host: str, peer: str, close) -> Session | None:
+        """The connection's Session; None when it must be closed (a client certificate that no
+        `ssl.principal.mapping.rules` rule maps: Kafka fails that authentication)."""
+        session = Session(client_host, self.name, self.listener.protocol)
+        session.close = close
+        if self.sasl is not None:
+            session.sasl = SaslServer(self.sasl, peer)
+        elif self.ssl_context is not None:
+            cert = transport.get_extra_info("peercert")
+            if cert:
+                dn = subject_dn(cert)
+                try:
+                    session.principal = "User:" + self.mapper.name_for(dn)
+                except NoMatchingRule as exc:
+                    log.warning("closing connection from %s on listener %s: %s", peer, self.name, exc)
+                    return None
+        return session
+
+
+def build_listeners(config) -> list[ListenerSecurity]:
+    return [ListenerSecurity(listener) for listener in configured_listeners(config)]

@@ -1,0 +1,34 @@
+"""SaslHandshake (key 17), version 1.
+
+Behaviour: on a SASL listener, before authentication (or to start a KIP-368 re-authentication
+with the same mechanism), picks the mechanism; the answer lists the listener's enabled
+mechanisms (`sasl.enabled.mechanisms`, those Kompakt has: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
+A mechanism not enabled: UNSUPPORTED_SASL_MECHANISM, then the connection closes after
+`connection.failed.authentication.delay.ms` (Kafka's behaviour). On a listener without SASL, or
+in the wrong state: ILLEGAL_SASL_STATE.
+
+Version notes: v0 (raw SASL tokens without Kafka framing after the handshake) is not served;
+every client we know sends v1 and then SaslAuthenticate.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from kafka.protocol.sasl import SaslHandshakeResponse
+
+from kompakt.protocol.errors import ErrorCode
+
+API_KEY = 17
+MIN_VERSION = 1
+MAX_VERSION = 1
+
+
+async def handle(ctx, request):
+    sasl = ctx.session.sasl
+    if sasl is None:
+        return SaslHandshakeResponse(version=ctx.api_version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
+    code = sasl.handshake(request.mechanism)
+    if code != ErrorCode.NONE:
+        await asyncio.sleep(sasl.config.failure_delay_ms / 1000.0)
+        ctx.session.close()
+    return SaslHandshakeResponse(version=ctx.api_version, error_code=code, mechanisms=list(sasl.config.mechanisms))

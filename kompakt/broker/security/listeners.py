@@ -1,0 +1,101 @@
+"""Listeners: `listeners`, `advertised.listeners`, `listener.security.protocol.map`, and
+per-listener configuration (Kafka's `listener.name.<listener>.<key>` overrides).
+
+    listeners=PLAINTEXT://:9092,SASL_SSL://:9093,INTERNAL://127.0.0.1:9094
+    listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:SSL
+    listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=...   (lower-case listener name)
+
+`Listener.get(key)` answers `listener.name.<name>.<key>` if set, else the broker-wide `key`;
+`Listener.sasl_jaas(mechanism)` looks up `listener.name.<name>.<mechanism>.sasl.jaas.config`,
+then `listener.name.<name>.sasl.jaas.config`, then `sasl.jaas.config` (Kafka's order).
+
+A listener name missing from the map is an error when the map is set explicitly (Kafka's "No
+security protocol defined for listener"); with Kafka's default map in force, an unmapped name
+is served as PLAINTEXT with a warning (older Kompakt configs name listeners INTERNAL/EXTERNAL).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from kompakt.config.broker_config import BROKER_KEYS, ConfigError
+
+log = logging.getLogger(__name__)
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_listener(spec: str) -> tuple[str, str, int]:
+    """`NAME://host:port` -> (name, host, port); an empty host means every interface."""
+    if "://" not in spec:
+        raise ConfigError(f"Invalid listener {spec!r}: expected NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092")
+    name, rest = spec.split("://", 1)
+    host, sep, port = rest.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"Invalid listener {spec!r}: expected NAME://host:port")
+    host = host.strip("[]")
+    return name.strip().upper(), host, int(port)
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in (x.strip() for x in (text or "").split(",")):
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        proto = proto.strip().upper()
+        if not sep or proto not in PROTOCOLS:
+            raise ConfigError(f"Invalid value {item!r} in listener.security.protocol.map: expected "
+                              f"NAME:PROTOCOL with PROTOCOL one of {', '.join(PROTOCOLS)}")
+        out[name.strip().upper()] = proto
+    return out
+
+
+@dataclass
+class Listener:
+    name: str
+    host: str
+    port: int
+    protocol: str
+    config: object            # the BrokerConfig
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    def _prefixed(self, key: str) -> str | None:
+        return self.config.listener_props.get(f"listener.name.{self.name.lower()}.{key}")
+
+    def get(self, key: str):
+        raw = self._prefixed(key)
+        if raw is not None:
+            spec = BROKER_KEYS.get(key)
+            return spec.parse(raw) if spec is not None else raw
+        return self.config[key]
+
+    def sasl_jaas(self, mechanism: str) -> str | None:
+        return (self._prefixed(f"{mechanism.lower()}.sasl.jaas.config") or self._prefixed("sasl.jaas.config")
+                or self.config["sasl.jaas.config"])
+
+
+def configured_listeners(config) -> list[Listener]:
+    proto_map = parse_protocol_map(config["listener.security.protocol.map"])
+    explicit = config.is_set("listener.security.protocol.map")
+    out: list[Listener] = []
+    for spec in config["listeners"]:
+        name, host, port = parse_listener(spec)
+        protocol = proto_map.get(name)
+        if protocol is None:
+            if explicit:
+                raise ConfigError(f"No security protocol defined for listener {name}: add {name}:<PROTOCOL> to "
+                                  f"listener.security.protocol.map")
+            log.warning("listener %s is not in listener.security.protocol.map: served as PLAINTEXT", name)
+            protocol = "PLAINTEXT"
+        if any(existing.name == name for existing in out):
+            raise ConfigError(f"Each listener must have a different name; {name} appears twice in listeners")
+        out.append(Listener(name, host, port, protocol, config))
+    return out

@@ -1,0 +1,183 @@
+"""The per-connection SASL state machine of a SASL_PLAINTEXT / SASL_SSL listener (Kafka's
+SaslServerAuthenticator), sans-io: the connection asks `admits(api_key)` before each request,
+the SaslHandshake / SaslAuthenticate handlers drive it.
+
+  state           event                                       next
+  --------------  ------------------------------------------  ----------------------------------
+  HANDSHAKE       ApiVersions                                 HANDSHAKE
+  HANDSHAKE       SaslHandshake, mechanism enabled            AUTHENTICATE
+  HANDSHAKE       SaslHandshake, mechanism not enabled        FAILED (UNSUPPORTED_SASL_MECHANISM, close)
+  AUTHENTICATE    SaslAuthenticate, exchange continues        AUTHENTICATE
+  AUTHENTICATE    SaslAuthenticate, exchange complete         AUTHENTICATED (principal User:<name>)
+  AUTHENTICATE    SaslAuthenticate, bad credentials/message   FAILED (SASL_AUTHENTICATION_FAILED,
+                                                              delay, close)
+  AUTHENTICATED   any request, session not expired            AUTHENTICATED
+  AUTHENTICATED   SaslHandshake, same mechanism (KIP-368)     REAUTHENTICATE
+  REAUTHENTICATE  SaslAuthenticate ... complete, same user    AUTHENTICATED (new session expiry)
+  REAUTHENTICATE  ... another user or bad credentials         FAILED
+  any other pair                                              the connection is closed (Kafka:
+                                                              IllegalSaslStateException)
+
+`admits` lets only ApiVersions, SaslHandshake and SaslAuthenticate through before
+authentication, and nothing but those two once `connections.max.reauth.ms` has expired the
+session: anything else closes the connection, as Kafka does. With reauth set, SaslAuthenticate
+v1+ tells the client its session lifetime so it re-authenticates on the same connection in time.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+from kompakt.broker.security.sasl_mechanisms import (MECHANISMS, AuthenticationFailed, PlainServer,
+                                                     ScramServer)
+from kompakt.protocol.errors import ErrorCode
+
+log = logging.getLogger("kompakt.broker.security.sasl")
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+PRE_AUTH_KEYS = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+REAUTH_KEYS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+HANDSHAKE, AUTHENTICATE, AUTHENTICATED, REAUTHENTICATE, FAILED = (
+    "HANDSHAKE", "AUTHENTICATE", "AUTHENTICATED", "REAUTHENTICATE", "FAILED")
+
+_JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+class IllegalSaslState(Exception):
+    pass
+
+
+def jaas_plain_users(jaas: str | None) -> dict[str, str]:
+    """`user_<name>="<password>"` options of a PlainLoginModule JAAS line -> {name: password}."""
+    if not jaas:
+        return {}
+    users = {}
+    for key, quoted, bare in _JAAS_OPTION.findall(jaas):
+        if key.startswith("user_") and len(key) > 5:
+            users[key[5:]] = quoted.replace('\\"', '"').replace("\\\\", "\\") if quoted or not bare else bare
+    return users
+
+
+class SaslConfig:
+    """A SASL listener's settings, built once at start (listeners.Listener + the SCRAM store)."""
+
+    def __init__(self, listener, scram_store):
+        enabled = [m.strip().upper() for m in listener.get("sasl.enabled.mechanisms")]
+        unsupported = [m for m in enabled if m not in MECHANISMS]
+        self.mechanisms = [m for m in enabled if m in MECHANISMS]
+        if unsupported:
+            log.warning("listener %s: SASL mechanisms %s are not supported and not offered", listener.name,
+                        ", ".join(unsupported))
+        if not self.mechanisms:
+            from kompakt.config.broker_config import ConfigError
+            raise ConfigError(f"listener {listener.name} ({listener.protocol}) has no usable SASL mechanism: set "
+                              f"sasl.enabled.mechanisms to PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512 (Kafka's "
+                              f"default GSSAPI is not supported)")
+        self.plain_users = jaas_plain_users(listener.sasl_jaas("PLAIN")) if "PLAIN" in self.mechanisms else {}
+        if "PLAIN" in self.mechanisms and not self.plain_users:
+            log.warning("listener %s: PLAIN is enabled but its JAAS line (listener.name.%s.plain.sasl.jaas.config "
+                        "or sasl.jaas.config) defines no user_<name>=\"<password>\"", listener.name,
+                        listener.name.lower())
+        self.scram_store = scram_store
+        self.reauth_ms = listener.get("connections.max.reauth.ms")
+        self.failure_delay_ms = listener.get("connection.failed.authentication.delay.ms")
+        self.listener = listener.name
+
+
+class SaslServer:
+    def __init__(self, config: SaslConfig, peer: str = "?", clock=time.monotonic):
+        self.config = config
+        self.peer = peer
+        self.clock = clock
+        self.state = HANDSHAKE
+        self.mechanism: str | None = None
+        self.username: str | None = None
+        self.expires_at: float | None = None     # monotonic seconds, with connections.max.reauth.ms
+        self._exchange = None
+
+    # -- the connection's gate -----------------------------------------------------------------
+    def admits(self, api_key: int) -> bool:
+        state = self.state
+        if state == AUTHENTICATED:
+            return self.expires_at is None or api_key in REAUTH_KEYS or self.clock() < self.expires_at
+        if state == REAUTHENTICATE:
+            return True
+        if state in (HANDSHAKE, AUTHENTICATE) and api_key in PRE_AUTH_KEYS:
+            return True
+        return False
+
+    def refusal(self, api_key: int) -> str:
+        if self.state == AUTHENTICATED:
+            return (f"SASL session of User:{self.username} expired (connections.max.reauth.ms) without "
+                    f"re-authentication; API key {api_key} refused")
+        return (f"API key {api_key} received before SASL authentication completed (state {self.state}); "
+                f"only ApiVersions, SaslHandshake and SaslAuthenticate are allowed")
+
+    # -- SaslHandshake ---------------------------------------------------------------------------
+    def handshake(self, mechanism: str) -> int:
+        """Returns the error code for the SaslHandshake response."""
+        if self.state == AUTHENTICATED:
+            if mechanism != self.mechanism:
+                self.state = FAILED
+                return ErrorCode.ILLEGAL_SASL_STATE
+            self.state = REAUTHENTICATE
+        elif self.state == HANDSHAKE:
+            if mechanism not in self.config.mechanisms:
+                self.state = FAILED
+                log.info("authentication failed from %s on listener %s: unsupported SASL mechanism %r",
+                         self.peer, self.config.listener, mechanism)
+                return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+            self.state = AUTHENTICATE
+            self.mechanism = mechanism
+        else:
+            self.state = FAILED
+            return ErrorCode.ILLEGAL_SASL_STATE
+        self._exchange = self._new_exchange(mechanism)
+        return ErrorCode.NONE
+
+    def _new_exchange(self, mechanism: str):
+        if mechanism == "PLAIN":
+            return PlainServer(self.config.plain_users)
+        return ScramServer(mechanism, self.config.scram_store.lookup)
+
+    # -- SaslAuthenticate ------------------------------------------------------------------------
+    def authenticate(self, data: bytes) -> bytes:
+        """One SaslAuthenticate step; raises AuthenticationFailed (state FAILED) or IllegalSaslState."""
+        if self.state not in (AUTHENTICATE, REAUTHENTICATE) or self._exchange is None:
+            raise IllegalSaslState("SaslAuthenticate request received after successful authentication"
+                                   if self.state == AUTHENTICATED else
+                                   f"Unexpected SaslAuthenticate request in state {self.state}")
+        exchange = self._exchange
+        try:
+            answer = exchange.step(data)
+        except AuthenticationFailed as exc:
+            self._fail(str(exc))
+            raise
+        if exchange.complete:
+            if self.state == REAUTHENTICATE and exchange.username != self.username:
+                message = (f"Cannot change principals during re-authentication from User:{self.username} to "
+                           f"User:{exchange.username}")
+                self._fail(message)
+                raise AuthenticationFailed(message)
+            self.username = exchange.username
+            self.state = AUTHENTICATED
+            self._exchange = None
+            reauth = self.config.reauth_ms
+            self.expires_at = self.clock() + reauth / 1000.0 if reauth else None
+        return answer
+
+    def _fail(self, message: str) -> None:
+        self.state = FAILED
+        self._exchange = None
+        log.info("authentication failed from %s on listener %s with %s: %s", self.peer, self.config.listener,
+                 self.mechanism, message)
+
+    @property
+    def principal(self) -> str | None:
+        return f"User:{self.username}" if self.state == AUTHENTICATED and self.username is not None else None
+
+    @property
+    def session_lifetime_ms(self) -> int:
+        return int(self.config.reauth_ms or 0)
