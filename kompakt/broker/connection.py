@@ -136,9 +136,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def eof_received(self):
-        # The client will send nothing more: answer what it already sent, then close.
+        # The client will send nothing more: answer what it already sent, then close. (TLS has
+        # no half-close: the SSL transport closes itself whatever we answer.)
         self.close_when_idle()
-        return True
+        return self.security is None or self.security.ssl_context is None
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -151,10 +152,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # -- requests ------------------------------------------------------------------------------
     def _start(self, frame) -> None:
         gate = self.gate
-        if gate is not None and not gate(int.from_bytes(frame[0:2], "big", signed=True)):
-            # before SASL authentication (or after its session expired): Kafka closes the connection
-            self._violation(self.session.sasl.refusal(int.from_bytes(frame[0:2], "big", signed=True)))
-            return
+        if gate is not None:
+            sasl = self.session.sasl
+            if sasl.raw_tokens:              # after a SaslHandshake v0: a bare SASL token
+                self._raw_sasl_token(sasl, frame)
+                return
+            if not gate(int.from_bytes(frame[0:2], "big", signed=True)):
+                # before SASL authentication (or after its session expired): Kafka closes the connection
+                self._violation(sasl.refusal(int.from_bytes(frame[0:2], "big", signed=True)))
+                return
         try:
             prepared = self.dispatcher.prepare(frame, self.peer, self.listener, self.parked, self.session)
         except ProtocolViolation as exc:
@@ -186,6 +192,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._handler_failed(self._describe(ctx), exc)
             return
         slot.done = True
+        self._flush()
+
+    def _raw_sasl_token(self, sasl, frame) -> None:
+        """SASL without Kafka framing (SaslHandshake v0): answer the token bare, or close after
+        connection.failed.authentication.delay.ms when it fails (v0 has no error response)."""
+        try:
+            answer = sasl.authenticate(bytes(frame))
+        except Exception:                    # AuthenticationFailed / IllegalSaslState: logged by sasl
+            self._closing = True
+            self._loop.call_later(sasl.config.failure_delay_ms / 1000.0, self.abort)
+            return
+        if sasl.principal is not None:
+            self.session.principal = sasl.principal
+        slot = _Slot()
+        slot.done, slot.data = True, len(answer).to_bytes(4, "big") + answer
+        self.pending.append(slot)
         self._flush()
 
     def _flush(self) -> None:

@@ -31,6 +31,9 @@ MODULES = (
     # cluster operations a single node answers (apis)
     "elect_leaders", "alter_partition_reassignments", "list_partition_reassignments",
     "get_telemetry_subscriptions",
+    # security
+    "sasl_handshake", "sasl_authenticate", "describe_acls", "create_acls", "delete_acls",
+    "describe_user_scram_credentials", "alter_user_scram_credentials",
 )
 
 

@@ -29,8 +29,8 @@ ENDPOINT_NAMES = {ENDPOINT_BROKER: "BROKER", ENDPOINT_CONTROLLER: "CONTROLLER"}
 CLUSTER_OPERATIONS = frozenset({5, 7, 8, 9, 10, 11, 12})
 
 
-def advertised(broker) -> tuple[str, int]:
-    host, port = broker.advertised
+def advertised(ctx) -> tuple[str, int]:
+    host, port = ctx.broker.advertised_for(ctx.listener)
     return str(host), int(port)
 
 
@@ -49,7 +49,7 @@ async def handle(ctx, request) -> DescribeClusterResponse:
                                        endpoint_type=endpoint, cluster_id="", controller_id=-1, brokers=[],
                                        authorized_operations=None)
     broker = ctx.broker
-    host, port = advertised(broker)
+    host, port = advertised(ctx)
     node = DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port,
                                                          rack=None, is_fenced=False)
     operations = set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None

@@ -43,7 +43,7 @@ async def _lookup(ctx, key: str, key_type: int) -> tuple[int, str | None]:
 
 async def handle(ctx, request):
     broker = ctx.broker
-    host, port = broker.advertised
+    host, port = broker.advertised_for(ctx.listener)
     node = broker.node_id
     version = ctx.api_version
     if version >= 4:

@@ -1,4 +1,4 @@
-"""SaslHandshake (key 17), version 1.
+"""SaslHandshake (key 17), versions 0-1.
 
 Behaviour: on a SASL listener, before authentication (or to start a KIP-368 re-authentication
 with the same mechanism), picks the mechanism; the answer lists the listener's enabled
@@ -7,8 +7,9 @@ A mechanism not enabled: UNSUPPORTED_SASL_MECHANISM, then the connection closes 
 `connection.failed.authentication.delay.ms` (Kafka's behaviour). On a listener without SASL, or
 in the wrong state: ILLEGAL_SASL_STATE.
 
-Version notes: v0 (raw SASL tokens without Kafka framing after the handshake) is not served;
-every client we know sends v1 and then SaslAuthenticate.
+Version notes: after v0 the client sends the SASL tokens bare (size-prefixed, no request header)
+and reads the answers so (connection.py hands them to the SASL state machine); v1 uses
+SaslAuthenticate. librdkafka requires v0 in the advertised range and then sends v1.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from kafka.protocol.sasl import SaslHandshakeResponse
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 17
-MIN_VERSION = 1
+MIN_VERSION = 0
 MAX_VERSION = 1
 
 
@@ -27,7 +28,7 @@ async def handle(ctx, request):
     sasl = ctx.session.sasl
     if sasl is None:
         return SaslHandshakeResponse(version=ctx.api_version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
-    code = sasl.handshake(request.mechanism)
+    code = sasl.handshake(request.mechanism, ctx.api_version)
     if code != ErrorCode.NONE:
         await asyncio.sleep(sasl.config.failure_delay_ms / 1000.0)
         ctx.session.close()

@@ -11,6 +11,8 @@ SCRAM exchange (two steps; the third message is the server's final answer):
     client-final   c=biws,r=<cnonce><snonce>,p=<base64 ClientProof>
     server-final   v=<base64 ServerSignature>
 ClientKey = ClientProof XOR HMAC(StoredKey, AuthMessage); it must hash to StoredKey.
+librdkafka before 2.6.1 sends r=<cnonce><cnonce><snonce> in client-final (its bug #4895); as
+Kafka 3.8.1-3.9 did, that exact form is accepted too (the server nonce is still required).
 AuthMessage = client-first-bare "," server-first "," client-final-without-proof.
 """
 from __future__ import annotations
@@ -88,7 +90,7 @@ class ScramServer:
         self.username: str | None = None
         self._state = "first"
         self._credential: ScramCredential | None = None
-        self._first_bare = self._server_first = self._nonce = self._gs2 = ""
+        self._first_bare = self._server_first = self._nonce = self._client_nonce = self._gs2 = ""
 
     def step(self, data: bytes) -> bytes:
         try:
@@ -116,7 +118,8 @@ class ScramServer:
         if credential is None:
             raise AuthenticationFailed("Authentication failed: Invalid user credentials")
         self.username, self._credential = user, credential
-        self._nonce = attrs["r"] + secrets.token_urlsafe(24)
+        self._client_nonce = attrs["r"]
+        self._nonce = attrs["r"] + secrets.token_hex(16)      # alphanumeric, as Kafka's
         self._server_first = (f"r={self._nonce},s={base64.b64encode(credential.salt).decode()},"
                               f"i={credential.iterations}")
         self._state = "final"
@@ -127,7 +130,7 @@ class ScramServer:
         if not sep:
             raise AuthenticationFailed("Invalid SCRAM client-final message: no proof")
         attrs = _attributes(without_proof)
-        if attrs.get("r") != self._nonce:
+        if attrs.get("r") not in (self._nonce, self._client_nonce + self._nonce):
             raise AuthenticationFailed("Invalid SCRAM client-final message: nonce mismatch")
         if attrs.get("c") != base64.b64encode(self._gs2.encode()).decode():
             raise AuthenticationFailed("Invalid SCRAM client-final message: channel binding mismatch")

@@ -7,7 +7,8 @@ the SaslHandshake / SaslAuthenticate handlers drive it.
   HANDSHAKE       ApiVersions                                 HANDSHAKE
   HANDSHAKE       SaslHandshake, mechanism enabled            AUTHENTICATE
   HANDSHAKE       SaslHandshake, mechanism not enabled        FAILED (UNSUPPORTED_SASL_MECHANISM, close)
-  AUTHENTICATE    SaslAuthenticate, exchange continues        AUTHENTICATE
+  AUTHENTICATE    SaslAuthenticate (or, after a v0 handshake,
+                  a bare token), exchange continues           AUTHENTICATE
   AUTHENTICATE    SaslAuthenticate, exchange complete         AUTHENTICATED (principal User:<name>)
   AUTHENTICATE    SaslAuthenticate, bad credentials/message   FAILED (SASL_AUTHENTICATION_FAILED,
                                                               delay, close)
@@ -96,6 +97,7 @@ class SaslServer:
         self.username: str | None = None
         self.expires_at: float | None = None     # monotonic seconds, with connections.max.reauth.ms
         self._exchange = None
+        self.raw_tokens = False                  # after a v0 SaslHandshake: tokens without Kafka headers
 
     # -- the connection's gate -----------------------------------------------------------------
     def admits(self, api_key: int) -> bool:
@@ -116,8 +118,9 @@ class SaslServer:
                 f"only ApiVersions, SaslHandshake and SaslAuthenticate are allowed")
 
     # -- SaslHandshake ---------------------------------------------------------------------------
-    def handshake(self, mechanism: str) -> int:
-        """Returns the error code for the SaslHandshake response."""
+    def handshake(self, mechanism: str, version: int = 1) -> int:
+        """Returns the error code for the SaslHandshake response. After a v0 handshake the client
+        sends the SASL tokens bare (4-byte size, token; no request header) and gets them back so."""
         if self.state == AUTHENTICATED:
             if mechanism != self.mechanism:
                 self.state = FAILED
@@ -131,6 +134,7 @@ class SaslServer:
                 return ErrorCode.UNSUPPORTED_SASL_MECHANISM
             self.state = AUTHENTICATE
             self.mechanism = mechanism
+            self.raw_tokens = version == 0
         else:
             self.state = FAILED
             return ErrorCode.ILLEGAL_SASL_STATE
@@ -163,6 +167,7 @@ class SaslServer:
                 raise AuthenticationFailed(message)
             self.username = exchange.username
             self.state = AUTHENTICATED
+            self.raw_tokens = False
             self._exchange = None
             reauth = self.config.reauth_ms
             self.expires_at = self.clock() + reauth / 1000.0 if reauth else None
