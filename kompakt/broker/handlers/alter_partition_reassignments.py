@@ -9,6 +9,8 @@ Behaviour (Kafka's ReplicationControlManager.alterPartitionReassignment, KRaft),
   not registered (any id but ours) or an id named twice is INVALID_REPLICA_ASSIGNMENT with
   Kafka's message. What remains is `[node.id]`, the current assignment: success, nothing moves.
 Top-level error_code 0 and error_message null. `timeout_ms` has nothing to wait for.
+Authorization: CLUSTER ALTER; without it the top level and every partition answer
+CLUSTER_AUTHORIZATION_FAILED (Kafka's getErrorResponse).
 
 Version notes: v0 flexible; v1 (KIP-860) adds allow_replication_factor_change, echoed in the
 answer (a single node cannot change a replication factor anyway: every other id is unknown).
@@ -18,6 +20,7 @@ from __future__ import annotations
 from kafka.protocol.admin.topics import AlterPartitionReassignmentsResponse
 
 from kompakt.broker.handlers._common import missing_part
+from kompakt.broker.security.acl import Op
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 45
@@ -53,15 +56,18 @@ def _reassign(lm, node_id: int, topic: str, partition: int, replicas) -> tuple[i
 
 async def handle(ctx, request) -> AlterPartitionReassignmentsResponse:
     lm, node_id = ctx.log_manager, ctx.config.node_id
+    allowed = ctx.authorize_cluster(Op.ALTER)
+    top = 0 if allowed else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     responses = []
     for t in request.topics:
         rows = []
         for p in t.partitions:
-            code, message = _reassign(lm, node_id, t.name, p.partition_index, p.replicas)
+            code, message = (_reassign(lm, node_id, t.name, p.partition_index, p.replicas) if allowed
+                             else (top, None))
             rows.append(PartitionResult(partition_index=p.partition_index, error_code=code,
                                         error_message=message))
         responses.append(TopicResult(name=t.name, partitions=rows))
     extra = {"allow_replication_factor_change": request.allow_replication_factor_change} \
         if ctx.api_version >= 1 else {}
-    return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=0, error_message=None,
+    return AlterPartitionReassignmentsResponse(throttle_time_ms=0, error_code=top, error_message=None,
                                                responses=responses, **extra)

@@ -12,6 +12,8 @@ replica, the preferred replica and the leader of every partition, so no election
 * an election type other than 0 or 1 fails the request: INVALID_REQUEST (top level from v1, per
   partition in v0, which has no top-level error).
 Nothing changes anywhere; `timeout_ms` has nothing to wait for.
+Authorization: CLUSTER ALTER; without it every named partition and (v1+) the top level answer
+CLUSTER_AUTHORIZATION_FAILED (Kafka's ElectLeadersRequest.getErrorResponse).
 
 Version notes: v0 preferred elections only (no election_type, no top-level error code); v1
 election_type and top-level error_code; v2 flexible.
@@ -21,6 +23,7 @@ from __future__ import annotations
 from kafka.protocol.admin.topics import ElectLeadersResponse
 
 from kompakt.broker.handlers._common import missing_part
+from kompakt.broker.security.acl import Op
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 43
@@ -32,6 +35,14 @@ NOT_NEEDED_MESSAGE = "Leader election not needed for topic partition."
 
 Result = ElectLeadersResponse.ReplicaElectionResult
 PartitionResult = Result.PartitionResult
+
+
+def _fail_all(request, v: int, code: int, message: str | None) -> ElectLeadersResponse:
+    results = [Result(topic=t.topic, partition_result=[
+        PartitionResult(partition_id=p, error_code=code, error_message=message) for p in t.partitions])
+        for t in request.topic_partitions or ()]
+    top = {"error_code": code} if v >= 1 else {}
+    return ElectLeadersResponse(throttle_time_ms=0, replica_election_results=results, **top)
 
 
 def _elect(lm, topic: str, partition: int) -> tuple[int, str]:
@@ -48,15 +59,14 @@ async def handle(ctx, request) -> ElectLeadersResponse:
     v = ctx.api_version
     election_type = request.election_type if v >= 1 else PREFERRED
     lm = ctx.log_manager
+    if not ctx.authorize_cluster(Op.ALTER):
+        return _fail_all(request, v, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     if election_type not in (PREFERRED, UNCLEAN):
-        message = f"Unknown election type {election_type}: expected 0 (PREFERRED) or 1 (UNCLEAN)"
         if v >= 1:
             return ElectLeadersResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST,
                                         replica_election_results=[])
-        results = [Result(topic=t.topic, partition_result=[
-            PartitionResult(partition_id=p, error_code=ErrorCode.INVALID_REQUEST, error_message=message)
-            for p in t.partitions]) for t in request.topic_partitions or ()]
-        return ElectLeadersResponse(throttle_time_ms=0, replica_election_results=results)
+        return _fail_all(request, v, ErrorCode.INVALID_REQUEST,
+                         f"Unknown election type {election_type}: expected 0 (PREFERRED) or 1 (UNCLEAN)")
     if request.topic_partitions is None:
         # every partition needs no election, and those are left out of an "all partitions" answer
         results = [Result(topic=name, partition_result=[]) for name in sorted(lm.topics)]
