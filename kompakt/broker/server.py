@@ -65,6 +65,12 @@ class Broker:
         self.bound: list[tuple[str, str, int]] = []   # (listener name, host, actual port)
         self.advertised_by_listener: dict[str, tuple[str, int]] = {}
 
+        # Dynamic broker configs first: every component below reads its sizes from `config`.
+        from kompakt.broker.state_files import BROKER_CONFIGS_FILE, StateFile
+        from kompakt.config.dynamic import DynamicBrokerConfig
+        self.dynamic_config = DynamicBrokerConfig(config, StateFile(config.log_dirs[0], BROKER_CONFIGS_FILE))
+        self.dynamic_config.load()
+
         from kompakt.broker.metrics import Metrics
         self.metrics = Metrics(partition_labels=config["metrics.partition.labels"])
 
@@ -88,6 +94,8 @@ class Broker:
         if self.cleaner is not None:
             self.cleaner.group_horizon = self.tombstone_guard.horizon
 
+        from kompakt.broker.reconfigure import register_reconfigurables
+        register_reconfigurables(self)
         self.dispatcher = Dispatcher(self)
         self._servers: list[asyncio.AbstractServer] = []
         self._admin = None

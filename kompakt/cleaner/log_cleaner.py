@@ -66,20 +66,25 @@ def _cfg(config, key, default):
         return default
 
 
+def check_offset_map(threads: int, dedupe_buffer_size: int, load_factor: float) -> None:
+    """Raise ValueError when each worker's share of the dedupe buffer cannot hold a single key."""
+    per_worker = dedupe_buffer_size // max(threads, 1)
+    if threads and (per_worker < 2 * BYTES_PER_ENTRY or int(slots_for_memory(per_worker) * load_factor) < 1):
+        raise ValueError(f"log.cleaner.dedupe.buffer.size={dedupe_buffer_size} over "
+                         f"log.cleaner.threads={threads} leaves an offset map too small to hold "
+                         "a single key, so log cleaning would never make progress; increase "
+                         "log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads")
+
+
 class SwapConflictError(RuntimeError):
     """The log changed under a clean (segments gone or resized); the output is discarded."""
 
 
 class LogCleaner:
     def __init__(self, config, log_manager, time=_time):
-        self.config = config
         self.log_manager = log_manager
         self.time = time
-        self.num_threads = int(_cfg(config, "log.cleaner.threads", 1))
-        self.dedupe_buffer_size = int(_cfg(config, "log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024))
-        self.load_factor = float(_cfg(config, "log.cleaner.io.buffer.load.factor", 0.9))
-        self.backoff_ms = int(_cfg(config, "log.cleaner.backoff.ms", 15000))
-        self.io_max = float(_cfg(config, "log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308))
+        self._read_config(config)
         log_dirs = getattr(config, "log_dirs", None) or _cfg(config, "log.dirs", None) or []
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d]
@@ -102,6 +107,31 @@ class LogCleaner:
         # broker, which owns the consumer groups; called in a cleaner thread when a job is built.
         self.group_horizon = None
 
+    def _read_config(self, config) -> None:
+        self.config = config
+        self.num_threads = int(_cfg(config, "log.cleaner.threads", 1))
+        self.dedupe_buffer_size = int(_cfg(config, "log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024))
+        self.load_factor = float(_cfg(config, "log.cleaner.io.buffer.load.factor", 0.9))
+        self.backoff_ms = int(_cfg(config, "log.cleaner.backoff.ms", 15000))
+        self.io_max = float(_cfg(config, "log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308))
+
+    async def reconfigure(self, config) -> None:
+        """Dynamic cleaner configs changed (config/dynamic.py): like Kafka's LogCleaner.reconfigure,
+        stop the cleaner threads (a clean in progress is aborted, its output deleted, and it runs
+        again later), take the new thread count, offset-map size, throttle and backoff, start again."""
+        check_offset_map(int(_cfg(config, "log.cleaner.threads", 1)),
+                         int(_cfg(config, "log.cleaner.dedupe.buffer.size", 128 * 1024 * 1024)),
+                         float(_cfg(config, "log.cleaner.io.buffer.load.factor", 0.9)))
+        was_running = self._started
+        if was_running:
+            await self.shutdown()
+        self._read_config(config)
+        self.throttler = Throttler(self.io_max)
+        if was_running:
+            self.start()
+        log.info("log cleaner reconfigured: %d thread(s), %d bytes of offset map, io max %s bytes/s, "
+                 "backoff %d ms", self.num_threads, self.dedupe_buffer_size, self.io_max, self.backoff_ms)
+
     # --- lifecycle ---------------------------------------------------------------------------------
     def _logs(self) -> dict:
         try:
@@ -115,13 +145,11 @@ class LogCleaner:
         self._started = True
         self._stop.clear()
         per_worker = self.dedupe_buffer_size // max(self.num_threads, 1)
-        if self.num_threads and (per_worker < 2 * BYTES_PER_ENTRY
-                                 or int(slots_for_memory(per_worker) * self.load_factor) < 1):
+        try:
+            check_offset_map(self.num_threads, self.dedupe_buffer_size, self.load_factor)
+        except ValueError:
             self._started = False
-            raise ValueError(f"log.cleaner.dedupe.buffer.size={self.dedupe_buffer_size} over "
-                             f"log.cleaner.threads={self.num_threads} leaves an offset map too small to hold "
-                             "a single key, so log cleaning would never make progress; increase "
-                             "log.cleaner.dedupe.buffer.size or decrease log.cleaner.threads")
+            raise
         for i in range(self.num_threads):
             w = Worker(i, per_worker, self.load_factor, self.throttler)
             self.workers.append(w)

@@ -6,6 +6,10 @@ environment variables (`KOMPAKT_LOG_DIRS` -> `log.dirs`: strip the prefix, lower
 then `--override key=value` pairs. Keys a single node has no use for (KRaft quorum, replication,
 inter-broker, SASL...) are accepted and logged as ignored; unknown keys are logged too, never fatal.
 
+Dynamic layers (Kafka's DynamicBrokerConfig, kept and persisted by config/dynamic.py) sit on
+top: `cfg[key]` is the per-broker dynamic value, else the cluster-default dynamic value, else the
+static one, else Kafka's default; `layers(key)` says which layers set it.
+
 Invariants: every value in a BrokerConfig has been parsed to the key's type and checked against its
 range; a bad value raises `ConfigError` naming the key, the value and what is allowed.
 Owners of other packages add their keys to the table (group them by section).
@@ -22,6 +26,12 @@ log = logging.getLogger(__name__)
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
 DOUBLE_MAX = 1.7976931348623157e308
+
+
+# Kafka's ConfigSource ids of the layers a broker key can be set in (BrokerConfig.layers).
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT = 3
+SOURCE_STATIC = 4
 
 
 class ConfigError(ValueError):
@@ -273,10 +283,15 @@ class BrokerConfig:
     ENV_PREFIX = "KOMPAKT_"
 
     def __init__(self, props: Mapping[str, Any] | None = None):
-        self._values: dict[str, Any] = {}
+        self._values: dict[str, Any] = {}     # effective: static <- dynamic default <- dynamic broker
+        self._static: dict[str, Any] = {}
         self.originals: dict[str, str] = {}
         self.ignored: list[str] = []
         self.listener_props: dict[str, str] = {}   # listener.name.<l>.<key> raw (security/listeners.py)
+        # Dynamic layers (config/dynamic.py keeps and persists them): raw strings and parsed values.
+        self.dynamic_broker: dict[str, str] = {}
+        self.dynamic_default: dict[str, str] = {}
+        self._dynamic_parsed: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
         for key, raw in (props or {}).items():
             self.set(key, raw)
 
@@ -308,8 +323,33 @@ class BrokerConfig:
             why = "not used by a single-node broker" if _ignored(key) else "unknown key"
             log.info("ignoring configuration %s=%s (%s)", key, raw, why)
             return
-        self._values[key] = spec.parse(raw)
+        self._static[key] = spec.parse(raw)
         self.originals[key] = str(raw)
+        self._merge()
+
+    def set_dynamic(self, dynamic_default: Mapping[str, str], dynamic_broker: Mapping[str, str]) -> None:
+        """Replace both dynamic layers (Kafka's DYNAMIC_DEFAULT_BROKER_CONFIG and
+        DYNAMIC_BROKER_CONFIG); raises ConfigError for a bad value, changing nothing. Keys outside
+        BROKER_KEYS are kept in the raw layers (Kafka keeps custom keys) but have no value here."""
+        parsed = tuple({k: BROKER_KEYS[k].parse(v) for k, v in layer.items() if k in BROKER_KEYS}
+                       for layer in (dynamic_default, dynamic_broker))
+        self.dynamic_default, self.dynamic_broker = dict(dynamic_default), dict(dynamic_broker)
+        self._dynamic_parsed = parsed
+        self._merge()
+
+    def _merge(self) -> None:
+        # one new dict, assigned at once: readers on other threads see the old or the new set
+        self._values = {**self._static, **self._dynamic_parsed[0], **self._dynamic_parsed[1]}
+
+    def layers(self, key: str) -> list[tuple[int, Any]]:
+        """Where `key` is set, highest precedence first: (Kafka's ConfigSource id, parsed value) for
+        DYNAMIC_BROKER_CONFIG (2), DYNAMIC_DEFAULT_BROKER_CONFIG (3), STATIC_BROKER_CONFIG (4)."""
+        out = []
+        for source, layer in ((SOURCE_DYNAMIC_BROKER, self._dynamic_parsed[1]),
+                              (SOURCE_DYNAMIC_DEFAULT, self._dynamic_parsed[0]), (SOURCE_STATIC, self._static)):
+            if key in layer:
+                out.append((source, layer[key]))
+        return out
 
     def __getitem__(self, key: str) -> Any:
         if key in self._values:
@@ -326,7 +366,11 @@ class BrokerConfig:
             return default
 
     def is_set(self, key: str) -> bool:
+        """Set in server.properties/overrides or dynamically (not just Kafka's default)."""
         return key in self._values
+
+    def is_static(self, key: str) -> bool:
+        return key in self._static
 
     # Derived values following Kafka's precedence rules (ms over minutes over hours).
     @property

@@ -428,10 +428,12 @@ def describe(overrides: Mapping[str, str] | None, broker=None,
             synonyms.append(ConfigSynonym(name, format_value(key, key.parse(overrides[name])),
                                           SOURCE_DYNAMIC_TOPIC_CONFIG))
         if broker is not None:
-            for syn, _factor in key.synonyms:
-                if broker.is_set(syn) and broker[syn] is not None:
-                    spec = _broker_spec(syn)
-                    synonyms.append(ConfigSynonym(syn, _fmt_broker(spec, broker[syn]), SOURCE_STATIC_BROKER_CONFIG))
+            # Kafka's order: layer by layer (dynamic per-broker, dynamic default, static), each
+            # layer in synonym order
+            found = sorted((source, i, syn, value) for i, (syn, _factor) in enumerate(key.synonyms)
+                           for source, value in _layers(broker, syn) if value is not None)
+            synonyms += [ConfigSynonym(syn, _fmt_broker(_broker_spec(syn), value), source)
+                         for source, _i, syn, value in found]
         for syn, _factor in key.synonyms:
             # Kafka lists the broker default of every synonym that has one (log.retention.hours=168).
             spec = _broker_spec(syn)
@@ -442,12 +444,22 @@ def describe(overrides: Mapping[str, str] | None, broker=None,
         else:
             found = _broker_value(key, broker)
             if found is not None:
-                value, source = format_value(key, found[0]), SOURCE_STATIC_BROKER_CONFIG
+                layers = _layers(broker, found[1])
+                value = format_value(key, found[0])
+                source = layers[0][0] if layers else SOURCE_STATIC_BROKER_CONFIG
             else:
                 value, source = format_value(key, key.default), SOURCE_DEFAULT_CONFIG
         rows.append(ConfigEntry(name, value, source, False, False, tuple(synonyms),
                                 CONFIG_TYPES.get(key.type, 0), key.doc))
     return rows
+
+
+def _layers(broker, name: str) -> list[tuple[int, Any]]:
+    """(source, value) of each layer that sets broker key `name` (BrokerConfig.layers)."""
+    layers = getattr(broker, "layers", None)
+    if layers is not None:
+        return layers(name)
+    return [(SOURCE_STATIC_BROKER_CONFIG, broker[name])] if broker.is_set(name) else []
 
 
 def _broker_spec(name: str):

@@ -494,6 +494,24 @@ class LogManager:
             log.info("topic %s configs now %s", name, configs or "{}")
             return meta
 
+    def reconfigure_defaults(self) -> int:
+        """Dynamic broker configs changed (config/dynamic.py): re-derive every live log's LogConfig
+        from its topic's overrides over the new broker defaults (topics that override a key keep
+        their value) and give the logs' producer state the new producer.id.expiration.ms, as
+        Kafka's DynamicLogConfig.updateLogsConfig does. Returns how many logs were updated."""
+        with self._lock:
+            expiration = self.config["producer.id.expiration.ms"]
+            configs = {name: self._config_for(meta.configs) for name, meta in self._topics.items()}
+            n = 0
+            for tp, plog in self._logs.items():
+                new_config = configs.get(tp.topic)
+                if new_config is not None:
+                    plog.update_config(new_config)
+                    n += 1
+                plog.producer_state.producer_id_expiration_ms = expiration
+            log.info("broker log defaults changed: %d logs re-configured", n)
+            return n
+
     def delete_topic(self, name: str) -> None:
         """Delete a topic: metadata first, then each partition dir renamed `-delete` (unlinked later)."""
         with self._lock:

@@ -9,8 +9,12 @@ Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.l
   UNKNOWN_TOPIC_OR_PARTITION; unknown key or bad value -> INVALID_CONFIG with the message. The new
   set is persisted and applied to the live logs (retention, segment size, cleanup.policy, ...)
   by the log manager before we answer.
-* BROKER: Kompakt has no dynamic broker configs; answered INVALID_REQUEST naming the keys and
-  saying to set them in server.properties (or `--override`) and restart. Broker name checks as in
+* BROKER: name "" sets the cluster-wide default layer, our node id this broker's layer of dynamic
+  broker configs (config/dynamic.py); the given configs replace the layer's whole set (keys not
+  listed are removed), as Kafka's legacy API does. Keys Kafka cannot change at run time, bad
+  values and refused changes (e.g. log.cleaner.threads more than doubled) answer INVALID_REQUEST
+  with Kafka's message; accepted ones are persisted and applied live before we answer. Needs
+  CLUSTER ALTER_CONFIGS (else CLUSTER_AUTHORIZATION_FAILED). Broker name checks as in
   DescribeConfigs.
 * BROKER_LOGGER: only IncrementalAlterConfigs changes loggers (as in Kafka): INVALID_REQUEST.
 * validate_only: every check, nothing changed.
@@ -30,7 +34,9 @@ from kafka.protocol.admin.configs import AlterConfigsResponse
 from kompakt.broker.handlers._common import ResultError, error_code_of, run_storage
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, RESOURCE_TYPE_NAMES, TOPIC,
                                                       check_broker_name, topic_meta)
+from kompakt.broker.security.acl import Op
 from kompakt.config import topic_config
+from kompakt.config.dynamic import CLUSTER_DEFAULT, PER_BROKER, DynamicConfigError
 from kompakt.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 33
@@ -72,16 +78,26 @@ def check_keys(configs, needs_value) -> None:
             raise ResultError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
 
 
-def refuse_broker_alter(ctx, name: str, keys) -> None:
-    """Kompakt reads broker configs once, at start: say so, naming the keys."""
-    check_broker_name(name, ctx.config.node_id)
-    keys = sorted(keys)
-    if not keys:
-        return   # nothing to change: Kafka answers success
-    raise ResultError(ErrorCode.INVALID_REQUEST,
-                      f"Kompakt has no dynamic broker configs; cannot update {', '.join(keys)} "
-                      f"at runtime. Set them in server.properties (or kompakt serve --override key=value) "
-                      f"and restart the broker; topic configs can be altered live.")
+async def alter_broker(ctx, name: str, build, validate_only: bool) -> None:
+    """A BROKER resource: name "" is the cluster-wide default layer, our node id this broker's
+    layer (config/dynamic.py). `build(current layer) -> new layer`; the new layer is validated
+    as Kafka's validateBrokerConfigChange does and, unless validating only, persisted and applied
+    before we answer. Refusals are INVALID_REQUEST with Kafka's message (KAFKA-13609 keeps it so)."""
+    per_broker = check_broker_name(name, ctx.config.node_id)
+    if not ctx.authorize_cluster(Op.ALTER_CONFIGS):
+        raise ResultError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    level = PER_BROKER if per_broker else CLUSTER_DEFAULT
+    dynamic = ctx.broker.dynamic_config
+    new_layer = build(dynamic.layer(level))
+    try:
+        if validate_only:
+            dynamic.candidate(level, new_layer)
+        else:
+            changed = await dynamic.update(level, new_layer)
+            log.info("broker configs (%s) altered by client %s: %s", level, ctx.client_id,
+                     ", ".join(sorted(changed)) or "no effective change")
+    except DynamicConfigError as exc:
+        raise ResultError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
 async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
@@ -106,7 +122,9 @@ async def _alter_one(ctx, resource, validate_only: bool) -> None:
         topic_meta(ctx.log_manager, name)
         await apply_topic_configs(ctx, name, {c.name: c.value for c in resource.configs}, validate_only)
     elif rtype == BROKER:
-        refuse_broker_alter(ctx, name, [c.name for c in resource.configs])
+        # the legacy API replaces the resource's whole dynamic set: keys not listed are removed
+        await alter_broker(ctx, name, lambda _current: {c.name: c.value for c in resource.configs},
+                           validate_only)
     elif rtype == BROKER_LOGGER:
         raise ResultError(ErrorCode.INVALID_REQUEST,
                           "AlterConfigs does not change BROKER_LOGGER resources; use IncrementalAlterConfigs")

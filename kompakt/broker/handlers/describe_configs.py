@@ -6,11 +6,13 @@ Behaviour (Kafka's ConfigHelper.describeConfigs):
   effective value and source: DYNAMIC_TOPIC_CONFIG (the topic's override), STATIC_BROKER_CONFIG
   (a `log.*` synonym set in server.properties) or DEFAULT_CONFIG. Synonyms, when asked, list the
   override, the broker keys set, then the broker defaults (`log.retention.hours=168`), as Kafka does.
-* BROKER (4): name "" -> the cluster-wide dynamic defaults (none: Kompakt has no dynamic broker
-  configs), name == node.id -> every broker key we know with STATIC_BROKER_CONFIG or
-  DEFAULT_CONFIG; synonyms are the other spellings of the same setting (log.retention.ms /
-  .minutes / .hours); every broker key is read-only (AlterConfigs on BROKER is refused). A name
-  that is not an integer or not our id -> INVALID_REQUEST with Kafka's message.
+* BROKER (4): name == node.id -> every broker key we know (and custom keys set dynamically) with
+  its effective value and source: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG,
+  STATIC_BROKER_CONFIG or DEFAULT_CONFIG (config/dynamic.py); read_only unless Kafka lets the key
+  change at run time; synonyms (Kafka's ConfigHelper.configSynonyms) layer by layer over the other
+  spellings of the same setting (log.retention.ms / .minutes / .hours). Name "" -> the cluster-wide
+  dynamic defaults only (source DYNAMIC_DEFAULT_BROKER_CONFIG). A name that is not an integer or
+  not our id -> INVALID_REQUEST with Kafka's message.
 * BROKER_LOGGER (8): the broker's Python loggers (`kompakt.*`) with their levels, source
   DYNAMIC_BROKER_LOGGER_CONFIG; IncrementalAlterConfigs can change them.
 * Other types (GROUP, CLIENT_METRICS): INVALID_REQUEST "Unsupported resource type".
@@ -29,6 +31,7 @@ from kafka.protocol.admin.configs import DescribeConfigsResponse
 from kompakt.broker.handlers._common import ResultError, invalid_topic_reason
 from kompakt.config import topic_config
 from kompakt.config.broker_config import BROKER_KEYS
+from kompakt.config.dynamic import is_dynamic
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 32
@@ -113,32 +116,71 @@ def _topic_rows(meta, cfg, keys, synonyms: bool, docs: bool) -> list[Row]:
     return rows
 
 
-def _broker_synonyms(cfg, name: str) -> list[Synonym]:
-    """Kafka's order: every spelling of the setting that is set (static), then those with defaults."""
-    group = [syn for syn in _broker_synonym_group(name) if syn in BROKER_KEYS]
-    out = [Synonym(name=syn, value=format_broker_value(BROKER_KEYS[syn], cfg[syn]),
-                   source=topic_config.SOURCE_STATIC_BROKER_CONFIG)
-           for syn in group if cfg.is_set(syn)]
-    out += [Synonym(name=syn, value=format_broker_value(BROKER_KEYS[syn], BROKER_KEYS[syn].default),
-                    source=topic_config.SOURCE_DEFAULT_CONFIG)
-            for syn in group if BROKER_KEYS[syn].default is not None]
+def _broker_synonyms(cfg, name: str, per_broker: bool = True) -> list[Synonym]:
+    """Kafka's ConfigHelper.configSynonyms: layer by layer (dynamic per-broker, dynamic default,
+    static, Kafka's default), each in synonym order, starting at `name`'s own first entry; the
+    cluster-default view (`per_broker` False) keeps only DYNAMIC_DEFAULT_BROKER_CONFIG entries."""
+    group = _broker_synonym_group(name)
+    found = sorted((source, i, syn, value) for i, syn in enumerate(group)
+                   for source, value in _layers(cfg, syn))
+    found += [(topic_config.SOURCE_DEFAULT_CONFIG, i, syn, BROKER_KEYS[syn].default)
+              for i, syn in enumerate(group) if syn in BROKER_KEYS and BROKER_KEYS[syn].default is not None]
+    out = [Synonym(name=syn, value=_format(syn, value), source=source) for source, _i, syn, value in found]
+    while out and out[0].name != name:   # drop the other spellings' entries before this one's
+        out.pop(0)
+    if not per_broker:
+        out = [syn for syn in out if syn.source == topic_config.SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG]
     return out
 
 
+def _layers(cfg, name: str) -> list[tuple[int, object]]:
+    """(source, value) of each layer setting `name`: parsed for our keys, raw for custom ones."""
+    if name in BROKER_KEYS:
+        return cfg.layers(name)
+    out = []
+    if name in cfg.dynamic_broker:
+        out.append((topic_config.SOURCE_DYNAMIC_BROKER_CONFIG, cfg.dynamic_broker[name]))
+    if name in cfg.dynamic_default:
+        out.append((topic_config.SOURCE_DYNAMIC_DEFAULT_BROKER_CONFIG, cfg.dynamic_default[name]))
+    return out
+
+
+def _format(name: str, value) -> str | None:
+    spec = BROKER_KEYS.get(name)
+    return format_broker_value(spec, value) if spec is not None else (None if value is None else str(value))
+
+
+def _broker_row(cfg, name: str, value, synonyms: bool, docs: bool, per_broker: bool) -> Row:
+    spec = BROKER_KEYS.get(name)
+    sensitive = spec is not None and spec.type == "password"
+    all_synonyms = _broker_synonyms(cfg, name, per_broker)
+    source = all_synonyms[0].source if all_synonyms else topic_config.SOURCE_DEFAULT_CONFIG
+    if sensitive:
+        all_synonyms = [Synonym(name=x.name, value=None, source=x.source) for x in all_synonyms]
+    return Row(name=name, value=None if sensitive else _format(name, value), read_only=not is_dynamic(name),
+               config_source=source, is_default=source == topic_config.SOURCE_DEFAULT_CONFIG,
+               is_sensitive=sensitive, synonyms=all_synonyms if synonyms else [],
+               config_type=topic_config.CONFIG_TYPES.get(spec.type, 0) if spec is not None
+               else topic_config.CONFIG_TYPES["string"],
+               documentation=(spec.doc if spec is not None else None) if docs else None)
+
+
 def _broker_rows(cfg, keys, synonyms: bool, docs: bool) -> list[Row]:
-    names = sorted(BROKER_KEYS) if keys is None else [k for k in keys if k in BROKER_KEYS]
-    rows = []
-    for name in names:
-        spec = BROKER_KEYS[name]
-        source = (topic_config.SOURCE_STATIC_BROKER_CONFIG if cfg.is_set(name)
-                  else topic_config.SOURCE_DEFAULT_CONFIG)
-        rows.append(Row(name=name, value=format_broker_value(spec, cfg[name]), read_only=True,
-                        config_source=source, is_default=not cfg.is_set(name),
-                        is_sensitive=spec.type == "password",
-                        synonyms=_broker_synonyms(cfg, name) if synonyms else [],
-                        config_type=topic_config.CONFIG_TYPES.get(spec.type, 0),
-                        documentation=spec.doc if docs else None))
-    return rows
+    """This broker (resource name = node.id): every key, effective value and where it comes from,
+    plus custom keys set dynamically (Kafka lists a broker's originals too)."""
+    custom = (set(cfg.dynamic_broker) | set(cfg.dynamic_default)) - set(BROKER_KEYS)
+    every = sorted(set(BROKER_KEYS) | custom)
+    names = every if keys is None else [k for k in keys if k in BROKER_KEYS or k in custom]
+    return [_broker_row(cfg, name, cfg[name] if name in BROKER_KEYS else
+                        cfg.dynamic_broker.get(name, cfg.dynamic_default.get(name)), synonyms, docs, True)
+            for name in names]
+
+
+def _cluster_default_rows(cfg, keys, synonyms: bool, docs: bool) -> list[Row]:
+    """The cluster-wide dynamic defaults (resource name ""): only what is set at that level."""
+    layer = cfg.dynamic_default
+    names = sorted(layer) if keys is None else [k for k in keys if k in layer]
+    return [_broker_row(cfg, name, layer[name], synonyms, docs, False) for name in names]
 
 
 def broker_loggers() -> dict[str, str]:
@@ -167,7 +209,7 @@ def describe_resource(ctx, resource, synonyms: bool, docs: bool) -> list[Row]:
         return _topic_rows(meta, ctx.config, keys, synonyms, docs)
     if rtype == BROKER:
         if not check_broker_name(name, ctx.config.node_id):
-            return []   # cluster-wide dynamic defaults: Kompakt has none
+            return _cluster_default_rows(ctx.config, keys, synonyms, docs)
         return _broker_rows(ctx.config, keys, synonyms, docs)
     if rtype == BROKER_LOGGER:
         check_broker_name(name, ctx.config.node_id, allow_empty=False)

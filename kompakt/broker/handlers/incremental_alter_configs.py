@@ -14,7 +14,10 @@ Behaviour (Kafka's ConfigAdminManager + ConfigurationControlManager.incrementalA
   key: <key>". The resulting set is validated as a whole (INVALID_CONFIG with the message), then
   persisted and applied to the live logs before we answer. Unknown topic:
   UNKNOWN_TOPIC_OR_PARTITION.
-* BROKER: refused with INVALID_REQUEST (no dynamic broker configs; see alter_configs).
+* BROKER: name "" (cluster-wide default) or our node id (this broker): the operations apply to
+  that layer of dynamic broker configs (config/dynamic.py; APPEND/SUBTRACT on list keys, starting
+  from the layer's value or the key's default), validated, persisted and applied live; refusals
+  as in alter_configs (INVALID_REQUEST with Kafka's message).
 * BROKER_LOGGER (name = node.id): SET a logger's level (TRACE, DEBUG, INFO, WARN, ERROR, FATAL,
   OFF, or Python's names), DELETE resets it to inherit from its parent; APPEND/SUBTRACT are
   INVALID_REQUEST. Only `root` and `kompakt.*` loggers; others -> INVALID_CONFIG.
@@ -29,11 +32,12 @@ import logging
 from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 
 from kompakt.broker.handlers._common import ResultError
-from kompakt.broker.handlers.alter_configs import (alter_resources, apply_topic_configs, check_keys,
-                                                   refuse_broker_alter)
+from kompakt.broker.handlers.alter_configs import (alter_broker, alter_resources, apply_topic_configs,
+                                                   check_keys)
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, LOGGER_PREFIX, RESOURCE_TYPE_NAMES,
                                                       TOPIC, check_broker_name, topic_meta)
 from kompakt.config import topic_config
+from kompakt.config.broker_config import BROKER_KEYS
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 44
@@ -55,16 +59,11 @@ def _parts(value: str | None) -> list[str]:
     return [p.strip() for p in (value or "").split(",") if p.strip()]
 
 
-def _current_value(name: str, overrides: dict[str, str], cfg) -> str | None:
-    if name in overrides:
-        return overrides[name]
-    key = topic_config.TOPIC_KEYS[name]
-    return topic_config.format_value(key, topic_config.default_value(key, cfg))
-
-
-def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
-    """Apply SET/DELETE/APPEND/SUBTRACT to a copy of a topic's overrides (Kafka's order: as listed)."""
-    result = dict(overrides)
+def apply_ops(current: dict[str, str], ops, list_value) -> dict[str, str]:
+    """Apply SET/DELETE/APPEND/SUBTRACT, in the order listed, to a copy of `current` (a topic's
+    overrides or a dynamic broker layer). `list_value(name, result)` is the comma-separated value
+    APPEND/SUBTRACT start from; it raises ResultError for a key that is not a list."""
+    result = dict(current)
     for op in ops:
         name, value = op.name, op.value
         if op.config_operation == SET:
@@ -72,14 +71,7 @@ def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
         elif op.config_operation == DELETE:
             result.pop(name, None)
         else:
-            verb = "append" if op.config_operation == APPEND else "subtract"
-            key = topic_config.TOPIC_KEYS.get(name)
-            if key is None:
-                raise ResultError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
-            if key.type != "list":
-                raise ResultError(ErrorCode.INVALID_CONFIG,
-                                  f"Config value {verb} is not allowed for config key: {name}")
-            items = _parts(_current_value(name, result, cfg))
+            items = _parts(list_value(name, result, "append" if op.config_operation == APPEND else "subtract"))
             for item in _parts(value):
                 if op.config_operation == APPEND and item not in items:
                     items.append(item)
@@ -87,6 +79,31 @@ def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
                     items.remove(item)
             result[name] = ",".join(items)
     return result
+
+
+def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
+    """A topic's overrides after `ops`; a list key starts from its override, else its default."""
+    def list_value(name, result, verb):
+        key = topic_config.TOPIC_KEYS.get(name)
+        if key is None:
+            raise ResultError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        if key.type != "list":
+            raise ResultError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+        if name in result:
+            return result[name]
+        return topic_config.format_value(key, topic_config.default_value(key, cfg))
+    return apply_ops(overrides, ops, list_value)
+
+
+def new_broker_configs(current: dict[str, str], ops) -> dict[str, str]:
+    """A dynamic broker layer after `ops` (Kafka's prepareIncrementalConfigs: a list key starts
+    from the layer's value, else the key's default)."""
+    def list_value(name, result, verb):
+        spec = BROKER_KEYS.get(name)
+        if spec is None or spec.type != "list":
+            raise ResultError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+        return result[name] if name in result else ",".join(spec.default or [])
+    return apply_ops(current, ops, list_value)
 
 
 def _check_ops(configs) -> None:
@@ -134,7 +151,8 @@ async def _alter_one(ctx, resource, validate_only: bool) -> None:
         new = new_topic_configs(dict(meta.configs), resource.configs, ctx.config)
         await apply_topic_configs(ctx, name, new, validate_only)
     elif rtype == BROKER:
-        refuse_broker_alter(ctx, name, [c.name for c in resource.configs])
+        await alter_broker(ctx, name, lambda current: new_broker_configs(current, resource.configs),
+                           validate_only)
     elif rtype == BROKER_LOGGER:
         _alter_loggers(ctx, name, resource.configs, validate_only)
     else:

@@ -1,4 +1,5 @@
-"""Small JSON state files of the security room (ACLs, SCRAM credentials), written crash-safely.
+"""Small JSON state files (ACLs, SCRAM credentials; also the dynamic broker configs and client
+quotas, broker/state_files.py), written crash-safely.
 
 Role: `write_json(path, obj)` = temp file (mode 0600: these files say who may do what, or hold
 password hashes) + fsync + rename + directory fsync, so a crash leaves the old file or the new one,
@@ -46,7 +47,7 @@ def read_json(path: str):
         body = doc["body"]
         ok = doc.get("version") == VERSION and doc["crc32c"] == crc32c.crc32c(_canonical(body))
     except (ValueError, KeyError, TypeError) as exc:
-        raise StoreCorruptError(f"{path} is not a valid security store file ({exc}); restore it from a "
+        raise StoreCorruptError(f"{path} is not a valid Kompakt state file ({exc}); restore it from a "
                                 f"backup or remove it to start without its contents") from None
     if not ok:
         raise StoreCorruptError(f"{path} fails its checksum or has an unknown version; restore it from "

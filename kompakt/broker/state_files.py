@@ -1,0 +1,33 @@
+"""The broker's small state files in the first log dir, beside the topic store and the ACLs:
+
+    kompakt-broker-configs.json   dynamic broker configs (config/dynamic.py):
+                                  {"default": {key: value}, "broker": {key: value}}
+    kompakt-client-quotas.json    client quotas (broker/quotas): see quotas/store.py
+
+(Kafka keeps both in its metadata log; a single node keeps each as one file.) Each is written
+whole by security/store_file.write_json: temp file, fsync, rename, fsync dir, with a CRC32C of
+the body, so a crash leaves the old content or the new, and a damaged file stops the start with
+the path named rather than silently dropping settings.
+"""
+from __future__ import annotations
+
+import os
+
+from kompakt.broker.security.store_file import read_json, write_json
+
+BROKER_CONFIGS_FILE = "kompakt-broker-configs.json"
+CLIENT_QUOTAS_FILE = "kompakt-client-quotas.json"
+
+
+class StateFile:
+    """One JSON state file: `load()` (None when missing) and `save(body)` (atomic)."""
+
+    def __init__(self, directory: str, name: str):
+        self.path = os.path.join(directory, name)
+
+    def load(self):
+        return read_json(self.path)
+
+    def save(self, body) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        write_json(self.path, body)
