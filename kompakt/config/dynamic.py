@@ -201,11 +201,11 @@ class DynamicBrokerConfig:
 
     # -- helpers ---------------------------------------------------------------------------------
     def _may_change(self, key: str) -> bool:
-        if is_dynamic(key):
+        if is_dynamic(key) or key.startswith("ssl."):   # bare ssl.* gets Kafka's own refusal below
             return True
         if key in BROKER_KEYS:
             return False                       # a static key Kompakt knows
-        return not key.startswith(IGNORED_PREFIXES) or key.startswith(("listener.name.", "ssl."))
+        return not key.startswith(IGNORED_PREFIXES)
 
     def _changed_keys(self, candidate: BrokerConfig) -> set[str]:
         """Keys whose effective value or raw dynamic setting differs between now and `candidate`."""
