@@ -51,6 +51,7 @@ import urllib.request
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DELETE_TOPIC = "soak-events"
 COMPACT_TOPICS = ("soak-state-a", "soak-state-b")
 GROUP = "soak-group"
@@ -112,6 +113,7 @@ class SoakBroker:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("KOMPAKT_", "TEST_KOMPAKT_"))}
         if crash_at:
             env["TEST_KOMPAKT_CRASH_AT"] = crash_at
+        env["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, [env.get("PYTHONPATH")])])  # this checkout
         cmd = [sys.executable, "-m", "kompakt", "serve", "--log-level", "INFO"]
         for k, v in self.config.items():
             cmd += ["--override", f"{k}={v}"]
