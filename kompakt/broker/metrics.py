@@ -473,7 +473,7 @@ class LiveCollector:
         if not stats:
             return
         gauges = (
-            (LOG_MANAGER_OFFLINE_DIRS, "offline_log_dirs", "Log dirs taken offline at start-up. "
+            (LOG_MANAGER_OFFLINE_DIRS, "offline_log_dirs", "Log dirs offline: unusable at start-up or failed by an I/O error since. "
              "Kafka: kafka.log:type=LogManager,name=OfflineLogDirectoryCount."),
             (LOG_MANAGER_STARTUP, "startup_seconds", "Time the last start-up took to load and recover "
              "every log. Kafka: the 'Loaded N logs in Xms' log line (no JMX metric)."),

@@ -26,7 +26,9 @@ Test hook: env TEST_KOMPAKT_CRASH_AT = before_swap | after_first_group | before_
 after_checkpoint (optionally `:<n>`, the n-th time) makes the broker SIGKILL itself at that point
 (crash tests only; the seam is kompakt/storage/faults.py).
 
-Failures: an exception in the worker marks the partition uncleanable (skipped until restart,
+Failures: a full disk (ENOSPC/EDQUOT writing `.cleaned` files) abandons the clean: the worker
+deletes its partial output, the partition is left as it was and cleaned again after
+log.cleaner.backoff.ms (or at once for an admin compact-now). Any other exception in the worker marks the partition uncleanable (skipped until restart,
 counted per log dir, Kafka's message logged); a worker that dies is counted in dead-thread-count,
 replaced, and its partial output deleted; a partition whose clean killed two workers is marked
 uncleanable.
@@ -309,10 +311,10 @@ class LogCleaner:
             self._clean(worker, ltc, fut)
             return True
         ltc = self.manager.grab_filthiest_compacted_log()
-        if ltc is not None:
-            self._clean(worker, ltc, None)
+        outcome = self._clean(worker, ltc, None) if ltc is not None else None
         self._retention_for_compact_delete()
-        return ltc is not None
+        # a clean abandoned on a full disk counts as no work: back off before the same disk again
+        return ltc is not None and not str((outcome or {}).get("reason", "")).startswith("disk full")
 
     def _retention_for_compact_delete(self) -> None:
         """compact,delete: after cleaning, retention's rules delete old segments (Kafka's deleteOldSegments
@@ -370,7 +372,7 @@ class LogCleaner:
         offset = self.group_horizon(tp, cfg)
         return rules.NO_GROUP_HORIZON if offset is None else int(offset)
 
-    def _clean(self, worker: Worker, ltc, fut) -> None:
+    def _clean(self, worker: Worker, ltc, fut) -> dict | None:
         tp = ltc.tp
         lg = ltc.log
         log_dir = log_dir_of(lg)
@@ -400,6 +402,12 @@ class LogCleaner:
             elif kind == "aborted":
                 self.metrics.cleans_aborted += 1
                 outcome = {"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": "aborted"}
+            elif kind == "disk_full":
+                # the worker deleted what it wrote: the partition is as it was; try again later
+                self.metrics.cleans_aborted += 1
+                log.warning("abandoned the clean of %s-%d: the disk is full (%s); the log is unchanged and "
+                            "is cleaned again once there is space", tp[0], tp[1], payload)
+                outcome = {"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": f"disk full: {payload}"}
             elif kind == "died":
                 self.metrics.dead_thread_count += 1
                 C.delete_cleaned_files(lg.dir)
@@ -427,6 +435,7 @@ class LogCleaner:
                 crash_point("after_checkpoint")
             if fut is not None and not fut.done():
                 fut.set_result(outcome)
+        return outcome
 
     def _uncleanable(self, lg, tp, log_dir, reason: str) -> None:
         self.metrics.cleans_failed += 1

@@ -7,7 +7,8 @@ broker's threads) that allocates its SkimpyOffsetMap once (dedupe buffer / threa
 cleaner thread.
 
 Protocol over the pipe: parent sends a `CleanJob` (or None to stop); the worker answers
-("ok", CleanResult) | ("aborted", None) | ("error", traceback text). An EOF or a dead process is
+("ok", CleanResult) | ("aborted", None) | ("disk_full", message) (its partial output deleted; the
+partition is not marked uncleanable) | ("error", traceback text). An EOF or a dead process is
 "died": the slot counts it (dead-thread-count), deletes the partial `.cleaned` output and starts a
 new process.
 
@@ -22,6 +23,7 @@ its parent pid is unchanged whenever it checks for an abort.
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import multiprocessing
 import os
@@ -70,6 +72,11 @@ def worker_main(conn, abort_event, throttle, worker_id: int, map_memory: int, lo
             conn.send(("aborted", None))
         except SystemExit:
             return
+        except OSError as exc:
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):   # the clean deleted its partial output
+                conn.send(("disk_full", str(exc)))
+            else:
+                conn.send(("error", traceback.format_exc()))
         except BaseException:  # noqa: BLE001 - reported to the broker, which marks the partition
             conn.send(("error", traceback.format_exc()))
 

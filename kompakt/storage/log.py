@@ -123,9 +123,12 @@ class Log:
         self.last_flush_time = self._now()
         self.needs_flush_dir = False
         self.closed = False
-        # Hooks the LogManager sets: unlink `.deleted` segments later; flush after a roll.
+        self.offline = False      # its log dir failed (LogManager.handle_io_error): closed for good
+        # Hooks the LogManager sets: unlink `.deleted` segments later; flush after a roll; an I/O
+        # error (takes the log dir offline unless the disk is only full).
         self.on_segments_deleted: Callable[[list[S.LogSegment]], None] | None = None
         self.on_roll: Callable[["Log", int], None] | None = None
+        self.on_io_error: Callable[["Log", OSError, str], None] | None = None
         self.active_segment.roll_jitter_ms = config.random_segment_jitter()
 
     # ---- construction ----------------------------------------------------------------------------
@@ -328,11 +331,11 @@ class Log:
 
     def _append_validated(self, buf, first: int, last: int, max_ts: int, offset_of_max: int,
                           count: int, now: int) -> None:
-        seg = self._maybe_roll(len(buf), first, last, max_ts, now)
         try:
+            seg = self._maybe_roll(len(buf), first, last, max_ts, now)
             seg.append(last, max_ts, offset_of_max, buf)
         except OSError as exc:
-            raise KafkaStorageErrorError(f"Error while appending to {seg.log_path}: {exc}") from exc
+            raise self._io_failed(exc, f"appending to {self._tp_str}") from exc
         self._next_offset = last + 1
         self.unflushed_messages += count
 
@@ -404,11 +407,15 @@ class Log:
                 raise OffsetOutOfRangeError(
                     f"Received request for offset {offset} for partition {_tp_name(self.tp)}, but we "
                     f"only have log segments in the range {start} to {leo}.")
+            self._check_open()
             data = b""
             if offset < leo and max_bytes >= 0 and (max_offset is None or offset < max_offset):
                 i = max(bisect_right(self._bases, offset) - 1, 0)
                 while i < len(self._segments):
-                    res = self._segments[i].read(offset, max_bytes, None, min_one)
+                    try:
+                        res = self._segments[i].read(offset, max_bytes, None, min_one)
+                    except OSError as exc:
+                        raise self._io_failed(exc, f"reading {self._tp_str}") from exc
                     if res is not None:
                         data = res[1]
                         break
@@ -737,6 +744,13 @@ class Log:
     def _check_open(self) -> None:
         if self.closed:
             raise KafkaStorageErrorError(f"The log for partition {_tp_name(self.tp)} is closed.")
+
+    def _io_failed(self, exc: OSError, doing: str) -> KafkaStorageErrorError:
+        """Report an I/O error to the LogManager (the hook) and make the error the client sees."""
+        hook = self.on_io_error
+        if hook is not None:
+            hook(self, exc, doing)
+        return KafkaStorageErrorError(f"Error while {doing}: {exc}")
 
     def _reload_producer_state(self) -> None:
         psm = self.producer_state

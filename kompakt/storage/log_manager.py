@@ -60,6 +60,7 @@ from kompakt.storage.log_dirs import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FU
                                       create_and_validate_dirs, load_meta_properties, lock_dir,
                                       parse_partition_dir, partition_dir_name, read_and_clear_clean_shutdown,
                                       unique_dir_name, unlock_dir, write_clean_shutdown)
+from kompakt.storage.faults import is_disk_full
 from kompakt.storage.log_tasks import DeletionQueue, LogTasks
 from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
                                          random_topic_id, read_partition_metadata, uuid_to_str,
@@ -90,6 +91,7 @@ class LogManager:
         self.had_clean_shutdown: dict[str, bool] = {}
         self.repairs: list[str] = []  # what startup repaired, for logs and tests
         self._lock = threading.RLock()
+        self._offline_lock = threading.Lock()
         self._logs: dict[TopicPartition, Any] = {}
         self._topics: dict[str, TopicMeta] = {}
         self._deleted_topic_ids: set[uuid.UUID] = set()
@@ -111,7 +113,56 @@ class LogManager:
         return self._logs.get(TopicPartition(*tp))
 
     def all_logs(self) -> dict[TopicPartition, Any]:
-        return dict(self._logs)
+        """Every online log (the logs of an offline dir are left out: nothing may touch them)."""
+        return {tp: plog for tp, plog in list(self._logs.items()) if not plog.offline}
+
+    def is_offline(self, tp) -> bool:
+        plog = self._logs.get(TopicPartition(*tp))
+        return plog is not None and plog.offline
+
+    # ---- log dir failure ---------------------------------------------------------------------------
+    def handle_io_error(self, d: str, exc: BaseException, doing: str) -> None:
+        """An I/O error in log dir `d` (Kafka's LogDirFailureChannel + handleLogDirFailure).
+
+        A full disk (ENOSPC, EDQUOT) is not a failing disk: the write that hit it failed and was
+        undone (the producer gets KAFKA_STORAGE_ERROR and retries), nothing else changes, and
+        writes succeed again once space returns. (Kafka takes the dir offline for that too; with one
+        node there is no replica to move leadership to, so offline would mean a restart to recover.)
+        Any other error takes the whole dir offline at once: one ERROR line, its logs closed
+        without a flush (whatever is not on disk is recovered at the next start, which finds no
+        clean-shutdown marker there), its partitions answer KAFKA_STORAGE_ERROR and Metadata shows
+        them offline, the cleaner and background tasks leave them alone; the other dirs go on.
+        Callable from any thread; idempotent."""
+        d = os.path.abspath(d)
+        if is_disk_full(exc):
+            log.warning("disk full in log dir %s while %s: %s", d, doing, exc)
+            return
+        with self._offline_lock:
+            if d in self.offline_dirs or d not in self.log_dirs:
+                return
+            self.offline_dirs.append(d)
+            self.log_dirs = [x for x in self.log_dirs if x != d]
+            logs = self._logs_in_dir(d)
+            for plog in logs.values():
+                plog.offline = True
+        log.error("Error while %s in dir %s: %s. Log dir %s is offline: its %d partitions answer "
+                  "KAFKA_STORAGE_ERROR until the broker restarts with the disk fixed (the other dirs "
+                  "keep serving)", doing, d, exc, d, len(logs))
+        for tp, plog in logs.items():
+            try:
+                plog.close_handlers()
+            except Exception:  # noqa: BLE001 - a failing disk: closing may fail too
+                pass
+        if self.cleaner is not None:
+            cleaner = self.cleaner
+
+            def stop_cleaning() -> None:
+                for tp in logs:
+                    try:
+                        cleaner.abort_cleaning(tp)
+                    except Exception:  # noqa: BLE001
+                        log.debug("aborting the clean of %s-%d on offline dir %s failed", tp.topic, tp.partition, d)
+            self._tasks.run_in_thread(stop_cleaning)
 
     def log_config(self, topic: str) -> LogConfig:
         meta = self._topics.get(topic)
@@ -333,6 +384,8 @@ class LogManager:
     def _install_hooks(self, plog) -> None:
         plog.on_segments_deleted = lambda segs, _log=plog: self._schedule_segment_delete(_log, segs)
         plog.on_roll = self._on_roll
+        plog.on_io_error = lambda _log, exc, doing: self.handle_io_error(
+            os.path.dirname(os.path.abspath(_log.dir)), exc, doing)
 
     def _reconcile_topics(self, store_ok: bool) -> None:
         """Make the topic store and the partition dirs agree (see the module docstring's crash rules)."""
@@ -663,7 +716,9 @@ class LogManager:
                     self._stats["flush_seconds_total"] += _time.perf_counter() - t0
                     self._stats["flushes_total"] += 1
                     flushed += 1
-                except (OSError, KafkaError) as exc:
+                except OSError as exc:
+                    self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}")
+                except KafkaError as exc:
                     log.error("flush of %s-%d failed: %s", tp.topic, tp.partition, exc)
         return flushed
 
@@ -672,16 +727,25 @@ class LogManager:
                 if os.path.dirname(os.path.abspath(plog.dir)) == d}
 
     def _write_checkpoint(self, d: str, name: str, attr: str) -> None:
-        OffsetCheckpointFile(os.path.join(d, name)).write(
-            {tp: getattr(plog, attr) for tp, plog in self._logs_in_dir(d).items()})
+        try:
+            OffsetCheckpointFile(os.path.join(d, name)).write(
+                {tp: getattr(plog, attr) for tp, plog in self._logs_in_dir(d).items()})
+        except OSError as exc:
+            self.handle_io_error(d, exc, f"writing {name}")
+            raise
 
     def checkpoint_recovery_offsets(self) -> None:
-        for d in self.log_dirs:
-            self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point")
+        self._checkpoint_live_dirs(RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point")
 
     def checkpoint_log_start_offsets(self) -> None:
-        for d in self.log_dirs:
-            self._write_checkpoint(d, LOG_START_OFFSET_CHECKPOINT_FILE, "log_start_offset")
+        self._checkpoint_live_dirs(LOG_START_OFFSET_CHECKPOINT_FILE, "log_start_offset")
+
+    def _checkpoint_live_dirs(self, name: str, attr: str) -> None:
+        for d in list(self.log_dirs):
+            try:
+                self._write_checkpoint(d, name, attr)
+            except OSError:
+                pass   # handled (a full disk: next time; a failing one: the dir is offline now)
 
     def _write_checkpoints_for_dir(self, d: str) -> None:
         self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point")
@@ -701,7 +765,9 @@ class LogManager:
             try:
                 if not plog.closed:
                     plog.flush(new_offset)
-            except (OSError, KafkaError) as exc:
+            except OSError as exc:
+                self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}")
+            except KafkaError as exc:
                 log.warning("flush after roll of %s failed: %s", plog.dir, exc)
 
         self._tasks.run_in_thread(flush_upto)  # no loop yet/any more: the shutdown flush covers it

@@ -5,6 +5,14 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+from kompakt.config.topic_config import LogConfig
+from kompakt.protocol import records as R
+from kompakt.protocol.errors import KafkaStorageErrorError
+from kompakt.storage import faults
+from kompakt.storage.log import Log
+
 CHILD = textwrap.dedent("""
     import sys
     from kompakt.config.topic_config import LogConfig
@@ -48,3 +56,21 @@ def test_io_error_from_the_nth_operation_on_a_path(tmp_path):
 def test_unarmed_seams_do_nothing(tmp_path):
     out = run(tmp_path, {"TEST_KOMPAKT_CRASH_AT": "", "TEST_KOMPAKT_IO_ERROR": ""}, n=30)
     assert out.returncode == 0 and out.stdout.count("ok") == 30, out.stderr
+
+
+def test_an_append_whose_index_write_fails_is_undone(tmp_path, monkeypatch):
+    """Regression: the segment kept the failed append's bytes, so the next append (same offsets,
+    the log end had not moved) landed after them and the offsets appeared twice."""
+    lg = Log.open(str(tmp_path / "t-0"), LogConfig.from_overrides({"index.interval.bytes": "1"}))
+    for i in range(3):
+        lg.append_as_leader(R.build_batch([(b"k%d" % i, b"v%d" % i)]))
+    monkeypatch.setattr(faults, "_io", (".index", 1))
+    monkeypatch.setattr(faults, "_io_hits", 0)
+    with pytest.raises(KafkaStorageErrorError):
+        lg.append_as_leader(R.build_batch([(b"lost", b"x")]))
+    monkeypatch.setattr(faults, "_io", None)
+    assert lg.append_as_leader(R.build_batch([(b"k3", b"v3")])).first_offset == 3
+    data = lg.read(0, 1 << 20).records
+    got = [(h.base_offset, bytes(r.key)) for _, h in R.iter_batches(data) for r in R.decode_records(data, _, h)]
+    assert got == [(0, b"k0"), (1, b"k1"), (2, b"k2"), (3, b"k3")]
+    lg.close()

@@ -9,7 +9,7 @@ compaction last run?" / "How many records are on a topic?"):
 |--------|----------------------------------------------|-----------------------------------------------|
 | GET    | /metrics                                     | Prometheus text format (kompakt.broker.metrics)|
 | GET    | /health                                      | 200 while the process serves HTTP (liveness)  |
-| GET    | /ready                                       | 200 once logs are loaded and listeners bound, else 503 |
+| GET    | /ready                                       | 200 once logs are loaded and listeners bound, else 503; names offline log dirs (503 when none is left) |
 | GET    | /openapi.json                                | OpenAPI 3 description of all of this          |
 | GET    | /v1/partitions                               | every partition: sizes, offsets, cleaner state; `?topic=t&count=true` adds record counts and the topic's total |
 | GET    | /v1/partitions/{topic}/{partition}           | one partition, with segments and cleaner detail; `?count=true` adds the exact record count (from batch headers) |
@@ -232,8 +232,18 @@ async def health(request: web.Request) -> web.Response:
 
 @routes.get("/ready")
 async def ready(request: web.Request) -> web.Response:
-    if getattr(_broker(request), "ready", False):
-        return web.json_response({"ready": True})
+    broker = _broker(request)
+    manager = getattr(broker, "log_manager", None)
+    offline = list(getattr(manager, "offline_dirs", None) or [])
+    if getattr(broker, "ready", False):
+        if not offline:
+            return web.json_response({"ready": True})
+        # a failed log dir: its partitions answer KAFKA_STORAGE_ERROR, the others are served
+        live = bool(getattr(manager, "log_dirs", None))
+        return web.json_response({"ready": live, "offline_log_dirs": offline,
+                                  "message": f"log dirs offline after an I/O error: {', '.join(offline)}"
+                                             + ("" if live else "; no log dir is left online")},
+                                 status=200 if live else 503)
     return web.json_response({"ready": False, "message": "logs are loading or listeners are not bound yet"},
                              status=503)
 

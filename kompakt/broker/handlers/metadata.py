@@ -7,7 +7,9 @@ listed from LogManager.topics with their topic ids. Unknown topics are created o
 `num.partitions` when `auto.create.topics.enable` is true and the request allows it
 (v4+ AllowAutoTopicCreation); names Kafka would refuse get INVALID_TOPIC_EXCEPTION, unknown names
 otherwise UNKNOWN_TOPIC_OR_PARTITION. Internal topics (`__consumer_offsets`) are never
-auto-created here and are flagged is_internal.
+auto-created here and are flagged is_internal. A partition whose log dir is offline (an I/O
+error, storage.LogManager.handle_io_error) has no leader: LEADER_NOT_AVAILABLE, leader -1, this
+node in offline_replicas (v5+).
 
 Version notes:
 - v0: an empty topic list means every topic; v1+: null means every topic, empty means none.
@@ -37,11 +39,19 @@ _Partition = _Topic.MetadataResponsePartition
 # authorized operations: kafka-python models the int32 as a bit set; None encodes -2147483648 ("not asked")
 
 
+def _partition(lm, node: int, topic: str, index: int):
+    if lm.is_offline((topic, index)):
+        # its log dir failed: no leader (Kafka elects none when the only replica is offline)
+        return _Partition(error_code=int(ErrorCode.LEADER_NOT_AVAILABLE), partition_index=index, leader_id=-1,
+                          leader_epoch=0, replica_nodes=[node], isr_nodes=[], offline_replicas=[node])
+    return _Partition(error_code=0, partition_index=index, leader_id=node, leader_epoch=0,
+                      replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+
+
 def _topic_response(ctx, meta, error_code=0):
     node = ctx.broker.node_id
-    partitions = [_Partition(error_code=0, partition_index=i, leader_id=node, leader_epoch=0,
-                             replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-                  for i in range(meta.partitions)]
+    lm = ctx.log_manager
+    partitions = [_partition(lm, node, meta.name, i) for i in range(meta.partitions)]
     return _Topic(error_code=error_code, name=meta.name, topic_id=meta.topic_id,
                   is_internal=meta.name in INTERNAL_TOPICS, partitions=partitions,
                   authorized_operations=None)
