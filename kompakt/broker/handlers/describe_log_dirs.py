@@ -9,7 +9,8 @@ Behaviour (Kafka's ReplicaManager.describeLogDirs on one node): one result per c
 * an offline dir (unusable at start-up or failed by an I/O error, LogManager.handle_io_error):
   KAFKA_STORAGE_ERROR and no topics;
 * v4+: total_bytes and usable_bytes of the volume (statvfs; -1 when it cannot be read).
-The statvfs calls run in a worker thread: a failing disk may hang them.
+The statvfs calls run in a worker thread: a failing disk may hang them. Authorization: CLUSTER
+DESCRIBE, else no results (v3+: CLUSTER_AUTHORIZATION_FAILED at the top level), as Kafka answers.
 
 Version notes: v0 was removed in Kafka 4.0 (kafka-python's schema starts at 1); v1 is the
 baseline; v2 flexible; v3 adds the top-level error_code; v4 total/usable bytes; v5 is_cordoned
@@ -23,6 +24,7 @@ import os
 
 from kafka.protocol.admin import DescribeLogDirsResponse
 
+from kompakt.broker.security.acl import Op
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 35
@@ -76,5 +78,8 @@ def describe(log_manager, configured: list[str], wanted) -> list:
 
 
 async def handle(ctx, request) -> DescribeLogDirsResponse:
+    if not ctx.authorize_cluster(Op.DESCRIBE):
+        return DescribeLogDirsResponse(throttle_time_ms=0, error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                                       results=[])
     results = await asyncio.to_thread(describe, ctx.log_manager, ctx.config.log_dirs, _wanted(request))
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=0, results=results)
