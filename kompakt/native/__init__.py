@@ -126,6 +126,7 @@ def _declare(lib) -> None:
         # cleaner.c
         "km_md5": ([_cp, _i64, _p], None),
         "km_md5_many": ([_i64, _cp, _p, _p], None),
+        "km_md5_variant": ([_i64], _i64),
         "km_map_put": ([_p, _i64, _cp, _i64, _p], None),
         "km_map_get": ([_p, _i64, _cp, _p], _i64),
         "km_index": ([_cp, _i64, _i64, _i64, _i64, _i64, _p, _i64, _i64, _p], _i64),

@@ -1,5 +1,5 @@
 /*
- * Helpers shared by the sources of Kompakt's compiled seam (kompakt/native/*.c): big-endian
+ * Helpers shared by the sources of Kompakt's compiled seam (the .c files beside it): big-endian
  * fields of the v2 batch header, zigzag varints, CRC-32C. Plain C99 + GCC builtins, no Python.
  *
  * Byte offsets in the v2 batch header (kompakt/protocol/records.py has the full layout):

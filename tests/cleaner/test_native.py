@@ -24,12 +24,18 @@ def test_md5_matches_hashlib():
         assert native.md5(data) == hashlib.md5(data).digest(), n
 
 
-def test_md5_eight_lanes_matches_hashlib():
-    rnd = random.Random(5)
-    for trial in range(40):
-        keys = [bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 1, 7, 20, 55, 56, 64, 100])))
-                for _ in range(rnd.randrange(1, 33))]
-        assert native.md5_many(keys) == [hashlib.md5(k).digest() for k in keys]
+@pytest.mark.parametrize("variant", [1, 2, 3], ids=["baseline", "avx2", "avx512vl"])
+def test_md5_eight_lanes_matches_hashlib(variant):
+    if not native.LIB.km_md5_variant(variant):
+        pytest.skip("this CPU cannot run that variant")
+    try:
+        rnd = random.Random(5)
+        for trial in range(40):
+            keys = [bytes(rnd.randrange(256) for _ in range(rnd.choice([0, 1, 7, 20, 55, 56, 64, 100])))
+                    for _ in range(rnd.randrange(1, 33))]
+            assert native.md5_many(keys) == [hashlib.md5(k).digest() for k in keys]
+    finally:
+        native.LIB.km_md5_variant(0)
 
 
 def test_md5_many_refuses_more_keys_than_its_arrays_hold():
