@@ -9,9 +9,11 @@ group, the cleaned base offset and the old segments it replaces. The broker proc
 Only the segments below the first uncleanable offset are read; they are immutable (never the active
 segment; retention, truncation and deletion abort the clean before touching them), so a worker can
 read them without any lock. Per-batch work goes through `batch_ops` (the seam); when its compiled
-implementation is loaded, whole segment ranges go through `native.c`'s range loops (uncompressed,
-non-control, non-transactional batches, the common case) and only the other batches come back
-here one at a time; both paths write byte-identical output (tests/cleaner/test_native.py).
+implementation is loaded, whole segment ranges go through the range loops of
+kompakt/native/cleaner.c (every non-control, non-transactional batch, compressed ones included:
+their records are decompressed ahead by `payloads.PayloadTable`, and a rebuilt batch comes back
+once for its codec, RC_COMPRESS), and only the other batches come back here one at a time; both
+paths write byte-identical output, every codec (tests/cleaner/test_native.py).
 
 Files written per group (Kafka's layout, suffix `.cleaned` after the extension):
 
@@ -54,7 +56,9 @@ from kompakt.cleaner import rules
 from kompakt.cleaner.batch_ops import (CONTROL_MASK, H_ATTRS, H_BASE_OFFSET, H_COUNT, H_LAST_DELTA,
                                        H_LENGTH, H_MAX_TS, H_PEPOCH, H_PID, HEADER, HEADER_SIZE,
                                        TRANSACTIONAL_MASK)
+from kompakt.cleaner.payloads import PayloadTable
 from kompakt.cleaner.stats import CleanerStats
+from kompakt.protocol.records import compress
 
 log = logging.getLogger("kompakt.cleaner")
 
@@ -66,6 +70,7 @@ INT32_MAX = 2**31 - 1
 CHECK_EVERY = 64
 RANGE_BUDGET = 1 << 20        # bytes a native range call handles between abort checks
 OUT_CAP = 4 << 20             # output buffer of the native filter
+STAGE_CAP = 4 << 20           # records of one rebuilt batch awaiting its codec (larger: Python path)
 INDEX_CAP = 8192              # index entries buffered by the native filter
 ABORT_MARKER = 0
 COMMIT_MARKER = 1
@@ -293,6 +298,7 @@ class Cleaner:
         self.check_done = check_done or (lambda: None)
         self.monotonic = monotonic
         self._unchecked = 0            # bytes read since the last check_done()
+        self._payloads = PayloadTable()  # decompressed records ahead of the native range loops
 
     def _progress(self, nbytes: int) -> None:
         """check_done() every RANGE_BUDGET bytes read by the Python loops (their batch counts
@@ -367,12 +373,14 @@ class Cleaner:
             if lib is None:
                 return self._map_batches(f, f.batches(), start, end, limit, markers, stats)
             omap = self.offset_map
-            io = (ctypes.c_int64 * 8)()
+            io = (ctypes.c_int64 * 9)()
+            tbl = self._payloads
+            tbl.clear()
             while True:
                 io[0], io[1] = omap.size, omap.latest_offset
                 io[2] = io[3] = io[5] = io[6] = io[7] = 0
                 rc = lib.km_index_range(f.address, f.size, start, end, omap.address, omap.slots, limit,
-                                        RANGE_BUDGET, io)
+                                        RANGE_BUDGET, io, tbl.pos, tbl.ptr, tbl.len, tbl.n)
                 omap.size, omap.latest_offset = io[0], io[1]
                 omap.probes += io[3]
                 omap.lookups += io[5]
@@ -389,16 +397,23 @@ class Cleaner:
                 if rc == N.RC_BUDGET:
                     self.check_done()
                     continue
+                if rc == N.RC_PAYLOAD:
+                    tbl.fill(f.mm, f.size, pos, start, end)
+                    io[8] = 0
+                    continue
                 if rc == N.RC_CORRUPT:
                     raise batch_ops.CorruptBatchError(f"corrupt batch at position {pos} of {seg.log_path} "
                                                       "(CRC or record layout)")
-                # RC_PYTHON: one batch the Python code handles (compressed, control, transactional)
+                if rc == N.RC_PAYLOAD_ERROR:
+                    raise _undecompressable(f, pos, tbl)
+                # RC_PYTHON: one batch the Python code handles (control, transactional)
                 h = HEADER.unpack_from(f.mm, pos)
                 size = h[H_LENGTH] + 12
                 if self._map_batches(f, [(pos, h)], start, end, limit, markers, stats):
                     return True
                 io[4] = pos + size
         finally:
+            self._payloads.clear()
             f.close()
 
     def _map_batches(self, f, batches, start: int, end: int, limit: int, markers, stats) -> bool:
@@ -446,7 +461,7 @@ class Cleaner:
             _unlink(p)
             written.append(p)
         w = _SegmentWriter(log_path, base, job.index_interval_bytes)
-        lib = batch_ops._LIB if job.target_codec in (None, 0) else None
+        lib = batch_ops._LIB
         try:
             for seg in group:
                 f = _Mapped(seg.log_path, seg.size, want_address=lib is not None)
@@ -510,18 +525,34 @@ class Cleaner:
         self._throttle(chunk)
 
     def _filter_native(self, lib, job, f, w, markers, producers, txn_state, stats) -> None:
-        omap = self.offset_map
         st = w.st
         st[10] = 0
+        st[18] = 0
+        st[19] = -1
         keep = sorted(p[0] for p in producers.values() if p[0] >= 0)
         keep_arr = (ctypes.c_int64 * max(len(keep), 1))(*keep)
+        target = -1 if job.target_codec is None else job.target_codec
+        self._payloads.clear()
+        try:
+            self._filter_range(lib, job, f, w, (keep_arr, len(keep), target), markers, producers, txn_state, stats)
+        finally:
+            self._payloads.clear()
+
+    def _filter_range(self, lib, job, f, w, keep_target, markers, producers, txn_state, stats) -> None:
+        """km_filter_range over one segment, doing in Python what it hands back (see native/cleaner.c)."""
+        omap, st, tbl = self.offset_map, w.st, self._payloads
+        keep_arr, n_keep, target = keep_target
+        pending = None       # the staged batch's records, compressed (RC_COMPRESS)
         while True:
             for i in range(11, 18):
                 st[i] = 0
             rc = lib.km_filter_range(f.address, f.size, omap.address, omap.slots, omap.latest_offset, job.now_ms,
-                                     job.group_horizon_offset, job.first_uncleanable_offset, keep_arr, len(keep),
-                                     w.out, OUT_CAP,
-                                     w.oidx, INDEX_CAP, w.tidx, INDEX_CAP, RANGE_BUDGET, st)
+                                     job.group_horizon_offset, job.first_uncleanable_offset, keep_arr, n_keep,
+                                     w.out, OUT_CAP, w.oidx, INDEX_CAP, w.tidx, INDEX_CAP, RANGE_BUDGET, st,
+                                     tbl.pos, tbl.ptr, tbl.len, tbl.n, target, w.stage, STAGE_CAP,
+                                     pending, -1 if pending is None else len(pending))
+            if st[19] < 0:
+                pending = None
             stats.messages_read += st[11]
             stats.bytes_read += st[12]
             stats.messages_written += st[13]
@@ -539,6 +570,13 @@ class Cleaner:
             if rc == N.RC_BUDGET:
                 self.check_done()
                 continue
+            if rc == N.RC_PAYLOAD:
+                tbl.fill(f.mm, f.size, pos)
+                st[18] = 0
+                continue
+            if rc == N.RC_COMPRESS:
+                pending = compress(st[22] & batch_ops.COMPRESSION_MASK, ctypes.string_at(w.stage, st[23]))
+                continue
             if rc == N.RC_FLUSH and (st[9] or st[7] or st[8]):
                 w.flush_native()
                 continue
@@ -548,10 +586,18 @@ class Cleaner:
             if rc == N.RC_OVERFLOW:
                 raise ValueError(f"an offset at position {pos} of {f._f.name} does not fit the index of "
                                  f"cleaned segment {w.base}")
-            # RC_PYTHON (or a batch larger than the output buffer): this one batch in Python
+            if rc == N.RC_PAYLOAD_ERROR:
+                raise _undecompressable(f, pos, tbl)
             w.flush_native()
             h = HEADER.unpack_from(f.mm, pos)
-            self._filter_batches(job, f, [(pos, h)], w, markers, producers, txn_state, stats)
+            if pending is not None:
+                # the staged batch, compressed, does not fit the empty output buffer: written from here
+                stats.bytes_written += w.write_staged(h, pending)
+                stats.messages_written += st[20]
+                pending = None
+            else:
+                # RC_PYTHON (or a batch larger than the output buffer): this one batch in Python
+                self._filter_batches(job, f, [(pos, h)], w, markers, producers, txn_state, stats)
             st[10] = pos + h[H_LENGTH] + 12
 
     def _filter(self, raw, h, markers, producers, txn_state, now_ms, drm, upper, codec,
@@ -602,7 +648,7 @@ class _SegmentWriter:
     def __init__(self, log_path: str, base: int, index_interval_bytes: int):
         self.base = base
         self.file = open(log_path, "wb", buffering=1 << 20)
-        self.st = (ctypes.c_int64 * 18)()
+        self.st = (ctypes.c_int64 * 24)()
         self.st[2] = -1            # max timestamp so far
         self.st[3] = base          # its offset
         self.st[4] = -1            # timestamp of the last time-index entry
@@ -610,9 +656,11 @@ class _SegmentWriter:
         self.st[6] = index_interval_bytes
         self.offset_entries = bytearray()
         self.time_entries = bytearray()
-        self.out = self.oidx = self.tidx = None
+        self.st[19] = -1           # no batch staged for compression
+        self.out = self.oidx = self.tidx = self.stage = None
         if batch_ops._LIB is not None:
             self.out = ctypes.create_string_buffer(OUT_CAP)
+            self.stage = ctypes.create_string_buffer(STAGE_CAP)
             self.oidx = ctypes.create_string_buffer(8 * INDEX_CAP)
             self.tidx = ctypes.create_string_buffer(12 * INDEX_CAP)
 
@@ -627,6 +675,16 @@ class _SegmentWriter:
         if st[8]:
             self.time_entries += ctypes.string_at(self.tidx, 12 * st[8])
             st[8] = 0
+
+    def write_staged(self, h, payload) -> int:
+        """Write the batch km_filter_range staged (st[19..22]) with its compressed records; its size."""
+        st = self.st
+        data = batch_ops.build_header_bytes(h[H_BASE_OFFSET], h[batch_ops.H_EPOCH], st[22], h[H_LAST_DELTA],
+                                            h[batch_ops.H_BASE_TS], st[21], h[H_PID], h[H_PEPOCH],
+                                            h[batch_ops.H_BASE_SEQ], st[20], payload)
+        self.write(data, h[H_BASE_OFFSET] + h[H_LAST_DELTA], st[21])
+        st[19] = -1
+        return len(data)
 
     def write(self, data, last: int, max_ts: int) -> None:
         st = self.st
@@ -657,6 +715,11 @@ class _SegmentWriter:
             self.file.close()
         except OSError:
             pass
+
+
+def _undecompressable(f, pos: int, tbl) -> batch_ops.CorruptBatchError:
+    return batch_ops.CorruptBatchError(f"the batch at position {pos} of {f._f.name} does not decompress "
+                                       f"({tbl.error(pos)})")
 
 
 def _next_base(segments, i, end):

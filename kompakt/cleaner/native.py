@@ -12,7 +12,8 @@ import ctypes
 from kompakt.native import IMPL_ENV, LIB, install_beside_package, implementation  # noqa: F401
 
 # return codes of the range loops (kompakt/native/cleaner.c)
-RC_END, RC_FULL, RC_PYTHON, RC_STOP, RC_FLUSH, RC_BUDGET, RC_CORRUPT, RC_OVERFLOW = 0, 1, 2, 3, 4, 5, -1, -3
+RC_END, RC_FULL, RC_PYTHON, RC_STOP, RC_FLUSH, RC_BUDGET, RC_PAYLOAD, RC_COMPRESS = 0, 1, 2, 3, 4, 5, 6, 7
+RC_CORRUPT, RC_OVERFLOW, RC_PAYLOAD_ERROR = -1, -3, -4
 
 
 def md5(data: bytes) -> bytes:

@@ -131,9 +131,9 @@ def _declare(lib) -> None:
         "km_map_get": ([_p, _i64, _cp, _p], _i64),
         "km_index": ([_cp, _i64, _i64, _i64, _i64, _i64, _p, _i64, _i64, _p], _i64),
         "km_filter": ([_cp, _i64, _i64, _i64, _i64, _p, _i64, _i64, _i64, _p, _p], _i64),
-        "km_index_range": ([_p, _i64, _i64, _i64, _p, _i64, _i64, _i64, _p], _i64),
+        "km_index_range": ([_p, _i64, _i64, _i64, _p, _i64, _i64, _i64, _p, _p, _p, _p, _i64], _i64),
         "km_filter_range": ([_p, _i64, _p, _i64, _i64, _i64, _i64, _i64, _p, _i64, _p, _i64, _p,
-                             _i64, _p, _i64, _i64, _p], _i64),
+                             _i64, _p, _i64, _i64, _p, _p, _p, _p, _i64, _i64, _p, _i64, _cp, _i64], _i64),
         "km_prescan": ([_p, _i64, _i64, _i64, _p, _i64, _p, _i64, _i64, _p], _i64),
     }
     for name, (args, res) in sig.items():

@@ -463,21 +463,40 @@ int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64
 
 /* ------------------------------------------------------------------------------------------------
  * Whole-range loops: walk the batches of a segment (mapped in memory) and do the common case in C,
- * returning to Python for a batch that needs it (compressed, control or transactional batches, and
- * batches whose tombstones need a delete horizon stamped). Byte offsets in the v2 batch header:
- * 0 baseOffset, 8 length, 12 leader epoch, 16 magic, 17 crc, 21 attributes, 23 lastOffsetDelta,
- * 27 baseTimestamp, 35 maxTimestamp, 43 producerId, 51 producerEpoch, 53 baseSequence, 57 count.
+ * returning to Python for a batch that needs it (control or transactional batches, batches whose
+ * tombstones need a delete horizon stamped). Compressed batches stay in C with two round trips to
+ * Python's codecs: their decompressed records come in a payload table Python fills ahead of the
+ * loop (RC_PAYLOAD: fill it from the batch at the position returned; one codec call per batch), and
+ * a rebuilt batch that must be compressed is staged (RC_COMPRESS: compress the staged records with
+ * the codec in st[22], pass the result back as `pending` on the next call, which writes the batch).
+ * Python's codecs, not a C library's, so both seams write the same bytes.
+ *
+ * The payload table: pl_pos[i] ascending batch positions, pl_ptr[i] / pl_len[i] their records
+ * (pl_len < 0: the codec refused the bytes -> RC_PAYLOAD_ERROR at that batch), pl_n entries; the
+ * caller's cursor moves past the entries the loop used.
  */
-enum { RC_END = 0, RC_FULL = 1, RC_PYTHON = 2, RC_STOP = 3, RC_FLUSH = 4, RC_BUDGET = 5, RC_CORRUPT = -1,
-       RC_OVERFLOW = -3 };
+enum { RC_END = 0, RC_FULL = 1, RC_PYTHON = 2, RC_STOP = 3, RC_FLUSH = 4, RC_BUDGET = 5, RC_PAYLOAD = 6,
+       RC_COMPRESS = 7, RC_CORRUPT = -1, RC_OVERFLOW = -3, RC_PAYLOAD_ERROR = -4 };
+
+/* the records of the compressed batch at pos: 1 found, 0 not in the table, -1 the codec failed */
+static int find_payload(int64_t pos, const int64_t *pl_pos, const uint8_t *const *pl_ptr, const int64_t *pl_len,
+                        int64_t pl_n, int64_t *cursor, const uint8_t **data, int64_t *len) {
+    while (*cursor < pl_n && pl_pos[*cursor] < pos) (*cursor)++;
+    if (*cursor >= pl_n || pl_pos[*cursor] != pos) return 0;
+    if (pl_len[*cursor] < 0) return -1;
+    *data = pl_ptr[*cursor];
+    *len = pl_len[*cursor];
+    return 1;
+}
 
 /*
  * Pass 1 over buf[pos, end). io: [0] map size, [1] latest, [2] keyless (+), [3] probes (+),
- * [4] pos (in/out), [5] records read (+), [6] bytes read (+), [7] batches (+).
+ * [4] pos (in/out), [5] records read (+), [6] bytes read (+), [7] batches (+), [8] payload cursor.
  * Skips batches ending before start_offset; RC_STOP at the first batch at or past end_offset.
  */
 int64_t km_index_range(const uint8_t *buf, int64_t end, int64_t start_offset, int64_t end_offset,
-                       uint8_t *map, int64_t slots, int64_t limit, int64_t budget, int64_t *io) {
+                       uint8_t *map, int64_t slots, int64_t limit, int64_t budget, int64_t *io,
+                       const int64_t *pl_pos, const uint8_t *const *pl_ptr, const int64_t *pl_len, int64_t pl_n) {
     int64_t pos = io[4];
     int64_t done = 0;
     int64_t sub[5];
@@ -496,7 +515,7 @@ int64_t km_index_range(const uint8_t *buf, int64_t end, int64_t start_offset, in
             return RC_STOP;
         }
         int16_t attrs = be16(b + 21);
-        if ((attrs & 0x07) || (attrs & 0x30)) {
+        if (attrs & 0x30) {
             io[4] = pos;
             return RC_PYTHON;
         }
@@ -504,13 +523,23 @@ int64_t km_index_range(const uint8_t *buf, int64_t end, int64_t start_offset, in
             io[4] = pos;
             return RC_CORRUPT;
         }
+        const uint8_t *rd = b;
+        int64_t rlen = size, rp = 61;
+        if (attrs & 0x07) {
+            int found = find_payload(pos, pl_pos, pl_ptr, pl_len, pl_n, &io[8], &rd, &rlen);
+            if (found <= 0) {
+                io[4] = pos;
+                return found == 0 ? RC_PAYLOAD : RC_PAYLOAD_ERROR;
+            }
+            rp = 0;
+        }
         int64_t count = be32(b + 57);
         sub[0] = io[0];
         sub[1] = io[1];
         sub[2] = 0;
         sub[3] = 0;
         sub[4] = 0;
-        int64_t rc = km_index(b, size, 61, count, base, start_offset, map, slots, limit, sub);
+        int64_t rc = km_index(rd, rlen, rp, count, base, start_offset, map, slots, limit, sub);
         io[0] = sub[0];
         io[1] = sub[1];
         io[2] += sub[2];
@@ -575,32 +604,70 @@ static int note_written(int64_t *st, int64_t last, int64_t max_ts, int64_t len, 
     return 0;
 }
 
+static inline void put_be16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+/* a rebuilt batch at h (room for 61 + len bytes): header of the original b, its new count,
+   attributes and max timestamp, `len` bytes of records already at h + 61; the CRC last */
+static void finish_batch(uint8_t *h, const uint8_t *b, int64_t kept, int64_t attrs, int64_t max_ts, int64_t len) {
+    memcpy(h, b, 61);
+    put_be32(h + 8, (uint32_t)(49 + len));
+    put_be16(h + 21, (uint16_t)attrs);
+    put_be64(h + 35, max_ts);
+    put_be32(h + 57, (uint32_t)kept);
+    put_be32(h + 17, km_crc32c(0, h + 21, 40 + len));
+}
+
 /*
  * Pass 2 over buf[st[10], end) into out. st: [0] position in the cleaned segment, [1] bytes since
  * the last index entry, [2] max timestamp so far, [3] its offset, [4] last time-index timestamp,
  * [5] cleaned segment base offset, [6] index.interval.bytes, [7] offset-index entries in oidx,
  * [8] time-index entries in tidx, [9] bytes in out, [10] input position, [11] records read (+),
  * [12] bytes read (+), [13] records written (+), [14] bytes written (+), [15] keyless (+),
- * [16] tombstones kept (+), [17] probes (+).
+ * [16] tombstones kept (+), [17] probes (+), [18] payload cursor, and the batch staged for
+ * RC_COMPRESS: [19] its position (-1: none), [20] records kept, [21] max timestamp, [22] its new
+ * attributes (the codec to compress with in bits 0-2), [23] bytes staged in `stage`.
  * keep_offsets: sorted last offsets whose batch is kept even if empty (active producers' last
  * batches). upper: a batch ending right before it is kept even if empty. group_horizon: the
  * group-safe horizon offset (rules.py); a batch whose delete horizon passed but which ends at or
- * past it goes to Python (RC_PYTHON), which keeps and counts its tombstones.
+ * past it goes to Python (RC_PYTHON), which keeps and counts its tombstones. target_codec: the
+ * topic's compression.type for rebuilt batches (-1: each batch keeps its own codec). pending: the
+ * staged records compressed (pending_len >= 0), written first.
  */
 int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int64_t slots, int64_t latest,
                         int64_t now_ms, int64_t group_horizon, int64_t upper, const int64_t *keep_offsets,
                         int64_t n_keep,
                         uint8_t *out, int64_t out_cap, uint8_t *oidx, int64_t ocap, uint8_t *tidx, int64_t tcap,
-                        int64_t budget, int64_t *st) {
+                        int64_t budget, int64_t *st, const int64_t *pl_pos, const uint8_t *const *pl_ptr,
+                        const int64_t *pl_len, int64_t pl_n, int64_t target_codec, uint8_t *stage,
+                        int64_t stage_cap, const uint8_t *pending, int64_t pending_len) {
     int64_t pos = st[10];
     int64_t done = 0;
     int64_t io[6];
+    if (st[19] >= 0) { /* the staged batch, now compressed */
+        if (pending_len < 0 || st[19] != pos) return RC_COMPRESS;
+        const uint8_t *b = buf + pos;
+        int64_t need = 61 + pending_len;
+        if (st[9] + need > out_cap || st[7] >= ocap || st[8] >= tcap) return RC_FLUSH;
+        int64_t last = (int64_t)be64(b) + be32(b + 23);
+        uint8_t *h = out + st[9];
+        memcpy(h + 61, pending, (size_t)pending_len);
+        finish_batch(h, b, st[20], st[22], st[21], pending_len);
+        if (note_written(st, last, st[21], need, oidx, ocap, tidx, tcap)) return RC_CORRUPT;
+        st[9] += need;
+        st[13] += st[20];
+        st[14] += need;
+        st[19] = -1;
+        pos += (int64_t)be32(b + 8) + 12;
+    }
     while (end - pos >= 61) {
         const uint8_t *b = buf + pos;
         int64_t size = (int64_t)be32(b + 8) + 12;
         if (size < 61 || pos + size > end) break;
         int16_t attrs = be16(b + 21);
-        if ((attrs & 0x07) || (attrs & 0x30)) {
+        if (attrs & 0x30) {
             st[10] = pos;
             return RC_PYTHON;
         }
@@ -611,6 +678,24 @@ int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int
         if (km_crc32c(0, b + 21, size - 21) != (uint32_t)be32(b + 17)) {
             st[10] = pos;
             return RC_CORRUPT;
+        }
+        int64_t codec = attrs & 0x07;
+        int64_t new_codec = target_codec >= 0 ? target_codec : codec;
+        const uint8_t *rd = b;
+        int64_t rlen = size, rp = 61;
+        if (codec) {
+            int found = find_payload(pos, pl_pos, pl_ptr, pl_len, pl_n, &st[18], &rd, &rlen);
+            if (found <= 0) {
+                st[10] = pos;
+                return found == 0 ? RC_PAYLOAD : RC_PAYLOAD_ERROR;
+            }
+            rp = 0;
+        }
+        /* uncompressed in and out: filter straight into out; else into the stage */
+        int direct = codec == 0 && new_codec == 0;
+        if (!direct && rlen - rp > stage_cap) {
+            st[10] = pos;
+            return RC_PYTHON; /* records larger than the stage: the Python path */
         }
         int64_t base = (int64_t)be64(b);
         int64_t last = base + be32(b + 23);
@@ -625,9 +710,9 @@ int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int
             return RC_PYTHON; /* tombstones held back by a consumer group: decided in rules.py */
         }
         int retain_empty = (last + 1 == upper) || (pid >= 0 && in_sorted(keep_offsets, n_keep, last));
-        uint8_t *dst = out + st[9] + 61;
+        uint8_t *dst = direct ? out + st[9] + 61 : stage;
         io[5] = 0;
-        int64_t rc = km_filter(b, size, 61, count, base, map, slots, latest, passed, dst, io);
+        int64_t rc = km_filter(rd, rlen, rp, count, base, map, slots, latest, passed, dst, io);
         st[17] += io[5];
         if (rc < 0) {
             st[10] = pos;
@@ -646,24 +731,31 @@ int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int
         st[12] += size;
         st[15] += keyless;
         st[16] += tombs;
-        if (kept == count) {
+        if (kept == count) { /* nothing removed: the batch byte for byte, whatever target_codec says */
             memcpy(out + st[9], b, (size_t)size);
             if (note_written(st, last, hdr_max_ts, size, oidx, ocap, tidx, tcap)) return RC_CORRUPT;
             st[9] += size;
             st[13] += count;
             st[14] += size;
         } else if (kept > 0 || retain_empty) {
-            uint8_t *h = out + st[9];
             int64_t max_ts = (kept && !(attrs & 0x08)) ? base_ts + maxtd : hdr_max_ts;
-            memcpy(h, b, 61);
-            put_be32(h + 8, (uint32_t)(49 + outlen));
-            put_be64(h + 35, max_ts);
-            put_be32(h + 57, (uint32_t)kept);
-            put_be32(h + 17, km_crc32c(0, h + 21, 40 + outlen));
-            if (note_written(st, last, max_ts, 61 + outlen, oidx, ocap, tidx, tcap)) return RC_CORRUPT;
-            st[9] += 61 + outlen;
-            st[13] += kept;
-            st[14] += 61 + outlen;
+            /* no records left: written uncompressed (a codec bit over nothing is no valid stream) */
+            int64_t out_attrs = outlen ? ((attrs & ~0x07) | new_codec) : (attrs & ~0x07);
+            if (direct || outlen == 0) {
+                finish_batch(out + st[9], b, kept, out_attrs, max_ts, outlen);
+                if (note_written(st, last, max_ts, 61 + outlen, oidx, ocap, tidx, tcap)) return RC_CORRUPT;
+                st[9] += 61 + outlen;
+                st[13] += kept;
+                st[14] += 61 + outlen;
+            } else {
+                st[19] = pos;
+                st[20] = kept;
+                st[21] = max_ts;
+                st[22] = out_attrs;
+                st[23] = outlen;
+                st[10] = pos;
+                return RC_COMPRESS;
+            }
         }
         pos += size;
         done += size;

@@ -50,9 +50,10 @@ def test_crc32c_matches_library():
         assert native.LIB.km_crc32c(0, data[:n], n) == crc32c.crc32c(data[:n])
 
 
-def _clean(d, monkeypatch, lib, slots):
+def _clean(d, monkeypatch, lib, slots, target_codec=None):
     monkeypatch.setattr(batch_ops, "_LIB", lib)
-    res = C.Cleaner(0, SkimpyOffsetMap(24 * slots)).clean(job_for(d, 0, 1_700_000_000_000, index_interval_bytes=500))
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * slots)).clean(job_for(d, 0, 1_700_000_000_000, index_interval_bytes=500,
+                                                                  target_codec=target_codec))
     out = {}
     for g in res.groups:
         for ext in (".log", ".index", ".timeindex"):
@@ -62,10 +63,36 @@ def _clean(d, monkeypatch, lib, slots):
     return res, out
 
 
+CODEC_MIXES = {"plain+gzip": [0, 0, 0, 1], "lz4": [3], "zstd": [4], "snappy": [2], "all": [0, 1, 2, 3, 4]}
+
+
 @pytest.mark.parametrize("slots", [7, 50, 5000])
-def test_native_and_python_cleans_are_identical(tmp_path, monkeypatch, slots):
+@pytest.mark.parametrize("codecs", sorted(CODEC_MIXES))
+def test_native_and_python_cleans_are_identical(tmp_path, monkeypatch, slots, codecs):
+    _compare_cleans(tmp_path, monkeypatch, slots, CODEC_MIXES[codecs])
+
+
+@pytest.mark.parametrize("target", [0, 1, 3, 4], ids=["none", "gzip", "lz4", "zstd"])
+def test_native_and_python_agree_on_a_topic_codec(tmp_path, monkeypatch, target):
+    """compression.type other than producer: rebuilt batches take the topic's codec."""
+    _compare_cleans(tmp_path, monkeypatch, 50, CODEC_MIXES["all"], target)
+
+
+@pytest.mark.parametrize("out_cap, stage_cap", [(700, 4 << 20), (4 << 20, 700), (700, 700)])
+def test_native_and_python_agree_with_buffers_smaller_than_a_batch(tmp_path, monkeypatch, out_cap, stage_cap):
+    """A staged batch whose compressed records do not fit the empty output buffer, and records
+    larger than the stage, go through the Python side: still the same bytes."""
+    monkeypatch.setattr(C, "OUT_CAP", out_cap)
+    monkeypatch.setattr(C, "STAGE_CAP", stage_cap)
+    _compare_cleans(tmp_path / "random", monkeypatch, 50, CODEC_MIXES["all"])
+    # compressible values written uncompressed by the topic codec: rebuilt batches outgrow the buffer
+    _compare_cleans(tmp_path / "repetitive", monkeypatch, 50, [1, 3, 4], 0, repetitive=True)
+
+
+def _compare_cleans(tmp_path, monkeypatch, slots, codecs, target=None, repetitive=False):
+    tmp_path.mkdir(exist_ok=True)
     d = str(tmp_path)
-    rnd = random.Random(slots)
+    rnd = random.Random(slots + 17 * len(codecs) + (target or 0))
     off = 0
     for s in range(4):
         batches = []
@@ -74,18 +101,30 @@ def test_native_and_python_cleans_are_identical(tmp_path, monkeypatch, slots):
             for _ in range(rnd.randrange(1, 12)):
                 k = rnd.randrange(60)
                 key = None if k == 0 else b"key-%d" % k * rnd.choice([1, 1, 1, 9])
-                value = None if rnd.random() < 0.1 else os.urandom(rnd.randrange(0, 300))
+                size = rnd.randrange(0, 300)
+                value = None if rnd.random() < 0.1 else b"x" * size if repetitive else os.urandom(size)
                 recs.append((key, value, [], 1_700_000_000_000 + rnd.randrange(1000)))
             pid = rnd.choice([-1, -1, 5])
             batches.append(R.build_batch(recs, base_offset=off, base_timestamp=1_700_000_000_000,
                                          producer_id=pid, producer_epoch=0 if pid >= 0 else -1,
                                          base_sequence=off if pid >= 0 else -1,
-                                         compression=rnd.choice([0, 0, 0, 1])))
+                                         compression=rnd.choice(codecs)))
             off += len(recs)
+            if pid == 5 and rnd.random() < 0.2:     # a transaction of producer 7 (aborted or committed)
+                batches.append(R.build_batch([(b"key-%d" % rnd.randrange(60), b"t", [], 1_700_000_000_000)],
+                                             base_offset=off, base_timestamp=1_700_000_000_000, producer_id=7,
+                                             producer_epoch=0, base_sequence=off, is_transactional=True,
+                                             compression=rnd.choice(codecs)))
+                kind = rnd.randrange(2)
+                batches.append(R.build_batch([(b"\x00\x00" + kind.to_bytes(2, "big"), b"\x00" * 6, [],
+                                               1_700_000_000_000)], base_offset=off + 1, is_control=True,
+                                             is_transactional=True, producer_id=7, producer_epoch=0,
+                                             base_timestamp=1_700_000_000_000))
+                off += 2
         write_segment(d, batches and R.read_header(batches[0]).base_offset, batches)
     write_segment(d, off, [])
-    py_res, py_out = _clean(d, monkeypatch, None, slots)
-    c_res, c_out = _clean(d, monkeypatch, native.LIB, slots)
+    py_res, py_out = _clean(d, monkeypatch, None, slots, target)
+    c_res, c_out = _clean(d, monkeypatch, native.LIB, slots, target)
     assert py_out == c_out
     assert py_res.end_offset == c_res.end_offset
     assert (py_res.stats.messages_written, py_res.stats.bytes_written, py_res.stats.tombstones_retained,
