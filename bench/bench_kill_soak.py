@@ -66,7 +66,7 @@ BROKER_CONFIG = {
     "log.retention.check.interval.ms": "500",
     "log.flush.offset.checkpoint.interval.ms": "700",
     "log.flush.start.offset.checkpoint.interval.ms": "700",
-    "file.delete.delay.ms": "300",
+    "log.segment.delete.delay.ms": "300",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "1",
     "offsets.topic.segment.bytes": "1048576",
@@ -405,7 +405,11 @@ def cleaner_checkpoint(log_dir: str) -> dict[tuple[str, int], int]:
 
 
 def leftovers(log_dir: str, before: float) -> list[str]:
-    """Files in partition dirs that recovery should have removed and that predate `before`."""
+    """Files in partition dirs that recovery should have removed and that predate `before`.
+
+    By ctime, not mtime: the cleaner gives a cleaned segment its sources' mtime (time-based
+    retention must not restart), so a fresh `.cleaned` file can look old by mtime; its ctime is
+    when it was made (or last renamed), which no one can set back."""
     found = []
     for d in os.listdir(log_dir):
         full = os.path.join(log_dir, d)
@@ -414,7 +418,7 @@ def leftovers(log_dir: str, before: float) -> list[str]:
         for name in os.listdir(full):
             path = os.path.join(full, name)
             try:
-                old = os.stat(path).st_mtime < before
+                old = os.stat(path).st_ctime < before
             except FileNotFoundError:
                 continue
             unknown = not (name.endswith(KNOWN_SUFFIXES) or name in KNOWN_FILES
@@ -658,6 +662,7 @@ def main() -> None:
     base = args.dir or tempfile.mkdtemp(prefix="kompakt-soak-")
     os.makedirs(base, exist_ok=True)
     t0 = time.monotonic()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))   # so the broker is stopped too
     result = run(args.cycles, base, args.seed, args.run_s)
     summary = {k: v for k, v in result.items() if k != "per_cycle"}
     summary["wall_s"] = round(time.monotonic() - t0, 1)

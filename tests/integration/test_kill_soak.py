@@ -58,6 +58,7 @@ def test_leftovers_only_count_files_from_before_the_kill(tmp_path):
     d.mkdir()
     (d / "00000000000000000000.log.cleaned").write_bytes(b"")
     (d / "00000000000000000000.log").write_bytes(b"")
-    later = os.stat(d / "00000000000000000000.log").st_mtime + 10
+    os.utime(d / "00000000000000000000.log.cleaned", (1, 1))     # the cleaner backdates mtimes: not "old"
+    later = os.stat(d / "00000000000000000000.log").st_ctime + 10
     assert soak.leftovers(str(tmp_path), later) == [f"{soak.DELETE_TOPIC}-0/00000000000000000000.log.cleaned"]
     assert soak.leftovers(str(tmp_path), later - 20) == []
