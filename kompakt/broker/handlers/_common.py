@@ -77,3 +77,23 @@ def missing_part(log_manager, topic: str | None, partition: int) -> str | None:
     if meta is None:
         return "topic"
     return None if 0 <= partition < meta.partitions else "partition"
+
+
+# ConfigResource types (DescribeConfigs / AlterConfigs / IncrementalAlterConfigs) -> the ACL
+# resource whose DESCRIBE_CONFIGS / ALTER_CONFIGS Kafka checks, and the error it answers.
+_CONFIG_ACL = {2: ("TOPIC", "TOPIC_AUTHORIZATION_FAILED"), 4: ("CLUSTER", "CLUSTER_AUTHORIZATION_FAILED"),
+               8: ("CLUSTER", "CLUSTER_AUTHORIZATION_FAILED"), 16: ("CLUSTER", "CLUSTER_AUTHORIZATION_FAILED"),
+               32: ("GROUP", "GROUP_AUTHORIZATION_FAILED")}
+
+
+def check_config_access(ctx, resource_type: int, name: str, alter: bool) -> None:
+    """Raise ResultError unless the principal may describe (or alter) this config resource
+    (Kafka's ConfigAdminManager/AuthHelper: TOPIC on the topic, BROKER/BROKER_LOGGER/CLIENT_METRICS
+    on the cluster, GROUP on the group)."""
+    if ctx.authorizer is None or resource_type not in _CONFIG_ACL:
+        return
+    from kompakt.broker.security.acl import CLUSTER_NAME, Op, Res
+    kind, error = _CONFIG_ACL[resource_type]
+    op = Op.ALTER_CONFIGS if alter else Op.DESCRIBE_CONFIGS
+    if not ctx.authorize(op, Res[kind], CLUSTER_NAME if kind == "CLUSTER" else name):
+        raise ResultError(ErrorCode[error], "Authorization failed.")

@@ -31,7 +31,7 @@ import weakref
 
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
-from kompakt.broker.handlers._common import ResultError, error_code_of, run_storage
+from kompakt.broker.handlers._common import ResultError, check_config_access, error_code_of, run_storage
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, RESOURCE_TYPE_NAMES, TOPIC,
                                                       check_broker_name, topic_meta)
 from kompakt.broker.security.acl import Op
@@ -143,6 +143,7 @@ async def alter_resources(ctx, request, result_cls, alter_one) -> list:
         try:
             if (resource.resource_type, resource.resource_name) in dups:
                 raise ResultError(ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+            check_config_access(ctx, resource.resource_type, resource.resource_name, alter=True)
             async with config_lock():
                 await alter_one(ctx, resource, bool(request.validate_only))
         except ResultError as exc:

@@ -25,6 +25,7 @@ from kafka.protocol.admin.topics import CreatePartitionsResponse
 from kompakt.broker.handlers._common import (MAX_PARTITIONS_PER_REQUEST, ResultError, error_code_of,
                                              is_internal, run_storage)
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -73,6 +74,8 @@ async def handle(ctx, request) -> CreatePartitionsResponse:
                                       error_message="Duplicate topic name."))
             continue
         try:
+            if not ctx.authorize(Op.ALTER, Res.TOPIC, name):    # Kafka: ALTER on each topic, before existence
+                raise ResultError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             meta = lm.topics.get(name)
             if meta is None:
                 raise ResultError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,

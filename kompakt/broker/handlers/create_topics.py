@@ -35,6 +35,7 @@ from kompakt.broker.handlers._common import (MAX_PARTITIONS_PER_REQUEST, ResultE
                                              invalid_topic_reason, run_storage)
 from kompakt.config import topic_config
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -152,6 +153,7 @@ async def handle(ctx, request) -> CreateTopicsResponse:
     counts = Counter(topic.name for topic in request.topics)
     results, reported_duplicates = [], set()
     budget = MAX_PARTITIONS_PER_REQUEST
+    may_create_any = ctx.authorize_cluster(Op.CREATE)    # Kafka: CREATE on the cluster or on each topic
     for topic in request.topics:
         name = topic.name
         try:
@@ -160,6 +162,8 @@ async def handle(ctx, request) -> CreateTopicsResponse:
                     continue
                 reported_duplicates.add(name)
                 raise ResultError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            if not (may_create_any or ctx.authorize(Op.CREATE, Res.TOPIC, name)):
+                raise ResultError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
             configs, partitions = _validate(topic, lm, cfg)
             if partitions > budget:
                 raise ResultError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")

@@ -10,6 +10,8 @@ Version notes: v2+ flexible.
 from __future__ import annotations
 
 from kafka.protocol.admin.groups import DeleteGroupsResponse
+from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -20,6 +22,8 @@ Result = DeleteGroupsResponse.DeletableGroupResult
 
 async def handle(ctx, request):
     names = list(request.groups_names)
-    codes = ctx.groups.delete_groups(names)
+    allowed = ctx.authorized(Op.DELETE, Res.GROUP, names)       # Kafka: GROUP_AUTHORIZATION_FAILED per group
+    codes = ctx.groups.delete_groups(allowed) if allowed else {}
+    codes.update({g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names if g not in set(allowed)})
     return DeleteGroupsResponse(version=ctx.api_version, throttle_time_ms=0,
                                 results=[Result(group_id=g, error_code=codes[g]) for g in names])

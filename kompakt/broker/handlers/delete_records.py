@@ -24,6 +24,7 @@ from kafka.protocol.admin.topics import DeleteRecordsResponse
 from kompakt.broker.handlers._common import error_code_of, is_internal, run_storage
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 21
 MIN_VERSION = 0
@@ -42,6 +43,8 @@ def _fail(index: int, code: ErrorCode) -> PartitionResult:
 
 
 async def _delete(ctx, topic: str, index: int, offset: int) -> PartitionResult:
+    if not ctx.authorize(Op.DELETE, Res.TOPIC, topic):   # Kafka: DELETE on the topic
+        return _fail(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if is_internal(topic):
         return _fail(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
     plog = ctx.log_manager.get_log(TopicPartition(topic, index))

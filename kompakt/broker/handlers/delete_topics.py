@@ -25,6 +25,7 @@ from kafka.protocol.admin.topics import DeleteTopicsResponse
 
 from kompakt.broker.handlers._common import error_code_of, is_internal, run_storage
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 20
 MIN_VERSION = 1
@@ -116,5 +117,9 @@ async def handle(ctx, request) -> DeleteTopicsResponse:
     targets, errors = _resolve(wanted, topics)
     results += errors
     for topic in targets:
+        if not ctx.authorize(Op.DELETE, Res.TOPIC, topic):     # Kafka: DELETE on each topic
+            name, tid = targets[topic]
+            results.append(_result(name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
+            continue
         results.append(await _delete(ctx, topic, topics[topic].topic_id))
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from kafka.protocol.admin.cluster import DescribeClusterResponse
 
 from kompakt.protocol.errors import ErrorCode
+from kompakt.broker.security.acl import CLUSTER_NAME, Op, Res
 
 API_KEY = 60
 MIN_VERSION = 0
@@ -52,7 +53,10 @@ async def handle(ctx, request) -> DescribeClusterResponse:
     host, port = advertised(ctx)
     node = DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port,
                                                          rack=None, is_fenced=False)
-    operations = set(CLUSTER_OPERATIONS) if request.include_cluster_authorized_operations else None
+    operations = None
+    if request.include_cluster_authorized_operations:      # Kafka: the set only for a describer, else 0
+        operations = (ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
+                      if ctx.authorize_cluster(Op.DESCRIBE) else set())
     return DescribeClusterResponse(throttle_time_ms=0, error_code=0, error_message=None,
                                    endpoint_type=ENDPOINT_BROKER, cluster_id=broker.cluster_id,
                                    controller_id=broker.node_id, brokers=[node],

@@ -28,7 +28,7 @@ import logging
 
 from kafka.protocol.admin.configs import DescribeConfigsResponse
 
-from kompakt.broker.handlers._common import ResultError, invalid_topic_reason
+from kompakt.broker.handlers._common import ResultError, check_config_access, invalid_topic_reason
 from kompakt.config import topic_config
 from kompakt.config.broker_config import BROKER_KEYS
 from kompakt.config.dynamic import is_dynamic
@@ -224,6 +224,7 @@ async def handle(ctx, request) -> DescribeConfigsResponse:
         result = Result(error_code=0, error_message=None, resource_type=resource.resource_type,
                         resource_name=resource.resource_name, configs=[])
         try:
+            check_config_access(ctx, resource.resource_type, resource.resource_name, alter=False)
             result.configs = describe_resource(ctx, resource, bool(request.include_synonyms),
                                                bool(request.include_documentation))
         except ResultError as exc:

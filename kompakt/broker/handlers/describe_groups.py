@@ -16,6 +16,7 @@ from __future__ import annotations
 from kafka.protocol.admin.groups import DescribeGroupsResponse
 
 from kompakt.protocol.errors import ErrorCode
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -28,7 +29,13 @@ DescribedMember = Described.DescribedGroupMember
 async def handle(ctx, request):
     v = ctx.api_version
     out = []
+    asks_ops = v >= 3 and bool(request.include_authorized_operations)
     for group_id in request.groups:
+        if not ctx.authorize(Op.DESCRIBE, Res.GROUP, group_id):     # Kafka: per group
+            out.append(Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+                                 group_id=group_id, group_state="", protocol_type="", protocol_data="",
+                                 members=[], authorized_operations=None))
+            continue
         d = ctx.groups.describe_group(group_id)
         if d is None:
             code = ErrorCode.GROUP_ID_NOT_FOUND if v >= 6 else ErrorCode.NONE
@@ -42,5 +49,6 @@ async def handle(ctx, request):
             protocol_type=d.protocol_type, protocol_data=d.protocol_data,
             members=[DescribedMember(member_id=mid, group_instance_id=iid, client_id=cid,
                                      client_host=host, member_metadata=meta, member_assignment=asg)
-                     for mid, iid, cid, host, meta, asg in d.members]))
+                     for mid, iid, cid, host, meta, asg in d.members],
+            authorized_operations=ctx.authorized_operations(Res.GROUP, group_id) if asks_ops else None))
     return DescribeGroupsResponse(version=v, throttle_time_ms=0, groups=out)

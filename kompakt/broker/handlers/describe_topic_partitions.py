@@ -23,6 +23,7 @@ from kafka.protocol.admin.topics import DescribeTopicPartitionsResponse
 from kompakt.broker.handlers._common import invalid_topic_reason, is_internal
 from kompakt.broker.handlers.offset_for_leader_epoch import LEADER_EPOCH
 from kompakt.protocol.errors import ErrorCode
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 75
 MIN_VERSION = 0
@@ -39,9 +40,9 @@ Partition = Topic.DescribeTopicPartitionsResponsePartition
 Cursor = DescribeTopicPartitionsResponse.Cursor
 
 
-def _topic(name, code: ErrorCode, topic_id=ZERO_UUID, partitions=()) -> Topic:
+def _topic(name, code: ErrorCode, topic_id=ZERO_UUID, partitions=(), ops=TOPIC_AUTHORIZED_OPERATIONS) -> Topic:
     return Topic(error_code=int(code), name=name, topic_id=topic_id, is_internal=is_internal(name or ""),
-                 partitions=list(partitions), topic_authorized_operations=TOPIC_AUTHORIZED_OPERATIONS)
+                 partitions=list(partitions), topic_authorized_operations=ops)
 
 
 def _partition(index: int, node: int) -> Partition:
@@ -71,12 +72,17 @@ async def handle(ctx, request) -> DescribeTopicPartitionsResponse:
             throttle_time_ms=0, next_cursor=None,
             topics=[_topic(t.name, ErrorCode.INVALID_REQUEST) for t in request.topics])
 
+    checked = ctx.authorizer is not None
     remaining = max(min(MAX_PARTITION_LIMIT, request.response_partition_limit), 1)
     results, next_cursor = [], None
     for name in names:
         if remaining == 0:
             next_cursor = Cursor(topic_name=name, partition_index=0)
             break
+        if checked and not ctx.authorize(Op.DESCRIBE, Res.TOPIC, name):   # Kafka: hidden or refused
+            if not fetch_all:
+                results.append(_topic(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+            continue
         meta = topics_meta.get(name)
         if meta is None:
             if not fetch_all:
@@ -86,8 +92,10 @@ async def handle(ctx, request) -> DescribeTopicPartitionsResponse:
             continue
         start = cursor.partition_index if cursor is not None and name == cursor_topic else 0
         upper = min(meta.partitions, start + remaining)
+        ops = (sum(1 << op for op in ctx.authorized_operations(Res.TOPIC, name)) if checked
+               else TOPIC_AUTHORIZED_OPERATIONS)
         results.append(_topic(name, ErrorCode.NONE, meta.topic_id,
-                              (_partition(i, node) for i in range(start, upper))))
+                              (_partition(i, node) for i in range(start, upper)), ops))
         if upper < meta.partitions:
             next_cursor = Cursor(topic_name=name, partition_index=upper)
             break

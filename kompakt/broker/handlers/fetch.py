@@ -26,6 +26,9 @@ Long poll: with fewer than `min_bytes` bytes available and no partition error, t
 up to `max_wait_ms` on fetch_wait.FetchWaiters, woken by appends to any of its partitions, then
 reads again.
 
+Authorization: each topic needs READ (else its partitions TOPIC_AUTHORIZATION_FAILED, Kafka's
+handleFetchRequest); no authorizer, no check.
+
 Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13),
 OFFSET_OUT_OF_RANGE when fetch_offset is below the log start offset or above the log end offset
 (the consumer then applies auto.offset.reset).
@@ -50,6 +53,7 @@ from collections import OrderedDict
 
 from kompakt.broker.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID,
                                           SessionPartition, next_epoch)
+from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol import codec
 from kompakt.protocol.codec import FetchPartitionResult, FetchTopicResult
 from kompakt.protocol.errors import ErrorCode, KafkaError
@@ -111,8 +115,15 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
     total = 0
     errors = False
     topics = []
+    checked = ctx.authorizer is not None
     for name, topic_id, partitions in wanted:
         results = []
+        if checked and name is not None and not ctx.authorize(Op.READ, Res.TOPIC, name):
+            topics.append(FetchTopicResult(name, topic_id, [
+                FetchPartitionResult(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), -1, -1, -1, None, -1, b"")
+                for index, _, _ in partitions]))
+            errors = True
+            continue
         for index, offset, part_max in partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
             if log_obj is None:

@@ -1,5 +1,8 @@
 """FindCoordinator (API key 10), versions 0-6.
 
+Authorization: a GROUP key needs DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), a
+TRANSACTION key DESCRIBE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+
 Behaviour: this single broker coordinates every consumer group, so a GROUP key (key_type 0)
 always resolves to us (node id and advertised host/port) - and, as Kafka does on the first lookup,
 `__consumer_offsets` is created if it does not exist yet (in a thread: the event loop goes on). TRANSACTION (1) and SHARE (2) keys are
@@ -18,12 +21,14 @@ import logging
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 10
 MIN_VERSION = 0
 MAX_VERSION = 6
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 KNOWN_KEY_TYPES = (0, 1, 2)   # GROUP, TRANSACTION, SHARE
 log = logging.getLogger(__name__)
 
@@ -31,6 +36,10 @@ log = logging.getLogger(__name__)
 async def _lookup(ctx, key: str, key_type: int) -> tuple[int, str | None]:
     if key_type not in KNOWN_KEY_TYPES:   # Kafka's CoordinatorType.forId refuses the request
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}"
+    if key_type == KEY_TYPE_GROUP and not ctx.authorize(Op.DESCRIBE, Res.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
+    if key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
     if key_type != KEY_TYPE_GROUP:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions and share groups are not supported."
     try:

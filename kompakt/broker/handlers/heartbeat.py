@@ -10,6 +10,8 @@ Version notes: v1 throttle time; v3 group_instance_id; v4 flexible.
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import HeartbeatResponse
+from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 12
 MIN_VERSION = 0
@@ -17,6 +19,9 @@ MAX_VERSION = 4
 
 
 async def handle(ctx, request):
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):   # Kafka: GROUP_AUTHORIZATION_FAILED
+        return HeartbeatResponse(version=ctx.api_version, throttle_time_ms=0,
+                                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     code = ctx.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                 request.group_instance_id if ctx.api_version >= 3 else None)
     return HeartbeatResponse(version=ctx.api_version, throttle_time_ms=0, error_code=code)

@@ -30,6 +30,7 @@ from kafka.protocol.producer.transaction import InitProducerIdResponse
 
 from kompakt.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdFileError, get_manager
 from kompakt.protocol.errors import ErrorCode
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -45,6 +46,13 @@ def _answer(code: ErrorCode = ErrorCode.NONE, producer_id: int = NO_PRODUCER_ID,
 
 
 async def handle(ctx, request) -> InitProducerIdResponse:
+    # Kafka's handleInitProducerIdRequest: WRITE on the transactional id, or for an idempotent
+    # producer IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+    if request.transactional_id is not None:
+        if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+            return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not (ctx.authorize_cluster(Op.IDEMPOTENT_WRITE) or ctx.authorize_any(Op.WRITE, Res.TOPIC)):
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if request.transactional_id is not None:
         log.warning("InitProducerId with transactional.id=%r from client %r (%s) refused: Kompakt does "
                     "not support transactions; use an idempotent producer (enable.idempotence=true "

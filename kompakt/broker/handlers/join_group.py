@@ -22,6 +22,8 @@ from kafka.protocol.consumer.group import JoinGroupResponse
 
 from kompakt.broker.groups.coordinator import JoinRequest
 from kompakt.broker.groups.member import client_host
+from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -32,6 +34,10 @@ Member = JoinGroupResponse.JoinGroupResponseMember
 
 async def handle(ctx, request):
     version = ctx.api_version
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):   # Kafka: GROUP_AUTHORIZATION_FAILED
+        return JoinGroupResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                 generation_id=-1, protocol_type=None, protocol_name=None if version >= 7 else "",
+                                 leader="", skip_assignment=False, member_id=request.member_id or "", members=[])
     result = await ctx.groups.join_group(JoinRequest(
         group_id=request.group_id,
         member_id=request.member_id or "",

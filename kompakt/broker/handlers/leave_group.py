@@ -13,6 +13,8 @@ v4 flexible; v5 reason per member (logged by Kafka, ignored here).
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import LeaveGroupResponse
+from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 13
 MIN_VERSION = 0
@@ -23,6 +25,9 @@ MemberResponse = LeaveGroupResponse.MemberResponse
 
 async def handle(ctx, request):
     version = ctx.api_version
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):   # Kafka: GROUP_AUTHORIZATION_FAILED
+        return LeaveGroupResponse(version=version, throttle_time_ms=0,
+                                  error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
     if version < 3:
         _top, codes = ctx.groups.leave_group(request.group_id, [(request.member_id, None)])
         return LeaveGroupResponse(version=version, throttle_time_ms=0, error_code=codes[0] if codes else _top)

@@ -11,6 +11,7 @@ filter and group_type.
 from __future__ import annotations
 
 from kafka.protocol.admin.groups import ListGroupsResponse
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 16
 MIN_VERSION = 0
@@ -23,6 +24,8 @@ async def handle(ctx, request):
     v = ctx.api_version
     rows = ctx.groups.list_groups(request.states_filter if v >= 4 else None,
                                   request.types_filter if v >= 5 else None)
+    if not ctx.authorize_cluster(Op.DESCRIBE):    # Kafka: else only the groups it may describe
+        rows = ctx.authorized(Op.DESCRIBE, Res.GROUP, rows, key=lambda row: row[0])
     return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0, groups=[
         Listed(group_id=gid, protocol_type=ptype, group_state=state, group_type="classic")
         for gid, ptype, state in rows])

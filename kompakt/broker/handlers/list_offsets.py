@@ -17,6 +17,8 @@ Threads: a request with a lookup by time (timestamp >= 0: time index, then a sca
 bytes that may be on disk only) or by MAX_TIMESTAMP (reads and decodes the batch holding it) is
 answered from one worker thread; the others (log start, high watermark: in memory) on the loop.
 
+Authorization: each topic needs DESCRIBE (else TOPIC_AUTHORIZATION_FAILED for its partitions).
+
 Errors: UNKNOWN_TOPIC_OR_PARTITION; a timestamp below -5 is INVALID_REQUEST (v1+ clients never send
 one); KafkaErrors from storage by their code.
 
@@ -31,6 +33,7 @@ import logging
 
 from kafka.protocol.consumer.offsets import ListOffsetsResponse
 
+from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
 from kompakt.storage import TopicPartition
 
@@ -90,7 +93,13 @@ def _answer(ctx, request, read_committed: bool) -> list:
     topics = []
     for t in request.topics:
         parts = []
+        allowed = ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name)
         for p in t.partitions:
+            if not allowed:
+                parts.append(_Partition(partition_index=p.partition_index,
+                                        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                        timestamp=-1, offset=-1, leader_epoch=-1))
+                continue
             log_obj = lm.get_log(TopicPartition(t.name, p.partition_index))
             if log_obj is None:
                 parts.append(_Partition(partition_index=p.partition_index,

@@ -11,6 +11,12 @@ auto-created here and are flagged is_internal. A partition whose log dir is offl
 error, storage.LogManager.handle_io_error) has no leader: LEADER_NOT_AVAILABLE, leader -1, this
 node in offline_replicas (v5+).
 
+Authorization (Kafka's handleTopicMetadataRequest): topics the principal may not DESCRIBE are
+left out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (without
+saying whether they exist); auto-creating a named topic needs CREATE on the cluster or on the
+topic, else TOPIC_AUTHORIZATION_FAILED. `authorized_operations` (topic: v8+, cluster: v8-10) are
+filled when the request asks for them.
+
 Version notes:
 - v0: an empty topic list means every topic; v1+: null means every topic, empty means none.
 - v1 adds rack, controller_id and is_internal; v2 cluster_id; v3 throttle_time_ms; v5 offline
@@ -24,6 +30,7 @@ import logging
 from kafka.protocol.metadata.metadata import MetadataResponse
 
 from kompakt.broker.handlers._common import INTERNAL_TOPICS, invalid_topic_reason, run_storage
+from kompakt.broker.security.acl import CLUSTER_NAME, Op, Res
 from kompakt.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 
 API_KEY = 3
@@ -48,13 +55,13 @@ def _partition(lm, node: int, topic: str, index: int):
                       replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
 
 
-def _topic_response(ctx, meta, error_code=0):
+def _topic_response(ctx, meta, error_code=0, with_ops=False):
     node = ctx.broker.node_id
     lm = ctx.log_manager
     partitions = [_partition(lm, node, meta.name, i) for i in range(meta.partitions)]
     return _Topic(error_code=error_code, name=meta.name, topic_id=meta.topic_id,
                   is_internal=meta.name in INTERNAL_TOPICS, partitions=partitions,
-                  authorized_operations=None)
+                  authorized_operations=ctx.authorized_operations(Res.TOPIC, meta.name) if with_ops else None)
 
 
 def _error_topic(code, name=None, topic_id=None):
@@ -88,10 +95,13 @@ async def handle(ctx, request):
     if version == 0 and not requested:
         requested = None
     allow_create = ctx.config["auto.create.topics.enable"] and (version < 4 or request.allow_auto_topic_creation)
+    ops = version >= 8 and bool(request.include_topic_authorized_operations)
+    checked = ctx.authorizer is not None
 
     out = []
     if requested is None:
-        out = [_topic_response(ctx, meta) for _, meta in sorted(topics.items())]
+        out = [_topic_response(ctx, meta, with_ops=ops) for _, meta in sorted(topics.items())
+               if not checked or ctx.authorize(Op.DESCRIBE, Res.TOPIC, meta.name)]
     else:
         by_id = None
         for req_topic in requested:
@@ -104,12 +114,18 @@ async def handle(ctx, request):
                 if by_id is None:
                     by_id = {m.topic_id: m for m in topics.values()}
                 meta = by_id.get(topic_id)
-                out.append(_topic_response(ctx, meta) if meta is not None
+                if meta is not None and checked and not ctx.authorize(Op.DESCRIBE, Res.TOPIC, meta.name):
+                    out.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, topic_id))
+                    continue
+                out.append(_topic_response(ctx, meta, with_ops=ops) if meta is not None
                            else _error_topic(ErrorCode.UNKNOWN_TOPIC_ID, None, topic_id))
+                continue
+            if checked and not ctx.authorize(Op.DESCRIBE, Res.TOPIC, name):
+                out.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
                 continue
             meta = topics.get(name)
             if meta is not None:
-                out.append(_topic_response(ctx, meta))
+                out.append(_topic_response(ctx, meta, with_ops=ops))
                 continue
             if invalid_topic_reason(name) is not None:
                 out.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
@@ -117,8 +133,11 @@ async def handle(ctx, request):
             if not allow_create or name in INTERNAL_TOPICS:
                 out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                 continue
+            if checked and not (ctx.authorize_cluster(Op.CREATE) or ctx.authorize(Op.CREATE, Res.TOPIC, name)):
+                out.append(_error_topic(ErrorCode.TOPIC_AUTHORIZATION_FAILED, name))
+                continue
             meta, code = await _auto_create(ctx, name)
-            out.append(_topic_response(ctx, meta) if meta is not None else _error_topic(code, name))
+            out.append(_topic_response(ctx, meta, with_ops=ops) if meta is not None else _error_topic(code, name))
             topics = lm.topics
 
     host, port = ctx.broker.advertised_for(ctx.listener)
@@ -129,6 +148,7 @@ async def handle(ctx, request):
         cluster_id=ctx.broker.cluster_id,
         controller_id=ctx.broker.node_id,
         topics=out,
-        authorized_operations=None,
+        authorized_operations=(ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
+                               if 8 <= version <= 10 and request.include_cluster_authorized_operations else None),
         error_code=0,
     )

@@ -25,6 +25,7 @@ from kafka.protocol.consumer.group import OffsetCommitResponse
 
 from kompakt.broker.handlers._common import topic_names_by_id
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 8
 MIN_VERSION = 0
@@ -40,9 +41,13 @@ async def handle(ctx, request):
     # v10 names topics by id: resolve each to its name (None = unknown id) once, up front
     names = ([topic_names_by_id(ctx.log_manager).get(t.topic_id) for t in request.topics]
              if v >= FIRST_TOPIC_ID_VERSION else [t.name for t in request.topics])
+    # Kafka's handleOffsetCommitRequest: READ on the group, then READ on each topic
+    group_ok = ctx.authorize(Op.READ, Res.GROUP, request.group_id)
+    denied = set() if ctx.authorizer is None else {n for n in names if n is not None and
+                                                    not ctx.authorize(Op.READ, Res.TOPIC, n)}
     parts = []
     for t, name in zip(request.topics, names):
-        if name is None:
+        if name is None or name in denied or not group_ok:
             continue
         for p in t.partitions:
             parts.append((name, p.partition_index, p.committed_offset,
@@ -63,7 +68,9 @@ async def handle(ctx, request):
     topics = []
     for t, name in zip(request.topics, names):
         partitions = [Partition(partition_index=p.partition_index,
-                                error_code=ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                                error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_ok
+                                else ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                                else ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in denied
                                 else code_of((name, p.partition_index)))
                       for p in t.partitions]
         topics.append(Topic(topic_id=t.topic_id, partitions=partitions) if v >= FIRST_TOPIC_ID_VERSION

@@ -9,6 +9,8 @@ cannot read), COORDINATOR_NOT_AVAILABLE (append failed).
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import OffsetDeleteResponse
+from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -19,8 +21,15 @@ Partition = Topic.OffsetDeleteResponsePartition
 
 
 async def handle(ctx, request):
-    tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if not ctx.authorize(Op.DELETE, Res.GROUP, request.group_id):
+        return OffsetDeleteResponse(version=0, throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                    topics=[])
+    denied = set() if ctx.authorizer is None else {
+        t.name for t in request.topics if not ctx.authorize(Op.READ, Res.TOPIC, t.name)}
+    tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name not in denied]
     top, codes = ctx.groups.delete_offsets(request.group_id, tps)
+    codes = {**codes, **{(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                         for t in request.topics if t.name in denied for p in t.partitions}}
     topics = [] if top else [
         Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
                                                  error_code=codes.get((t.name, p.partition_index), 0))

@@ -14,6 +14,11 @@ topics by id: requested ids are resolved against the live topics (an unknown id 
 UNKNOWN_TOPIC_ID for each requested partition, as Kafka does), and an "all topics" answer names
 each committed topic by its current id (offsets of a topic that no longer exists have no id and
 are left out; DeleteTopics removes them anyway).
+
+Authorization (Kafka's handleOffsetFetchRequest): the group needs DESCRIBE (else
+GROUP_AUTHORIZATION_FAILED: the group's error from v8, the top-level error in v2-7, each
+partition's in v0-1); each named topic needs DESCRIBE (else its partitions
+TOPIC_AUTHORIZATION_FAILED); an all-topics answer leaves out topics the principal may not describe.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ from kafka.protocol.consumer.group import OffsetFetchResponse
 
 from kompakt.broker.handlers._common import topic_names_by_id
 from kompakt.protocol.errors import ErrorCode
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 9
 MIN_VERSION = 0
@@ -35,17 +41,26 @@ GroupPartition = GroupTopic.OffsetFetchResponsePartitions
 
 
 def _fetch(ctx, group_id, topics):
-    """[(topic, [(partition, offset, epoch, metadata)])] in request order (or sorted when all)."""
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    """[(topic, [(partition, offset, epoch, metadata, error)])] in request order (or sorted when all)."""
+    denied = set()
+    if ctx.authorizer is not None and topics is not None:
+        denied = {t.name for t in topics if not ctx.authorize(Op.DESCRIBE, Res.TOPIC, t.name)}
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes
+                                          if t.name not in denied]
     found = ctx.groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list] = {}
     for (topic, partition), om in (found.items() if wanted is None else
                                    ((tp, found[tp]) for tp in wanted)):
-        row = (partition, -1, -1, "") if om is None else (partition, om.offset, om.leader_epoch, om.metadata)
+        row = (partition, -1, -1, "", 0) if om is None else (partition, om.offset, om.leader_epoch, om.metadata, 0)
         by_topic.setdefault(topic, []).append(row)
     if wanted is None:
-        return sorted((t, sorted(rows)) for t, rows in by_topic.items())
-    return list(by_topic.items())
+        return sorted((t, sorted(rows)) for t, rows in by_topic.items()
+                      if ctx.authorize(Op.DESCRIBE, Res.TOPIC, t))
+    for t in topics or ():
+        if t.name in denied:
+            by_topic.setdefault(t.name, []).extend(
+                (p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes)
+    return [(t, by_topic[t]) for t in dict.fromkeys(t.name for t in topics) if t in by_topic]
 
 
 def _row(partition, om, code=0):
@@ -58,8 +73,7 @@ def _fetch_by_id(ctx, group_id, topics) -> list:
     """v10: [(topic id, [(partition, offset, epoch, metadata, error)])]; ids in, ids out."""
     if topics is None:
         ids = {meta.name: meta.topic_id for meta in ctx.log_manager.topics.values()}
-        return [(ids[name], [row + (0,) for row in parts])
-                for name, parts in _fetch(ctx, group_id, None) if name in ids]
+        return [(ids[name], parts) for name, parts in _fetch(ctx, group_id, None) if name in ids]
     names = topic_names_by_id(ctx.log_manager)
     wanted = [(names[t.topic_id], p) for t in topics if t.topic_id in names for p in t.partition_indexes]
     found = ctx.groups.fetch_offsets(group_id, wanted)
@@ -68,16 +82,27 @@ def _fetch_by_id(ctx, group_id, topics) -> list:
         name = names.get(t.topic_id)
         if name is None:
             out.append((t.topic_id, [_row(p, None, ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
+        elif not ctx.authorize(Op.DESCRIBE, Res.TOPIC, name):
+            out.append((t.topic_id, [_row(p, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                     for p in t.partition_indexes]))
         else:
             out.append((t.topic_id, [_row(p, found[(name, p)]) for p in t.partition_indexes]))
     return out
 
 
+def _group_denied(ctx, group_id) -> bool:
+    return not ctx.authorize(Op.DESCRIBE, Res.GROUP, group_id)
+
+
 async def handle(ctx, request):
     v = ctx.api_version
+    denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
     if v >= FIRST_TOPIC_ID_VERSION:
         groups = []
         for g in request.groups:
+            if _group_denied(ctx, g.group_id):
+                groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
+                continue
             groups.append(Group(group_id=g.group_id, error_code=0, topics=[
                 GroupTopic(topic_id=topic_id, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
@@ -87,16 +112,26 @@ async def handle(ctx, request):
     if v >= 8:
         groups = []
         for g in request.groups:
+            if _group_denied(ctx, g.group_id):
+                groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
+                continue
             rows = _fetch(ctx, g.group_id, g.topics)
             groups.append(Group(group_id=g.group_id, error_code=0, topics=[
                 GroupTopic(name=t, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                   metadata=m, error_code=0) for p, o, e, m in parts])
+                                   metadata=m, error_code=code) for p, o, e, m, code in parts])
                 for t, parts in rows]))
         return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
-    rows = _fetch(ctx, request.group_id, request.topics if v >= 2 else (request.topics or []))
+    topics = request.topics if v >= 2 else (request.topics or [])
+    if _group_denied(ctx, request.group_id):
+        # v2+: the top-level error; v0-1 have none, so each requested partition carries it
+        return OffsetFetchResponse(version=v, throttle_time_ms=0, error_code=denied, topics=[] if v >= 2 else [
+            OldTopic(name=t.name, partitions=[
+                OldPartition(partition_index=p, committed_offset=-1, committed_leader_epoch=-1, metadata="",
+                             error_code=denied) for p in t.partition_indexes]) for t in topics])
+    rows = _fetch(ctx, request.group_id, topics)
     return OffsetFetchResponse(version=v, throttle_time_ms=0, error_code=0, topics=[
         OldTopic(name=t, partitions=[
             OldPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                         metadata=m, error_code=0) for p, o, e, m in parts])
+                         metadata=m, error_code=code) for p, o, e, m, code in parts])
         for t, parts in rows])

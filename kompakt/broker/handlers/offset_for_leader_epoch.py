@@ -28,6 +28,7 @@ from kafka.protocol.consumer.offsets import OffsetForLeaderEpochResponse
 
 from kompakt.protocol.errors import ErrorCode
 from kompakt.storage import TopicPartition
+from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 23
 MIN_VERSION = 2
@@ -70,6 +71,8 @@ def _partition(ctx, topic: str, p) -> EpochEndOffset:
         return EpochEndOffset(error_code=int(code), partition=p.partition,
                               leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
 
+    if not ctx.authorize(Op.DESCRIBE, Res.TOPIC, topic):     # Kafka: DESCRIBE for a client's request
+        return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     plog = ctx.log_manager.get_log(TopicPartition(topic, p.partition))
     if plog is None:
         return fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -17,6 +17,10 @@ acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and a
 the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
 of telling a client that reads no responses); anything else is INVALID_REQUIRED_ACKS.
 
+Authorization (Kafka's KafkaApis.handleProduceRequest): a transactional id needs WRITE on it
+(else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE (else its
+partitions TOPIC_AUTHORIZATION_FAILED, whether or not it exists). No authorizer: no checks.
+
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13) when there is no such
 partition, INVALID_TOPIC_EXCEPTION for internal topics (`__consumer_offsets` is written by the
 group coordinator only), else the code of the KafkaError storage raised (CORRUPT_MESSAGE, INVALID_RECORD,
@@ -40,6 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kompakt.broker.dispatch import CloseConnection
 from kompakt.broker.handlers._common import INTERNAL_TOPICS
+from kompakt.broker.security.acl import Op, Res
 from kompakt.config.broker_config import LONG_MAX
 from kompakt.protocol import codec
 from kompakt.protocol.records import BATCH_LENGTH_POS, LOG_OVERHEAD, RECORDS_COUNT_POS
@@ -128,6 +133,9 @@ async def handle(ctx, request):
         responses = _fail_all(request, ErrorCode.UNSUPPORTED_VERSION)
     elif acks not in _VALID_ACKS:
         responses = _fail_all(request, ErrorCode.INVALID_REQUIRED_ACKS)
+    elif (ctx.authorizer is not None and request.transactional_id is not None
+          and not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id)):
+        responses = _fail_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     else:
         responses = await _produce(ctx, request, version)
     if acks == 0:
@@ -144,6 +152,7 @@ async def handle(ctx, request):
 async def _produce(ctx, request, version: int):
     lm = ctx.log_manager
     metrics = ctx.metrics
+    checked = ctx.authorizer is not None
     by_id = None
     responses = []
     for topic in request.topics:
@@ -152,6 +161,10 @@ async def _produce(ctx, request, version: int):
             if by_id is None:
                 by_id = {m.topic_id: m.name for m in lm.topics.values()}
             name = by_id.get(topic.topic_id)
+        if checked and name is not None and not ctx.authorize(Op.WRITE, Res.TOPIC, name):
+            responses.append((topic.name if version < 13 else None, topic.topic_id,
+                              [_failed(i, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for i, _ in topic.partitions]))
+            continue
         parts = []
         if name in INTERNAL_TOPICS:          # only the broker writes these (Kafka: internalTopicsAllowed)
             responses.append((topic.name if version < 13 else None, topic.topic_id,

@@ -15,6 +15,8 @@ and answer.
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import SyncGroupResponse
+from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -23,6 +25,9 @@ MAX_VERSION = 5
 
 async def handle(ctx, request):
     version = ctx.api_version
+    if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):   # Kafka: GROUP_AUTHORIZATION_FAILED
+        return SyncGroupResponse(version=version, throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                 protocol_type=None, protocol_name=None, assignment=b"")
     result = await ctx.groups.sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.group_instance_id if version >= 3 else None,

@@ -1,0 +1,187 @@
+"""ACLs end to end: one broker with Kafka's StandardAuthorizer name, a PLAIN SASL listener for
+five users (admin is a super user), ACLs created and checked with confluent-kafka's AdminClient,
+then each principal's clients run into exactly the checks Kafka's authorization table names.
+
+Matrix: READ-only cannot produce; no DESCRIBE hides the topic (left out of the topic list,
+TOPIC_AUTHORIZATION_FAILED when named); DENY beats a prefixed ALLOW; a super user needs no ACL;
+a group needs its own READ ACL; a transactional id needs WRITE; authorized operations come back
+in Metadata / DescribeCluster / DescribeGroups; DescribeAcls/DeleteAcls filter as Kafka does; the
+ACLs survive a restart.
+"""
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType)
+
+from conftest import BrokerProcess, free_port
+from security_support import PLAIN_JAAS, TIMEOUT_S
+
+ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
+LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory):
+    sasl_port = free_port()
+    proc = BrokerProcess(tmp_path_factory.mktemp("security-acls"), {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.jaas.config": PLAIN_JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+        "group.initial.rebalance.delay.ms": "0",
+        "num.partitions": "1",
+        "offsets.topic.num.partitions": "1",
+    })
+    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    proc.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+    proc.start()
+    admin = AdminClient(conf(proc, "admin"))
+    _wait(admin.create_topics([NewTopic(t, 1, 1) for t in
+                               ("acl-read", "acl-hidden", "shared.open", "shared.locked", "acl-txn")]))
+    _wait(admin.create_acls([
+        AclBinding(ResourceType.TOPIC, "acl-read", LITERAL, "User:alice", "*", AclOperation.READ, ALLOW),
+        AclBinding(ResourceType.GROUP, "alice-group", LITERAL, "User:alice", "*", AclOperation.READ, ALLOW),
+        AclBinding(ResourceType.GROUP, "alice-looks", LITERAL, "User:alice", "*", AclOperation.DESCRIBE, ALLOW),
+        AclBinding(ResourceType.TOPIC, "acl-read", LITERAL, "User:bob", "*", AclOperation.WRITE, DENY),
+        AclBinding(ResourceType.TOPIC, "shared.", PREFIXED, "User:carol", "*", AclOperation.ALL, ALLOW),
+        AclBinding(ResourceType.TOPIC, "shared.locked", LITERAL, "User:carol", "*", AclOperation.WRITE, DENY),
+        AclBinding(ResourceType.TOPIC, "acl-txn", LITERAL, "User:dave", "*", AclOperation.WRITE, ALLOW),
+        AclBinding(ResourceType.TRANSACTIONAL_ID, "dave-allowed", LITERAL, "User:dave", "*",
+                   AclOperation.WRITE, ALLOW),
+    ]))
+    yield proc
+    try:
+        proc.stop()
+    except RuntimeError:
+        proc.kill()
+
+
+def conf(proc, user: str, **extra) -> dict:
+    return {"bootstrap.servers": proc.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN", "sasl.username": user, "sasl.password": f"{user}-pw", **extra}
+
+
+def _wait(futures: dict) -> None:
+    for f in futures.values():
+        f.result(TIMEOUT_S)
+
+
+def produce_error(proc, user: str, topic: str):
+    """The delivery error of one record (None when it was written)."""
+    errors = []
+    p = Producer(conf(proc, user, **{"message.timeout.ms": 10000, "allow.auto.create.topics": False}))
+    p.produce(topic, b"x", on_delivery=lambda err, _msg: errors.append(err))
+    p.flush(TIMEOUT_S)
+    assert len(errors) == 1
+    return errors[0]
+
+
+def test_read_only_principal_cannot_produce_but_reads(acl_broker):
+    err = produce_error(acl_broker, "alice", "acl-read")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce_error(acl_broker, "admin", "acl-read") is None          # super user, no ACL needed
+    c = Consumer(conf(acl_broker, "alice", **{"group.id": "alice-group", "auto.offset.reset": "earliest"}))
+    try:
+        c.assign([TopicPartition("acl-read", 0, 0)])
+        msg = None
+        for _ in range(40):
+            msg = c.poll(0.5)
+            if msg is not None:
+                break
+        assert msg is not None and msg.error() is None and msg.value() == b"x"
+        c.commit(message=msg, asynchronous=False)                           # READ on alice-group
+    finally:
+        c.close()
+
+
+def test_group_needs_its_own_read_acl(acl_broker):
+    # DESCRIBE on the group finds its coordinator; committing needs READ on it
+    c = Consumer(conf(acl_broker, "alice", **{"group.id": "alice-looks", "enable.auto.commit": False}))
+    try:
+        with pytest.raises(KafkaException) as info:
+            c.commit(offsets=[TopicPartition("acl-read", 0, 1)], asynchronous=False)
+        assert info.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        c.close()
+
+
+def test_topic_without_describe_is_hidden(acl_broker):
+    bob = AdminClient(conf(acl_broker, "bob"))
+    listed = bob.list_topics(timeout=TIMEOUT_S)
+    assert "acl-hidden" not in listed.topics and "acl-read" not in listed.topics
+    named = bob.list_topics("acl-hidden", timeout=TIMEOUT_S).topics["acl-hidden"]
+    assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    admin_view = AdminClient(conf(acl_broker, "admin")).list_topics(timeout=TIMEOUT_S)
+    assert {"acl-hidden", "acl-read"} <= set(admin_view.topics)
+    # an unauthenticated client on the PLAINTEXT listener is User:ANONYMOUS: it sees nothing
+    anon = AdminClient({"bootstrap.servers": acl_broker.bootstrap}).list_topics(timeout=TIMEOUT_S)
+    assert not set(anon.topics) & {"acl-hidden", "acl-read", "shared.open"}
+
+
+def test_deny_beats_prefixed_allow(acl_broker):
+    assert produce_error(acl_broker, "carol", "shared.open") is None
+    err = produce_error(acl_broker, "carol", "shared.locked")
+    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # the DENY is on WRITE only: carol still sees the topic (DESCRIBE implied by the prefixed ALL)
+    md = AdminClient(conf(acl_broker, "carol")).list_topics(timeout=TIMEOUT_S)
+    assert {"shared.open", "shared.locked"} <= set(md.topics) and "acl-read" not in md.topics
+
+
+def test_transactional_id_needs_write(acl_broker):
+    p = Producer(conf(acl_broker, "dave", **{"transactional.id": "dave-forbidden"}))
+    with pytest.raises(KafkaException) as info:
+        p.init_transactions(TIMEOUT_S)
+    assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # without a transactional id, WRITE on a topic is enough for an idempotent producer
+    errors = []
+    q = Producer(conf(acl_broker, "dave", **{"enable.idempotence": True, "message.timeout.ms": 10000}))
+    q.produce("acl-txn", b"y", on_delivery=lambda err, _msg: errors.append(err))
+    q.flush(TIMEOUT_S)
+    assert errors == [None]
+
+
+def test_non_super_user_cannot_manage_acls(acl_broker):
+    alice = AdminClient(conf(acl_broker, "alice"))
+    with pytest.raises(KafkaException) as info:
+        _wait(alice.create_acls([AclBinding(ResourceType.TOPIC, "x", LITERAL, "User:alice", "*",
+                                            AclOperation.ALL, ALLOW)]))
+    assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_authorized_operations(acl_broker):
+    alice = AdminClient(conf(acl_broker, "alice"))
+    topic = alice.describe_topics(TopicCollection(["acl-read"]), include_authorized_operations=True)
+    ops = topic["acl-read"].result(TIMEOUT_S).authorized_operations
+    assert {o.name for o in ops} == {"READ", "DESCRIBE"}
+    cluster = alice.describe_cluster(include_authorized_operations=True).result(TIMEOUT_S)
+    assert not cluster.authorized_operations                   # no DESCRIBE on the cluster: empty
+    admin = AdminClient(conf(acl_broker, "admin"))           # kept: a dropped client cancels its futures
+    admin_cluster = admin.describe_cluster(include_authorized_operations=True).result(TIMEOUT_S)
+    assert {"ALTER", "DESCRIBE", "CREATE"} <= {o.name for o in admin_cluster.authorized_operations}
+    group = alice.describe_consumer_groups(["alice-group"], include_authorized_operations=True)
+    assert {o.name for o in group["alice-group"].result(TIMEOUT_S).authorized_operations} == {"READ", "DESCRIBE"}
+
+
+def test_describe_and_delete_filters_then_restart(acl_broker):
+    admin = AdminClient(conf(acl_broker, "admin"))
+    match = AclBindingFilter(ResourceType.TOPIC, "shared.locked", ResourcePatternType.MATCH, None, None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    found = admin.describe_acls(match).result(TIMEOUT_S)
+    # MATCH: the literal DENY on shared.locked and the PREFIXED shared. ALLOW that covers it
+    assert {(b.name, b.resource_pattern_type, b.permission_type) for b in found} == {
+        ("shared.locked", LITERAL, DENY), ("shared.", PREFIXED, ALLOW)}
+    bob_filter = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:bob", None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    deleted = admin.delete_acls([bob_filter])[bob_filter].result(TIMEOUT_S)
+    assert [(b.name, b.principal) for b in deleted] == [("acl-read", "User:bob")]
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    before = sorted(str(b) for b in admin.describe_acls(everything).result(TIMEOUT_S))
+    assert len(before) == 7
+    acl_broker.restart()
+    admin = AdminClient(conf(acl_broker, "admin"))
+    after = sorted(str(b) for b in admin.describe_acls(everything).result(TIMEOUT_S))
+    assert after == before
