@@ -1,0 +1,138 @@
+"""SASL mechanisms and the per-connection state machine (sans-io), principal mapping, JAAS lines,
+listener maps and TLS configuration errors, without a broker."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+
+import pytest
+
+from kompakt.broker.security.listeners import configured_listeners
+from kompakt.broker.security.principal import NoMatchingRule, PrincipalMapper, subject_dn
+from kompakt.broker.security.sasl_mechanisms import AuthenticationFailed, PlainServer, ScramServer
+from kompakt.broker.security.sasl_server import (AUTHENTICATED, FAILED, SaslConfig, SaslServer,
+                                                 jaas_plain_users)
+from kompakt.broker.security.scram_store import ScramStore, credential_from_password
+from kompakt.broker.security.tls import normalize_pem, openssl_cipher_name, server_context
+from kompakt.config.broker_config import BrokerConfig, ConfigError
+
+
+def scram_client(mechanism, user, password, server, nonce="clientnonce123"):
+    """The client side of RFC 5802, written from the RFC, driving `server`."""
+    h = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+    first_bare = f"n={user},r={nonce}"
+    server_first = server.step(("n,," + first_bare).encode()).decode()
+    attrs = dict(item.split("=", 1) for item in server_first.split(","))
+    salted = hashlib.pbkdf2_hmac(h, password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
+    client_key = hmac.new(salted, b"Client Key", h).digest()
+    without_proof = f"c=biws,r={attrs['r']}"
+    auth = f"{first_bare},{server_first},{without_proof}".encode()
+    sig = hmac.new(hashlib.new(h, client_key).digest(), auth, h).digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, sig))).decode()
+    final = server.step(f"{without_proof},p={proof}".encode())
+    server_key = hmac.new(salted, b"Server Key", h).digest()
+    assert final == b"v=" + base64.b64encode(hmac.new(server_key, auth, h).digest())
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_round_trip_and_wrong_password(tmp_path, mechanism):
+    store = ScramStore(str(tmp_path))
+    store.apply([("ann", mechanism, credential_from_password(mechanism, "pw", 4096))], [])
+    server = ScramServer(mechanism, ScramStore(str(tmp_path)).lookup)     # reloaded from disk
+    scram_client(mechanism, "ann", "pw", server)
+    assert server.complete and server.username == "ann"
+    with pytest.raises(AuthenticationFailed):
+        scram_client(mechanism, "ann", "nope", ScramServer(mechanism, store.lookup))
+    with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
+        ScramServer(mechanism, store.lookup).step(b"n,,n=nobody,r=x")
+    text = (tmp_path / "kompakt-scram-credentials.json").read_text()
+    assert '"stored_key"' in text and '"pw"' not in text and "salted" not in text
+
+
+def test_plain_and_jaas():
+    users = jaas_plain_users('org.apache.kafka.common.security.plain.PlainLoginModule required '
+                             'username="admin" password="a" user_admin="a" user_carol="x\\"y" user_c=z;')
+    assert users == {"admin": "a", "carol": 'x"y', "c": "z"}
+    server = PlainServer({"alice": "s3cret"})
+    assert server.step(b"\0alice\0s3cret") == b"" and server.username == "alice"
+    for bad in (b"\0alice\0wrong", b"alice", b"\0\0", b"other\0alice\0s3cret"):
+        with pytest.raises(AuthenticationFailed):
+            PlainServer({"alice": "s3cret"}).step(bad)
+
+
+def _sasl_config(**props):
+    cfg = BrokerConfig({"listeners": "SASL_PLAINTEXT://127.0.0.1:1", "sasl.enabled.mechanisms": "PLAIN",
+                        "sasl.jaas.config": 'x required user_alice="pw" user_bob="pw2";', **props})
+    return SaslConfig(configured_listeners(cfg)[0], None)
+
+
+def test_state_machine_gate_and_reauth():
+    now = [0.0]
+    s = SaslServer(_sasl_config(**{"connections.max.reauth.ms": "1000"}), clock=lambda: now[0])
+    assert s.admits(18) and s.admits(17) and not s.admits(0)
+    assert s.handshake("PLAIN") == 0
+    s.authenticate(b"\0alice\0pw")
+    assert s.state == AUTHENTICATED and s.principal == "User:alice" and s.admits(0)
+    now[0] = 2.0
+    assert not s.admits(0) and s.admits(17)            # expired: only re-authentication
+    assert s.handshake("PLAIN") == 0
+    s.authenticate(b"\0alice\0pw")
+    assert s.admits(0)
+    assert s.handshake("PLAIN") == 0
+    with pytest.raises(AuthenticationFailed, match="Cannot change principals"):
+        s.authenticate(b"\0bob\0pw2")
+    assert s.state == FAILED and not s.admits(18)
+
+
+def test_no_usable_mechanism_is_a_config_error():
+    with pytest.raises(ConfigError, match="sasl.enabled.mechanisms"):
+        SaslConfig(configured_listeners(BrokerConfig({"listeners": "SASL_SSL://127.0.0.1:1"}))[0], None)
+
+
+def test_principal_mapping():
+    dn = subject_dn({"subject": ((("countryName", "US"),), (("organizationName", "Acme, Inc"),),
+                                 (("commonName", "Alice"),))})
+    assert dn == "CN=Alice,O=Acme\\, Inc,C=US"
+    assert PrincipalMapper("DEFAULT").name_for(dn) == dn
+    assert PrincipalMapper("RULE:^CN=(.*?),O=.*$/$1/L, DEFAULT").name_for(dn) == "alice"
+    assert PrincipalMapper("RULE:^CN=(.*?),O=.*$/$1/U").name_for(dn) == "ALICE"
+    with pytest.raises(NoMatchingRule):
+        PrincipalMapper("RULE:^OU=x$/y/").name_for(dn)
+    with pytest.raises(ConfigError):
+        PrincipalMapper("RULE:broken")
+
+
+def test_listener_map():
+    cfg = BrokerConfig({"listeners": "CLIENT://:1,SECURE://:2", "listener.security.protocol.map":
+                        "CLIENT:SASL_PLAINTEXT,SECURE:SSL",
+                        "listener.name.secure.ssl.client.auth": "required", "ssl.client.auth": "none"})
+    client, secure = configured_listeners(cfg)
+    assert (client.protocol, secure.protocol) == ("SASL_PLAINTEXT", "SSL")
+    assert secure.get("ssl.client.auth") == "required" and client.get("ssl.client.auth") == "none"
+    with pytest.raises(ConfigError, match="No security protocol defined for listener OTHER"):
+        configured_listeners(BrokerConfig({"listeners": "OTHER://:1",
+                                           "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}))
+
+
+def test_tls_configuration_errors(tmp_path):
+    import trustme
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    pem = tmp_path / "server.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(pem))
+    get = BrokerConfig({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pem)}).__getitem__
+    assert server_context(get, "SSL").verify_mode.name == "CERT_NONE"
+    jks = BrokerConfig({"ssl.keystore.type": "JKS", "ssl.keystore.location": str(tmp_path / "k.jks")})
+    with pytest.raises(ConfigError, match="not supported: Kompakt reads PEM"):
+        server_context(jks.__getitem__, "SSL")
+    inline = BrokerConfig({"ssl.keystore.type": "PEM",
+                           "ssl.keystore.certificate.chain": cert.cert_chain_pems[0].bytes().decode().replace("\n", " "),
+                           "ssl.keystore.key": cert.private_key_pem.bytes().decode()})
+    assert server_context(inline.__getitem__, "SSL") is not None        # one-line PEM text is repaired
+    no_trust = BrokerConfig({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pem),
+                             "ssl.client.auth": "required"})
+    with pytest.raises(ConfigError, match="needs a truststore"):
+        server_context(no_trust.__getitem__, "SSL")
+    assert openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") == "ECDHE-RSA-AES128-GCM-SHA256"
+    assert normalize_pem("-----BEGIN X-----  QUJD  -----END X-----") == "-----BEGIN X-----\nQUJD\n-----END X-----\n"

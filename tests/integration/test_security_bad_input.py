@@ -1,0 +1,238 @@
+"""Bad input on secured listeners: each gets Kafka's error or a closed connection, one log line,
+and the broker goes on serving everyone else (a witness client round-trips after each case).
+
+Cases: wrong PLAIN password and wrong SCRAM password (SASL_AUTHENTICATION_FAILED, then closed),
+an unknown mechanism (UNSUPPORTED_SASL_MECHANISM), a SCRAM exchange cut off after the first
+message, Produce before authenticating (closed, as Kafka), garbage instead of a TLS ClientHello,
+an expired client certificate and one from a CA the broker does not trust (handshake refused),
+and KIP-368: SaslAuthenticate v1 states the session lifetime (connections.max.reauth.ms), a
+re-authentication on the same connection keeps it, another user may not take it over, and an
+expired session is closed at its next request.
+"""
+from __future__ import annotations
+
+import base64
+import socket
+import ssl
+import struct
+import time
+
+import pytest
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
+from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+                                 SaslHandshakeResponse)
+
+from conftest import BrokerProcess, free_port
+from security_support import (Endpoint, Pki, add_scram_user, confluent_conf, endpoints, listener_config,
+                              listeners_value, roundtrip_confluent, unique, values)
+
+REAUTH_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def bad(tmp_path_factory):
+    base = tmp_path_factory.mktemp("security-bad-input")
+    pki = Pki(base / "pki")
+    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")}
+    cfg = listener_config(pki, ports)
+    cfg["listener.name.sasl_plaintext.connections.max.reauth.ms"] = str(REAUTH_MS)
+    proc = BrokerProcess(base / "broker", cfg)
+    proc.config["listeners"] = listeners_value(proc.port, ports)
+    proc.start()
+    add_scram_user(proc.bootstrap, "scrammy", "scram-pw")
+    yield proc, pki, ports, endpoints(pki, ports)
+    try:
+        proc.stop()
+    except RuntimeError:
+        proc.kill()
+
+
+class Conn:
+    """A raw Kafka connection (optionally TLS) speaking kafka-python's request classes."""
+
+    def __init__(self, port: int, tls_ctx: ssl.SSLContext | None = None):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.sock = tls_ctx.wrap_socket(sock, server_hostname="127.0.0.1") if tls_ctx else sock
+        self.cid = 0
+
+    def call(self, msg, version: int, response_cls):
+        self.cid += 1
+        msg.with_header(correlation_id=self.cid, client_id="bad-input")
+        payload = bytes(msg.encode(version=version, header=True))
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        frame = self.recv()
+        if frame is None:
+            return None
+        cid = struct.unpack(">i", frame[:4])[0]
+        assert cid == self.cid
+        flexible = response_cls.flexible_version_q(version) and response_cls is not ApiVersionsResponse
+        return response_cls.decode(frame[5:] if flexible else frame[4:], version=version)
+
+    def recv(self):
+        head = self._exact(4)
+        return None if head is None else self._exact(struct.unpack(">i", head)[0])
+
+    def _exact(self, n):
+        buf = b""
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except (ConnectionResetError, ssl.SSLError):
+                return None
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    def closed(self) -> bool:
+        return self._exact(1) is None
+
+    def plain_login(self, user: str, password: str, version: int = 1):
+        hs = self.call(SaslHandshakeRequest(mechanism="PLAIN"), 1, SaslHandshakeResponse)
+        assert hs.error_code == 0
+        return self.call(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), version,
+                         SaslAuthenticateResponse)
+
+    def metadata_ok(self) -> bool:
+        resp = self.call(MetadataRequest(version=1, topics=[]), 1, MetadataResponse)
+        return resp is not None and resp.brokers
+
+    def close(self):
+        self.sock.close()
+
+
+def log_lines(proc, needle: str) -> int:
+    return sum(needle in line for line in proc.log_text().splitlines())
+
+
+def wait_log(proc, needle: str, at_least: int) -> int:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        n = log_lines(proc, needle)
+        if n >= at_least:
+            return n
+        time.sleep(0.05)
+    return log_lines(proc, needle)
+
+
+@pytest.fixture
+def witness(bad):
+    """Everyone else still gets served: a SCRAM-over-TLS client round-trips after each case."""
+    yield
+    proc, _, _, eps = bad
+    assert roundtrip_confluent(eps["sasl_ssl_scram"], unique("witness"), n=2) == values(2)
+
+
+def test_wrong_plain_password(bad, witness):
+    proc, _, ports, _ = bad
+    before = log_lines(proc, "authentication failed from")
+    c = Conn(ports["SASL_PLAINTEXT"])
+    resp = c.plain_login("alice", "not-her-password")
+    assert resp.error_code == 58 and resp.error_message == "Authentication failed: Invalid username or password"
+    assert c.closed()
+    assert wait_log(proc, "authentication failed from", before + 1) == before + 1
+    assert "not-her-password" not in proc.log_text()
+
+
+def test_wrong_scram_password_with_confluent(bad, witness):
+    proc, _, _, eps = bad
+    before = log_lines(proc, "authentication failed from")
+    ep = eps["sasl_ssl_scram"]
+    wrong = Endpoint(ep.bootstrap, ep.protocol, ca=ep.ca, mechanism=ep.mechanism, username="scrammy",
+                     password="Wr0ngPassw0rd!", extra={"message.timeout.ms": 3000})
+    from confluent_kafka import Producer
+    errors = []
+    p = Producer({**confluent_conf(wrong),
+                  "error_cb": lambda e: errors.append(e)})
+    p.produce(unique("never"), b"x")
+    p.flush(5)
+    assert any("Authentication failed" in e.str() for e in errors), errors
+    assert wait_log(proc, "authentication failed from", before + 1) >= before + 1
+    assert "Wr0ngPassw0rd!" not in proc.log_text()
+
+
+def test_unsupported_mechanism(bad, witness):
+    _, _, ports, _ = bad
+    c = Conn(ports["SASL_PLAINTEXT"])
+    resp = c.call(SaslHandshakeRequest(mechanism="GSSAPI"), 1, SaslHandshakeResponse)
+    assert resp.error_code == 33 and set(resp.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+    assert c.closed()
+
+
+def test_scram_cut_off_midway(bad, witness):
+    proc, _, ports, _ = bad
+    c = Conn(ports["SASL_PLAINTEXT"])
+    assert c.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1, SaslHandshakeResponse).error_code == 0
+    first = c.call(SaslAuthenticateRequest(auth_bytes=b"n,,n=scrammy,r=abcdefgh"), 1, SaslAuthenticateResponse)
+    assert first.error_code == 0 and first.auth_bytes.startswith(b"r=abcdefgh")
+    # the client goes away before its final message; then a forged final message on a new exchange
+    c.close()
+    d = Conn(ports["SASL_PLAINTEXT"])
+    d.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1, SaslHandshakeResponse)
+    d.call(SaslAuthenticateRequest(auth_bytes=b"n,,n=scrammy,r=abcdefgh"), 1, SaslAuthenticateResponse)
+    forged = b"c=biws,r=abcdefgh-guess,p=" + base64.b64encode(b"\0" * 64)
+    resp = d.call(SaslAuthenticateRequest(auth_bytes=forged), 1, SaslAuthenticateResponse)
+    assert resp.error_code == 58 and d.closed()
+
+
+def test_produce_before_authentication_closes(bad, witness):
+    proc, _, ports, _ = bad
+    before = log_lines(proc, "before SASL authentication completed")
+    c = Conn(ports["SASL_PLAINTEXT"])
+    assert c.call(ApiVersionsRequest(version=0), 0, ApiVersionsResponse).error_code == 0
+    assert c.call(MetadataRequest(version=1, topics=[]), 1, MetadataResponse) is None   # closed, no answer
+    assert wait_log(proc, "before SASL authentication completed", before + 1) == before + 1
+
+
+@pytest.mark.parametrize("case", ["garbage", "expired", "untrusted"])
+def test_tls_handshake_refused(bad, witness, case):
+    proc, pki, ports, _ = bad
+    before = log_lines(proc, "TLS handshake failed")
+    if case == "garbage":
+        s = socket.create_connection(("127.0.0.1", ports["SSL"]), timeout=10)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: kafka\r\n\r\n" * 4)
+        received = b""
+        while chunk := s.recv(4096):              # at most a TLS alert, then the close
+            received += chunk
+        s.close()
+        assert len(received) < 64
+    else:
+        ctx = ssl.create_default_context(cafile=pki.ca_file)
+        crt, key = pki.expired if case == "expired" else pki.stranger
+        ctx.load_cert_chain(crt, key)
+        try:                                       # TLS 1.3: the refusal may only show at the first read
+            answered = Conn(ports["MTLS"], ctx).call(ApiVersionsRequest(version=0), 0, ApiVersionsResponse)
+        except (ssl.SSLError, ConnectionResetError, BrokenPipeError):
+            answered = None
+        assert answered is None
+    assert wait_log(proc, "TLS handshake failed", before + 1) == before + 1
+
+
+def test_reauthentication_kip368(bad, witness):
+    proc, _, ports, _ = bad
+    c = Conn(ports["SASL_PLAINTEXT"])
+    resp = c.plain_login("alice", "alice-pw")
+    assert resp.error_code == 0 and resp.session_lifetime_ms == REAUTH_MS
+    assert c.metadata_ok()
+    # re-authenticate on the same connection before expiry: served on
+    again = c.plain_login("alice", "alice-pw")
+    assert again.error_code == 0 and again.session_lifetime_ms == REAUTH_MS
+    assert c.metadata_ok()
+    # another user may not take the connection over
+    takeover = c.plain_login("bob", "bob-pw")
+    assert takeover.error_code == 58 and "Cannot change principals" in takeover.error_message
+    assert c.closed()
+    # a session left to expire is closed at its next request
+    d = Conn(ports["SASL_PLAINTEXT"])
+    assert d.plain_login("alice", "alice-pw").error_code == 0
+    time.sleep(REAUTH_MS / 1000 + 0.3)
+    assert d.call(MetadataRequest(version=1, topics=[]), 1, MetadataResponse) is None
+    assert wait_log(proc, "expired (connections.max.reauth.ms)", 1) >= 1
+
+
+def test_saslhandshake_on_a_plain_listener(bad):
+    proc, _, _, _ = bad
+    c = Conn(proc.port)
+    assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1, SaslHandshakeResponse).error_code == 34
+    assert c.metadata_ok()                        # ILLEGAL_SASL_STATE is an answer, not a close
