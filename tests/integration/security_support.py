@@ -10,6 +10,7 @@ ep)` turns it into that client's settings.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -114,6 +115,26 @@ def endpoints(pki: Pki, ports: dict[str, int]) -> dict[str, Endpoint]:
                                    mechanism="SCRAM-SHA-512", username="scrammy", password="scram-pw"),
         "mtls": Endpoint(f"127.0.0.1:{ports['MTLS']}", "SSL", ca=pki.ca_file, cert=pki.alice[0], key=pki.alice[1]),
     }
+
+
+@contextlib.contextmanager
+def security_broker(base: Path, extra: dict | None = None):
+    """A broker with the five listeners of `listener_config` and the SCRAM user `scrammy`
+    (context manager for module fixtures): yields (BrokerProcess, Pki, ports, endpoints)."""
+    from conftest import BrokerProcess, free_port
+    pki = Pki(base / "pki")
+    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")}
+    proc = BrokerProcess(base / "broker", {**listener_config(pki, ports), **(extra or {})})
+    proc.config["listeners"] = listeners_value(proc.port, ports)
+    proc.start()
+    try:
+        add_scram_user(proc.bootstrap, "scrammy", "scram-pw")
+        yield proc, pki, ports, endpoints(pki, ports)
+    finally:
+        try:
+            proc.stop()
+        except RuntimeError:
+            proc.kill()
 
 
 def add_scram_user(bootstrap: str, user: str, password: str, mechanism: str = "SCRAM-SHA-512",

@@ -23,29 +23,16 @@ from kafka.protocol.metadata.metadata import MetadataRequest, MetadataResponse
 from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
                                  SaslHandshakeResponse)
 
-from conftest import BrokerProcess, free_port
-from security_support import (Endpoint, Pki, add_scram_user, confluent_conf, endpoints, listener_config,
-                              listeners_value, roundtrip_confluent, unique, values)
+from security_support import Endpoint, confluent_conf, roundtrip_confluent, security_broker, unique, values
 
 REAUTH_MS = 1500
 
 
 @pytest.fixture(scope="module")
 def bad(tmp_path_factory):
-    base = tmp_path_factory.mktemp("security-bad-input")
-    pki = Pki(base / "pki")
-    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")}
-    cfg = listener_config(pki, ports)
-    cfg["listener.name.sasl_plaintext.connections.max.reauth.ms"] = str(REAUTH_MS)
-    proc = BrokerProcess(base / "broker", cfg)
-    proc.config["listeners"] = listeners_value(proc.port, ports)
-    proc.start()
-    add_scram_user(proc.bootstrap, "scrammy", "scram-pw")
-    yield proc, pki, ports, endpoints(pki, ports)
-    try:
-        proc.stop()
-    except RuntimeError:
-        proc.kill()
+    extra = {"listener.name.sasl_plaintext.connections.max.reauth.ms": str(REAUTH_MS)}
+    with security_broker(tmp_path_factory.mktemp("security-bad-input"), extra) as running:
+        yield running
 
 
 class Conn:

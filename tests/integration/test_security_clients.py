@@ -11,30 +11,16 @@ from __future__ import annotations
 import pytest
 
 from compat_support import KCAT, NODE, NPM
-from conftest import free_port
-from security_support import (Pki, add_scram_user, endpoints, listener_config, listeners_value,
-                              roundtrip_aiokafka, roundtrip_confluent, roundtrip_kafka_python,
-                              roundtrip_kafkajs_many, roundtrip_kcat, unique, values)
+from security_support import (roundtrip_aiokafka, roundtrip_confluent, roundtrip_kafka_python,
+                              roundtrip_kafkajs_many, roundtrip_kcat, security_broker, unique, values)
 
 WAYS = ("ssl", "sasl_plain", "sasl_ssl_scram", "mtls")
 
 
 @pytest.fixture(scope="module")
 def sec(tmp_path_factory):
-    base = tmp_path_factory.mktemp("security-clients")
-    pki = Pki(base / "pki")
-    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")}
-    cfg = listener_config(pki, ports)
-    from conftest import BrokerProcess
-    proc = BrokerProcess(base / "broker", cfg)
-    proc.config["listeners"] = listeners_value(proc.port, ports)
-    proc.start()
-    add_scram_user(proc.bootstrap, "scrammy", "scram-pw")
-    yield proc, endpoints(pki, ports)
-    try:
-        proc.stop()
-    except RuntimeError:
-        proc.kill()
+    with security_broker(tmp_path_factory.mktemp("security-clients")) as (proc, _pki, _ports, eps):
+        yield proc, eps
 
 
 @pytest.mark.parametrize("client", ["confluent", "kafka_python", "aiokafka", "kcat"])
