@@ -10,10 +10,12 @@ by loaded logs; `await stop()` takes them down in reverse:
   1. LogManager.startup() (thread: recovery)      stop reading, answer what it read, close;
                                                   after shutdown.timeout.ms abort
   2. append_listener -> fetch long-poll wake   3. admin HTTP stops
-  3. LogManager.start_background(loop)         4. groups stop, cleaner shuts down,
-  4. LogCleaner.start (log.cleaner.enable)        LogManager.stop_background()
-  5. GroupCoordinator.start()                  5. LogManager.shutdown() (thread): flush,
-  6. bind listeners (asyncio.Protocol)            checkpoints, clean-shutdown marker, unlock
+  3. LogManager.start_background(loop)         4. transactions and groups stop, cleaner shuts
+  4. LogCleaner.start (log.cleaner.enable)        down, LogManager.stop_background()
+  5. GroupCoordinator.start(), then            5. LogManager.shutdown() (thread): flush,
+     TransactionCoordinator.start() (reloads      checkpoints, clean-shutdown marker, unlock
+     __transaction_state, finishes Prepare*)
+  6. bind listeners (asyncio.Protocol)
   7. ready = True; compile the served codecs
      on the loop between requests
 
@@ -86,6 +88,9 @@ class Broker:
         from kompakt.broker.groups.coordinator import GroupCoordinator
         self.groups = GroupCoordinator(self)
 
+        from kompakt.broker.txn import TransactionCoordinator
+        self.txn = TransactionCoordinator(self)
+
         self.authorizer = None               # security.authorizer.Authorizer once logs are loaded
         self.scram_store = None              # security.scram_store.ScramStore once logs are loaded
 
@@ -99,7 +104,7 @@ class Broker:
         self.dispatcher = Dispatcher(self)
         self._servers: list[asyncio.AbstractServer] = []
         self._admin = None
-        self._started = {"logs": False, "background": False, "cleaner": False, "groups": False}
+        self._started = {"logs": False, "background": False, "cleaner": False, "groups": False, "txn": False}
         self._reaper: asyncio.Task | None = None
         self._lag_probe: asyncio.Task | None = None
         self._warmer: asyncio.Task | None = None
@@ -132,6 +137,8 @@ class Broker:
             self._started["cleaner"] = True
         await self.groups.start()
         self._started["groups"] = True
+        await self.txn.start()
+        self._started["txn"] = True
         await self._bind(loop)
         self.metrics.set_info(node_id=self.node_id, cluster_id=self.cluster_id)
         idle_ms = self.config["connections.max.idle.ms"]
@@ -218,6 +225,8 @@ class Broker:
         if self._admin is not None:
             from kompakt.broker.admin.app import stop_admin
             await _logged(stop_admin(self._admin), "stopping the admin API")
+        if self._started["txn"]:
+            await _logged(self.txn.stop(), "stopping the transaction coordinator")
         if self._started["groups"]:
             await _logged(self.groups.stop(), "stopping the group coordinator")
         if self._started["cleaner"]:

@@ -188,6 +188,23 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("offsets.retention.check.interval.ms", "long", 600000, "How often offsets expire.", min=1),
     _k("offsets.commit.timeout.ms", "int", 5000, "Time an offset commit may wait for its append.", min=1),
     _k("offset.metadata.max.bytes", "int", 4096, "Largest commit metadata string.", min=0),
+    # --- transaction coordinator (kompakt/broker/txn) ---
+    _k("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", min=1),
+    _k("transaction.state.log.segment.bytes", "int", 104857600, "segment.bytes of __transaction_state.", min=1),
+    _k("transaction.state.log.replication.factor", "int", 3, "Accepted; single replica.", min=1),
+    _k("transaction.state.log.min.isr", "int", 2, "Accepted; single replica.", min=1),
+    _k("transaction.state.log.load.buffer.size", "int", 5242880,
+       "Bytes read at a time when reloading __transaction_state.", min=1),
+    _k("transaction.max.timeout.ms", "int", 900000, "Largest transaction.timeout.ms a producer may ask.", min=1),
+    _k("transactional.id.expiration.ms", "int", 604800000,
+       "Transactional ids idle this long are forgotten (tombstoned).", min=1),
+    _k("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+       "How often transactions past their timeout are aborted.", min=1),
+    _k("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+       "How often expired transactional ids are removed.", min=1),
+    _k("transaction.partition.verification.enable", "bool", True,
+       "KIP-890: check with the coordinator that a partition is in the transaction before a "
+       "producer's first transactional write to it."),
     # --- producer state ---
     _k("producer.id.expiration.ms", "int", 86400000, "Idle producer ids expire after this.", min=1),
     _k("producer.id.expiration.check.interval.ms", "int", 600000, "How often producer ids expire.", min=1),
@@ -235,7 +252,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
 IGNORED_PREFIXES = (
     "process.roles", "controller.", "inter.broker.", "zookeeper.",
     "num.network.threads", "num.io.threads", "socket.send.buffer.bytes", "socket.receive.buffer.bytes",
-    "transaction.state.log.", "transaction.", "replica.", "min.insync.replicas", "unclean.leader.",
+    "replica.", "min.insync.replicas", "unclean.leader.",
     "sasl.", "ssl.", "security.", "group.coordinator.", "share.",
     "num.replica.", "leader.imbalance.", "auto.leader.rebalance.", "metadata.", "quota.",
     "log.local.", "remote.", "confluent.", "kafka.metrics.", "metric.reporters", "metrics.num.samples",

@@ -1,4 +1,4 @@
-"""InitProducerId (key 22): golden bytes (v4), epoch bumps, transactions refused."""
+"""InitProducerId (key 22): golden bytes (v4), epoch bumps; transactional ids: tests/broker/test_txn_coordinator.py."""
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from admin_harness import Harness, cs, framed, h, s16
@@ -36,7 +36,7 @@ async def test_ids_bump_and_errors(h):
     assert await init(h) == (0, 1, 0)
     assert await init(h, producer_id=1, producer_epoch=0) == (0, 1, 1)
     assert await init(h, producer_id=1, producer_epoch=-1) == (42, -1, -1)
-    assert await init(h, transactional_id="tx") == (42, -1, -1)
+    assert await init(h, transactional_id="tx") == (15, -1, -1)   # COORDINATOR_NOT_AVAILABLE: not started
     assert await init(h, producer_id=999_999, producer_epoch=2) == (0, 2, 0)
 
 

@@ -82,7 +82,7 @@ def _find_coordinator_versions(conn):
     v0 = conn.call(FindCoordinatorRequest(version=0, key="g"))
     assert (v0.error_code, v0.node_id, v0.port) == (0, 1, conn.broker.port)
     txn = conn.call(FindCoordinatorRequest(version=3, key="tx", key_type=1))
-    assert txn.error_code == 15 and txn.node_id == -1        # COORDINATOR_NOT_AVAILABLE
+    assert (txn.error_code, txn.node_id, txn.port) == (0, 1, conn.broker.port)   # the transaction coordinator
     unknown = conn.call(FindCoordinatorRequest(version=3, key="x", key_type=7))
     assert (unknown.error_code, unknown.error_message) == (42, "Unknown coordinator type received: 7")
     mixed = conn.call(FindCoordinatorRequest(version=4, key_type=9, coordinator_keys=["a"]))

@@ -14,7 +14,7 @@ Afterwards every partition holds each number exactly once, in order, and every s
 acknowledged. Polling has deadlines; nothing depends on timing beyond them.
 
 Also covers InitProducerId end to end: producer ids are never reused after SIGKILL
-(broker/producer_ids.py), KIP-360 epoch bumps, transactions refused.
+(broker/producer_ids.py), KIP-360 epoch bumps, a transactional id's first id.
 """
 import json
 import os
@@ -171,10 +171,9 @@ def test_kafka_python_default_producer_and_producer_ids(start_broker, kill):
     # KIP-360: the same id with the next epoch
     bumped = init_producer_id(broker, producer_id=after.producer_id, producer_epoch=0)
     assert (bumped.error_code, bumped.producer_id, bumped.producer_epoch) == (0, after.producer_id, 1)
-    # transactions are refused with an error, not a producer id, and the broker says why
-    refused = init_producer_id(broker, transactional_id="txn-1")
-    assert refused.error_code == 42 and refused.producer_id == -1
-    assert "does not support transactions" in broker.log_text()
+    # a transactional id gets its own fresh id from the transaction coordinator, epoch 0
+    txn = init_producer_id(broker, transactional_id="txn-1")
+    assert txn.error_code == 0 and txn.producer_epoch == 0 and txn.producer_id > bumped.producer_id
 
 
 def init_producer_id(broker, version=4, **fields) -> InitProducerIdResponse:

@@ -177,17 +177,19 @@ def test_kafkajs_offsets_by_timestamp_and_delete_records(js_broker):
     assert r2["byTimestamp"] == [{"partition": 0, "offset": "10"}]
 
 
-def test_kafkajs_transactions_fail_fast_and_leave_the_broker_serving(js_broker):
-    """Kompakt has no transaction coordinator: FindCoordinator(TRANSACTION) answers
-    COORDINATOR_NOT_AVAILABLE. kafkajs must fail the transaction promptly (no hang), nothing may be
-    written, and the broker keeps serving the same client afterwards."""
-    topic = "js-tx"
-    _, tx, after = kafkajs(js_broker, "sequence", steps=[
+def test_kafkajs_transactions(js_broker):
+    """kafkajs' transactional producer: a transaction over two topics with sendOffsets commits,
+    one aborts (its records and its offsets vanish), a third commits; its read_committed consumer
+    sees exactly the committed records, in order, and the group's offset is the committed one."""
+    topic, other = "js-tx", "js-tx-other"
+    _, _, tx = kafkajs(js_broker, "sequence", steps=[
         ["createTopic", {"topic": topic, "numPartitions": 1}],
-        ["transaction", {"topic": topic}],
-        ["produce", {"topic": topic, "count": 3, "batches": 1, "compression": "None"}],
+        ["createTopic", {"topic": other, "numPartitions": 1}],
+        ["transaction", {"topic": topic, "other": other, "groupId": "js-tx-group", "expect": 3}],
     ])
-    assert tx["outcome"] == "failed" and tx["errorName"] == "KafkaJSGroupCoordinatorNotFound", tx
-    assert [a["baseOffset"] for a in after["acks"]] == ["0"]        # the transaction wrote nothing
-    assert [r.value for _, recs in stored_batches(js_broker, topic, 0) for r in recs] == \
-        [b"value-0", b"value-1", b"value-2"]
+    assert tx["outcomes"] == ["committed", "aborted", "committed"], tx
+    assert tx["outcome"] == "complete" and tx["values"] == ["committed-1", "committed-2", "committed-3"], tx
+    assert tx["offsets"] == [{"topic": other, "partitions": [{"partition": 0, "offset": "1", "metadata": None}]}]
+    # on disk: the aborted record is there, between markers, and no reader saw it
+    stored = [(h.is_control, r.value) for h, recs in stored_batches(js_broker, topic, 0) for r in recs]
+    assert (False, b"aborted-1") in stored and sum(1 for c, _ in stored if c) == 3

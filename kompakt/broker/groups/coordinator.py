@@ -37,6 +37,7 @@ from kompakt.broker.groups.membership import (  # noqa: F401  (JoinRequest re-ex
 from kompakt.broker.groups.offset_manager import OffsetManager
 from kompakt.broker.groups.offsets import OffsetAndMetadata
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC, OffsetsTopic, PartialAppendError
+from kompakt.broker.groups.txn_offsets import TxnOffsets
 from kompakt.protocol import group_records as gr
 from kompakt.protocol.errors import ErrorCode, KafkaError
 
@@ -51,6 +52,7 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.topic = OffsetsTopic(broker.log_manager, self.config, self.time_ms)
+        self.txn_offsets = TxnOffsets(self)   # transactional commits (txn_offsets.py)
         self._timers: dict[tuple, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retention_task: asyncio.Task | None = None
@@ -119,6 +121,7 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
                 self._replay_offset(key, value, now)
             elif key["type"] == "group_metadata":
                 self._replay_group(key["group"], value, now)
+        self.txn_offsets.load()
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)

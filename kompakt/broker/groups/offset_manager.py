@@ -73,6 +73,7 @@ class OffsetManager:
                             group_id, done, len(records), exc)
             landed = list(accepted.items())[:done]
             self.offsets.setdefault(group_id, {}).update(landed)
+            self.txn_offsets.on_offsets_committed(group_id, [tp for tp, _ in landed])
             self.counters["offset_commits_total"] += len(landed)
             for tp, _ in landed:
                 codes[tp] = ErrorCode.NONE
@@ -208,7 +209,8 @@ class OffsetManager:
         for group_id in list(self.groups):
             group = self.groups[group_id]
             committed = self.offsets.get(group_id, {})
-            expired = expired_offsets(group, committed, now, retention_ms)
+            expired = [tp for tp in expired_offsets(group, committed, now, retention_ms)
+                       if not self.txn_offsets.has_pending(group_id, tp)]
             if expired:
                 try:
                     self._tombstone_offsets(group_id, expired)

@@ -24,10 +24,10 @@ logged and skipped on replay, never fatal (the rest of the state still loads).
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Callable, Iterator
 
+from kompakt.broker.internal_topic import InternalTopic, iter_log_batches
 from kompakt.protocol import errors
 from kompakt.protocol import group_records as gr
 from kompakt.protocol import records as rec
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 REPLAY_READ_BYTES = 1 << 20
-MIN_SEGMENT_BYTES = 1 << 20   # Kafka 4's floor of the segment.bytes topic config
 # A record's own framing in a v2 batch (length, attributes, timestamp and offset deltas, key and
 # value lengths, header count as varints) never exceeds this many bytes.
 RECORD_OVERHEAD_BOUND = 24
@@ -52,64 +51,14 @@ class PartialAppendError(errors.KafkaError):
         self.appended = appended
 
 
-class OffsetsTopic:
+class OffsetsTopic(InternalTopic):
     def __init__(self, log_manager, config, time_ms: Callable[[], int]):
-        self.log_manager = log_manager
-        self.config = config
+        super().__init__(log_manager, config, OFFSETS_TOPIC, "offsets.topic.num.partitions",
+                         "offsets.topic.segment.bytes", "producer")
         self.time_ms = time_ms
-        self._create_lock: asyncio.Lock | None = None
-        self._ready = False
-
-    # -- topic -------------------------------------------------------------------------------
-
-    def exists(self) -> bool:
-        """The topic and *every* partition log exist. (LogManager registers a topic before it
-        creates the partition dirs, so the name alone may be visible mid-creation.)"""
-        if self._ready:
-            return True
-        meta = self.log_manager.topics.get(OFFSETS_TOPIC)
-        if meta is not None and all(self.log_manager.get_log(TopicPartition(OFFSETS_TOPIC, p)) is not None
-                                    for p in range(meta.partitions)):
-            self._ready = True
-        return self._ready
-
-    @property
-    def num_partitions(self) -> int:
-        meta = self.log_manager.topics.get(OFFSETS_TOPIC)
-        return meta.partitions if meta is not None else self.config["offsets.topic.num.partitions"]
 
     def partition_for(self, group_id: str) -> int:
         return gr.partition_for(group_id, self.num_partitions)
-
-    async def ensure_async(self) -> None:
-        """Create the topic off the event loop (FindCoordinator, Kafka's trigger for it): creating
-        dozens of partition dirs with their fsyncs must not stall every other client."""
-        if self.exists():
-            return
-        if self._create_lock is None:
-            self._create_lock = asyncio.Lock()
-        async with self._create_lock:
-            if not self.exists():
-                await asyncio.to_thread(self.ensure)
-
-    def ensure(self) -> None:
-        """Create the topic if it does not exist yet (synchronous fallback of the first write)."""
-        if self.exists():
-            return
-        segment_bytes = self.config["offsets.topic.segment.bytes"]
-        # Kafka 4 refuses segment.bytes below 1 MiB; smaller values (tests) go to its testing-only
-        # internal.segment.bytes, which replaces segment.bytes as the roll size.
-        segment_key = "segment.bytes" if segment_bytes >= MIN_SEGMENT_BYTES else "internal.segment.bytes"
-        configs = {"cleanup.policy": "compact", segment_key: str(segment_bytes),
-                   "compression.type": "producer"}
-        try:
-            self.log_manager.create_topic(OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
-                                          configs)
-        except errors.KafkaError as exc:
-            if exc.code != errors.ErrorCode.TOPIC_ALREADY_EXISTS:
-                raise
-            return   # created meanwhile (or being created by the FindCoordinator thread)
-        log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -188,24 +137,11 @@ class OffsetsTopic:
 
     @staticmethod
     def _raw_records(partition_log) -> Iterator:
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            data = partition_log.read(offset, REPLAY_READ_BYTES).records
-            if not data:
-                break
-            progressed = False
-            for pos, header in rec.iter_batches(data):
-                if header.next_offset <= offset:
-                    continue
-                progressed = True
-                offset = header.next_offset
-                if header.is_control or header.is_transactional:
-                    # TxnOffsetCommit is not implemented; no transactional batches are written.
-                    continue
-                yield from rec.decode_records(data, pos, header)
-            if not progressed:
-                break
+        for data, pos, header in iter_log_batches(partition_log, REPLAY_READ_BYTES):
+            if header.is_control or header.is_transactional:
+                # transactional commits are replayed by txn_offsets.py (markers decide)
+                continue
+            yield from rec.decode_records(data, pos, header)
 
     @staticmethod
     def _decode(key: bytes, value: bytes | None, partition: int):

@@ -6,7 +6,7 @@ is served exactly when its module is listed here and imports.
 
 Modules are owned by different engineers (docs/contracts.md); a listed module that does not exist
 yet is skipped with a debug log line, so the broker runs while the others land.
-What is not implemented (transactions, ACLs, quotas, SASL, KRaft/replication APIs, share groups, client
+What is not implemented (ACLs, quotas, SASL, KRaft/replication APIs, share groups, client
 telemetry pushes, KIP-848 consumer groups) is simply not listed, and clients are told so by
 ApiVersions.
 """
@@ -28,6 +28,9 @@ MODULES = (
     # groups
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "describe_groups", "list_groups", "delete_groups", "offset_delete",
+    # transactions (txn)
+    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
+    "describe_producers", "describe_transactions", "list_transactions",
     # cluster operations a single node answers (apis)
     "elect_leaders", "alter_partition_reassignments", "list_partition_reassignments",
     "get_telemetry_subscriptions",

@@ -5,8 +5,10 @@ TRANSACTION key DESCRIBE on the transactional id (else TRANSACTIONAL_ID_AUTHORIZ
 
 Behaviour: this single broker coordinates every consumer group, so a GROUP key (key_type 0)
 always resolves to us (node id and advertised host/port) - and, as Kafka does on the first lookup,
-`__consumer_offsets` is created if it does not exist yet (in a thread: the event loop goes on). TRANSACTION (1) and SHARE (2) keys are
-answered COORDINATOR_NOT_AVAILABLE: transactions and share groups are not implemented; any other key
+`__consumer_offsets` is created if it does not exist yet (in a thread: the event loop goes on). A
+TRANSACTION key (1, a transactional id) resolves to us as well, after `__transaction_state` is
+created the same way. SHARE (2)
+keys are answered COORDINATOR_NOT_AVAILABLE: share groups are not implemented; any other key
 type INVALID_REQUEST "Unknown coordinator type received: N" (Kafka's CoordinatorType.forId). Like Kafka, an empty
 group id is answered like any other key (JoinGroup rejects it later with INVALID_GROUP_ID).
 
@@ -20,8 +22,8 @@ import logging
 
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorResponse
 
-from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -38,14 +40,18 @@ async def _lookup(ctx, key: str, key_type: int) -> tuple[int, str | None]:
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type received: {key_type}"
     if key_type == KEY_TYPE_GROUP and not ctx.authorize(Op.DESCRIBE, Res.GROUP, key):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, None
-    if key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
-        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
-    if key_type != KEY_TYPE_GROUP:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Transactions and share groups are not supported."
+    if key_type == KEY_TYPE_TRANSACTION:
+        if not ctx.authorize(Op.DESCRIBE, Res.TRANSACTIONAL_ID, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
+        topic = ctx.broker.txn.topic
+    elif key_type != KEY_TYPE_GROUP:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "Share groups are not supported."
+    else:
+        topic = ctx.groups.topic
     try:
-        await ctx.groups.topic.ensure_async()
+        await topic.ensure_async()
     except KafkaError as exc:
-        log.warning("cannot create __consumer_offsets: %s", exc)
+        log.warning("cannot create the coordinator's internal topic: %s", exc)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
     return ErrorCode.NONE, None
 

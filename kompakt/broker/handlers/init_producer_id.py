@@ -1,4 +1,4 @@
-"""InitProducerId (API key 22), versions 0-5: producer ids for idempotent producers.
+"""InitProducerId (API key 22), versions 0-5: producer ids for idempotent and transactional producers.
 
 Behaviour:
 * No transactional id (idempotent producer, the default of kafka-python 3.x, the Java client
@@ -9,16 +9,19 @@ Behaviour:
   the producer's own older in-flight batches); a stale epoch, an id from before a restart or an
   exhausted epoch gets a fresh id with epoch 0 (producer_ids.py). One set and the other -1:
   INVALID_REQUEST.
-* A transactional id: Kompakt does not implement transactions (no transaction coordinator, no
-  markers), and ApiVersions does not advertise AddPartitionsToTxn/EndTxn. We answer
-  INVALID_REQUEST (whose Kafka text reads "...sent to an incompatible broker. See the broker logs
-  for more details.") and log why, naming the transactional id and the client.
+* A transactional id: the transaction coordinator (kompakt/broker/txn) answers: a producer id and
+  an epoch bumped on every call (fencing older instances; an Ongoing transaction is aborted
+  first and CONCURRENT_TRANSACTIONS answered, the client retries), INVALID_TRANSACTION_TIMEOUT for
+  a timeout outside (0, transaction.max.timeout.ms], PRODUCER_FENCED for a stale (id, epoch) on
+  v3+, CONCURRENT_TRANSACTIONS while markers are being written, INVALID_REQUEST for an empty id,
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED without WRITE on the transactional id. PRODUCER_FENCED is
+  answered INVALID_PRODUCER_EPOCH below v4 (older clients do not know the code).
 * transaction_timeout_ms is ignored for idempotent producers (as Kafka does).
 * The id block file cannot be read or written: COORDINATOR_LOAD_IN_PROGRESS (retriable, as Kafka
   answers while it has no id block) and an error log line naming the file.
 
 Version notes: v1 = v0; v2+ flexible; v3 adds producer_id/producer_epoch; v4 lets the client
-understand PRODUCER_FENCED and v5 TRANSACTION_ABORTABLE (transactional codes we never send);
+understand PRODUCER_FENCED and v5 TRANSACTION_ABORTABLE;
 v6 (KIP-939 2PC, unstable in Kafka) is not served.
 """
 from __future__ import annotations
@@ -29,8 +32,8 @@ import logging
 from kafka.protocol.producer.transaction import InitProducerIdResponse
 
 from kompakt.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdFileError, get_manager
-from kompakt.protocol.errors import ErrorCode
 from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 22
 MIN_VERSION = 0
@@ -53,16 +56,13 @@ async def handle(ctx, request) -> InitProducerIdResponse:
             return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     elif not (ctx.authorize_cluster(Op.IDEMPOTENT_WRITE) or ctx.authorize_any(Op.WRITE, Res.TOPIC)):
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    if request.transactional_id is not None:
-        log.warning("InitProducerId with transactional.id=%r from client %r (%s) refused: Kompakt does "
-                    "not support transactions; use an idempotent producer (enable.idempotence=true "
-                    "without transactional.id)", request.transactional_id, ctx.client_id, ctx.peer)
-        return _answer(ErrorCode.INVALID_REQUEST)
     pid, epoch = (request.producer_id, request.producer_epoch) if ctx.api_version >= 3 else (-1, -1)
     if (pid == NO_PRODUCER_ID) != (epoch == NO_PRODUCER_EPOCH):
         log.info("InitProducerId from %r with producer_id=%d and producer_epoch=%d: both or neither "
                  "must be -1", ctx.client_id, pid, epoch)
         return _answer(ErrorCode.INVALID_REQUEST)
+    if request.transactional_id is not None:
+        return await _transactional(ctx, request, None if pid == NO_PRODUCER_ID else (pid, epoch))
     try:
         manager = get_manager(ctx.broker)
         if manager.needs_reservation():
@@ -79,3 +79,12 @@ async def handle(ctx, request) -> InitProducerIdResponse:
         log.info("producer %d epoch %d of client %r -> producer %d epoch %d",
                  pid, epoch, ctx.client_id, new_pid, new_epoch)
     return _answer(producer_id=new_pid, producer_epoch=new_epoch)
+
+
+async def _transactional(ctx, request, expected) -> InitProducerIdResponse:
+    tid = request.transactional_id
+    code, new_pid, new_epoch = await ctx.broker.txn.init_producer_id(
+        tid, request.transaction_timeout_ms, expected)
+    if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+        code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return _answer(code, new_pid, new_epoch)

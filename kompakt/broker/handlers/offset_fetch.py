@@ -3,8 +3,10 @@
 Behaviour: the committed offset, leader epoch and metadata of the requested partitions of a
 group; a partition without a commit (or an unknown group) answers offset -1, epoch -1, metadata
 "" and no error, as Kafka does. `topics` null (v2+) means every partition the group committed.
-`require_stable` (v7+) asks to fail partitions with pending transactional commits with
-UNSTABLE_OFFSET_COMMIT; transactional commits are not implemented, so nothing is ever pending.
+Offsets committed inside a transaction (TxnOffsetCommit) are not shown until it commits;
+`require_stable` (v7+) fails the partitions that have such pending commits with
+UNSTABLE_OFFSET_COMMIT (offset -1), so a consumer does not start from an older position while a
+transaction is about to move it (groups/txn_offsets.py).
 
 Version notes: v0 read ZooKeeper in old Kafka - here the same as v1; v2 top-level error_code and
 null topics; v3 throttle time; v5 committed_leader_epoch; v6+ flexible; v7 require_stable;
@@ -63,6 +65,20 @@ def _fetch(ctx, group_id, topics):
     return [(t, by_topic[t]) for t in dict.fromkeys(t.name for t in topics) if t in by_topic]
 
 
+def _stable(ctx, group_id, topic, rows, require_stable: bool) -> list:
+    """Rows as 5-tuples; with require_stable, partitions with pending transactional commits
+    answer UNSTABLE_OFFSET_COMMIT."""
+    txn = ctx.groups.txn_offsets if require_stable else None
+    out = []
+    for row in rows:
+        code = row[4] if len(row) > 4 else 0
+        if txn is not None and not code and txn.has_pending(group_id, (topic, row[0])):
+            out.append((row[0], -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+        else:
+            out.append((*row[:4], code))
+    return out
+
+
 def _row(partition, om, code=0):
     if om is None:
         return (partition, -1, -1, "", code)
@@ -97,16 +113,19 @@ def _group_denied(ctx, group_id) -> bool:
 async def handle(ctx, request):
     v = ctx.api_version
     denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    stable = v >= 7 and bool(request.require_stable)
     if v >= FIRST_TOPIC_ID_VERSION:
         groups = []
         for g in request.groups:
             if _group_denied(ctx, g.group_id):
                 groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
                 continue
+            names = {meta.topic_id: meta.name for meta in ctx.log_manager.topics.values()}
             groups.append(Group(group_id=g.group_id, error_code=0, topics=[
                 GroupTopic(topic_id=topic_id, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                   metadata=m, error_code=code) for p, o, e, m, code in parts])
+                                   metadata=m, error_code=code)
+                    for p, o, e, m, code in _stable(ctx, g.group_id, names.get(topic_id), parts, stable)])
                 for topic_id, parts in _fetch_by_id(ctx, g.group_id, g.topics)]))
         return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
     if v >= 8:
@@ -119,7 +138,8 @@ async def handle(ctx, request):
             groups.append(Group(group_id=g.group_id, error_code=0, topics=[
                 GroupTopic(name=t, partitions=[
                     GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                   metadata=m, error_code=code) for p, o, e, m, code in parts])
+                                   metadata=m, error_code=code)
+                    for p, o, e, m, code in _stable(ctx, g.group_id, t, parts, stable)])
                 for t, parts in rows]))
         return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
     topics = request.topics if v >= 2 else (request.topics or [])
@@ -133,5 +153,6 @@ async def handle(ctx, request):
     return OffsetFetchResponse(version=v, throttle_time_ms=0, error_code=0, topics=[
         OldTopic(name=t, partitions=[
             OldPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                         metadata=m, error_code=code) for p, o, e, m, code in parts])
+                         metadata=m, error_code=code)
+            for p, o, e, m, code in _stable(ctx, request.group_id, t, parts, stable)])
         for t, parts in rows])

@@ -21,6 +21,12 @@ Authorization (Kafka's KafkaApis.handleProduceRequest): a transactional id needs
 (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE (else its
 partitions TOPIC_AUTHORIZATION_FAILED, whether or not it exists). No authorizer: no checks.
 
+Transactions: a transactional batch needs the request's transactional id (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole request; batches of two producer ids:
+INVALID_PRODUCER_ID_MAPPING), and before the producer's first write to a partition in a
+transaction the coordinator must confirm the partition was added (KIP-890 part 1,
+kompakt/broker/txn/verification.py: INVALID_TXN_STATE / TRANSACTION_ABORTABLE when not).
+
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13) when there is no such
 partition, INVALID_TOPIC_EXCEPTION for internal topics (`__consumer_offsets` is written by the
 group coordinator only), else the code of the KafkaError storage raised (CORRUPT_MESSAGE, INVALID_RECORD,
@@ -38,6 +44,7 @@ Version notes:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kompakt.broker.dispatch import CloseConnection
 from kompakt.broker.handlers._common import INTERNAL_TOPICS
 from kompakt.broker.security.acl import Op, Res
+from kompakt.broker.txn import verification as txn_verification
 from kompakt.config.broker_config import LONG_MAX
 from kompakt.protocol import codec
 from kompakt.protocol.records import BATCH_LENGTH_POS, LOG_OVERHEAD, RECORDS_COUNT_POS
@@ -96,7 +104,7 @@ def _would_flush(log_obj, records) -> bool:
     return log_obj.unflushed_messages + _record_count(records) >= flush_messages
 
 
-async def _append_syncing(log_obj, records):
+async def _append_syncing(log_obj, records, guard=None):
     """append_as_leader on the syncing worker, in submission order for every log."""
     global _syncing_executor
     if _syncing_executor is None:
@@ -104,7 +112,7 @@ async def _append_syncing(log_obj, records):
     _queued[log_obj] = _queued.get(log_obj, 0) + 1
     try:
         return await asyncio.get_running_loop().run_in_executor(
-            _syncing_executor, log_obj.append_as_leader, records)
+            _syncing_executor, functools.partial(log_obj.append_as_leader, records, verification_guard=guard))
     finally:
         left = _queued[log_obj] - 1
         if left:
@@ -113,13 +121,13 @@ async def _append_syncing(log_obj, records):
             del _queued[log_obj]
 
 
-async def _append(lm, log_obj, records, topic: str, metrics):
+async def _append(lm, log_obj, records, topic: str, metrics, guard=None):
     """Append one partition's bytes, wake long-polling fetches; returns the partition answer."""
     tp = log_obj.tp
     if log_obj in _queued or _would_flush(log_obj, records):
-        info = await _append_syncing(log_obj, records if records is not None else b"")
+        info = await _append_syncing(log_obj, records if records is not None else b"", guard)
     else:
-        info = log_obj.append_as_leader(records if records is not None else b"")
+        info = log_obj.append_as_leader(records if records is not None else b"", verification_guard=guard)
     lm.notify_append(tp)
     if metrics is not None:
         metrics.record_produce(topic, len(records) if records is not None else 0, info.records_count)
@@ -153,6 +161,9 @@ async def _produce(ctx, request, version: int):
     lm = ctx.log_manager
     metrics = ctx.metrics
     checked = ctx.authorizer is not None
+    refused = txn_verification.request_error(request)
+    if refused is not None:
+        return _fail_all(request, refused)
     by_id = None
     responses = []
     for topic in request.topics:
@@ -177,8 +188,15 @@ async def _produce(ctx, request, version: int):
                 parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            guard = None
+            producer = txn_verification.transactional_producer(records)
+            if producer is not None:
+                guard, failure = txn_verification.verify(ctx, log_obj, request.transactional_id, producer, version)
+                if failure is not None:
+                    parts.append(_failed(index, *failure))
+                    continue
             try:
-                parts.append(await _append(lm, log_obj, records, name, metrics))
+                parts.append(await _append(lm, log_obj, records, name, metrics, guard))
             except KafkaError as exc:
                 if metrics is not None:
                     metrics.record_error("Produce", exc.code)

@@ -208,23 +208,52 @@ async function fetchOffsets({ groupId, topics }) {
   }))
 }
 
-// A transactional producer: Kompakt has no transaction coordinator. Reports how it failed (or
-// that it committed) and how long it took; the producer's retries are short.
-async function transaction({ topic }) {
-  const producer = kafka.producer({ transactionalId: 'kompakt-tx', idempotent: true, maxInFlightRequests: 1,
-                                    retry: { retries: 1, initialRetryTime: 100 } })
+// A transactional producer's story: a transaction over two topics that also commits a group's
+// offsets (sendOffsets), committed; one aborted; one more committed. Then a read_committed consumer
+// (kafkajs' default) reads `topic` from the start until it has seen `expect` records (or times
+// out), and the admin client fetches the group's committed offsets. Reports what each saw.
+async function transaction({ topic, other, groupId, expect, timeoutMs = 20000 }) {
+  const producer = kafka.producer({ transactionalId: 'kompakt-tx', idempotent: true, maxInFlightRequests: 1 })
   await producer.connect()
-  const started = Date.now()
+  const outcomes = []
   try {
-    const tx = await producer.transaction()
-    await tx.send({ topic, messages: [{ key: 'tx', value: 'in a transaction' }] })
-    await tx.commit()
-    return { outcome: 'committed', ms: Date.now() - started }
-  } catch (e) {
-    return { outcome: 'failed', errorName: e.name, message: e.message, ms: Date.now() - started }
+    const tx1 = await producer.transaction()
+    await tx1.send({ topic, messages: [{ key: 'a', value: 'committed-1' }, { key: 'b', value: 'committed-2' }] })
+    await tx1.send({ topic: other, messages: [{ key: 'c', value: 'other-1' }] })
+    await tx1.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: other, partitions: [{ partition: 0, offset: '1' }] }] })
+    await tx1.commit()
+    outcomes.push('committed')
+    const tx2 = await producer.transaction()
+    await tx2.send({ topic, messages: [{ key: 'x', value: 'aborted-1' }] })
+    await tx2.sendOffsets({ consumerGroupId: groupId, topics: [{ topic: other, partitions: [{ partition: 0, offset: '99' }] }] })
+    await tx2.abort()
+    outcomes.push('aborted')
+    const tx3 = await producer.transaction()
+    await tx3.send({ topic, messages: [{ key: 'z', value: 'committed-3' }] })
+    await tx3.commit()
+    outcomes.push('committed')
   } finally {
     await producer.disconnect()
   }
+  const consumer = kafka.consumer({ groupId: `${groupId}-reader`, maxWaitTimeInMs: 50 })
+  const values = []
+  let done
+  const finished = new Promise(resolve => (done = resolve))
+  const timer = setTimeout(() => done('timeout'), timeoutMs)
+  await consumer.connect()
+  await consumer.subscribe({ topics: [topic], fromBeginning: true })
+  await consumer.run({
+    autoCommit: false,
+    eachMessage: async ({ message }) => {
+      values.push(str(message.value))
+      if (values.length >= expect) done('complete')
+    },
+  })
+  const outcome = await finished
+  clearTimeout(timer)
+  await consumer.disconnect()
+  const offsets = await withAdmin(admin => admin.fetchOffsets({ groupId, topics: [other] }))
+  return { outcomes, outcome, values, offsets }
 }
 
 // Try to join `groupId` (subscribed to `topic`): 'joined' on GROUP_JOIN, or how the consumer

@@ -1,0 +1,39 @@
+"""EndTxn (API key 26), versions 0-4.
+
+Behaviour: commit or abort the producer's transaction. The coordinator (kompakt/broker/txn)
+writes PrepareCommit/PrepareAbort to `__transaction_state`, a COMMIT/ABORT marker into every
+partition of the transaction (the consumers' last stable offset moves; a group's pending
+transactional offsets become visible or are dropped), then CompleteCommit/CompleteAbort, and
+answers once the Prepare record is written. Codes: NONE (also for a retry of a finished
+commit/abort), INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2),
+CONCURRENT_TRANSACTIONS (a retry while markers are still being written), INVALID_TXN_STATE
+(nothing to end, or the opposite of what is being ended), INVALID_REQUEST (empty id),
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no WRITE on the id). The response's producer id / epoch
+fields (v5) are -1.
+
+Version notes: v2 PRODUCER_FENCED; v3 flexible; v4 TRANSACTION_ABORTABLE. v5 (KIP-890 part 2: the
+epoch is bumped on every EndTxn, transaction.version 2) is not served, so clients use version 1
+transactions.
+"""
+from __future__ import annotations
+
+from kafka.protocol.producer.transaction import EndTxnResponse
+
+from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol.errors import ErrorCode
+
+API_KEY = 26
+MIN_VERSION = 0
+MAX_VERSION = 4
+
+
+async def handle(ctx, request):
+    v = ctx.api_version
+    if not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        code = ctx.broker.txn.end_txn(request.transactional_id, request.producer_id, request.producer_epoch,
+                                      bool(request.committed))
+        if code == ErrorCode.PRODUCER_FENCED and v < 2:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+    return EndTxnResponse(version=v, throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)

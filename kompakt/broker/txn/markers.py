@@ -1,0 +1,75 @@
+"""Writing a transaction's COMMIT/ABORT markers into its partitions (what WriteTxnMarkers does in Kafka).
+
+Role: on one node the coordinator appends the control batches itself. For each partition of the
+transaction, one end-transaction marker (txn_records.marker_batch: the producer id and epoch of
+the transaction, coordinator epoch 0) is appended with origin "coordinator" (epoch checked, no
+sequence), which completes the producer's transaction in that partition's log (its LSO moves; an
+abort is written to `.txnindex`) and wakes read_committed long polls. A marker written to a
+`__consumer_offsets` partition also tells the group coordinator to make the producer's pending
+transactional offsets visible (commit) or drop them (abort) (Kafka's onTransactionCompleted).
+
+Outcomes per partition (Kafka's TransactionMarkerRequestCompletionHandler):
+  * written                                  -> done
+  * partition gone (topic deleted)           -> done: nothing left to mark
+  * INVALID_PRODUCER_EPOCH /
+    TRANSACTION_COORDINATOR_FENCED           -> done: a newer epoch already ended it there
+  * anything else (storage errors)           -> left for a retry; the transaction stays Prepare*
+
+Crash points (kompakt/storage/faults.py, tests only): `txn_marker_written` after each marker (arm
+`txn_marker_written:2` to die between the second and third).
+"""
+from __future__ import annotations
+
+import logging
+
+from kompakt.protocol import txn_records as tr
+from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.storage import TopicPartition
+from kompakt.storage.faults import crash_point
+
+log = logging.getLogger(__name__)
+
+COORDINATOR_EPOCH = 0          # one node: the coordinator never moves
+OFFSETS_TOPIC = "__consumer_offsets"
+_DONE_CODES = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+               ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def write_markers(broker, meta, commit: bool, now_ms: int) -> set:
+    """Append the markers of `meta`'s transaction; returns the partitions still to be marked."""
+    lm = broker.log_manager
+    ctype = tr.COMMIT if commit else tr.ABORT
+    left = set()
+    for topic, partition in sorted(meta.partitions):
+        tp = TopicPartition(topic, partition)
+        if lm.get_log(tp) is None:
+            log.info("transaction %s: partition %s-%d is gone; no marker needed", meta.transactional_id,
+                     topic, partition)
+            continue
+        batch = tr.marker_batch(meta.producer_id, meta.producer_epoch, ctype, COORDINATOR_EPOCH, now_ms)
+        try:
+            lm.append_as_leader(tp, batch, origin="coordinator")
+        except KafkaError as exc:
+            if exc.code in _DONE_CODES:
+                log.info("transaction %s: marker for %s-%d not needed (%s)", meta.transactional_id,
+                         topic, partition, ErrorCode(exc.code).name)
+                continue
+            log.warning("transaction %s: writing the %s marker to %s-%d failed (%s); will retry",
+                        meta.transactional_id, "COMMIT" if commit else "ABORT", topic, partition, exc)
+            left.add((topic, partition))
+            continue
+        except OSError as exc:
+            log.warning("transaction %s: marker for %s-%d failed on disk (%s); will retry",
+                        meta.transactional_id, topic, partition, exc)
+            left.add((topic, partition))
+            continue
+        if topic == OFFSETS_TOPIC:
+            _offsets_completed(broker, meta.producer_id, partition, commit)
+        crash_point("txn_marker_written")
+    return left
+
+
+def _offsets_completed(broker, producer_id: int, partition: int, commit: bool) -> None:
+    txn_offsets = getattr(getattr(broker, "groups", None), "txn_offsets", None)
+    if txn_offsets is not None:
+        txn_offsets.complete(producer_id, partition, commit)

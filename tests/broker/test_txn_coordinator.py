@@ -1,0 +1,289 @@
+"""The transaction coordinator through its handlers (a real Broker and LogManager, no sockets):
+InitProducerId / AddPartitionsToTxn / AddOffsetsToTxn / EndTxn / TxnOffsetCommit / Produce
+verification / Describe* / ListTransactions, every error path with Kafka's code, fencing, KIP-360,
+timeouts and id expiry driven by a test clock, and the `__transaction_state` records."""
+from __future__ import annotations
+
+import pytest
+from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
+                                               ListTransactionsRequest)
+from kafka.protocol.consumer.group import OffsetFetchRequest
+from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
+from kafka.protocol.producer.produce import ProduceRequest
+from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
+                                                 EndTxnRequest, InitProducerIdRequest, TxnOffsetCommitRequest)
+
+from admin_harness import Harness
+
+from kompakt.protocol import records as R
+from kompakt.protocol import txn_records as T
+from kompakt.storage import TopicPartition
+
+E_NONE, E_INVALID_REQUEST, E_INVALID_TXN_STATE, E_ID_MAPPING, E_TIMEOUT, E_CONCURRENT = 0, 42, 48, 49, 50, 51
+E_FENCED, E_EPOCH, E_UNKNOWN_TP, E_NOT_ATTEMPTED, E_ABORTABLE, E_UNSTABLE = 90, 47, 3, 55, 120, 88
+TD = ProduceRequest.TopicProduceData
+PD = TD.PartitionProduceData
+APT = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1_700_000_000_000
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+async def h(tmp_path):
+    harness = Harness(tmp_path, **{"transaction.state.log.num.partitions": "3",
+                                   "offsets.topic.num.partitions": "1", "transaction.max.timeout.ms": "60000"})
+    clock = Clock()
+    broker = harness.broker
+    broker.txn.time_ms = broker.txn.topic.time_ms = clock
+    await broker.groups.start()
+    await broker.txn.start()
+    harness.clock = clock
+    harness.create("a", 2)
+    harness.create("b", 1)
+    yield harness
+    await broker.txn.stop()
+    await broker.groups.stop()
+    harness.close()
+
+
+async def init(h, tid="tx", timeout=30000, version=4, pid=-1, epoch=-1):
+    r = await h.call(InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=timeout,
+                                           producer_id=pid, producer_epoch=epoch), version)
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+async def add(h, pid, epoch, parts, tid="tx", version=3):
+    topics = {}
+    for t, p in parts:
+        topics.setdefault(t, []).append(p)
+    r = await h.call(AddPartitionsToTxnRequest(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
+                                               v3_and_below_producer_epoch=epoch,
+                                               v3_and_below_topics=[APT(name=t, partitions=ps)
+                                                                    for t, ps in topics.items()]), version)
+    return {(t.name, p.partition_index): p.partition_error_code
+            for t in r.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+async def end(h, pid, epoch, commit, tid="tx", version=3):
+    r = await h.call(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                   committed=commit), version)
+    return r.error_code
+
+
+async def produce(h, pid, epoch, seq, topic="a", partition=0, tid="tx", version=9, value=b"v"):
+    records = R.build_batch([(b"k", value)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                            is_transactional=True)
+    r = await h.call(ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=1000,
+                                    topic_data=[TD(name=topic, partition_data=[PD(index=partition, records=records)])]),
+                     version)
+    return r.responses[0].partition_responses[0].error_code
+
+
+def log_of(h, topic, partition=0):
+    return h.lm.get_log(TopicPartition(topic, partition))
+
+
+def markers(h, topic, partition=0):
+    lg = log_of(h, topic, partition)
+    data = lg.read(lg.log_start_offset, 1 << 20).records
+    return [(hd.producer_id, hd.producer_epoch, T.decode_marker(data, pos, hd)[0])
+            for pos, hd in R.iter_batches(data) if hd.is_control]
+
+
+async def test_commit_and_abort_write_markers_and_move_the_lso(h):
+    code, pid, epoch = await init(h)
+    assert (code, epoch) == (E_NONE, 0)
+    assert await add(h, pid, epoch, [("a", 0), ("b", 0)]) == {("a", 0): 0, ("b", 0): 0}
+    assert await produce(h, pid, epoch, 0) == E_NONE
+    assert await produce(h, pid, epoch, 0, topic="b") == E_NONE
+    assert log_of(h, "a").last_stable_offset == 0 and log_of(h, "a").high_watermark == 1
+    assert (await h.call(DescribeTransactionsRequest(transactional_ids=["tx"]), 0)).transaction_states[0] \
+        .transaction_state == "Ongoing"
+    assert await end(h, pid, epoch, True) == E_NONE
+    assert markers(h, "a") == [(pid, 0, T.COMMIT)] and markers(h, "b") == [(pid, 0, T.COMMIT)]
+    assert log_of(h, "a").last_stable_offset == 2
+    assert await end(h, pid, epoch, True) == E_NONE                 # a retry of a finished commit
+    assert await end(h, pid, epoch, False) == E_INVALID_TXN_STATE  # the opposite: refused
+    assert await add(h, pid, epoch, [("a", 1)]) == {("a", 1): 0}
+    assert await produce(h, pid, epoch, 0, partition=1) == E_NONE
+    assert await end(h, pid, epoch, False) == E_NONE
+    assert markers(h, "a", 1) == [(pid, 0, T.ABORT)]
+    assert log_of(h, "a", 1).aborted_transactions(0, 2)[0].first_offset == 0
+    meta = h.broker.txn.txns["tx"]
+    assert meta.state.kafka_name == "CompleteAbort" and not meta.partitions
+
+
+async def test_state_is_written_in_kafkas_records_and_reloaded(h):
+    _, pid, epoch = await init(h)
+    await add(h, pid, epoch, [("a", 0)])
+    topic = h.broker.txn.topic
+    lg = log_of(h, T.TRANSACTION_STATE_TOPIC, topic.partition_for("tx"))
+    data = lg.read(0, 1 << 20).records
+    values = []
+    for pos, hd in R.iter_batches(data):
+        for rec in R.decode_records(data, pos, hd):
+            assert T.decode_key(rec.key)["transactional_id"] == "tx"
+            values.append(T.decode_value(rec.value))
+    assert [(v["state"], v["partitions"]) for v in values] == [(0, {}), (1, {"a": [0]})]
+    h.broker.txn.txns.clear()                                      # a restart's reload
+    assert topic.replay()["tx"]["partitions"] == {"a": [0]}
+
+
+async def test_error_codes(h):
+    assert await init(h, tid="") == (E_INVALID_REQUEST, -1, -1)
+    assert await init(h, timeout=0) == (E_TIMEOUT, -1, -1)
+    assert await init(h, timeout=60001) == (E_TIMEOUT, -1, -1)     # above transaction.max.timeout.ms
+    _, pid, epoch = await init(h)
+    assert await add(h, pid + 1, epoch, [("a", 0)]) == {("a", 0): E_ID_MAPPING}
+    assert await add(h, pid, epoch + 1, [("a", 0)]) == {("a", 0): E_FENCED}
+    assert await add(h, pid, epoch + 1, [("a", 0)], version=1) == {("a", 0): E_EPOCH}   # before v2
+    assert await add(h, pid, epoch, [("a", 0), ("nope", 0), ("a", 9)]) == \
+        {("a", 0): E_NOT_ATTEMPTED, ("nope", 0): E_UNKNOWN_TP, ("a", 9): E_UNKNOWN_TP}
+    assert await add(h, pid, epoch, [("__consumer_offsets", 0)]) == {("__consumer_offsets", 0): 29}
+    assert await add(h, pid, epoch, [("a", 0)], tid="other") == {("a", 0): E_ID_MAPPING}
+    assert await end(h, pid, epoch, True) == E_INVALID_TXN_STATE  # nothing to end (Empty)
+    assert await end(h, pid, epoch + 3, True) == E_FENCED
+    assert await end(h, pid, epoch + 3, True, version=1) == E_EPOCH
+    assert await end(h, 12345, epoch, True, tid="ghost") == E_ID_MAPPING
+    assert await end(h, pid, epoch, True, tid="") == E_INVALID_REQUEST
+    # a transactional write to a partition that was not added (KIP-890 part 1)
+    assert await produce(h, pid, epoch, 0) == E_INVALID_TXN_STATE
+    assert await produce(h, pid, epoch, 0, version=11) == E_ABORTABLE
+    assert await produce(h, pid, epoch, 0, tid=None) == 53         # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert log_of(h, "a").log_end_offset == 0
+
+
+async def test_new_instance_fences_an_open_transaction(h):
+    _, pid, epoch = await init(h)
+    await add(h, pid, epoch, [("a", 0)])
+    assert await produce(h, pid, epoch, 0) == E_NONE
+    assert await init(h) == (E_CONCURRENT, -1, -1)                 # aborting the old one first
+    assert markers(h, "a") == [(pid, 1, T.ABORT)]                 # at the bumped epoch
+    assert log_of(h, "a").last_stable_offset == 2
+    code, pid2, epoch2 = await init(h)
+    assert (code, pid2, epoch2) == (E_NONE, pid, 2)
+    assert await produce(h, pid, epoch, 1) == E_EPOCH             # the zombie's writes
+    assert await end(h, pid, epoch, True) == E_FENCED
+    assert h.broker.txn.counters["fenced_total"] == 1
+
+
+async def test_kip360_epoch_bumps_retries_and_exhaustion(h):
+    _, pid, epoch = await init(h)
+    assert await init(h, pid=pid, epoch=epoch) == (E_NONE, pid, 1)          # bump
+    assert await init(h, pid=pid, epoch=epoch) == (E_NONE, pid, 1)          # retry of that bump
+    assert await init(h, pid=pid, epoch=7) == (E_FENCED, -1, -1)
+    assert await init(h, pid=pid, epoch=7, version=3) == (E_EPOCH, -1, -1)  # before v4
+    assert await init(h, pid=pid + 50, epoch=1) == (E_FENCED, -1, -1)
+    meta = h.broker.txn.txns["tx"]
+    h.broker.txn.txns["tx"] = meta.copy(producer_epoch=32766)                # exhausted
+    code, new_pid, new_epoch = await init(h, pid=pid, epoch=32766)
+    assert code == E_NONE and new_pid != pid and new_epoch == 0
+    assert h.broker.txn.txns["tx"].previous_producer_id == pid
+
+
+async def test_timeout_aborts_and_expired_ids_are_tombstoned(h):
+    _, pid, epoch = await init(h, timeout=10000)
+    await add(h, pid, epoch, [("a", 0)])
+    await produce(h, pid, epoch, 0)
+    h.clock.now += 9000
+    assert h.broker.txn.abort_timed_out() == 0
+    h.clock.now += 2000
+    assert h.broker.txn.abort_timed_out() == 1
+    assert markers(h, "a") == [(pid, 1, T.ABORT)] and log_of(h, "a").last_stable_offset == 2
+    assert await end(h, pid, epoch, True) == E_FENCED               # the timed-out producer learns
+    h.clock.now += 7 * 24 * 3600 * 1000
+    assert h.broker.txn.expire_transactional_ids() == 1
+    assert "tx" not in h.broker.txn.txns
+    assert "tx" not in h.broker.txn.topic.replay()                  # a tombstone was written
+    r = await h.call(DescribeTransactionsRequest(transactional_ids=["tx", ""]), 0)
+    assert [s.error_code for s in r.transaction_states] == [105, E_INVALID_REQUEST]  # TRANSACTIONAL_ID_NOT_FOUND
+
+
+async def test_offsets_in_a_transaction(h):
+    _, pid, epoch = await init(h)
+    group_partition = h.broker.groups.topic.partition_for("grp")
+
+    async def txn_commit(offset, version=3):
+        r = await h.call(TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="grp", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+            member_id="", group_instance_id=None, topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+                name="a", partitions=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                    committed_metadata="m")])]), version)
+        return r.topics[0].partitions[0].error_code
+
+    async def fetch(stable):
+        r = await h.call(OffsetFetchRequest(group_id="grp", topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+            name="a", partition_indexes=[0])], require_stable=stable), 7)
+        p = r.topics[0].partitions[0]
+        return p.error_code, p.committed_offset
+
+    assert await txn_commit(5) == E_INVALID_TXN_STATE               # AddOffsetsToTxn first (KIP-890)
+    assert await txn_commit(5, version=4) == E_ABORTABLE
+    r = await h.call(AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
+                                            group_id="grp"), 3)
+    assert r.error_code == E_NONE
+    assert ("__consumer_offsets", group_partition) in h.broker.txn.txns["tx"].partitions
+    assert await txn_commit(5) == E_NONE
+    assert await fetch(False) == (0, -1)                            # pending: not visible
+    assert await fetch(True) == (E_UNSTABLE, -1)
+    assert await end(h, pid, epoch, True) == E_NONE
+    assert await fetch(True) == (0, 5)
+    # an aborted transaction's offsets are dropped
+    await h.call(AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
+                                        group_id="grp"), 3)
+    assert await txn_commit(9) == E_NONE
+    assert await end(h, pid, epoch, False) == E_NONE
+    assert await fetch(True) == (0, 5)
+    # replay of __consumer_offsets rebuilds the same view
+    h.broker.groups.offsets.clear()
+    h.broker.groups.load()
+    assert h.broker.groups.offsets["grp"][("a", 0)].offset == 5
+
+
+async def test_list_describe_and_producers(h):
+    _, pid, epoch = await init(h)
+    await add(h, pid, epoch, [("a", 1)])
+    await produce(h, pid, epoch, 0, partition=1)
+    await init(h, tid="idle")
+    r = await h.call(ListTransactionsRequest(state_filters=["Ongoing", "Bogus"], producer_id_filters=[],
+                                             duration_filter=-1, transactional_id_pattern=None), 2)
+    assert [(s.transactional_id, s.transaction_state) for s in r.transaction_states] == [("tx", "Ongoing")]
+    assert r.unknown_state_filters == ["Bogus"]
+    r = await h.call(ListTransactionsRequest(state_filters=[], producer_id_filters=[],
+                                             duration_filter=-1, transactional_id_pattern="id.*"), 2)
+    assert [s.transactional_id for s in r.transaction_states] == ["idle"]
+    r = await h.call(ListTransactionsRequest(state_filters=[], producer_id_filters=[],
+                                             duration_filter=-1, transactional_id_pattern="("), 2)
+    assert r.error_code == 128                                      # INVALID_REGULAR_EXPRESSION
+    [d] = (await h.call(DescribeTransactionsRequest(transactional_ids=["tx"]), 0)).transaction_states
+    assert (d.producer_id, d.transaction_timeout_ms, [(t.topic, t.partitions) for t in d.topics]) == \
+        (pid, 30000, [("a", [1])])
+    r = await h.call(DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(
+        name="a", partition_indexes=[1, 7])]), 0)
+    ok, missing = r.topics[0].partitions
+    [p] = ok.active_producers
+    assert (p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset) == (pid, 0, 0, 0)
+    assert missing.error_code == E_UNKNOWN_TP
+    f = await h.call(FindCoordinatorRequest(key="tx", key_type=1), 3)
+    assert (f.error_code, f.node_id) == (0, 1)
+
+
+async def test_batched_add_partitions_v4_and_verify_only(h):
+    _, pid, epoch = await init(h)
+    Txn = AddPartitionsToTxnRequest.AddPartitionsToTxnTransaction
+    req = AddPartitionsToTxnRequest(transactions=[
+        Txn(transactional_id="tx", producer_id=pid, producer_epoch=epoch, verify_only=False,
+            topics=[Txn.AddPartitionsToTxnTopic(name="a", partitions=[0])]),
+        Txn(transactional_id="tx", producer_id=pid, producer_epoch=epoch, verify_only=True,
+            topics=[Txn.AddPartitionsToTxnTopic(name="a", partitions=[0, 1])])])
+    r = await h.call(req, 5)
+    got = [{(t.name, p.partition_index): p.partition_error_code for t in res.topic_results
+            for p in t.results_by_partition} for res in r.results_by_transaction]
+    assert got == [{("a", 0): 0}, {("a", 0): 0, ("a", 1): E_ABORTABLE}]
