@@ -291,7 +291,8 @@ def read_properties(path: str) -> dict[str, str]:
 
 
 # KOMPAKT_* variables read by the command line, not broker configuration keys.
-CLI_ENV_VARS = frozenset({"KOMPAKT_CONFIG", "KOMPAKT_LOG_FORMAT", "KOMPAKT_LOG_LEVEL", "KOMPAKT_ADMIN_URL"})
+CLI_ENV_VARS = frozenset({"KOMPAKT_CONFIG", "KOMPAKT_LOG_FORMAT", "KOMPAKT_LOG_LEVEL", "KOMPAKT_ADMIN_URL",
+                          "KOMPAKT_ADMIN_TOKEN", "KOMPAKT_ADMIN_CACERT"})
 
 
 class BrokerConfig:

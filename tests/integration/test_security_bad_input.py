@@ -7,7 +7,8 @@ message, Produce before authenticating (closed, as Kafka), garbage instead of a 
 an expired client certificate and one from a CA the broker does not trust (handshake refused),
 and KIP-368: SaslAuthenticate v1 states the session lifetime (connections.max.reauth.ms), a
 re-authentication on the same connection keeps it, another user may not take it over, and an
-expired session is closed at its next request.
+expired session is closed at its next request. The admin HTTP API of the same broker refuses a
+state-changing call without its token (401) and `kompakt admin` passes it (--token or env var).
 """
 from __future__ import annotations
 
@@ -26,11 +27,13 @@ from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateRespon
 from security_support import Endpoint, confluent_conf, roundtrip_confluent, security_broker, unique, values
 
 REAUTH_MS = 1500
+ADMIN_TOKEN = "admin-t0ken"
 
 
 @pytest.fixture(scope="module")
 def bad(tmp_path_factory):
-    extra = {"listener.name.sasl_plaintext.connections.max.reauth.ms": str(REAUTH_MS)}
+    extra = {"listener.name.sasl_plaintext.connections.max.reauth.ms": str(REAUTH_MS),
+             "admin.api.token": ADMIN_TOKEN}
     with security_broker(tmp_path_factory.mktemp("security-bad-input"), extra) as running:
         yield running
 
@@ -223,3 +226,24 @@ def test_saslhandshake_on_a_plain_listener(bad):
     c = Conn(proc.port)
     assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1, SaslHandshakeResponse).error_code == 34
     assert c.metadata_ok()                        # ILLEGAL_SASL_STATE is an answer, not a close
+
+
+def test_admin_api_token(bad):
+    import os
+    import subprocess
+    import sys
+    proc, _, _, eps = bad
+    topic = unique("admin-token")
+    assert roundtrip_confluent(eps["ssl"], topic, n=1) == values(1)
+    cli = [sys.executable, "-m", "kompakt", "admin", "--url", proc.metrics_url]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
+    refused = subprocess.run(cli + ["pause", topic, "0"], capture_output=True, text=True, env=env, timeout=60)
+    assert refused.returncode == 1 and "error 401" in refused.stderr
+    paused = subprocess.run(cli + ["--token", ADMIN_TOKEN, "pause", topic, "0"], capture_output=True, text=True,
+                            env=env, timeout=60)
+    assert paused.returncode == 0, paused.stderr
+    resumed = subprocess.run(cli + ["resume", topic, "0"], capture_output=True, text=True, timeout=60,
+                             env={**env, "KOMPAKT_ADMIN_TOKEN": ADMIN_TOKEN})
+    assert resumed.returncode == 0, resumed.stderr
+    broker_lines = [ln for ln in proc.log_text().splitlines() if not ln.startswith("===== start")]  # not argv
+    assert not any(ADMIN_TOKEN in ln or "alice-pw" in ln for ln in broker_lines)   # nor a JAAS password

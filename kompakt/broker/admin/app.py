@@ -20,6 +20,10 @@ compaction last run?" / "How many records are on a topic?"):
 | POST   | /v1/partitions/{topic}/{partition}/adopt     | body {"staging_dir": ...}: swap in a pipeline-compacted staging dir with cleaning paused, then move the cleaner point to its end; 409 when stale |
 | GET    | /v1/cleaner                                  | workers, current jobs, throttle, Kafka cleaner figures |
 
+Access (auth.py): with `admin.api.token` set, state-changing calls need `Authorization: Bearer
+<token>` (401 otherwise); a non-loopback `metrics.host` without a token refuses to start;
+`admin.api.ssl.enabled` serves HTTPS with the broker's PEM keys.
+
 The JSON views of partitions and the cleaner live in views.py, the OpenAPI document in
 openapi.py. Errors are JSON `{"error": <kind>, "message": <what and how to fix>, "status": n}`
 (plus `"kafka_error"` when a Kafka error code is behind it): 400 bad input, 404 unknown topic or
@@ -40,12 +44,14 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import time
 from collections import OrderedDict
 from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
+from kompakt.broker.admin.auth import admin_ssl_context, admin_token, check_exposure, token_middleware
 from kompakt.broker.admin.views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, count_records,
                                         is_compacted, jsonable, kafka_error_of, log_manager_of, partition_view,
                                         resolve_partition, topic_partitions)
@@ -62,8 +68,9 @@ SHUTDOWN_TIMEOUT_S = 2.0
 class AdminHandle:
     """A started admin server. `await handle` waits until it serves (start_admin binds at once)."""
 
-    def __init__(self, app: web.Application | None, sock: socket.socket | None):
-        self.app, self.sock = app, sock
+    def __init__(self, app: web.Application | None, sock: socket.socket | None,
+                 ssl_context: ssl.SSLContext | None = None):
+        self.app, self.sock, self.ssl_context = app, sock, ssl_context
         self.runner: web.AppRunner | None = None
         self.host: str | None = None
         self.port: int | None = None
@@ -76,7 +83,7 @@ class AdminHandle:
         if self.port is None:
             return None
         host = self.host if self.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.ssl_context else 'http'}://{host}:{self.port}"
 
     async def _serve(self) -> "AdminHandle":
         # A request still running at shutdown (a compact waiting up to ?wait= seconds) gets this
@@ -84,7 +91,7 @@ class AdminHandle:
         # shutdown.timeout.ms and a container runtime's stop grace period.
         self.runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await self.runner.setup()
-        await web.SockSite(self.runner, self.sock).start()
+        await web.SockSite(self.runner, self.sock, ssl_context=self.ssl_context).start()
         log.info("admin API and /metrics listening on %s", self.url)
         return self
 
@@ -115,6 +122,11 @@ def start_admin(broker: Any, *, host: str | None = None, port: int | None = None
     metrics = getattr(broker, "metrics", None)
     if metrics is not None and hasattr(metrics, "attach"):
         metrics.attach(broker)
+    token, ssl_context = None, None
+    if config is not None:
+        token = admin_token(config)
+        check_exposure(host, token)
+        ssl_context = admin_ssl_context(config)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         sock = socket.create_server((host, port), family=family, reuse_port=False)
@@ -122,7 +134,8 @@ def start_admin(broker: Any, *, host: str | None = None, port: int | None = None
         raise OSError(exc.errno, f"cannot bind the admin API to {host}:{port} ({exc.strerror}); "
                                  f"set metrics.port to a free port or 0 to disable it") from exc
     sock.setblocking(False)
-    handle = AdminHandle(make_app(broker), sock)
+    protect_reads = bool(config["admin.api.token.required.for.reads"]) if token else False
+    handle = AdminHandle(make_app(broker, token=token, protect_reads=protect_reads), sock, ssl_context)
     handle._task = asyncio.get_running_loop().create_task(handle._serve(), name="kompakt-admin")
     return handle
 
@@ -471,8 +484,9 @@ def _advance_cleaner_point(cleaner: Any, tp: Any, lg: Any, result: Any) -> None:
     update(os.path.dirname(os.path.abspath(os.fspath(lg.dir))), partition_to_update=(tp, int(end)))
 
 
-def make_app(broker: Any) -> web.Application:
-    app = web.Application(middlewares=[_errors], client_max_size=1 << 20)
+def make_app(broker: Any, *, token: str | None = None, protect_reads: bool = False) -> web.Application:
+    middlewares = [token_middleware(token, protect_reads)] if token else []
+    app = web.Application(middlewares=[*middlewares, _errors], client_max_size=1 << 20)
     app[BROKER_KEY] = broker
     app[JOBS_KEY] = Jobs()
     app.add_routes(routes)

@@ -23,6 +23,11 @@ from typing import Any
 DEFAULT_URL = "http://127.0.0.1:9644"
 
 
+def default_token(environ=os.environ) -> str | None:
+    """$KOMPAKT_ADMIN_TOKEN, else $KOMPAKT_ADMIN_API_TOKEN (the broker's own admin.api.token in a container)."""
+    return environ.get("KOMPAKT_ADMIN_TOKEN") or environ.get("KOMPAKT_ADMIN_API_TOKEN") or None
+
+
 def default_url(environ=os.environ) -> str:
     """$KOMPAKT_ADMIN_URL, else loopback on $KOMPAKT_METRICS_PORT (the port a container was given)."""
     if environ.get("KOMPAKT_ADMIN_URL"):
@@ -41,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=default_url(),
                         help=f"admin API base URL (default $KOMPAKT_ADMIN_URL, else http://127.0.0.1:"
                              f"$KOMPAKT_METRICS_PORT, else {DEFAULT_URL})")
+    parser.add_argument("--token", default=default_token(),
+                        help="admin API token (admin.api.token) for state-changing calls (default $KOMPAKT_ADMIN_TOKEN)")
+    parser.add_argument("--cacert", default=os.environ.get("KOMPAKT_ADMIN_CACERT"),
+                        help="PEM CA file to verify an https:// admin API (default $KOMPAKT_ADMIN_CACERT)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON answer")
     parser.add_argument("--timeout", type=float, default=30.0, help="HTTP timeout in seconds")
     sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -70,13 +79,25 @@ def _tp_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("partition", type=int)
 
 
+# How this process reaches the API (set once by run() from --token / --cacert): the token header
+# and the TLS context every call uses.
+CONNECTION: dict[str, Any] = {"headers": {}, "context": None}
+
+
+def configure_connection(token: str | None, cacert: str | None) -> None:
+    import ssl
+    CONNECTION["headers"] = {"Authorization": f"Bearer {token}"} if token else {}
+    CONNECTION["context"] = ssl.create_default_context(cafile=cacert) if cacert else None
+
+
 def request(base: str, method: str, path: str, body: Any = None, timeout: float = 30.0) -> tuple[int, Any]:
     """(status, JSON) of one call; AdminError(exit 2) when the broker cannot be reached."""
     url = base.rstrip("/") + path
     data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **CONNECTION["headers"]})
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=CONNECTION["context"]) as resp:
             return resp.status, _decode(resp.read())
     except urllib.error.HTTPError as exc:
         return exc.code, _decode(exc.read())
@@ -180,6 +201,7 @@ def _count(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    configure_connection(getattr(args, "token", None), getattr(args, "cacert", None))
     try:
         return _run(args)
     except AdminError as exc:
