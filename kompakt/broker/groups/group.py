@@ -7,20 +7,28 @@ leader, and it moves between states only through `transition()`. Timers, futures
 writes belong to the coordinator; this module never does I/O and never reads a clock (callers
 pass `now_ms`).
 
-Theory of operation (Kafka's classic rebalance protocol):
+Theory of operation (Kafka's classic rebalance protocol, as its GroupMetadataManager and
+ClassicGroup do it; membership.py has what each request does in each state):
 
-    Empty --PREPARE_REBALANCE--> PreparingRebalance     first JoinGroup; waits
-        group.initial.rebalance.delay.ms (extended while new members keep arriving, bounded by
-        the rebalance timeout) so that a starting fleet forms one generation, not N.
+    Empty --PREPARE_REBALANCE--> PreparingRebalance
+        the first member is added. The join phase waits group.initial.rebalance.delay.ms, again
+        (up to the rebalance timeout in all) while new members keep arriving, so that a starting
+        fleet forms one generation, not N; nothing but that timer ends an initial join phase.
     Stable / CompletingRebalance --PREPARE_REBALANCE--> PreparingRebalance
-        a member joins, leaves, dies (session timeout) or changes its protocols; the join phase
-        ends when every known member has rejoined or after rebalance.timeout.ms (members that did
-        not rejoin are removed).
+        a member is added, leaves (LeaveGroup), is expired (session timeout, or no SyncGroup
+        within the rebalance timeout), or rejoins with changed protocols; in Stable also when
+        the leader rejoins. Parked SyncGroups are answered REBALANCE_IN_PROGRESS.
+    PreparingRebalance, no transition: a member rejoining (even with new metadata) or leaving
+        only updates the group; the join phase ends as soon as every member has rejoined and no
+        pending member (MEMBER_ID_REQUIRED handed out, not yet back) remains, or when the join
+        timer fires: the rebalance timeout, i.e. the largest rebalance_timeout_ms of the members.
     PreparingRebalance --JOIN_COMPLETE--> CompletingRebalance
-        generation + 1, protocol chosen by vote, every waiting JoinGroup answered; the leader's
-        answer carries all members' metadata.
+        dynamic members that did not rejoin are removed (static ones stay), a member that
+        rejoined becomes leader if the leader did not, generation + 1, protocol chosen by vote,
+        every waiting JoinGroup answered; the leader's answer carries all members' metadata.
+        (If members remain but none rejoined, the phase waits another rebalance timeout.)
     PreparingRebalance --ALL_MEMBERS_LEFT--> Empty
-        nobody rejoined: generation + 1 with no protocol; committed offsets stay.
+        no member is left: generation + 1 with no protocol; committed offsets stay.
     CompletingRebalance --SYNC_COMPLETE--> Stable
         the leader's SyncGroup assignment was appended to __consumer_offsets and handed out.
     any --DELETE--> Dead

@@ -12,9 +12,44 @@ Timers (keys of GroupCoordinator._schedule; rescheduling replaces):
   * ("sync", group): members that do not send SyncGroup within the rebalance timeout after the
     join phase are removed and the group rebalances again.
 
+What each request does in each state (Kafka's classicGroupJoinToClassicGroup, ...Sync...,
+...Heartbeat..., classicGroupLeaveToClassicGroup; "rebalance" = PREPARE_REBALANCE, "try
+complete" = end the join phase if everybody rejoined and nothing is pending, never during the
+initial delay of a group coming from Empty):
+
+    request              | Empty               | PreparingRebalance   | CompletingRebalance      | Stable
+    ---------------------+---------------------+----------------------+--------------------------+--------------------------
+    JoinGroup, no id,    | pending + MEMBER_ID_REQUIRED (the member counts once it is back)
+      v4+, dynamic       |                     |                      |                          |
+    JoinGroup, no id,    | add, rebalance      | add, try complete    | add, rebalance           | add, rebalance
+      static new / <v4   |                     |                      |                          |
+    JoinGroup, no id,    | -                   | replace id (old one  | replace id, rebalance    | replace id; same protocol
+      static known       |                     | fenced), try complete|                          | selected: no rebalance
+    JoinGroup, pending id| add, rebalance      | add, try complete    | add, rebalance           | add, rebalance
+    JoinGroup, member id | UNKNOWN_MEMBER_ID   | update protocols and | same metadata: current   | leader or new metadata:
+                         |                     | timeouts, park, try  | generation at once;      | update, rebalance; else
+                         |                     | complete             | new: update, rebalance   | current generation at once
+    SyncGroup            | UNKNOWN_MEMBER_ID   | REBALANCE_IN_PROGRESS| park; the leader's one   | the member's assignment
+                         |                     |                      | stores and answers all   |
+    Heartbeat            | UNKNOWN_MEMBER_ID   | REBALANCE_IN_PROGRESS| NONE                     | NONE
+    LeaveGroup           | UNKNOWN_MEMBER_ID   | remove, try complete | remove, rebalance        | remove, rebalance
+    session expiry       | -                   | remove, complete if  | remove, rebalance        | remove, rebalance
+                         |                     | all rejoined (even in|                          |
+                         |                     | the initial delay)   |                          |
+    join timer           | -                   | end the join phase   | -                        | -
+    sync timer           | -                   | -                    | remove the members that did not sync, rebalance
+
+Every request first checks Dead (COORDINATOR_NOT_AVAILABLE) and the member (UNKNOWN_MEMBER_ID,
+FENCED_INSTANCE_ID for a replaced static id), then the generation (ILLEGAL_GENERATION).
+
 Parked requests: a JoinGroup or SyncGroup that must wait is an asyncio future on the member
 (`join_future` / `sync_future`), completed when its phase ends; a member removed meanwhile gets
-UNKNOWN_MEMBER_ID, a fenced static member FENCED_INSTANCE_ID.
+UNKNOWN_MEMBER_ID, a fenced static member FENCED_INSTANCE_ID. One deliberate difference from
+Kafka: when a member sends a second JoinGroup (or SyncGroup) while its first one is parked,
+Kafka just drops the first callback (its socket server reads one request per connection at a
+time, so that request's client has gone); here requests of one connection are answered in
+order, so the replaced one is answered REBALANCE_IN_PROGRESS rather than left to block the
+connection's later answers.
 
 Invariant: every transition goes through ClassicGroup.fire (group.py's table); the leader's
 assignment is appended to __consumer_offsets before any SyncGroup is answered with it.
@@ -276,7 +311,7 @@ class ClassicMembership:
         member.rebalance_timeout_ms = (req.rebalance_timeout_ms if req.rebalance_timeout_ms >= 0
                                        else req.session_timeout_ms)
         member.session_timeout_ms = req.session_timeout_ms
-        member.client_id, member.client_host = req.client_id, req.client_host
+        # (client id and host stay those of the replaced member, as in Kafka's replaceStaticMember)
         member.join_future = fut
         if group.is_state(GroupState.STABLE):
             if group.protocol_name == group.select_protocol():
@@ -477,7 +512,6 @@ class ClassicMembership:
         member = group.member(member_id)
         if group.is_state(GroupState.STABLE):
             self._remove_pending_sync_member(group, member_id)
-            self._reschedule_heartbeat(group, member)
             return SyncResult(protocol_type=group.protocol_type, protocol_name=group.protocol_name,
                               assignment=member.assignment)
         if group.is_state(GroupState.EMPTY):

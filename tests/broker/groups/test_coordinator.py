@@ -8,6 +8,7 @@ poll with deadlines, never assert on elapsed time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import types
@@ -69,6 +70,23 @@ async def started(broker, clock) -> GroupCoordinator:
     c = GroupCoordinator(broker, time_ms=clock)
     await c.start()
     return c
+
+
+@contextlib.asynccontextmanager
+async def own_coordinator(tmp_path, topics=(), **config):
+    """A started coordinator over a LogManager of its own with `config` overrides (keys with `_`
+    for `.`) and (name, partitions) topics; stopped and shut down on exit."""
+    cfg = make_config(tmp_path, **config)
+    lm = LogManager(cfg)
+    lm.startup()
+    for name, partitions in topics:
+        lm.create_topic(name, partitions, {})
+    c = await started(types.SimpleNamespace(config=cfg, log_manager=lm), Clock())
+    try:
+        yield c
+    finally:
+        await c.stop()
+        lm.shutdown()
 
 
 def join_req(member_id="", instance=None, session=5000, rebalance=5000, version=5,
@@ -396,11 +414,7 @@ async def test_metrics_export_group_figures(env):
 
 
 async def test_initial_rebalance_delay_gathers_a_starting_fleet(tmp_path):
-    config = make_config(tmp_path, group_initial_rebalance_delay_ms=300)
-    lm = LogManager(config)
-    lm.startup()
-    c = await started(types.SimpleNamespace(config=config, log_manager=lm), Clock())
-    try:
+    async with own_coordinator(tmp_path, group_initial_rebalance_delay_ms=300) as c:
         # v3: no MEMBER_ID_REQUIRED round trip; both arrive within the delay of the empty group
         first = asyncio.create_task(c.join_group(join_req(version=3)))
         await wait_for(lambda: c.groups.get("g") and c.groups["g"].members, "the first member")
@@ -408,9 +422,6 @@ async def test_initial_rebalance_delay_gathers_a_starting_fleet(tmp_path):
         a, b = await first, await second
         assert a.generation_id == b.generation_id == 1        # one generation, not two
         assert len((a if a.members else b).members) == 2
-    finally:
-        await c.stop()
-        lm.shutdown()
 
 
 async def test_stop_answers_parked_joins(env):
