@@ -9,6 +9,7 @@ commits (auto.offset.reset=earliest) and writes JSON lines to stdout:
     {"event": "revoked", "partitions": [0, 3]}
     {"event": "records", "records": [[partition, offset, "value"], ...]}   only after the commit
                                                                            of those records
+    {"event": "commit_failed" | "poll_failed", "error": "..."}   (the consumer carries on)
     {"event": "closed"}
 
 Records whose commit fails (a rebalance started) are not reported: the partition's next owner
@@ -25,9 +26,18 @@ import logging
 import os
 import sys
 import threading
+import time
 
 HEARTBEAT_MS = 250
 POLL_S = 0.1
+# kafka-python 3.0.12 drops a JoinGroup/SyncGroup round trip that completes after poll()'s timer
+# ran out if, by the next poll(), its consumer no longer asks to rejoin (the leader's metadata
+# snapshot caught up): the member never re-enables heartbeats, never applies its assignment and is
+# expired at its session timeout; when it still asks to rejoin it sends a fresh JoinGroup instead,
+# a needless rebalance. A short poll() hits that window under load (a join started with the
+# poll's last milliseconds), so kafka-python members poll for a second: records still return at
+# once, and a join almost always completes inside one poll() call.
+KAFKA_PYTHON_POLL_MS = 1000
 
 
 def emit(event: str, **fields) -> None:
@@ -64,7 +74,12 @@ def run_kafka_python(args, stop: threading.Event) -> None:
                              max_poll_interval_ms=args.rebalance_ms, **extra)
     consumer.subscribe([args.topic], listener=Listener())
     while not stop.is_set():
-        batches = consumer.poll(timeout_ms=int(POLL_S * 1000))
+        try:
+            batches = consumer.poll(timeout_ms=KAFKA_PYTHON_POLL_MS)
+        except KafkaError as exc:   # e.g. KafkaConnectionError while the broker restarts
+            emit("poll_failed", error=repr(exc))
+            time.sleep(POLL_S)
+            continue
         records = [[r.partition, r.offset, r.value.decode()] for rs in batches.values() for r in rs]
         if records:
             try:
@@ -163,6 +178,9 @@ def main() -> None:
     # Client warnings (and everything with GROUPS_CONSUMER_DEBUG=1) go to the member's stderr log.
     logging.basicConfig(level=logging.DEBUG if os.environ.get("GROUPS_CONSUMER_DEBUG") else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s %(threadName)s: %(message)s")
+    if os.environ.get("GROUPS_CONSUMER_DEBUG"):
+        import faulthandler
+        faulthandler.dump_traceback_later(3, repeat=True)   # where each thread is, every 3 s
     stop = threading.Event()
     watch_stdin(stop)
     RUNNERS[args.client](args, stop)
