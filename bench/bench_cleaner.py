@@ -38,6 +38,7 @@ SEGMENT_BYTES = 64 * 1024 * 1024
 BATCH_RECORDS = 100
 MAP_MEMORY = 128 * 1024 * 1024
 MB = 1024 * 1024
+INDEX_INTERVAL = 4096         # index.interval.bytes
 
 
 def generate(dir_: str, n: int, keys: int, value_size: int, codec: int) -> None:
@@ -49,6 +50,8 @@ def generate(dir_: str, n: int, keys: int, value_size: int, codec: int) -> None:
     seg_base = 0
     f = open(C.segment_file(dir_, 0, ".log"), "wb")
     size = 0
+    index = bytearray()       # the segment's offset index, one entry per index.interval.bytes, as the log writes
+    since_entry = 0
     enc = R.encode_varint
     while base < n:
         count = min(BATCH_RECORDS, n - base)
@@ -67,30 +70,42 @@ def generate(dir_: str, n: int, keys: int, value_size: int, codec: int) -> None:
         R._rewrite_crc(batch, 0, len(batch))
         if size + len(batch) > SEGMENT_BYTES:
             f.close()
+            _write_index(dir_, seg_base, index)
             seg_base = base
             f = open(C.segment_file(dir_, seg_base, ".log"), "wb")
             size = 0
+            index, since_entry = bytearray(), 0
+        if since_entry > INDEX_INTERVAL:
+            index += C.OFFSET_ENTRY.pack(base + count - 1 - seg_base, size)
+            since_entry = 0
         f.write(batch)
         size += len(batch)
+        since_entry += len(batch)
         base += count
     f.close()
+    _write_index(dir_, seg_base, index)
     # an empty active segment after the last one, so every record is cleanable
     open(C.segment_file(dir_, n, ".log"), "wb").close()
-    for name in os.listdir(dir_):
-        if name.endswith(".log"):
-            b = int(name[:20])
-            for ext in (".index", ".timeindex"):
-                open(C.segment_file(dir_, b, ext), "wb").close()
+    for ext in (".index", ".timeindex"):
+        open(C.segment_file(dir_, n, ext), "wb").close()
 
 
-def job_for(dir_: str, n: int, active_producers=None) -> C.CleanJob:
+def _write_index(dir_: str, base: int, entries: bytes) -> None:
+    with open(C.segment_file(dir_, base, ".index"), "wb") as f:
+        f.write(entries)
+    open(C.segment_file(dir_, base, ".timeindex"), "wb").close()
+
+
+def job_for(dir_: str, n: int, active_producers=None, check_ratio: float = 0.0) -> C.CleanJob:
     infos = []
     for name in sorted(os.listdir(dir_)):
         if name.endswith(".log"):
             p = os.path.join(dir_, name)
-            infos.append(C.SegmentInfo(int(name[:20]), p, os.path.getsize(p), 0, 0, 0.0))
+            infos.append(C.SegmentInfo(int(name[:20]), p, os.path.getsize(p), os.path.getsize(p[:-4] + ".index"),
+                                       0, 0.0))
     return C.CleanJob(("bench", 0), dir_, infos[:-1], infos[-1:], 0, n, 0, 1_700_000_000_000 + 1000,
-                      86_400_000, segment_bytes=1 << 30, active_producers=active_producers)
+                      86_400_000, segment_bytes=1 << 30, active_producers=active_producers,
+                      guarantee_check_ratio=check_ratio)
 
 
 def heap_peak(dir_: str, n: int) -> int:
@@ -104,8 +119,10 @@ def heap_peak(dir_: str, n: int) -> int:
     return peak
 
 
-def run(n: int, keys: int, value_size: int, codec: int, cache: str, measure_heap: bool = False) -> dict:
-    name = f"n{n}-k{keys}-v{value_size}-c{codec}" + (f"-b{BATCH_RECORDS}" if BATCH_RECORDS != 100 else "")
+def run(n: int, keys: int, value_size: int, codec: int, cache: str, measure_heap: bool = False,
+        check_ratio: float = 0.0) -> dict:
+    # "-i": segments with their offset index (the guarantee check samples through it, as on a broker)
+    name = f"n{n}-k{keys}-v{value_size}-c{codec}-i" + (f"-b{BATCH_RECORDS}" if BATCH_RECORDS != 100 else "")
     dir_ = os.path.join(cache, name)
     if not os.path.exists(os.path.join(dir_, "done")):
         shutil.rmtree(dir_, ignore_errors=True)
@@ -119,8 +136,10 @@ def run(n: int, keys: int, value_size: int, codec: int, cache: str, measure_heap
     cl = C.Cleaner(0, omap, monotonic=time.process_time)
     t0 = time.perf_counter()
     # as in the broker, the producer state comes from the log (none here: no idempotent producers)
-    res = cl.clean(job_for(dir_, n, active_producers={}))
+    res = cl.clean(job_for(dir_, n, active_producers={}, check_ratio=check_ratio))
     wall = time.perf_counter() - t0
+    check = res.guarantee
+    assert check is None or check.ok, check.violations
     total = res.stats.elapsed_secs
     peak = heap_peak(dir_, n) if measure_heap else 0
     C.delete_cleaned_files(dir_)
@@ -135,6 +154,10 @@ def run(n: int, keys: int, value_size: int, codec: int, cache: str, measure_heap
         "map_keys": res.map_size, "map_bytes": len(omap.buffer),
         "bytes_per_key_capacity": len(omap.buffer) / omap.capacity_max_desired_size,
         "heap_peak_mb": peak / MB, "util": s.buffer_utilization,
+        "check_s": check.seconds if check else 0.0, "check_ratio": check_ratio,
+        "check_records": check.records_checked if check else 0,
+        "check_batches": check.sampled_batches if check else 0,
+        "output_batches": check.output_batches if check else 0,
     }
 
 
@@ -151,6 +174,39 @@ def table(rows) -> str:
     return "\n".join(out)
 
 
+def check_table(rows) -> str:
+    """The guarantee check's cost (kompakt.cleaner.guarantee.check.ratio) against the clean it checks."""
+    out = ["| records | keys | check ratio | clean CPU s | check CPU s | check / clean | input batches read back "
+           "| records checked | output batches walked |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['records']:,} | {r['keys']:,} | {r['check_ratio']:g} | {r['total_s']:.3f} | {r['check_s']:.3f} "
+                   f"| {100 * r['check_s'] / r['total_s']:.1f}% | {r['check_batches']:,} | {r['check_records']:,} "
+                   f"| {r['output_batches']:,} |")
+    return "\n".join(out)
+
+
+def check_cost(args, codec) -> None:
+    """--check-ratios: the first size cleaned once per ratio, best of --repeat runs each."""
+    n, k, v = (DEFAULT_SIZES[1] if not args.sizes else tuple(int(x) for x in args.sizes.split(",")[0].split(":")))
+    rows = []
+    for ratio in [float(x) for x in args.check_ratios.split(",")]:
+        runs = [run(n, k, v, codec, args.cache, check_ratio=ratio) for _ in range(args.repeat)]
+        best = min(runs, key=lambda r: r["check_s"] / r["total_s"])
+        rows.append(best)
+        print(check_table([best]).split("\n")[-1], file=sys.stderr)
+    text = check_table(rows)
+    print(text)
+    if args.write:
+        head = (f"\n### Guarantee check cost, `bench/bench_cleaner.py {' '.join(sys.argv[1:])}` — "
+                f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n\n"
+                f"Machine: {platform.platform()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
+                f"load average {os.getloadavg()[0]:.1f} (shared with other work). CPU seconds of this process, "
+                f"best of {args.repeat} per ratio; the check runs after the clean (same process, same map).\n\n")
+        with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
+            f.write(head + text + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--large", action="store_true", help="add 10 M and 50 M records")
@@ -160,12 +216,18 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="append the table to bench/RESULTS.md")
     ap.add_argument("--no-heap", action="store_true", help="skip the tracemalloc run of each size")
     ap.add_argument("--batch-records", type=int, default=BATCH_RECORDS, help="records per batch (default 100)")
+    ap.add_argument("--check-ratios", help="measure the guarantee check at these ratios (e.g. 0.01,0.1,1) "
+                    "on the 2 M / 200 K clean (or the first --sizes entry) instead of the throughput table")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per ratio with --check-ratios (best kept)")
     args = ap.parse_args()
     sizes = DEFAULT_SIZES + (LARGE_SIZES if args.large else [])
     if args.sizes:
         sizes = [tuple(int(x) for x in s.split(":")) for s in args.sizes.split(",")]
     codec = R.CODEC_BY_NAME[args.codec]
     globals()["BATCH_RECORDS"] = args.batch_records
+    if args.check_ratios:
+        check_cost(args, codec)
+        return
     rows = []
     for n, k, v in sizes:
         print(f"cleaning {n:,} records over {k:,} keys, {v}-byte values ...", file=sys.stderr)

@@ -138,6 +138,11 @@ CLEANER_PARTITION_PAUSED = "kompakt_cleaner_partition_paused"
 CLEANER_PARTITION_UNCLEANABLE = "kompakt_cleaner_partition_uncleanable"
 CLEANER_PARTITION_HELD_BACK = "kompakt_cleaner_partition_tombstones_held_back"
 
+# --- the live compaction-guarantee check (cleaner/guarantees.py; scrape time) -----------------------
+GUARANTEE_VIOLATIONS = "kompakt_compaction_guarantee_violations_total"
+GUARANTEE_CHECKS = "kompakt_compaction_guarantee_checks_total"
+GUARANTEE_CHECK_TIME = "kompakt_compaction_guarantee_check_seconds_total"
+
 # --- group-safe tombstones (broker/tombstone_guard.py; scrape time) -------------------------------
 TOMBSTONE_STALE_GROUPS = "kompakt_tombstone_retention_stale_groups"
 TOMBSTONE_STALE_EVENTS = "kompakt_tombstone_retention_stale_group_events_total"
@@ -615,7 +620,18 @@ class LiveCollector:
             elif _num(value) is not None:
                 fam.add_metric([""], _num(value))
             yield fam
+        violations = CounterMetricFamily(GUARANTEE_VIOLATIONS[:-len("_total")], "Compaction guarantees (seed 004: "
+                                         "order, latest value kept, records unchanged, young tombstones kept) a "
+                                         "clean's output broke; each refused the swap and marked the partition "
+                                         "uncleanable, with an ERROR line. Kafka: none.", labels=["topic"])
+        for topic, n in sorted((_get(status, "guarantee_violations_by_topic") or {}).items()):
+            violations.add_metric([str(topic)], n)
+        yield violations
         for name, key, text in (
+                (GUARANTEE_CHECKS, "guarantee_checks_total", "Cleans whose output the guarantee check read back "
+                 "before the swap (kompakt.cleaner.guarantee.check.ratio > 0). Kafka: none."),
+                (GUARANTEE_CHECK_TIME, "guarantee_check_seconds_total", "Seconds the cleaner workers spent in the "
+                 "guarantee check. Kafka: none."),
                 (CLEANER_CLEANINGS, "cleanings_total", "Cleans completed. Kafka: logged per clean "
                  "(\"Cleaner 0: Log ... cleaned\"), no JMX counter."),
                 (CLEANER_BYTES_READ, "bytes_read_total", "Bytes read by the cleaner. Kafka: CleanerStats.bytesRead."),

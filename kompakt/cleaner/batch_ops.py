@@ -92,6 +92,19 @@ def records_of(batch: bytes, hdr) -> bytes:
     return decompress(codec, memoryview(batch)[HEADER_SIZE:])
 
 
+def walk_headers(buf, pos: int, end: int):
+    """(position, header tuple) of each complete batch of buf[pos, end), in order; stops at the
+    first batch length that is below a header or runs past `end`."""
+    unpack = HEADER.unpack_from
+    while end - pos >= HEADER_SIZE:
+        h = unpack(buf, pos)
+        size = h[H_LENGTH] + 12
+        if size < HEADER_SIZE or pos + size > end:
+            return
+        yield pos, h
+        pos += size
+
+
 class CorruptBatchError(ValueError):
     """A batch whose CRC does not match or whose records do not parse: the clean stops and the
     partition becomes uncleanable."""

@@ -50,7 +50,7 @@ import logging
 import time as _time
 from dataclasses import dataclass, field
 
-from kompakt.cleaner import batch_ops
+from kompakt.cleaner import batch_ops, guarantees
 from kompakt.cleaner import native as N
 from kompakt.cleaner import rules
 from kompakt.cleaner.batch_ops import (CONTROL_MASK, H_ATTRS, H_BASE_OFFSET, H_COUNT, H_LAST_DELTA,
@@ -107,6 +107,8 @@ class CleanJob:
     target_codec: int | None = None
     # pid -> (last data offset or -1, producer epoch); None: derive from the prescan
     active_producers: dict | None = None
+    # share of the input's batches the guarantee check reads back (guarantees.py; 0: no check)
+    guarantee_check_ratio: float = 0.0
     # the group-safe horizon offset: tombstones and markers of a batch ending at or past it stay,
     # whatever their delete horizon (rules.tombstones_removable); the broker computes it from the
     # committed offsets of kompakt.tombstone.retention.groups, LONG_MAX when the topic names none
@@ -129,6 +131,7 @@ class CleanResult:
     stats: CleanerStats = field(default_factory=CleanerStats)
     map_size: int = 0
     group_horizon_offset: int | None = None   # the job's, None when no group held tombstones back
+    guarantee: object = None                  # guarantees.CheckReport when the job asked for the check
 
 
 def segment_file(dir_: str, base_offset: int, ext: str, suffix: str = "") -> str:
@@ -170,16 +173,11 @@ class _Mapped:
         whole, so bytes that are not a whole batch (a batchLength, outside the CRC, below the header
         or past the end) are corruption: CorruptBatchError, never a silent end of the segment (the
         swap would drop every batch after it). `strict=False` (the prescan) just stops there."""
-        mm, end, pos = self.mm, self.size, start_pos
-        unpack = HEADER.unpack_from
-        while end - pos >= HEADER_SIZE:
-            h = unpack(mm, pos)
-            size = h[H_LENGTH] + 12
-            if size < HEADER_SIZE or pos + size > end:
-                break
-            yield pos, h
-            pos += size
-        if strict and pos != end:
+        pos = start_pos
+        for at, h in batch_ops.walk_headers(self.mm, start_pos, self.size):
+            yield at, h
+            pos = at + h[H_LENGTH] + 12
+        if strict and pos != self.size:
             raise self.torn(pos)
 
     def torn(self, pos: int) -> batch_ops.CorruptBatchError:
@@ -336,12 +334,18 @@ class Cleaner:
             for group in groups:
                 result.groups.append(self.clean_segments(job, group, markers, producers, txn_state,
                                                          stats, written))
+            stats.buffer_utilization = omap.utilization()
+            stats.all_done()
+            _break_for_test(result)
+            if job.guarantee_check_ratio > 0:
+                # before anything is swapped in: the broker refuses output with a violation
+                result.guarantee = guarantees.check_clean(
+                    job, result, omap, job.guarantee_check_ratio, is_aborted=lambda h: _is_aborted(markers, h),
+                    check_done=self.check_done, monotonic=self.monotonic)
         except BaseException:
             for path in written:
                 _unlink(path)
             raise
-        stats.buffer_utilization = omap.utilization()
-        stats.all_done()
         return result
 
     # pass 1 ------------------------------------------------------------------------------------
@@ -720,6 +724,27 @@ class _SegmentWriter:
 def _undecompressable(f, pos: int, tbl) -> batch_ops.CorruptBatchError:
     return batch_ops.CorruptBatchError(f"the batch at position {pos} of {f._f.name} does not decompress "
                                        f"({tbl.error(pos)})")
+
+
+BREAK_ENV = "TEST_KOMPAKT_CLEANER_BREAK"   # not KOMPAKT_*: those are broker config keys
+
+
+def _break_for_test(result) -> None:
+    """Test seam: env TEST_KOMPAKT_CLEANER_BREAK=drop_last_batch makes a clean lose the last batch
+    it wrote (the newest records of the first group), a broken clean the guarantee check must
+    catch before the swap (tests only)."""
+    if os.environ.get(BREAK_ENV) != "drop_last_batch" or not result.groups:
+        return
+    g = result.groups[0]
+    with open(g.log_path, "r+b") as f:
+        data = f.read()
+        last = None
+        for last, _ in batch_ops.walk_headers(data, 0, len(data)):
+            pass
+        if last is not None:
+            f.truncate(last)
+            g.size = last
+    log.error("test hook %s=drop_last_batch: the clean of %s dropped its last batch", BREAK_ENV, result.tp)
 
 
 def _next_base(segments, i, end):

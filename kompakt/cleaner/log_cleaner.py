@@ -94,7 +94,9 @@ class LogCleaner:
         self.metrics = CleanerMetrics()
         self.partitions: dict = {}            # tp -> PartitionCleanStatus
         self.totals = {"cleanings_total": 0, "bytes_read_total": 0, "bytes_written_total": 0,
-                       "messages_read_total": 0, "messages_written_total": 0}
+                       "messages_read_total": 0, "messages_written_total": 0,
+                       "guarantee_checks_total": 0, "guarantee_check_seconds_total": 0.0}
+        self.guarantee_violations: dict = {}  # topic -> violations found (kompakt_compaction_guarantee_violations_total)
         self.throttler = Throttler(self.io_max)
         self.workers: list[Worker] = []
         self.current: dict = {}               # worker id -> tp being cleaned
@@ -116,6 +118,7 @@ class LogCleaner:
         self.load_factor = float(_cfg(config, "log.cleaner.io.buffer.load.factor", 0.9))
         self.backoff_ms = int(_cfg(config, "log.cleaner.backoff.ms", 15000))
         self.io_max = float(_cfg(config, "log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308))
+        self.guarantee_check_ratio = float(_cfg(config, "kompakt.cleaner.guarantee.check.ratio", 0.005))
 
     async def reconfigure(self, config) -> None:
         """Dynamic cleaner configs changed (config/dynamic.py): like Kafka's LogCleaner.reconfigure,
@@ -240,6 +243,8 @@ class LogCleaner:
             "dedupe_buffer_size": self.dedupe_buffer_size,
             "cleans_aborted": self.metrics.cleans_aborted,
             "cleans_failed": self.metrics.cleans_failed,
+            "guarantee_check_ratio": self.guarantee_check_ratio,
+            "guarantee_violations_by_topic": dict(self.guarantee_violations),
         }
         d.update(self.totals)
         return d
@@ -364,7 +369,8 @@ class LogCleaner:
             index_interval_bytes=getattr(cfg, "index_interval_bytes", 4096),
             target_codec=CODECS.get(codec_name),
             active_producers=_active_producers(lg),
-            group_horizon_offset=self._group_horizon(ltc.tp, cfg))
+            group_horizon_offset=self._group_horizon(ltc.tp, cfg),
+            guarantee_check_ratio=self.guarantee_check_ratio)
 
     def _group_horizon(self, tp, cfg) -> int:
         if self.group_horizon is None:
@@ -385,6 +391,11 @@ class LogCleaner:
             log.info("Beginning cleaning of log %s-%d (dirty section [%d, %d), ratio %.2f)", tp[0], tp[1],
                      ltc.first_dirty_offset, ltc.first_uncleanable_offset, ltc.cleanable_ratio)
             kind, payload = worker.run(job, lambda: self.manager.is_aborted(tp), self._stop.is_set)
+            if kind == "ok" and payload.guarantee is not None:
+                self._note_check(tp, payload.guarantee)
+                if payload.guarantee.violations:
+                    self._discard(payload)
+                    kind, payload = "violation", payload.guarantee
             if kind == "ok":
                 if self.manager.is_aborted(tp) or self._stop.is_set():
                     self._discard(payload)
@@ -408,6 +419,10 @@ class LogCleaner:
                 log.warning("abandoned the clean of %s-%d: the disk is full (%s); the log is unchanged and "
                             "is cleaned again once there is space", tp[0], tp[1], payload)
                 outcome = {"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": f"disk full: {payload}"}
+            elif kind == "violation":
+                reason = self._refuse(lg, tp, log_dir, ltc, payload)
+                outcome = {"topic": tp[0], "partition": tp[1], "cleaned": False, "reason": reason,
+                           "guarantee": payload.as_dict()}
             elif kind == "died":
                 self.metrics.dead_thread_count += 1
                 C.delete_cleaned_files(lg.dir)
@@ -436,6 +451,34 @@ class LogCleaner:
             if fut is not None and not fut.done():
                 fut.set_result(outcome)
         return outcome
+
+    def _note_check(self, tp, report) -> None:
+        self.totals["guarantee_checks_total"] += 1
+        self.totals["guarantee_check_seconds_total"] += report.seconds
+        ps = self.partitions.setdefault(tp, PartitionCleanStatus())
+        ps.last_guarantee_check = {"ok": report.ok, "sampled_batches": report.sampled_batches,
+                                   "records_checked": report.records_checked,
+                                   "output_batches": report.output_batches,
+                                   "seconds": round(report.seconds, 6), "seed": report.seed,
+                                   "violations": [v.as_dict() for v in report.violations[:10]]}
+
+    def _refuse(self, lg, tp, log_dir, ltc, report) -> str:
+        """A clean whose output breaks a compaction guarantee: nothing is swapped in (the output is
+        already deleted), the partition is marked uncleanable, and everyone hears about it."""
+        n = len(report.violations)
+        self.guarantee_violations[tp[0]] = self.guarantee_violations.get(tp[0], 0) + n
+        kinds = sorted({v.kind for v in report.violations})
+        first = report.violations[0]
+        reason = (f"compaction guarantee violated ({', '.join(kinds)}): {first.detail}; "
+                  f"output discarded, log unchanged")
+        self._uncleanable(lg, tp, log_dir, reason)
+        log.error("COMPACTION GUARANTEE VIOLATED in the clean of %s-%d (dirty section [%d, %d)): %d violation(s) "
+                  "of %s; first: %s. The cleaned output was NOT swapped in (the log is unchanged) and the "
+                  "partition is marked uncleanable until restart. Check seed %d, sampled %d batches / %d "
+                  "records. Violations: %s", tp[0], tp[1], ltc.first_dirty_offset, ltc.first_uncleanable_offset,
+                  n, ", ".join(kinds), first.detail, report.seed, report.sampled_batches,
+                  report.records_checked, "; ".join(f"{v.kind}@{v.offset}" for v in report.violations[:20]))
+        return reason
 
     def _uncleanable(self, lg, tp, log_dir, reason: str) -> None:
         self.metrics.cleans_failed += 1

@@ -116,6 +116,7 @@ class PartitionCleanStatus:
     state: str = "None"
     uncleanable: bool = False
     last_error: str | None = None
+    last_guarantee_check: dict | None = None   # the guarantee check of the last clean (guarantees.py)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)

@@ -176,6 +176,10 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("log.cleaner.min.compaction.lag.ms", "long", 0, "Default min.compaction.lag.ms.", min=0),
     _k("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Default max.compaction.lag.ms.", min=1),
     _k("log.cleaner.delete.retention.ms", "long", 86400000, "Default delete.retention.ms.", min=0),
+    _k("kompakt.cleaner.guarantee.check.ratio", "double", 0.005,
+       "Kompakt: share of a clean's input batches whose records the guarantee check reads back before "
+       "the swap (0 turns the check off; the output's offset order is always checked when on).",
+       min=0.0, max=1.0),
     # --- group coordinator ---
     _k("group.initial.rebalance.delay.ms", "int", 3000, "Delay of the first rebalance of an empty group.", min=0),
     _k("group.min.session.timeout.ms", "int", 6000, "Smallest session.timeout.ms a member may ask.", min=0),

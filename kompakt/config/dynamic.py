@@ -65,7 +65,7 @@ LOG_KEYS = frozenset({
 CLEANER_KEYS = frozenset({
     "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
     "log.cleaner.io.buffer.size", "message.max.bytes", "log.cleaner.io.max.bytes.per.second",
-    "log.cleaner.backoff.ms",
+    "log.cleaner.backoff.ms", "kompakt.cleaner.guarantee.check.ratio",
 })
 OTHER_KEYS = frozenset({
     # DynamicThreadPool, DynamicProducerStateManagerConfig, SocketServer, metric reporters,

@@ -135,6 +135,7 @@ def _declare(lib) -> None:
         "km_filter_range": ([_p, _i64, _p, _i64, _i64, _i64, _i64, _i64, _p, _i64, _p, _i64, _p,
                              _i64, _p, _i64, _i64, _p, _p, _p, _p, _i64, _i64, _p, _i64, _cp, _i64], _i64),
         "km_prescan": ([_p, _i64, _i64, _i64, _p, _i64, _p, _i64, _i64, _p], _i64),
+        "km_batch_walk": ([_p, _i64, _p, _p, _p, _i64, _p], _i64),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)

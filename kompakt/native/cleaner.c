@@ -807,3 +807,33 @@ int64_t km_prescan(const uint8_t *buf, int64_t end, int64_t dirty_start, int64_t
     io[0] = pos;
     return RC_END;
 }
+
+/*
+ * Batch boundaries of buf[io[0], end), for the guarantee check (kompakt.cleaner.guarantees): per
+ * complete batch its position, base offset and last offset into the arrays (at most cap), io[1]
+ * of them; io[0] is the position (in/out). RC_FLUSH when the arrays are full, RC_END at the end or
+ * at the first incomplete batch (the caller compares io[0] with the file size).
+ */
+int64_t km_batch_walk(const uint8_t *buf, int64_t end, int64_t *pos_out, int64_t *base_out, int64_t *last_out,
+                      int64_t cap, int64_t *io) {
+    int64_t pos = io[0];
+    int64_t n = 0;
+    while (end - pos >= 61) {
+        const uint8_t *b = buf + pos;
+        int64_t size = (int64_t)be32(b + 8) + 12;
+        if (size < 61 || pos + size > end) break;
+        if (n >= cap) {
+            io[0] = pos;
+            io[1] = n;
+            return RC_FLUSH;
+        }
+        pos_out[n] = pos;
+        base_out[n] = (int64_t)be64(b);
+        last_out[n] = base_out[n] + be32(b + 23);
+        n++;
+        pos += size;
+    }
+    io[0] = pos;
+    io[1] = n;
+    return RC_END;
+}
