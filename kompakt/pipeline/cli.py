@@ -2,7 +2,8 @@
 
 Jobs: audit (table; --output FILE.json, --chart FILE.png), snapshot (--topic, --output DIR,
 --as-of-offset / --as-of-timestamp), compact (--topic, --partition, --output STAGING_DIR),
-verify (PATH = compacted partition or staging dir; --source ORIGINAL for the content checks).
+verify (PATH = compacted partition, staging dir, or log dir with --topic for every partition of
+the topic; --source ORIGINAL for the content checks).
 PATH is a log dir, a partition dir or <log dir>/<topic>; several may be given.
 Every job takes --master (default local[*]) and --conf key=value (repeatable) for Spark, shows
 progress on stderr and prints a summary on stdout. Exit status: 0 ok, 1 failure or violations.
@@ -48,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--index-interval-bytes", type=int, help="index.interval.bytes of the output (default: the topic's)")
     c.add_argument("--now-ms", type=int, help="the clock for delete horizons (default: now)")
     c.add_argument("--buckets", type=int, help="filtering tasks (default: one per 16 MiB of log)")
-    v = sub.add_parser("verify", help="check a compacted partition against the guarantees")
+    v = sub.add_parser("verify", help="check a compacted partition, or a topic, against the guarantees")
     _common(v)
     v.add_argument("--source", help="the partition (or its log dir) before compaction")
     v.add_argument("--topic")
@@ -148,7 +149,8 @@ def _run(args, t0: float) -> int:
         from kompakt.pipeline.jobs.verify import verify
 
         if len(args.paths) != 1:
-            print("verify takes one PATH (a partition dir or a staging dir)", file=sys.stderr)
+            print("verify takes one PATH (a partition dir, a staging dir, or a log dir with --topic)",
+                  file=sys.stderr)
             return 1
         spark = _session(args) if args.source else None
         rep = verify(spark, args.paths[0], source=args.source, topic=args.topic, partition=args.partition,
@@ -158,8 +160,13 @@ def _run(args, t0: float) -> int:
                 json.dump(rep, f, indent=1)
         for v in rep["violations"][:50]:
             print("VIOLATION " + " ".join(f"{k}={v[k]}" for k in v))
-        extra = " ".join(f"{k}={rep[k]}" for k in ("superseded_kept", "aborted_kept", "removed_tombstones") if k in rep)
-        print(f"verify {rep['topic']}-{rep['partition']}: {rep['records']} records, {rep['batches']} batches, "
-              f"{len(rep['violations'])} violations {extra} -> {'OK' if rep['ok'] else 'FAILED'}")
+        for part in rep.get("partitions", [rep]):
+            extra = " ".join(f"{k}={part[k]}" for k in ("superseded_kept", "aborted_kept", "removed_tombstones")
+                             if k in part)
+            print(f"verify {part['topic']}-{part['partition']}: {part['records']} records, {part['batches']} "
+                  f"batches, {len(part['violations'])} violations {extra} -> {'OK' if part['ok'] else 'FAILED'}")
+        if "partitions" in rep:
+            print(f"verify {rep['topic']}: {len(rep['partitions'])} partitions, {rep['records']} records, "
+                  f"{len(rep['violations'])} violations -> {'OK' if rep['ok'] else 'FAILED'}")
         return 0 if rep["ok"] else 1
     raise ValueError(f"unknown job {args.job}")

@@ -27,8 +27,11 @@ def compacted(spark, tmp_path_factory):
 
 def _rewrite_first_segment(staging, drop=None, change=None):
     """Rebuild the staged segment's batches, dropping or changing the record at one offset."""
-    seg = rd.list_segments(staging)[0]
-    data = open(seg.log_path, "rb").read()
+    _rewrite_segment(rd.list_segments(staging)[0].log_path, drop, change)
+
+
+def _rewrite_segment(log_path, drop=None, change=None):
+    data = open(log_path, "rb").read()
     out = bytearray()
     for pos, h in R.iter_batches(data):
         recs = R.decode_records(data, pos, h)
@@ -44,10 +47,10 @@ def _rewrite_first_segment(staging, drop=None, change=None):
             out += R.build_batch(kept, base_offset=h.base_offset, base_timestamp=h.base_timestamp,
                                  last_offset_delta=h.last_offset_delta,
                                  delete_horizon_ms=h.delete_horizon_ms if h.has_delete_horizon else None)
-    with open(seg.log_path, "wb") as f:
+    with open(log_path, "wb") as f:
         f.write(out)
     for ext in (".index", ".timeindex"):
-        os.unlink(seg.log_path[:-4] + ext)
+        os.unlink(log_path[:-4] + ext)
 
 
 def test_correct_compaction_verifies(spark, compacted):
@@ -86,3 +89,22 @@ def test_crc_and_order_without_source(compacted, tmp_path):
         f.write(bytes([b[0] ^ 1]))
     rep = verify(None, str(bad))
     assert not rep["ok"] and rep["violations"][0]["kind"] == "crc" and rep["corrupt_batches"] == 1
+
+
+def test_a_whole_topic_is_verified_partition_by_partition(spark, tmp_path):
+    """A log dir holding two partitions of a topic, against its own copy before compaction: every
+    partition is checked and a violation names its partition."""
+    src = tmp_path / "src"
+    for p in (0, 1):
+        write_partition(str(src), "w", p, keyed_batches(120, 20, tombstone_every=7), segment_bytes=2000)
+    live = tmp_path / "live"
+    shutil.copytree(src, live)
+    # verified range: up to the active segment; its newest record is the latest of its key: drop it
+    segs = rd.list_segments(str(live / "w-1"))
+    newest = segs[-1].base_offset - 1
+    _rewrite_segment(segs[-2].log_path, drop=newest)
+    rep = verify(spark, str(live), source=str(src), topic="w", now_ms=NOW)
+    assert [(p["partition"], p["ok"]) for p in rep["partitions"]] == [(0, True), (1, False)]
+    assert not rep["ok"] and [(v["partition"], v["kind"], v["offset"]) for v in rep["violations"]] == [(1, "latest", newest)]
+    assert rep["records"] == sum(p["records"] for p in rep["partitions"]) > 0
+    assert set(rep["checks"]) >= {"order", "latest", "changed", "tombstone"}

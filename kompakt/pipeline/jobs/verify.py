@@ -1,4 +1,6 @@
-"""`kompakt pipeline verify`: check a compacted partition against compaction's guarantees.
+"""`kompakt pipeline verify`: check a compacted partition, or every partition of a topic, against
+compaction's guarantees: the checks the cleaner runs live before each swap
+(kompakt.cleaner.guarantees.CHECKS, same names), here over whole partitions.
 
 Always (pure Python over the compacted partition, every batch):
   * crc           every batch's CRC-32C is valid and every record decodes;
@@ -13,6 +15,10 @@ base), as Spark joins:
   * tombstone     a tombstone removed before its horizon is a violation of its own kind.
 Reported, not violations (the cleaner may legitimately leave them after a partial pass):
 superseded records still present, aborted records still present.
+A PATH holding several partitions of one topic (a log dir with --topic) is verified partition by
+partition (--source then names the log dir before compaction); the report lists each partition's
+and sums them. Consumer groups are not known here: a tombstone that kompakt.tombstone.retention.
+groups kept past its horizon is not a violation, nor is one removed after its horizon.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import os
 import sys
 import time
 
+from kompakt.cleaner import guarantees
 from kompakt.pipeline import reader as rd
 
 COLUMNS = ("offset long, key binary, value binary, headers array<struct<key:string,value:binary>>, "
@@ -53,6 +60,8 @@ def integrity(part: rd.PartitionDir) -> dict:
 def verify(spark, target: str, *, source: str | None = None, topic: str | None = None,
            partition: int | None = None, now_ms: int | None = None, start: int | None = None,
            end: int | None = None, max_examples: int = 20, progress=None) -> dict:
+    """One partition's report; with several partitions of one topic under `target`, the topic's
+    (each partition's report under "partitions", violations tagged with their partition)."""
     say = progress or (lambda msg: print(msg, file=sys.stderr, flush=True))
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     parts = rd.find_partitions(target, {topic} if topic else None, {partition} if partition is not None else None)
@@ -61,9 +70,28 @@ def verify(spark, target: str, *, source: str | None = None, topic: str | None =
     if os.path.exists(mpath):
         with open(mpath) as f:
             manifest = json.load(f)
-    if len(parts) != 1:
-        raise ValueError(f"verify checks one partition; {target} holds {len(parts)} (give --topic/--partition)")
-    part = parts[0]
+    if not parts:
+        raise FileNotFoundError(f"no partitions{' of ' + topic if topic else ''} under {target}")
+    if len(parts) == 1:
+        return _verify_partition(spark, parts[0], source, now_ms, manifest, start, end, max_examples, say)
+    if len({p.topic for p in parts}) != 1:
+        raise ValueError(f"{target} holds partitions of {len({p.topic for p in parts})} topics: "
+                         "name one with --topic (and --partition for one partition)")
+    if start is not None or end is not None:
+        raise ValueError("an offset range applies to one partition: give --partition")
+    reports = [_verify_partition(spark, part, source, now_ms, None, None, None, max_examples, say)
+               for part in parts]
+    out = dict(topic=parts[0].topic, now_ms=now_ms, checks=guarantees.CHECKS, partitions=reports,
+               violations=[dict(v, partition=r["partition"]) for r in reports for v in r["violations"]])
+    for key in ("records", "batches", "corrupt_batches", "changed_records", "missing_latest", "superseded_kept",
+                "aborted_kept", "removed_tombstones"):
+        if any(key in r for r in reports):
+            out[key] = sum(r.get(key, 0) for r in reports)
+    out["ok"] = all(r["ok"] for r in reports)
+    return out
+
+
+def _verify_partition(spark, part, source, now_ms, manifest, start, end, max_examples, say) -> dict:
     say(f"verify {part.topic}-{part.partition}: CRCs and order")
     report = dict(topic=part.topic, partition=part.partition, now_ms=now_ms, **integrity(part))
     if source is None:
@@ -119,9 +147,7 @@ def verify(spark, target: str, *, source: str | None = None, topic: str | None =
             .withColumn("total", F.count(F.lit(1)).over(Window.partitionBy("kind")))
             .where(F.col("n") <= max_examples).collect())
     totals = {r.kind: r.total for r in rows}
-    details = {"changed": "record not in the source at this offset, or rewritten",
-               "latest": "latest value of the key is missing",
-               "tombstone": "tombstone removed before its delete horizon"}
+    details = {kind: guarantees.CHECKS[kind] for kind in ("changed", "latest", "tombstone")}
     v = report["violations"]
     for r in sorted(rows, key=lambda r: (r.kind, r.offset)):
         if r.kind in details:
