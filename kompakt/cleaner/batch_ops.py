@@ -39,7 +39,7 @@ import crc32c as _crc32c
 
 from kompakt.cleaner import native as _native
 from kompakt.cleaner import rules
-from kompakt.protocol.records import compress, decompress, encode_varint
+from kompakt.protocol.records import CorruptRecordError, compress, decompress, encode_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61
@@ -89,7 +89,10 @@ def records_of(batch: bytes, hdr) -> bytes:
         return batch
     if len(batch) == HEADER_SIZE:     # an empty batch with the codec bit (written before it was cleared)
         return b""
-    return decompress(codec, memoryview(batch)[HEADER_SIZE:])
+    try:
+        return decompress(codec, memoryview(batch)[HEADER_SIZE:])
+    except CorruptRecordError as exc:  # an unknown codec or bytes that do not decompress
+        raise CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]}: {exc}") from exc
 
 
 def walk_headers(buf, pos: int, end: int):
@@ -180,12 +183,13 @@ def _py_index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int
         # length
         b = data[p]
         if b < 0x80:
-            ln = b >> 1
+            ln = (b >> 1) ^ -(b & 1)       # zigzag: an odd byte is a negative length (corrupt below)
             p += 1
         else:
             b2 = data[p + 1]
             if b2 < 0x80:
-                ln = ((b & 0x7F) | (b2 << 7)) >> 1
+                ln = (b & 0x7F) | (b2 << 7)
+                ln = (ln >> 1) ^ -(ln & 1)
                 p += 2
             else:
                 ln, p = _varint_slow(data, p)
@@ -376,12 +380,13 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, remo
         start = p
         b = data[p]
         if b < 0x80:
-            ln = b >> 1
+            ln = (b >> 1) ^ -(b & 1)       # zigzag: an odd byte is a negative length (corrupt below)
             p += 1
         else:
             b2 = data[p + 1]
             if b2 < 0x80:
-                ln = ((b & 0x7F) | (b2 << 7)) >> 1
+                ln = (b & 0x7F) | (b2 << 7)
+                ln = (ln >> 1) ^ -(ln & 1)
                 p += 2
             else:
                 ln, p = _varint_slow(data, p)
@@ -419,6 +424,8 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, remo
         offs.append(base + od)
         if q + max(kl, 0) >= rec_end:  # the key and at least the valueLength byte lie in the record
             raise _corrupt(hdr)
+        if data[q + max(kl, 0)] >= 0x80 and _varint_slow(data, q + max(kl, 0))[1] > rec_end:
+            raise _corrupt(hdr)              # a valueLength running out of its record (as native.c)
         if kl >= 0:
             digests.append(_md5(data[q:q + kl]).digest())
             q += kl

@@ -386,6 +386,13 @@ def records_payload(buf, pos: int, header: BatchHeader) -> bytes:
     return decompress(header.compression, data)
 
 
+def _within(n: int, p: int, rec_end: int, what: str) -> None:
+    """A length field must stay inside its record: a huge or crafted one must not make the decoder
+    slice past it (or walk backwards, looping for ever over a huge header count)."""
+    if n > rec_end - p:
+        raise CorruptRecordError(f"record {what} of {n} bytes runs past the record's end")
+
+
 def _decode_record(data: bytes, p: int, end: int):
     length, p = _decode_varint(data, p)
     rec_end = p + length
@@ -397,24 +404,32 @@ def _decode_record(data: bytes, p: int, end: int):
     off_delta, p = _decode_varint(data, p)
     klen, p = _decode_varint(data, p)
     if klen >= 0:
+        _within(klen, p, rec_end, "key")
         key = data[p:p + klen]
         p += klen
     else:
         key = None
     vlen, p = _decode_varint(data, p)
     if vlen >= 0:
+        _within(vlen, p, rec_end, "value")
         value = data[p:p + vlen]
         p += vlen
     else:
         value = None
     hcount, p = _decode_varint(data, p)
+    if hcount < 0 or hcount > rec_end - p:   # a header takes at least 2 bytes (Kafka: InvalidRecordException)
+        raise CorruptRecordError(f"invalid number of record headers {hcount}")
     headers = []
     for _ in range(hcount):
         hklen, p = _decode_varint(data, p)
+        if hklen < 0:
+            raise CorruptRecordError(f"invalid negative header key size {hklen}")
+        _within(hklen, p, rec_end, "header key")
         hkey = data[p:p + hklen].decode("utf-8", "replace")
         p += hklen
         hvlen, p = _decode_varint(data, p)
         if hvlen >= 0:
+            _within(hvlen, p, rec_end, "header value")
             hval = data[p:p + hvlen]
             p += hvlen
         else:
