@@ -11,6 +11,8 @@ connection (frames beyond that wait, parsed later, in the reader) and reading pa
 many are in flight or while the transport's write buffer is above its high-water mark
 (`pause_writing`); it resumes when both clear. A slow consumer throttles its own connection and
 nobody else's. Responses that finish in the same loop pass leave in one `writelines` (writev).
+A client over its byte-rate quota (broker/quotas) is muted the same way for the throttle time
+its answer carries (`throttle`): no new request is read or started until it ends.
 
 Failure policy: an oversized or negative size prefix, a malformed header or body, an unknown API
 key, an unsupported version (other than ApiVersions) or a handler bug closes this connection
@@ -74,6 +76,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.security = security             # the listener's security.setup.ListenerSecurity (None: plain)
         self.session = Session(listener=listener)   # who the client is (security/session.py)
         self.gate = None                     # SASL: admits(api_key) before each request, else None
+        self._throttled = None               # the TimerHandle ending a quota throttle, while muted
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -96,6 +99,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc) -> None:
         self.broker.connections.discard(self)
+        if self._throttled is not None:
+            self._throttled.cancel()
+            self._throttled = None
         if self.broker.metrics is not None:
             self.broker.metrics.connection_closed()
         for slot in self.pending:
@@ -122,7 +128,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._processing = True
         try:
             reader = self.reader
-            while not self._closing and len(self.pending) < self.max_in_flight:
+            while not self._closing and self._throttled is None and len(self.pending) < self.max_in_flight:
                 try:
                     frame = reader.next_frame()
                 except InvalidFrameError as exc:
@@ -181,6 +187,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     async def _run(self, slot: _Slot, frame, ctx, module, request) -> None:
         try:
             slot.data = await self.dispatcher.run(ctx, module, request)
+            if ctx.throttle_ms > 0:
+                self.throttle(ctx.throttle_ms)
             del ctx, request
             self.reader.recycle(frame)       # answered: a large frame's buffer can take the next one
         except asyncio.CancelledError:
@@ -249,13 +257,31 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self.pending) >= self.max_in_flight
+        should_pause = self._write_paused or len(self.pending) >= self.max_in_flight or self._throttled is not None
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
+
+    # -- quota throttling ------------------------------------------------------------------------
+    def throttle(self, ms: int) -> None:
+        """A quota violation (broker/quotas): read and start no new request for `ms` milliseconds
+        (Kafka mutes the channel; the answer carrying throttle_time_ms still goes out now, and
+        requests already started finish). A longer throttle replaces a shorter one."""
+        end = self._loop.time() + ms / 1000.0
+        if self._throttled is not None:
+            if self._throttled.when() >= end:
+                return
+            self._throttled.cancel()
+        self._throttled = self._loop.call_at(end, self._end_throttle)
+        self._update_reading()
+
+    def _end_throttle(self) -> None:
+        self._throttled = None
+        self._update_reading()
+        self._process()
 
     # -- closing ---------------------------------------------------------------------------------
     def _violation(self, reason: str) -> None:

@@ -29,7 +29,7 @@ from kompakt.broker.security.session import PLAIN_SESSION
 
 class RequestContext:
     __slots__ = ("broker", "header", "api_version", "client_id", "correlation_id", "peer", "frame_size",
-                 "listener", "parked", "session")
+                 "listener", "parked", "session", "throttle_ms")
 
     def __init__(self, broker, header, peer: str = "", frame_size: int = 0, listener: str | None = None,
                  parked=None, session=None):
@@ -43,6 +43,9 @@ class RequestContext:
         self.frame_size = frame_size
         self.parked = parked              # the connection's fetch_wait.Parked (None outside a connection)
         self.session = session if session is not None else PLAIN_SESSION
+        # A handler that finds the client over its quota sets this: the connection reads no new
+        # request for that long after the answer (Kafka's channel muting, broker/quotas).
+        self.throttle_ms = 0
 
     @property
     def log_manager(self):

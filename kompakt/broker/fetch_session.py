@@ -52,12 +52,16 @@ class SessionPartition:
 
     def changed(self, result) -> bool:
         """Whether `result` (a FetchPartitionResult) carries news for the client, remembering it."""
-        news = (result.error_code != 0 or bool(result.records)
+        news = self.has_news(result)
+        self.remember(result)
+        return news
+
+    def has_news(self, result) -> bool:
+        """`changed` without remembering (a quota-throttled answer tells the client nothing)."""
+        return (result.error_code != 0 or bool(result.records)
                 or result.high_watermark != self.high_watermark
                 or result.last_stable_offset != self.last_stable_offset
                 or result.log_start_offset != self.log_start_offset)
-        self.remember(result)
-        return news
 
     def remember(self, result) -> None:
         self.high_watermark = result.high_watermark

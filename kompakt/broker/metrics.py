@@ -78,6 +78,10 @@ REQUEST_ERRORS = "kompakt_request_errors_total"
 REQUEST_BYTES = "kompakt_request_bytes_total"
 RESPONSE_BYTES = "kompakt_response_bytes_total"
 
+# --- client quota family (broker/quotas) ----------------------------------------------------------
+QUOTA_THROTTLED = "kompakt_client_quota_throttled_requests_total"
+QUOTA_THROTTLE_TIME = "kompakt_client_quota_throttle_seconds_total"
+
 # --- topic family --------------------------------------------------------------------------------
 TOPIC_BYTES_IN = "kompakt_topic_bytes_in_total"
 TOPIC_BYTES_OUT = "kompakt_topic_bytes_out_total"
@@ -198,6 +202,14 @@ class Metrics:
             REQUEST_ERRORS, "Error codes returned, by API and Kafka error name (partition-level errors "
             "included). Kafka: kafka.network:type=RequestMetrics,name=ErrorsPerSec,request=<api>,error=<error>.",
             ["api", "error"], registry=r)
+        self.quota_throttled = Counter(
+            QUOTA_THROTTLED, "Produce/Fetch answers throttled by a client byte-rate quota, by quota type. "
+            "Kafka: kafka.server:type={Produce,Fetch},user=,client-id= throttle-time (count).",
+            ["quota_type"], registry=r)
+        self.quota_throttle_time = Counter(
+            QUOTA_THROTTLE_TIME, "Throttle time given to clients over a byte-rate quota, by quota type. "
+            "Kafka: kafka.server:type={Produce,Fetch},user=,client-id= throttle-time.",
+            ["quota_type"], registry=r)
         # Requests and topic traffic are counted on every request: plain lists updated by the one
         # writer (the event loop), exported by HotPathCollector at scrape time.
         self.hot = HotPathCollector(LATENCY_BUCKETS)
@@ -235,6 +247,11 @@ class Metrics:
         if child is None:
             child = self._err_children[key] = self.request_errors.labels(api, _error_name(key[1]))
         child.inc(count)
+
+    def record_quota_throttle(self, quota_type: str, throttle_ms: int) -> None:
+        """A client throttled by its `produce` or `fetch` byte-rate quota (rare: not the hot path)."""
+        self.quota_throttled.labels(quota_type).inc()
+        self.quota_throttle_time.labels(quota_type).inc(throttle_ms / 1000.0)
 
     def record_produce(self, topic: str, nbytes: int, nmessages: int) -> None:
         row = self.hot.topics.get(topic)

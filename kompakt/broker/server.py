@@ -99,6 +99,11 @@ class Broker:
         if self.cleaner is not None:
             self.cleaner.group_horizon = self.tombstone_guard.horizon
 
+        from kompakt.broker.quotas.manager import ClientQuotas
+        from kompakt.broker.state_files import CLIENT_QUOTAS_FILE
+        self.quotas = ClientQuotas(config, StateFile(config.log_dirs[0], CLIENT_QUOTAS_FILE))
+        self.quotas.load()
+
         from kompakt.broker.reconfigure import register_reconfigurables
         register_reconfigurables(self)
         self.dispatcher = Dispatcher(self)

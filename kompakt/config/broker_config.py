@@ -250,6 +250,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("admin.api.ssl.enabled", "bool", False, "Serve the admin API over TLS with the ssl.keystore.* keys."),
     # --- fetch (protocol-server) ---
     _k("fetch.max.bytes", "int", 57671680, "Largest fetch response the broker builds.", min=1024),
+    # --- client quotas (broker/quotas) ---
+    _k("quota.window.num", "int", 11, "Samples kept of each client's byte rate (quota enforcement).", min=1),
+    _k("quota.window.size.seconds", "int", 1, "Time span of each client quota sample.", min=1),
 ]}
 
 # Keys that are meaningful to a Kafka cluster but not to a single node; accepted and logged.

@@ -350,7 +350,7 @@ def _put_nullable_string(out: bytearray, s: str | None, compact: bool) -> None:
         _put_string(out, s, compact)
 
 
-def encode_produce_response(correlation_id: int, version: int, topics) -> bytes:
+def encode_produce_response(correlation_id: int, version: int, topics, throttle_time_ms: int = 0) -> bytes:
     """ProduceResponse v0-v13, framed. `topics`: [(name, topic_id, [(index, error_code, base_offset,
     log_append_time_ms, log_start_offset, error_message)])]. Record errors are always empty and the
     v10+ tagged fields (current leader, node endpoints) are never sent: we are always the leader."""
@@ -379,7 +379,7 @@ def encode_produce_response(correlation_id: int, version: int, topics) -> bytes:
         if flex:
             out.append(0)
     if version >= 1:
-        out += INT32.pack(0)                            # throttle_time_ms
+        out += INT32.pack(throttle_time_ms)
     if flex:
         out.append(0)
     INT32.pack_into(out, 0, len(out) - 4)

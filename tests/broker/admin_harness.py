@@ -57,7 +57,10 @@ class Harness:
         if isinstance(prepared, (bytes, bytearray)):
             return bytes(prepared)
         ctx, module, request = prepared
-        return bytes(await dispatcher.run(ctx, module, request))
+        out = await dispatcher.run(ctx, module, request)
+        if isinstance(out, list):                # Fetch's zero-copy answer: a list of buffers
+            return b"".join(bytes(chunk) for chunk in out)
+        return bytes(out)
 
     async def call(self, request, version: int, correlation_id: int = 1):
         """Encode a kafka-python request object, run it, decode the response object."""

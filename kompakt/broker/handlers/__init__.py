@@ -2,11 +2,12 @@
 
 Each module defines `API_KEY`, `MIN_VERSION`, `MAX_VERSION` and `async def handle(ctx, request)`.
 `HANDLERS` (api key -> module) is the only source of the ranges ApiVersions advertises: an API
-is served exactly when its module is listed here and imports.
+is served exactly when its module is listed here and imports, and advertised unless the module
+says `ADVERTISED = False` (GetTelemetrySubscriptions: Kafka's own rule, see version_ranges).
 
 Modules are owned by different engineers (docs/contracts.md); a listed module that does not exist
 yet is skipped with a debug log line, so the broker runs while the others land.
-What is not implemented (ACLs, quotas, SASL, KRaft/replication APIs, share groups, client
+What is not implemented (KRaft/replication APIs, share groups, client
 telemetry pushes, KIP-848 consumer groups) is simply not listed, and clients are told so by
 ApiVersions.
 """
@@ -34,6 +35,8 @@ MODULES = (
     # cluster operations a single node answers (apis)
     "elect_leaders", "alter_partition_reassignments", "list_partition_reassignments",
     "get_telemetry_subscriptions",
+    # client quotas (apis)
+    "describe_client_quotas", "alter_client_quotas",
     # security
     "sasl_handshake", "sasl_authenticate", "describe_acls", "create_acls", "delete_acls",
     "describe_user_scram_credentials", "alter_user_scram_credentials",
@@ -65,5 +68,8 @@ def load_handlers(names=MODULES) -> dict[int, ModuleType]:
 
 
 def version_ranges(handlers: dict[int, ModuleType]) -> list[tuple[int, int, int]]:
-    """(api_key, min_version, max_version) for ApiVersions, ordered by key."""
-    return [(key, m.MIN_VERSION, m.MAX_VERSION) for key, m in sorted(handlers.items())]
+    """(api_key, min_version, max_version) for ApiVersions, ordered by key. A module with
+    `ADVERTISED = False` is served but left out, as Kafka leaves out the client-telemetry APIs
+    when no metrics plugin is configured (clients then never call them)."""
+    return [(key, m.MIN_VERSION, m.MAX_VERSION) for key, m in sorted(handlers.items())
+            if getattr(m, "ADVERTISED", True)]

@@ -39,6 +39,13 @@ only partitions with news (records, an error, or a moved high watermark / LSO / 
 `max.incremental.fetch.session.cache.slots=0` answers every fetch sessionless (session id 0).
 Unknown session: FETCH_SESSION_ID_NOT_FOUND; wrong epoch: INVALID_FETCH_SESSION_EPOCH.
 
+Quota (consumer_byte_rate, broker/quotas; skipped entirely when no such quota is set): the
+response's max_bytes is capped at what the client's quota allows in one window; the size of the
+answer is recorded against it, and when that takes the client over, the answer is empty with
+throttle_time_ms set (the bytes are taken back; a session keeps its partitions and state, moving
+to its next epoch; no new session is opened) and the connection reads nothing for that long
+(Kafka's KafkaApis.handleFetchRequest).
+
 Version notes: v4 isolation level + last stable offset; v5 log start offset; v7 sessions;
 v9 current leader epoch (accepted, not checked: our epoch is always 0); v11 rack id and preferred
 read replica (-1); v12 flexible; v13 topic ids; v15-18 replica state / directory id / high
@@ -49,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 from collections import OrderedDict
 
 from kompakt.broker.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID,
@@ -204,7 +212,17 @@ async def handle(ctx, request):
         _update_session(ctx, session, request, version)
         wanted = _session_wanted(session)
 
-    topics = await _fetch(ctx, request, version, wanted)
+    quota = ctx.broker.quotas.fetch
+    topics = await _fetch(ctx, request, version, wanted, quota)
+    if quota.enabled:
+        throttle_ms = _record_quota(ctx, quota, session, wanted, topics, version)
+        if throttle_ms:
+            # Kafka's getThrottledResponse: nothing served (the next fetch gets it), a session
+            # keeps its partitions and moves to its next epoch, no new session is created
+            if session is not None:
+                session.epoch = next_epoch(session.epoch)
+            return codec.encode_fetch_response(ctx.correlation_id, version, [], throttle_time_ms=throttle_ms,
+                                               session_id=session.id if session is not None else INVALID_SESSION_ID)
 
     if session is not None:
         topics = _news_only(session, wanted, topics, version)
@@ -219,21 +237,26 @@ async def handle(ctx, request):
     return codec.encode_fetch_response(ctx.correlation_id, version, topics, session_id=answer_id)
 
 
-async def _fetch(ctx, request, version, wanted):
+async def _fetch(ctx, request, version, wanted, quota):
     """Read every wanted partition; long-poll for appends while below min_bytes and error-free."""
     max_bytes = request.max_bytes if request.max_bytes > 0 else INT32_MAX
     fetch_max = ctx.config.get("fetch.max.bytes")
     if fetch_max:
         max_bytes = min(max_bytes, fetch_max)
+    min_bytes = request.min_bytes
+    if quota.enabled:
+        # Kafka: no more than the quota allows in one window, so one answer is never throttled for sure
+        max_bytes = max(1, min(max_bytes, int(quota.max_value_in_window(ctx.principal, ctx.client_id))))
+        min_bytes = min(min_bytes, max_bytes)
     read_committed = request.isolation_level == READ_COMMITTED
     topics, total, errors = await _read_all(ctx, wanted, version, max_bytes, read_committed)
     wait_ms = request.max_wait_ms
-    if total < request.min_bytes and wait_ms > 0 and not errors and wanted:
+    if total < min_bytes and wait_ms > 0 and not errors and wanted:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000.0
         tps = [TopicPartition(name, index) for name, _, parts in wanted for index, _, _ in parts]
         waiters = ctx.broker.fetch_waiters
-        while total < request.min_bytes:
+        while total < min_bytes:
             remaining = deadline - loop.time()
             if remaining <= 0 or not await waiters.wait(tps, remaining, ctx.parked) or waiters.closed:
                 break
@@ -241,6 +264,29 @@ async def _fetch(ctx, request, version, wanted):
             if errors:
                 break
     return topics
+
+
+def _record_quota(ctx, quota, session, wanted, topics, version) -> int:
+    """Record the size of the answer we would send against the client's consumer_byte_rate; the
+    throttle time (0: send it). A throttled answer is empty, so its bytes are taken back (Kafka's
+    unrecordQuotaSensor)."""
+    if session is not None:
+        sent = [FetchTopicResult(r.name, r.topic_id,
+                                 [a for (index, _, _), a in zip(partitions, r.partitions)
+                                  if session.partitions[_key(version, name, topic_id, index)].has_news(a)])
+                for (name, topic_id, partitions), r in zip(wanted, topics)]
+        sent = [t for t in sent if t.partitions]
+    else:
+        sent = topics
+    size = sum(len(chunk) for chunk in codec.encode_fetch_response(ctx.correlation_id, version, sent))
+    now_ms = int(time.monotonic() * 1000)
+    throttle_ms = quota.record(ctx.principal, ctx.client_id, size, now_ms)
+    if throttle_ms:
+        quota.unrecord(ctx.principal, ctx.client_id, size, now_ms)
+        ctx.throttle_ms = throttle_ms
+        if ctx.metrics is not None:
+            ctx.metrics.record_quota_throttle("fetch", throttle_ms)
+    return throttle_ms
 
 
 # -- sessions ----------------------------------------------------------------------------------

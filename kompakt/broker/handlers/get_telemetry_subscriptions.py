@@ -1,4 +1,10 @@
-"""GetTelemetrySubscriptions (API key 71), version 0: "no telemetry" (KIP-714).
+"""GetTelemetrySubscriptions (API key 71), version 0: "no telemetry" (KIP-714), not advertised.
+
+Advertising: Kafka leaves GetTelemetrySubscriptions and PushTelemetry out of ApiVersions when no
+client-metrics plugin is configured (ApiVersionsResponse: `!clientTelemetryEnabled`), yet answers
+a client that calls anyway. Kompakt has no plugin, so it does the same (`ADVERTISED = False`):
+clients (librdkafka 2.5+, the Java client 3.7+) then never ask, and do not log a telemetry
+instance id at INFO on every start as they do when the API is advertised.
 
 Behaviour: Kompakt collects no client metrics, so every client is told it is subscribed to none,
 which is what Kafka's ClientMetricsManager answers when no subscription matches the client:
@@ -26,6 +32,7 @@ from kompakt.protocol.schemas.messages import GetTelemetrySubscriptionsResponse
 API_KEY = 71
 MIN_VERSION = 0
 MAX_VERSION = 0
+ADVERTISED = False
 
 DEFAULT_PUSH_INTERVAL_MS = 300_000         # Kafka's ClientMetricsConfigs.DEFAULT_INTERVAL_MS
 TELEMETRY_MAX_BYTES = 1_048_576            # Kafka's telemetry.max.bytes default

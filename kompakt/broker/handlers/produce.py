@@ -34,6 +34,11 @@ MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_FOR_MES
 OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...), with its message in error_message
 (v8+).
 
+Quota (producer_byte_rate, broker/quotas; one attribute test when no such quota is set): the
+request's size is recorded after the appends; a client over its quota gets throttle_time_ms in
+the answer (v1+) and its connection reads nothing for that long, acks=0 included (Kafka mutes the
+channel for every version since KIP-219; older clients wait because their next request does).
+
 Version notes:
 - v0-2 are advertised because Kafka 4 does (KAFKA-18659: librdkafka turns off compression when
   Produce is not advertised from v0) and answered UNSUPPORTED_VERSION for every partition.
@@ -47,6 +52,7 @@ import asyncio
 import functools
 import logging
 import struct
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 from kompakt.broker.dispatch import CloseConnection
@@ -146,6 +152,10 @@ async def handle(ctx, request):
         responses = _fail_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     else:
         responses = await _produce(ctx, request, version)
+    throttle_ms = 0
+    quota = ctx.broker.quotas.produce
+    if quota.enabled:
+        throttle_ms = _record_quota(ctx, quota)
     if acks == 0:
         for name, topic_id, partitions in responses:
             for index, code, _, _, _, message in partitions:
@@ -154,7 +164,18 @@ async def handle(ctx, request):
                         f"acks=0 produce to {name or topic_id}-{index} failed with "
                         f"{ErrorCode(code).name}: {message or ''}")
         return None
-    return codec.encode_produce_response(ctx.correlation_id, version, responses)
+    return codec.encode_produce_response(ctx.correlation_id, version, responses, throttle_ms)
+
+
+def _record_quota(ctx, quota) -> int:
+    """The request's bytes against the client's producer_byte_rate (after the append, as Kafka
+    records them): the throttle time, also set on ctx so the connection mutes for it."""
+    throttle_ms = quota.record(ctx.principal, ctx.client_id, ctx.frame_size, int(time.monotonic() * 1000))
+    if throttle_ms:
+        ctx.throttle_ms = throttle_ms
+        if ctx.metrics is not None:
+            ctx.metrics.record_quota_throttle("produce", throttle_ms)
+    return throttle_ms
 
 
 async def _produce(ctx, request, version: int):

@@ -249,7 +249,30 @@ async function read({ ends, groupId, timeoutMs = 30000 }) {
   return { outcome, records, pending: [...pending] }
 }
 
-const STEPS = { admin, send, read, group, offsets, groups, times }
+// AlterClientQuotas v1 then DescribeClientQuotas v0 (test_client_quotas): sets `quotas`
+// ({client id: {key: value}}), removes `remove` ({client id: [keys]}), describes every client-id entity.
+async function quotas({ set = {}, remove = {} }) {
+  return withAdmin(async admin => {
+    const entries = []
+    for (const [clientId, values] of Object.entries(set)) {
+      entries.push({
+        entities: [{ entityType: 'client-id', entityName: clientId }],
+        ops: Object.entries(values).map(([key, value]) => ({ key, value, remove: false })),
+      })
+    }
+    for (const [clientId, keys] of Object.entries(remove)) {
+      entries.push({
+        entities: [{ entityType: 'client-id', entityName: clientId }],
+        ops: keys.map(key => ({ key, remove: true })),
+      })
+    }
+    const altered = entries.length ? plain(await admin.alterClientQuotas({ entries })) : []
+    const described = plain(await admin.describeClientQuotas({ components: [{ entityType: 'client-id', matchType: 2 }] }))
+    return { altered, described }
+  })
+}
+
+const STEPS = { admin, send, read, group, offsets, groups, times, quotas }
 
 
 runSteps(STEPS, errorText)
