@@ -407,4 +407,8 @@ def test_compatibility_doc_lists_every_served_api_and_version_range():
         if len(cells) >= 3 and cells[0].isdigit():
             lo, _, hi = cells[2].partition("-")
             rows[int(cells[0])] = (cells[1], int(lo), int(hi or lo))
-    assert rows == {key: (registry.API[key].name, lo, hi) for key, (lo, hi) in ADVERTISED.items()}
+    wanted = {key: (registry.API[key].name, lo, hi) for key, (lo, hi) in ADVERTISED.items()}
+    missing = {k: v for k, v in wanted.items() if rows.get(k) != v}
+    assert rows == wanted, (f"docs/compatibility.md 'APIs and versions served' must list what ApiVersions "
+                            f"advertises; add or correct rows for {missing}, remove rows for "
+                            f"{sorted(set(rows) - set(wanted))}")
