@@ -70,7 +70,9 @@ def cpu_s(pid: int) -> float:
 
 
 class Broker:
-    def __init__(self, profile: str | None):
+    def __init__(self, profile: str | None, extra: tuple[str, ...] = ()):
+        """`extra`: more `key=value` overrides, after (so over) the defaults here; `{port}` in one
+        stands for the PLAINTEXT port this broker picked."""
         self.dir = tempfile.mkdtemp(prefix="kompakt-bench-")
         self.port = free_port()
         cmd = [sys.executable]
@@ -80,6 +82,8 @@ class Broker:
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.dir}/data", "--override", "metrics.port=0",
                 "--override", "num.partitions=1", "--override", "offsets.topic.num.partitions=1"]
+        for item in extra:
+            cmd += ["--override", item.replace("{port}", str(self.port))]
         t0 = time.monotonic()
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(f"{self.dir}/broker.log", "wb"))
         while not metadata_answered(self.port):
@@ -163,11 +167,11 @@ def _seam() -> str:
     return native.implementation()
 
 
-def produce(bootstrap, topic, n, size, acks, keys=None, codec="none"):
+def produce(bootstrap, topic, n, size, acks, keys=None, codec="none", conf=None):
     """Seconds to produce n values of `size` bytes (keyed by `keys[i]` when given, pre-built so the
-    loop is the client's own cost)."""
+    loop is the client's own cost); `conf` adds client settings (TLS, SASL: bench_security.py)."""
     value = os.urandom(size)
-    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "compression.type": codec,
+    p = ck.Producer({**(conf or {}), "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "compression.type": codec,
                      "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
                      "enable.idempotence": False})
     t0 = time.perf_counter()
@@ -185,8 +189,8 @@ def produce(bootstrap, topic, n, size, acks, keys=None, codec="none"):
     return time.perf_counter() - t0
 
 
-def fetch(bootstrap, topic, partitions, n):
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "enable.auto.commit": False,
+def fetch(bootstrap, topic, partitions, n, conf=None):
+    c = ck.Consumer({**(conf or {}), "bootstrap.servers": bootstrap, "group.id": f"bench-{topic}", "enable.auto.commit": False,
                      "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760,
                      "queued.max.messages.kbytes": 1_048_576})
     c.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])

@@ -77,6 +77,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.session = Session(listener=listener)   # who the client is (security/session.py)
         self.gate = None                     # SASL: admits(api_key) before each request, else None
         self._throttled = None               # the TimerHandle ending a quota throttle, while muted
+        self._tls = security is not None and security.ssl_context is not None
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -145,7 +146,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # The client will send nothing more: answer what it already sent, then close. (TLS has
         # no half-close: the SSL transport closes itself whatever we answer.)
         self.close_when_idle()
-        return self.security is None or self.security.ssl_context is None
+        return not self._tls
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -248,6 +249,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if len(out) == 1:
             transport.write(out[0])
+        elif self._tls:
+            # The SSL transport makes one TLS record per buffer: a fetch response's many small
+            # header pieces would each cost a record (and a MAC); one joined buffer is encrypted
+            # in full 16 KiB records. (TLS copies the bytes to encrypt them anyway.)
+            transport.write(b"".join(out))
         else:
             transport.writelines(out)
         if self._closing and not self.pending:

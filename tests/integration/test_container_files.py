@@ -80,3 +80,29 @@ def test_compose_and_grafana_provisioning():
         if panel["type"] != "row":
             assert panel["datasource"]["uid"] == uid, panel["title"]
             assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24, panel["title"]
+
+
+def test_sasl_ssl_overlay_starts_a_secured_broker(tmp_path):
+    """compose.sasl-ssl.yml's settings over the baked file build a SASL_SSL listener with SCRAM and
+    PLAIN, the authorizer, and a token-guarded admin API (certificate swapped for a test one)."""
+    yaml = pytest.importorskip("yaml")
+    import trustme
+    from kompakt.broker.admin.auth import admin_token, check_exposure
+    from kompakt.broker.security.setup import build_authorizer, build_listeners
+    base = yaml.safe_load((DOCKER / "compose.yml").read_text())["services"]["kompakt"]["environment"]
+    overlay = yaml.safe_load((DOCKER / "compose.sasl-ssl.yml").read_text())["services"]
+    assert overlay["kompakt"]["depends_on"]["certs"]["condition"] == "service_completed_successfully"
+    pem = tmp_path / "server.pem"
+    trustme.CA().issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(pem))
+    args = overlay["kompakt"]["command"]
+    overrides = [v.replace("/etc/kompakt/certs/server.pem", str(pem)) for k, v in zip(args[::2], args[1::2])]
+    env = {k: v.replace("${KOMPAKT_ADMIN_API_TOKEN:-change-me-kompakt-admin}", "t")
+           for k, v in {**base, **overlay["kompakt"]["environment"]}.items()}
+    cfg = BrokerConfig.load(str(DOCKER / "server.properties"), overrides, environ=env)
+    cfg.set("log.dirs", str(tmp_path / "data"))
+    listeners = {sec.name: sec for sec in build_listeners(cfg)}
+    sasl_ssl = listeners["SASL_SSL"]
+    assert sasl_ssl.ssl_context is not None and sasl_ssl.sasl.mechanisms == ["SCRAM-SHA-512", "PLAIN"]
+    assert set(sasl_ssl.sasl.plain_users) == {"admin"}
+    assert build_authorizer(cfg).super_users == {"User:admin"}
+    check_exposure(cfg["metrics.host"], admin_token(cfg))          # 0.0.0.0 with a token: allowed
