@@ -135,6 +135,12 @@ def test_transactional_id_needs_write(acl_broker):
     with pytest.raises(KafkaException) as info:
         p.init_transactions(TIMEOUT_S)
     assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # with WRITE on its transactional id (and the topic) a transaction commits
+    t = Producer(conf(acl_broker, "dave", **{"transactional.id": "dave-allowed"}))
+    t.init_transactions(TIMEOUT_S)
+    t.begin_transaction()
+    t.produce("acl-txn", b"in-txn")
+    t.commit_transaction(TIMEOUT_S)
     # without a transactional id, WRITE on a topic is enough for an idempotent producer
     errors = []
     q = Producer(conf(acl_broker, "dave", **{"enable.idempotence": True, "message.timeout.ms": 10000}))
