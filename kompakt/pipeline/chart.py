@@ -1,9 +1,12 @@
-"""A bar chart as a PNG, drawn with zlib and struct (no plotting library in the image).
+"""Charts as PNGs, drawn with zlib and struct (no plotting library in the image).
 
-Per partition two bars: the duplicate ratio (superseded keyed records) and the projected byte
-savings of a perfect compaction, both in percent, labelled with `topic-partition` in a 3x5 pixel
-font scaled up. PNG layout: signature, IHDR (width, height, 8-bit RGB), one IDAT (zlib of rows,
-each prefixed with filter byte 0), IEND; every chunk is length, type, data, CRC-32 of type+data.
+audit_chart: per partition two bars, the duplicate ratio (superseded keyed records) and the
+projected byte savings of a perfect compaction, in percent, labelled `topic-partition`.
+whatif_chart: per partition two panels over the replayed time, disk used and the age of the
+oldest uncleaned record, one line for the current settings and one for the proposed ones.
+Text is a 3x5 pixel font scaled up. PNG layout: signature, IHDR (width, height, 8-bit RGB), one
+IDAT (zlib of rows, each prefixed with filter byte 0), IEND; every chunk is length, type, data,
+CRC-32 of type+data.
 """
 from __future__ import annotations
 
@@ -44,6 +47,14 @@ class Canvas:
         for y in range(y0, y1):
             i = (y * self.w + x0) * 3
             self.px[i:i + len(row)] = row
+
+    def line(self, x0: int, y0: int, x1: int, y1: int, color, width: int = 2) -> None:
+        """A straight segment, drawn as squares of `width` pixels along its longer axis."""
+        steps = max(abs(x1 - x0), abs(y1 - y0), 1)
+        for i in range(steps + 1):
+            x = x0 + (x1 - x0) * i // steps
+            y = y0 + (y1 - y0) * i // steps
+            self.rect(x, y, x + width, y + width, color)
 
     def text(self, x: int, y: int, s: str, color=BLACK, scale: int = 2) -> None:
         for ch in s.upper():
@@ -91,3 +102,51 @@ def audit_chart(rows: list[dict]) -> bytes:
         label = f"{r.get('topic', '')[:5]}-{r.get('partition', '')}"
         cv.text(x, base_y + 8 + (i % 2) * 14, label, scale=1 if len(label) > 6 else 2)
     return cv.png()
+
+
+CURRENT_COLOR, PROPOSED_COLOR = (120, 120, 120), (214, 96, 77)
+WHATIF_PANELS = (("DISK", "disk_bytes", (("GB", 2**30), ("MB", 2**20), ("KB", 2**10), ("B", 1))),
+                 ("OLDEST UNCLEANED", "oldest_uncleaned_age_ms",
+                  (("D", 86_400_000), ("H", 3_600_000), ("MIN", 60_000), ("S", 1000), ("MS", 1))))
+MAX_CHART_PARTITIONS = 8
+
+
+def whatif_chart(reports: list[dict]) -> bytes:
+    """PNG bytes: per partition (at most MAX_CHART_PARTITIONS), disk used and the oldest uncleaned
+    record's age over the replayed time, current settings grey, proposed red."""
+    shown = reports[:MAX_CHART_PARTITIONS]
+    panel_w, panel_h, left, gap, top = 300, 120, 48, 40, 44
+    width = left + len(WHATIF_PANELS) * (panel_w + gap)
+    row_h = panel_h + 50
+    cv = Canvas(width, top + row_h * max(1, len(shown)))
+    cv.text(10, 8, "CURRENT", CURRENT_COLOR)
+    cv.text(90, 8, "PROPOSED", PROPOSED_COLOR)
+    cv.text(190, 8, f"{len(reports)} PARTITIONS" + (f", FIRST {len(shown)} SHOWN" if len(shown) < len(reports) else ""),
+            scale=1)
+    for row, rep in enumerate(shown):
+        y0 = top + row * row_h
+        cv.text(10, y0, f"{rep.get('topic', '')[:24]}-{rep.get('partition', '')}", scale=1)
+        for col, (title, key, units) in enumerate(WHATIF_PANELS):
+            x0 = left + col * (panel_w + gap)
+            raw = [[p[key] for p in rep[side]["timeline"]] for side in ("current", "proposed")]
+            peak = max([v for s in raw for v in s] + [0])
+            name, unit = next(((n, u) for n, u in units if peak >= u), units[-1])
+            series = [[v / unit for v in s] for s in raw]
+            top_value = max(peak / unit, 1e-9)
+            base_y = y0 + 14 + panel_h
+            cv.text(x0, y0 + 4, f"{title} {name} (PEAK PER INTERVAL)", scale=1)
+            cv.rect(x0, base_y, x0 + panel_w, base_y + 1, GREY)
+            cv.rect(x0, y0 + 14, x0 + 1, base_y, GREY)
+            cv.text(x0 - 44, y0 + 14, _short(top_value), scale=1)
+            cv.text(x0 - 12, base_y - 5, "0", scale=1)
+            for values, color in zip(series, (CURRENT_COLOR, PROPOSED_COLOR)):
+                n = len(values)
+                pts = [(x0 + (panel_w - 2) * i // max(1, n - 1), base_y - 2 - int((panel_h - 4) * v / top_value))
+                       for i, v in enumerate(values)]
+                for (xa, ya), (xb, yb) in zip(pts, pts[1:]):
+                    cv.line(xa, ya, xb, yb, color)
+    return cv.png()
+
+
+def _short(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 1 else f"{v:.2f}"

@@ -501,3 +501,47 @@ def test_pause_aborts_a_running_compact(start_broker):
     status, body = http(base, "POST", "/v1/partitions/slow/0/compact?wait=120")
     assert status == 200 and body["stats"], body
     assert http(base, "GET", "/v1/partitions/slow/0")[1]["size_bytes"] < before["size_bytes"]
+
+
+def test_whatif_replays_a_live_partition_without_touching_it(kbroker, topic, capsys, tmp_path):
+    import hashlib
+    import os
+    base = kbroker.metrics_url
+    producer = Producer({"bootstrap.servers": kbroker.bootstrap, "linger.ms": 0, "batch.size": 700, **QUIET})
+    t0 = int(time.time() * 1000) - 300_000
+    for i in range(300):      # one record a second, five minutes ago up to now
+        producer.produce(topic, key=b"k%d" % (i % 7), value=b"v%d-" % i + PAD, partition=0, timestamp=t0 + i * 1000)
+    assert producer.flush(30) == 0
+    pdir = os.path.join(kbroker.log_dir, f"{topic}-0")
+
+    def fingerprint():
+        return {n: hashlib.sha256(open(os.path.join(pdir, n), "rb").read()).hexdigest() for n in sorted(os.listdir(pdir))}
+
+    before = fingerprint()
+    status, body = http(base, "GET", f"/v1/partitions/{topic}/0/whatif?set=min.cleanable.dirty.ratio=0.01"
+                                     "&set=log.cleaner.backoff.ms=1000&max_records=250")
+    assert status == 200, body
+    assert fingerprint() == before
+    cur, new = body["current"], body["proposed"]
+    # current: this broker's defaults (log.segment.bytes=1024, ratio 0.99, backoff 600 s)
+    assert cur["settings"]["segment.bytes"] == 1024 and cur["settings"]["min.cleanable.dirty.ratio"] == 0.99
+    assert cur["settings"]["log.cleaner.backoff.ms"] == 600_000 and new["settings"]["log.cleaner.backoff.ms"] == 1000
+    assert 200 <= body["records"] <= 250 and body["max_records"] == 250     # whole batches, at most 250
+    assert new["summary"]["cleans"] > cur["summary"]["cleans"]
+    assert new["summary"]["disk_bytes_end"] < cur["summary"]["disk_bytes_end"]
+    assert new["summary"]["oldest_uncleaned_age_ms_max"] < cur["summary"]["oldest_uncleaned_age_ms_max"]
+    req = urllib.request.urlopen(f"{base}/v1/partitions/{topic}/0/whatif?format=png&max_records=100", timeout=60)
+    assert req.headers["Content-Type"] == "image/png" and req.read(8) == b"\x89PNG\r\n\x1a\n"
+    for query, kind in (("set=retention.ms=1", "bad_setting"), ("set=segment.ms=0", "bad_setting"),
+                        ("max_records=0", "bad_max_records"), ("format=svg", "bad_format")):
+        status, err = http(base, "GET", f"/v1/partitions/{topic}/0/whatif?{query}")
+        assert (status, err["error"]) == (400, kind), (query, err)
+    assert http(base, "GET", f"/v1/partitions/{topic}/9/whatif")[0] == 404
+    admin = CliRun(capsys, base)
+    png = str(tmp_path / "w.png")
+    r = admin("whatif", topic, "0", "--set", "segment.ms=60000", "--max-records", "100", "--chart", png)
+    assert r.returncode == 0, r.stderr
+    assert "proposed: segment.ms=60000" in r.stdout and f"{topic}-0" in r.stdout
+    assert open(png, "rb").read(4) == b"\x89PNG"
+    r = admin("whatif", topic, "0", "--set", "nonsense")
+    assert r.returncode == 1 and "expected key=value" in r.stderr

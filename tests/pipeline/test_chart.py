@@ -36,3 +36,17 @@ def test_png_bars_grow_with_duplicates_and_savings():
     assert _count(r2, w2, SAVE_COLOR) > 3 * _count(r1, w1, SAVE_COLOR) > 0
     w3, _, _ = _decode(audit_chart(small * 20))
     assert w3 > w1
+
+
+def test_whatif_chart_draws_both_settings_per_partition():
+    from kompakt.pipeline.chart import CURRENT_COLOR, MAX_CHART_PARTITIONS, PROPOSED_COLOR, whatif_chart
+
+    def side(values):
+        return {"timeline": [{"disk_bytes": v, "oldest_uncleaned_age_ms": 1000 * v} for v in values]}
+
+    rep = {"topic": "t", "partition": 0, "current": side(range(0, 200, 2)), "proposed": side([5] * 100)}
+    w, h, raw = _decode(whatif_chart([rep]))
+    assert _count(raw, w, CURRENT_COLOR) > 0 and _count(raw, w, PROPOSED_COLOR) > 0
+    _, h2, _ = _decode(whatif_chart([rep] * 3))
+    _, h_max, _ = _decode(whatif_chart([rep] * (MAX_CHART_PARTITIONS + 5)))
+    assert h < h2 < h_max == _decode(whatif_chart([rep] * MAX_CHART_PARTITIONS))[1]

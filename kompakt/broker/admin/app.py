@@ -19,6 +19,7 @@ compaction last run?" / "How many records are on a topic?"):
 | POST   | /v1/partitions/{topic}/{partition}/resume    | undo one pause; 409 when not paused           |
 | POST   | /v1/partitions/{topic}/{partition}/adopt     | body {"staging_dir": ...}: swap in a pipeline-compacted staging dir with cleaning paused, then move the cleaner point to its end; 409 when stale |
 | GET    | /v1/cleaner                                  | workers, current jobs, throttle, Kafka cleaner figures |
+| GET    | /v1/partitions/{topic}/{partition}/whatif    | replay the newest records under other compaction settings (`?set=k=v`, `max_records`, `format=png`), whatif.py |
 
 Access (auth.py): with `admin.api.token` set, state-changing calls need `Authorization: Bearer
 <token>` (401 otherwise); a non-loopback `metrics.host` without a token refuses to start;
@@ -490,4 +491,6 @@ def make_app(broker: Any, *, token: str | None = None, protect_reads: bool = Fal
     app[BROKER_KEY] = broker
     app[JOBS_KEY] = Jobs()
     app.add_routes(routes)
+    from kompakt.broker.admin.whatif import routes as whatif_routes
+    app.add_routes(whatif_routes)
     return app

@@ -1,7 +1,7 @@
 """`kompakt admin ...`: the admin HTTP API from a shell.
 
 Role: one sub-command per endpoint of kompakt.broker.admin.app (partitions, partition, compact, pause,
-resume, cleaner, adopt, count, ready — the container HEALTHCHECK), each printing a short human summary or, with `--json`, the API's JSON.
+resume, cleaner, adopt, count, whatif, ready — the container HEALTHCHECK), each printing a short human summary or, with `--json`, the API's JSON.
 Uses only the standard library (urllib), so it starts fast and needs no event loop.
 
 Exit status: 0 success; 1 the API answered an error (its message is printed); 2 the API could not be
@@ -69,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("partition", type=int, nargs="?", help="one partition (default: every partition, summed)")
     sub.add_parser("cleaner", help="cleaner workers, current jobs, throttle and figures")
     sub.add_parser("ready", help="exit 0 when the broker is ready (GET /ready), 1 otherwise (container HEALTHCHECK)")
+    p = sub.add_parser("whatif", help="replay a partition's newest records under other compaction settings")
+    _tp_args(p)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting to try (repeatable), e.g. min.cleanable.dirty.ratio=0.1 or segment.ms=3600000")
+    p.add_argument("--max-records", type=int, help="newest records replayed (the broker's default: 100000)")
+    p.add_argument("--chart", help="also draw disk use and freshness over time into this PNG")
     p = sub.add_parser("adopt", help="swap a pipeline-compacted staging dir into a live partition")
     _tp_args(p)
     p.add_argument("staging_dir", help="staging directory on the broker's host")
@@ -200,6 +206,26 @@ def _count(args: argparse.Namespace) -> int:
     return 0
 
 
+def _whatif(args: argparse.Namespace) -> int:
+    query = [("set", pair) for pair in args.set]
+    if args.max_records is not None:
+        query.append(("max_records", str(args.max_records)))
+    path = _tp_path(args, "/whatif" + ("?" + urllib.parse.urlencode(query) if query else ""))
+    body = _check(*request(args.url, "GET", path, timeout=max(args.timeout, 120.0)))
+    if args.chart:
+        from kompakt.pipeline.chart import whatif_chart
+        with open(args.chart, "wb") as f:
+            f.write(whatif_chart([body]))
+    if args.json:
+        print(json.dumps(body, indent=2))
+        return 0
+    from kompakt.pipeline.jobs.whatif import format_table
+    print(format_table([body]))
+    print(f"{body['records']} records replayed ({body['proposed']['settings']['label']})"
+          + (f"; chart in {args.chart}" if args.chart else ""))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     configure_connection(getattr(args, "token", None), getattr(args, "cacert", None))
     try:
@@ -234,6 +260,8 @@ def _run(args: argparse.Namespace) -> int:
         body = _check(*request(args.url, "GET", "/v1/cleaner", timeout=args.timeout))
     elif a in ("pause", "resume"):
         body = _check(*request(args.url, "POST", _tp_path(args, "/" + a), timeout=args.timeout))
+    elif a == "whatif":
+        return _whatif(args)
     elif a == "adopt":
         body = _check(*request(args.url, "POST", _tp_path(args, "/adopt"),
                                {"staging_dir": os.path.abspath(args.staging_dir)}, timeout=args.timeout))

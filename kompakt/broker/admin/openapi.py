@@ -51,6 +51,23 @@ OPENAPI: dict[str, Any] = {
                                          "schema": {"type": "boolean"},
                                          "description": "add `records`: the exact record count from batch headers"}],
             "responses": {"200": _json(_ref("Partition"), "the partition"), **_TP_ERRORS}}},
+        "/v1/partitions/{topic}/{partition}/whatif": {"get": {
+            "summary": "What-if compaction: replay the partition's newest records through the cleaner's rules under "
+                       "the topic's current settings and under the same with each `set` applied; read-only",
+            "parameters": _TP_PARAMS + [
+                {"name": "set", "in": "query", "required": False, "description": "key=value, repeatable: "
+                 "segment.bytes, internal.segment.bytes, segment.ms, segment.index.bytes, index.interval.bytes, "
+                 "min.cleanable.dirty.ratio, min.compaction.lag.ms, max.compaction.lag.ms, delete.retention.ms, "
+                 "log.cleaner.backoff.ms, log.cleaner.dedupe.buffer.size, log.cleaner.threads, "
+                 "log.cleaner.io.buffer.load.factor",
+                 "schema": {"type": "array", "items": {"type": "string"}}, "style": "form", "explode": True},
+                {"name": "max_records", "in": "query", "required": False, "description": "newest records replayed "
+                 "(default 100000)", "schema": {"type": "integer", "minimum": 1, "maximum": 1000000}},
+                {"name": "format", "in": "query", "required": False, "schema": {"type": "string", "enum": ["json", "png"]}}],
+            "responses": {"200": {"description": "both replays: settings, timeline, summary, difference",
+                                  "content": {"application/json": {"schema": {"type": "object"}},
+                                              "image/png": {"schema": {"type": "string", "format": "binary"}}}},
+                          "400": _ERR, "404": _ERR}}},
         "/v1/partitions/{topic}/{partition}/compact": {"post": {
             "summary": "Clean this partition now, ignoring min.cleanable.dirty.ratio but never the active "
                        "segment, the last stable offset or min.compaction.lag.ms; 409 on a delete-policy "
