@@ -44,12 +44,13 @@ log = logging.getLogger(__name__)
 
 
 class _Slot:
-    __slots__ = ("done", "data", "task")
+    __slots__ = ("done", "data", "task", "nbytes")
 
-    def __init__(self):
+    def __init__(self, nbytes: int = 0):
         self.done = False
         self.data = None
         self.task = None
+        self.nbytes = nbytes                 # held in the broker's request-memory pool until answered
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -78,6 +79,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.gate = None                     # SASL: admits(api_key) before each request, else None
         self._throttled = None               # the TimerHandle ending a quota throttle, while muted
         self._tls = security is not None and security.ssl_context is not None
+        self.limits = getattr(broker, "limits", None)   # broker/limits.py (connections, request memory)
+        self._host = None                    # the client address counted by limits.admit
+        self._held = None                    # a frame waiting for request memory (queued.max.request.bytes)
+        self._charge = 0                     # request memory of the frame being started
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -86,6 +91,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
         client_host = peer[0] if isinstance(peer, tuple) and peer else ""
         self.session.client_host = client_host
+        if self.limits is not None:
+            if self.limits.admit(client_host) is not None:   # max.connections(.per.ip): logged there
+                self._closing = True
+                transport.abort()
+                return
+            self._host = client_host
         self.broker.connections.add(self)
         if self.broker.metrics is not None:
             self.broker.metrics.connection_opened()
@@ -99,6 +110,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.gate = session.sasl.admits
 
     def connection_lost(self, exc) -> None:
+        if self.limits is not None:
+            if self._host is None:           # refused in connection_made: never counted
+                self.transport = None
+                return
+            self.limits.release(self._host)
+            self.limits.forget(self)
+            self._held = None
+            held = sum(slot.nbytes for slot in self.pending)
+            if held:
+                self.limits.free(held)
         self.broker.connections.discard(self)
         if self._throttled is not None:
             self._throttled.cancel()
@@ -129,15 +150,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._processing = True
         try:
             reader = self.reader
+            limits = self.limits
             while not self._closing and self._throttled is None and len(self.pending) < self.max_in_flight:
-                try:
-                    frame = reader.next_frame()
-                except InvalidFrameError as exc:
-                    self._violation(str(exc))
-                    return
+                frame, self._held = self._held, None
                 if frame is None:
-                    break
-                self._start(frame)
+                    try:
+                        frame = reader.next_frame()
+                    except InvalidFrameError as exc:
+                        self._violation(str(exc))
+                        return
+                    if frame is None:
+                        break
+                if limits is not None:
+                    if not limits.reserve(self, len(frame)):
+                        self._held = frame   # resume_held() once answers free request memory
+                        break
+                    self._charge = len(frame)
+                    self._start(frame)
+                    if self._charge:         # no slot took it (refused, or answered by closing)
+                        charge, self._charge = self._charge, 0
+                        limits.free(charge)
+                else:
+                    self._start(frame)
         finally:
             self._processing = False
         self._update_reading()
@@ -176,7 +210,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception as exc:             # a decoder bug: still only this connection's problem
             self._handler_failed(_describe_frame(frame), exc)
             return
-        slot = _Slot()
+        slot = _Slot(self._charge)
+        self._charge = 0
         self.pending.append(slot)
         if isinstance(prepared, (bytes, bytearray)):
             slot.done, slot.data = True, prepared
@@ -224,7 +259,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending = self.pending
         out = self._out
         while pending and pending[0].done:
-            data = pending.popleft().data
+            slot = pending.popleft()
+            if slot.nbytes:
+                self.limits.free(slot.nbytes)
+            data = slot.data
             if data is not None:
                 if isinstance(data, list):
                     out.extend(data)
@@ -263,7 +301,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self._closing:
             return
-        should_pause = self._write_paused or len(self.pending) >= self.max_in_flight or self._throttled is not None
+        should_pause = (self._write_paused or len(self.pending) >= self.max_in_flight
+                        or self._throttled is not None or self._held is not None)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
@@ -324,6 +363,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.pause_reading()
         if not self.pending and not self._out:
             self.transport.close()
+
+    def resume_held(self) -> None:
+        """Request memory was freed (limits.free): start the held frame, on the next loop pass."""
+        if self.transport is not None:
+            self._loop.call_soon(self._process)
 
     @property
     def in_flight(self) -> int:

@@ -70,6 +70,8 @@ BROKER_CONNECTIONS_CREATED = "kompakt_broker_connections_created_total"
 BROKER_READY = "kompakt_broker_ready"
 EVENT_LOOP_LAG = "kompakt_event_loop_lag_seconds"
 EVENT_LOOP_LAG_MAX = "kompakt_event_loop_lag_max_seconds"
+CONNECTIONS_REFUSED = "kompakt_broker_connections_refused_total"
+REQUEST_QUEUE_BYTES = "kompakt_request_queue_bytes"
 
 # --- request family ------------------------------------------------------------------------------
 REQUESTS = "kompakt_requests_total"
@@ -438,6 +440,26 @@ class LiveCollector:
             yield from self._collect_tombstone_guard()
         except Exception:
             log.exception("collecting tombstone retention metrics failed")
+        try:
+            yield from self._collect_limits()
+        except Exception:
+            log.exception("collecting connection limit metrics failed")
+
+    # -- connection and request-memory limits (broker/limits.py) --
+    def _collect_limits(self) -> Iterable[Any]:
+        limits = getattr(self.broker, "limits", None)
+        if limits is None:
+            return
+        refused = CounterMetricFamily(CONNECTIONS_REFUSED[:-len("_total")], "Connections closed at once because "
+                                      "a limit was reached, by limit (max.connections, max.connections.per.ip). "
+                                      "Kafka: none (its acceptor blocks; per-ip refusals are logged).",
+                                      labels=["reason"])
+        for reason in ("max.connections", "max.connections.per.ip"):
+            refused.add_metric([reason], limits.refused.get(reason, 0))
+        yield refused
+        yield GaugeMetricFamily(REQUEST_QUEUE_BYTES, "Bytes of requests read and not yet answered, across "
+                                "connections (bounded by queued.max.request.bytes). Kafka: "
+                                "kafka.network:type=SocketServer,name=MemoryPoolUsed.", value=limits.queued_bytes)
 
     # -- group-safe tombstones (kompakt.tombstone.retention.groups) --
     def _collect_tombstone_guard(self) -> Iterable[Any]:

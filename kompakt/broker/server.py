@@ -60,6 +60,8 @@ class Broker:
         self.advertised_listeners = [parse_listener(s) for s in advertised] if advertised else None
         self.ready = False
         self.connections: set[KafkaConnection] = set()
+        from kompakt.broker.limits import Limits
+        self.limits = Limits(config)
         self.fetch_waiters = FetchWaiters()
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.cluster_id: str | None = config["cluster.id"]

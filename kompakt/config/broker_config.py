@@ -125,6 +125,13 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("replica.fetch.max.bytes", "int", 1048576, "Accepted for compatibility.", min=0),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle this long.", min=-1),
     _k("queued.max.requests", "int", 500, "In-flight requests per connection before reads pause.", min=1),
+    # --- connection and request-memory limits (broker/limits.py) ---
+    _k("max.connections", "int", 2147483647, "Open connections across listeners; more are closed at once.", min=0),
+    _k("max.connections.per.ip", "int", 2147483647, "Open connections from one address; more are closed at once.",
+       min=0),
+    _k("max.connections.per.ip.overrides", "string", "", "Per-address limits: host:n,host:n."),
+    _k("queued.max.request.bytes", "long", -1, "Bytes of requests read and not yet answered, across "
+       "connections, before connections stop reading (-1: no limit).", min=-1),
     _k("shutdown.timeout.ms", "long", 10000, "Time graceful shutdown waits for in-flight requests.", min=0),
     # --- metrics / admin ---
     _k("metrics.port", "int", 9644, "Port of the HTTP admin API and /metrics (0 disables).", min=0, max=65535),

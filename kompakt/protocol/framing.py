@@ -11,7 +11,8 @@ Wire format (every request on a connection):
     0       4     int32 size    -- bytes that follow; 0 <= size <= socket.request.max.bytes
     4       size  request       -- request header + body (see codec.py)
 
-Buffers: small frames accumulate in one reused `bytearray` and are copied out (a small copy beats
+Buffers: small frames accumulate in one reused `bytearray` (made at the first read, so the
+thousands of idle connections a broker may hold cost no buffer) and are copied out (a small copy beats
 keeping the shared buffer pinned by a handler still working on it). A frame larger than
 `LARGE_FRAME` is read directly into a buffer of its own, handed out as a writable `memoryview` of
 exactly `size` bytes: a 1 MiB produce request is read once and never copied again; the records go
@@ -33,7 +34,7 @@ SIZE = struct.Struct(">i")
 assert SIZE.size == 4
 
 LARGE_FRAME = 64 * 1024          # frames above this get their own buffer
-INITIAL_BUFFER = 128 * 1024      # the shared buffer; grows only for a burst of small frames
+INITIAL_BUFFER = 32 * 1024       # the shared buffer, made at the first read; grows for a burst of small frames
 MIN_READ = 16 * 1024             # never offer the loop less room than this
 MAX_SPARES = 2                   # recycled large-frame buffers kept per connection
 MAX_SPARE_BYTES = 16 * 1024 * 1024
@@ -46,12 +47,13 @@ class InvalidFrameError(Exception):
 class FrameReader:
     """Accumulates stream bytes and yields complete frames (payload without the size prefix)."""
 
-    __slots__ = ("max_bytes", "_buf", "_view", "_start", "_end", "_large", "_large_view", "_large_fill",
+    __slots__ = ("max_bytes", "_initial", "_buf", "_view", "_start", "_end", "_large", "_large_view", "_large_fill",
                  "_spares")
 
     def __init__(self, max_bytes: int = 104857600, initial: int = INITIAL_BUFFER):
         self.max_bytes = max_bytes
-        self._buf = bytearray(initial)
+        self._initial = initial
+        self._buf = bytearray()          # allocated on the first read: an idle connection holds none
         self._view = memoryview(self._buf)
         self._start = 0      # first unconsumed byte
         self._end = 0        # end of received bytes
@@ -65,6 +67,9 @@ class FrameReader:
         """Writable room for the next read: the rest of a large frame, or the shared buffer's tail."""
         if self._large is not None:
             return self._large_view[self._large_fill:]
+        if not self._buf:
+            self._buf = bytearray(self._initial)
+            self._view = memoryview(self._buf)
         if self._start == self._end:
             self._start = self._end = 0
         room = len(self._buf) - self._end

@@ -113,6 +113,7 @@ class Log:
         self._segments: list[S.LogSegment] = list(loaded.segments)
         self._bases: list[int] = [s.base_offset for s in self._segments]
         self._next_offset = loaded.next_offset
+        self.loaded_end_offset = loaded.next_offset   # below it, bytes came from disk (maybe cold)
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
         self.producer_state = loaded.producer_state

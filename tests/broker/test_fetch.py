@@ -298,3 +298,34 @@ async def test_reads_from_older_segments_run_off_the_loop_the_tail_on_it(h):
     _, got = await fetch(h, [("t", 0, tail, 1 << 20)])
     assert got[("t", 0)].records
     assert seen == [(0, False), (tail, True)]
+
+
+async def test_reads_of_what_was_on_disk_at_load_run_off_the_loop(tmp_path):
+    # After a restart the active segment's bytes come from disk, not from this process's writes:
+    # a read below the loaded log end goes to a worker thread; one above it stays on the loop.
+    import threading
+    from admin_harness import Harness
+    first = Harness(tmp_path)
+    first.create("t", 1)
+    append(first, "t", 0, 5, size=50)
+    first.close()
+    h2 = Harness(tmp_path)
+    try:
+        plog = h2.lm.get_log(TopicPartition("t", 0))
+        assert len(plog.segments) == 1 and plog.loaded_end_offset == 5
+        append(h2, "t", 0, 5, size=50)
+        loop_thread = threading.get_ident()
+        seen = []
+        real_read = plog.read
+
+        def read(offset, *args, **kw):
+            seen.append((offset, threading.get_ident() == loop_thread))
+            return real_read(offset, *args, **kw)
+
+        plog.read = read
+        for offset in (0, 5):
+            _, got = await fetch(h2, [("t", 0, offset, 1 << 20)])
+            assert got[("t", 0)].records
+        assert seen == [(0, False), (5, True)]
+    finally:
+        h2.close()

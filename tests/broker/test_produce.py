@@ -201,3 +201,29 @@ async def test_appends_that_fsync_run_off_the_loop_and_keep_their_order(h):
     assert plog.recovery_point == 9 and plog.log_end_offset == 10
     offsets = [hdr.base_offset for _, hdr in iter_batches(bytes(plog.read(0, 1 << 20).records))]
     assert offsets == list(range(10))
+
+
+async def test_appends_that_roll_the_segment_run_off_the_loop_and_keep_their_order(h):
+    # A roll creates three files and snapshots the producer state: a file-system stall the loop
+    # must not take. The appends that fill the active segment go to the worker, in order.
+    import asyncio
+    import threading
+    h.create("rolling", 1, {"internal.segment.bytes": "300"})
+    plog = h.lm.get_log(TopicPartition("rolling", 0))
+    loop_thread = threading.get_ident()
+    roll_threads = []
+    real_roll = plog.roll
+
+    def roll(*args, **kw):
+        roll_threads.append(threading.get_ident())
+        return real_roll(*args, **kw)
+
+    plog.roll = roll
+    answers = await asyncio.gather(*(produce(h, "rolling", batch(1)) for _ in range(20)))
+    assert [(p.error_code, p.base_offset) for p in answers] == [(0, i) for i in range(20)]
+    assert len(roll_threads) >= 3 and loop_thread not in roll_threads
+    offsets = []
+    while len(offsets) < 20:
+        data = bytes(plog.read(len(offsets), 1 << 20).records)
+        offsets += [hdr.base_offset for _, hdr in iter_batches(data)]
+    assert offsets == list(range(20)) and plog.num_segments == len(roll_threads) + 1

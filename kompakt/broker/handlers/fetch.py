@@ -16,10 +16,11 @@ overlap the bytes returned (Log.aborted_transactions over [fetch offset, the off
 batch returned), from the segments' `.txnindex`): the consumer drops those producers' batches in
 those ranges, and never sees control batches as records.
 
-Threads: when every partition reads from its active segment (consumers at or near the tail: page
-cache, microseconds) the pass runs on the event loop; when any starts in an older segment (a
-consumer catching up, whose bytes may have to come from disk) the whole pass runs in one worker
-thread, so a cold pread does not stall every other connection (one thread hop per pass, not per
+Threads: when every partition reads from its active segment, above what was on disk when the log
+was loaded (consumers at or near the tail: bytes this process wrote, page cache, microseconds) the
+pass runs on the event loop; when any starts in an older segment, or in the part of the active
+segment that predates this process (a consumer catching up, or the first reads after a restart,
+whose bytes may have to come from disk) the whole pass runs in one worker thread, so a cold pread does not stall every other connection (one thread hop per pass, not per
 partition). Partitions are read one after another, in request order, either way.
 
 Long poll: with fewer than `min_bytes` bytes available and no partition error, the fetch waits
@@ -96,14 +97,16 @@ def _resolve(ctx, request_topics, version):
 
 
 def _reads_cold(ctx, wanted) -> bool:
-    """Whether some partition's read starts below its active segment (maybe not in the page cache)."""
+    """Whether some partition's read starts below its active segment or below the log end offset
+    it was loaded with (bytes maybe not in the page cache)."""
     lm = ctx.log_manager
     for name, _, partitions in wanted:
         if name is None:
             continue
         for index, offset, _ in partitions:
             log_obj = lm.get_log(TopicPartition(name, index))
-            if log_obj is not None and offset < log_obj.active_segment.base_offset:
+            if log_obj is not None and (offset < log_obj.active_segment.base_offset
+                                        or offset < log_obj.loaded_end_offset):
                 return True
     return False
 

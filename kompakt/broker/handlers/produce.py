@@ -9,8 +9,9 @@ no copy here for a delete-policy topic.
 
 Threads: appends run on the event loop (a page-cache write and an index entry: tens of
 microseconds) except when the append would reach the log's `flush.messages` and so fsync inside
-Log.append_as_leader: those run on one dedicated worker thread so the loop never waits on a disk
-sync. While a log has appends queued there, its later appends queue behind them (one worker, FIFO),
+Log.append_as_leader, or would fill the active segment and so roll it (create three files, snapshot
+the producer state): those run on one dedicated worker thread so the loop never waits on a disk
+sync or a file creation. While a log has appends queued there, its later appends queue behind them (one worker, FIFO),
 so a partition's appends keep arrival order (idempotent producers' sequences depend on it).
 
 acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and are answered after
@@ -89,7 +90,7 @@ def _fail_all(request, code: int):
 
 
 _INT32 = struct.Struct(">i")
-_syncing_executor: ThreadPoolExecutor | None = None   # appends that fsync (flush.messages), FIFO
+_syncing_executor: ThreadPoolExecutor | None = None   # appends that fsync or roll, FIFO
 _queued: dict[object, int] = {}                       # log -> its appends queued on that executor
 
 
@@ -103,9 +104,15 @@ def _record_count(records) -> int:
     return n
 
 
-def _would_flush(log_obj, records) -> bool:
+def _would_block(log_obj, records) -> bool:
+    """Whether the append fsyncs (flush.messages) or rolls the segment (segment.bytes; the rarer
+    rolls by segment.ms or a full index stay on the loop)."""
+    if records is None:
+        return False
+    if log_obj.active_segment.size + len(records) > log_obj.config.segment_bytes:
+        return True
     flush_messages = log_obj.config.flush_messages
-    if flush_messages >= LONG_MAX or records is None:
+    if flush_messages >= LONG_MAX:
         return False
     return log_obj.unflushed_messages + _record_count(records) >= flush_messages
 
@@ -130,7 +137,7 @@ async def _append_syncing(log_obj, records, guard=None):
 async def _append(lm, log_obj, records, topic: str, metrics, guard=None):
     """Append one partition's bytes, wake long-polling fetches; returns the partition answer."""
     tp = log_obj.tp
-    if log_obj in _queued or _would_flush(log_obj, records):
+    if log_obj in _queued or _would_block(log_obj, records):
         info = await _append_syncing(log_obj, records if records is not None else b"", guard)
     else:
         info = log_obj.append_as_leader(records if records is not None else b"", verification_guard=guard)
