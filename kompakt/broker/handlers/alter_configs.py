@@ -22,6 +22,9 @@ Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.l
   concurrent clients never lose each other's changes.
 
 Version notes: v2 flexible; v0-2 otherwise identical.
+
+Authorization: ALTER_CONFIGS on the topic, the cluster (BROKER/BROKER_LOGGER) or the group
+(_common.check_config_access; IncrementalAlterConfigs shares this loop).
 """
 from __future__ import annotations
 

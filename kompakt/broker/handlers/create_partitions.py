@@ -15,6 +15,8 @@ Behaviour (Kafka's ControllerApis.createPartitions + ReplicationControlManager.c
   (new dirs, persisted topic metadata) before we answer.
 
 Version notes: v2+ flexible; v0-3 otherwise identical.
+
+Authorization: ALTER on each topic (else TOPIC_AUTHORIZATION_FAILED, before existence).
 """
 from __future__ import annotations
 

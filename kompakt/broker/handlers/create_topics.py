@@ -23,6 +23,8 @@ Behaviour (Kafka's ControllerApis.createTopics + ReplicationControlManager.creat
 
 Version notes: v0-1 are below Kafka 4's floor; v5+ flexible (compact strings, tagged fields);
 v7 adds topic_id. timeout_ms is not needed: creation is local and finishes before we answer.
+
+Authorization: CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -6,6 +6,8 @@ them after delete.retention.ms. Per-group errors: GROUP_ID_NOT_FOUND, NON_EMPTY_
 or pending members), INVALID_GROUP_ID (empty id), COORDINATOR_NOT_AVAILABLE (append failed).
 
 Version notes: v2+ flexible.
+
+Authorization: DELETE on each group (else GROUP_AUTHORIZATION_FAILED for it).
 """
 from __future__ import annotations
 

@@ -14,6 +14,8 @@ Behaviour (Kafka's ReplicaManager.deleteRecordsOnLocalLog + Partition.deleteReco
 
 Version notes: v2 flexible; otherwise identical. timeout_ms is unused: the change is local and
 done before we answer (a single replica has nothing to wait for).
+
+Authorization: DELETE on the topic (else TOPIC_AUTHORIZATION_FAILED per partition).
 """
 from __future__ import annotations
 

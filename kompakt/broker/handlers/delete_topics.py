@@ -14,6 +14,8 @@ Behaviour (Kafka's ControllerApis.deleteTopics):
   background); the answer carries name and topic id (v6).
 
 Version notes: v0 is below Kafka 4's floor; v4+ flexible; v5 adds error_message; v6 topic ids.
+
+Authorization: DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -9,6 +9,9 @@ Behaviour (Kafka's AuthHelper.computeDescribeClusterResponse on a broker):
   so the bit set is Kafka's supported cluster operations; otherwise the schema default (INT_MIN).
 
 Version notes: flexible from v0; v1 adds endpoint_type; v2 include_fenced_brokers / is_fenced.
+
+Authorization: authorized operations (when asked) only for a principal with DESCRIBE on the
+cluster (else the empty set), as Kafka.
 """
 from __future__ import annotations
 

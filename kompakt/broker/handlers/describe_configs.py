@@ -21,6 +21,9 @@ Behaviour (Kafka's ConfigHelper.describeConfigs):
 
 Version notes: v0 (below Kafka 4's floor) had is_default; v1 adds config_source and synonyms;
 v3 adds config_type and documentation (when include_documentation); v4 flexible.
+
+Authorization: DESCRIBE_CONFIGS on the topic (TOPIC_AUTHORIZATION_FAILED), the cluster for
+BROKER/BROKER_LOGGER (CLUSTER_AUTHORIZATION_FAILED), the group for GROUP (_common.check_config_access).
 """
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ sentinel INT32_MIN (kafka-python models the field as a bitfield, so we never set
 
 Version notes: v1 throttle time; v3 include_authorized_operations / authorized_operations;
 v4 group_instance_id; v5+ flexible; v6 error_message.
+
+Authorization: DESCRIBE on each group (else GROUP_AUTHORIZATION_FAILED for it); v3+
+`include_authorized_operations` fills the group's authorized operations.
 """
 from __future__ import annotations
 

@@ -13,6 +13,9 @@ Behaviour (Kafka's DescribeTopicPartitionsRequestHandler + KRaftMetadataCache):
   ELR fields null. topic_authorized_operations: every topic operation (no authorizer).
 
 Version notes: v0 only, flexible.
+
+Authorization: DESCRIBE on each topic: hidden from an all-topics answer, else
+TOPIC_AUTHORIZATION_FAILED; topic_authorized_operations from the authorizer when there is one.
 """
 from __future__ import annotations
 

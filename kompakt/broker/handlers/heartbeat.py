@@ -6,10 +6,13 @@ Errors: UNKNOWN_MEMBER_ID (unknown group or member, or an Empty group), FENCED_I
 newer instance took over the static member), ILLEGAL_GENERATION, COORDINATOR_NOT_AVAILABLE.
 
 Version notes: v1 throttle time; v3 group_instance_id; v4 flexible.
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import HeartbeatResponse
+
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode
 

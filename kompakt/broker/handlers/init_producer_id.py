@@ -23,6 +23,9 @@ Behaviour:
 Version notes: v1 = v0; v2+ flexible; v3 adds producer_id/producer_epoch; v4 lets the client
 understand PRODUCER_FENCED and v5 TRANSACTION_ABORTABLE;
 v6 (KIP-939 2PC, unstable in Kafka) is not served.
+
+Authorization: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED); without
+one, IDEMPOTENT_WRITE on the cluster or WRITE on some topic (else CLUSTER_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ Version notes: v0 has no rebalance timeout (the session timeout is used); v4 MEM
 v5 group_instance_id; v6+ flexible; v7 protocol_type in the answer; v8 reason; v9
 skip_assignment (a static leader rejoining a Stable group learns the members but keeps the
 current assignment).
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ group), COORDINATOR_NOT_AVAILABLE.
 
 Version notes: v0-2 one member_id, and its error is the top-level error; v3 members array;
 v4 flexible; v5 reason per member (logged by Kafka, ignored here).
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

@@ -7,6 +7,9 @@ always "classic"). `states_filter` (v4+) keeps groups whose state matches case-i
 
 Version notes: v1 throttle time; v3+ flexible; v4 states filter and group_state; v5 types
 filter and group_type.
+
+Authorization: DESCRIBE on the cluster lists every group, else only the groups the principal
+may DESCRIBE.
 """
 from __future__ import annotations
 

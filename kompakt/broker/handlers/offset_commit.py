@@ -18,6 +18,9 @@ time; v6 committed_leader_epoch; v7 group_instance_id; v8+ flexible; v9 GROUP_ID
 v10 (KIP-848, what the Java client 4.1+ sends) names topics by id instead of name: ids are
 resolved against the live topics, an unknown id answers UNKNOWN_TOPIC_ID for each of its
 partitions (Kafka's KafkaApis.handleOffsetCommitRequest), and the answer carries the ids back.
+
+Authorization: READ on the group (else every partition GROUP_AUTHORIZATION_FAILED), then READ
+on each topic (else its partitions TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

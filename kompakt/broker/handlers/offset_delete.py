@@ -5,6 +5,9 @@ tombstones. Allowed for an Empty group; for a group with members only for topics
 subscribed to (consumer protocol), others failing with GROUP_SUBSCRIBED_TO_TOPIC. Top-level
 errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members with a protocol whose subscriptions we
 cannot read), COORDINATOR_NOT_AVAILABLE (append failed).
+
+Authorization: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic
+(else TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 

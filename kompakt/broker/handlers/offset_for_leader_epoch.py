@@ -19,6 +19,8 @@ Behaviour (Kafka's Partition.lastOffsetForLeaderEpoch + LeaderEpochFileCache.end
 
 Version notes: v0-1 are below Kafka 4's floor; v2 adds current_leader_epoch; v3 replica_id
 (consumers send -1, followers do not exist here); v4 flexible.
+
+Authorization: DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 

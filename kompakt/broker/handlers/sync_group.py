@@ -11,10 +11,13 @@ COORDINATOR_NOT_AVAILABLE (the assignment could not be stored).
 
 Version notes: v3 group_instance_id; v4+ flexible; v5 protocol_type and protocol_name in request
 and answer.
+
+Authorization: READ on the group (else GROUP_AUTHORIZATION_FAILED).
 """
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import SyncGroupResponse
+
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode
 
