@@ -71,6 +71,7 @@ BROKER_READY = "kompakt_broker_ready"
 EVENT_LOOP_LAG = "kompakt_event_loop_lag_seconds"
 EVENT_LOOP_LAG_MAX = "kompakt_event_loop_lag_max_seconds"
 CONNECTIONS_REFUSED = "kompakt_broker_connections_refused_total"
+AUTHENTICATIONS = "kompakt_broker_authentications_total"
 REQUEST_QUEUE_BYTES = "kompakt_request_queue_bytes"
 
 # --- request family ------------------------------------------------------------------------------
@@ -444,6 +445,24 @@ class LiveCollector:
             yield from self._collect_limits()
         except Exception:
             log.exception("collecting connection limit metrics failed")
+        try:
+            yield from self._collect_authentications()
+        except Exception:
+            log.exception("collecting authentication metrics failed")
+
+    # -- authentications per listener (broker/security: SASL exchanges, TLS handshakes) --
+    def _collect_authentications(self) -> Iterable[Any]:
+        listeners = [sec for sec in getattr(self.broker, "listeners", None) or () if getattr(sec, "stats", None)]
+        if not listeners:
+            return
+        family = CounterMetricFamily(AUTHENTICATIONS[:-len("_total")], "Authentications by listener, mechanism "
+                                     "(PLAIN, SCRAM-SHA-256/512, or TLS for handshakes) and result (success, "
+                                     "failure). Kafka: successful-authentication-total / failed-authentication-total.",
+                                     labels=["listener", "mechanism", "result"])
+        for sec in listeners:
+            for (mechanism, result), n in sorted(sec.stats.items()):
+                family.add_metric([sec.name, mechanism, result], n)
+        yield family
 
     # -- connection and request-memory limits (broker/limits.py) --
     def _collect_limits(self) -> Iterable[Any]:

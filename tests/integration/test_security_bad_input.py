@@ -247,3 +247,22 @@ def test_admin_api_token(bad):
     assert resumed.returncode == 0, resumed.stderr
     broker_lines = [ln for ln in proc.log_text().splitlines() if not ln.startswith("===== start")]  # not argv
     assert not any(ADMIN_TOKEN in ln or "alice-pw" in ln for ln in broker_lines)   # nor a JAAS password
+
+
+def test_authentication_metrics(bad):
+    """Successes and failures per listener and mechanism (the cases above ran on this broker)."""
+    import urllib.request
+    proc, _, _, _ = bad
+    text = urllib.request.urlopen(f"{proc.metrics_url}/metrics", timeout=10).read().decode()
+    counts = {}
+    for line in text.splitlines():
+        if line.startswith("kompakt_broker_authentications_total{"):
+            labels, value = line[len("kompakt_broker_authentications_total{"):].split("} ")
+            counts[tuple(sorted(labels.split(",")))] = float(value)
+
+    def n(listener, mechanism, result):
+        return counts.get(tuple(sorted([f'listener="{listener}"', f'mechanism="{mechanism}"',
+                                        f'result="{result}"'])), 0)
+    assert n("SASL_PLAINTEXT", "PLAIN", "failure") >= 1 and n("SASL_PLAINTEXT", "PLAIN", "success") >= 1
+    assert n("SASL_SSL", "SCRAM-SHA-512", "success") >= 1 and n("SASL_SSL", "SCRAM-SHA-512", "failure") >= 1
+    assert n("SSL", "TLS", "failure") >= 1 and n("MTLS", "TLS", "failure") >= 2

@@ -46,8 +46,33 @@ HANDSHAKE, AUTHENTICATE, AUTHENTICATED, REAUTHENTICATE, FAILED = (
 _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
 
+# (state, event) -> next state; a pair not here raises IllegalSaslState(current, event). Events:
+# handshake (SaslHandshake with an acceptable mechanism), step (an exchange message, more to come),
+# complete (the exchange succeeded), fail (bad mechanism, credentials, message or state).
+TRANSITIONS = {
+    (HANDSHAKE, "handshake"): AUTHENTICATE,
+    (AUTHENTICATED, "handshake"): REAUTHENTICATE,
+    (AUTHENTICATE, "step"): AUTHENTICATE,
+    (REAUTHENTICATE, "step"): REAUTHENTICATE,
+    (AUTHENTICATE, "complete"): AUTHENTICATED,
+    (REAUTHENTICATE, "complete"): AUTHENTICATED,
+    **{(state, "fail"): FAILED for state in (HANDSHAKE, AUTHENTICATE, AUTHENTICATED, REAUTHENTICATE, FAILED)},
+}
+
+
 class IllegalSaslState(Exception):
-    pass
+    """An event the state machine has no transition for (Kafka: IllegalSaslStateException)."""
+
+    def __init__(self, current: str, event: str, message: str | None = None):
+        super().__init__(message or f"Unexpected {event} in SASL state {current}")
+        self.current, self.event = current, event
+
+
+def transition(current: str, event: str) -> str:
+    try:
+        return TRANSITIONS[(current, event)]
+    except KeyError:
+        raise IllegalSaslState(current, event) from None
 
 
 def jaas_plain_users(jaas: str | None) -> dict[str, str]:
@@ -64,7 +89,7 @@ def jaas_plain_users(jaas: str | None) -> dict[str, str]:
 class SaslConfig:
     """A SASL listener's settings, built once at start (listeners.Listener + the SCRAM store)."""
 
-    def __init__(self, listener, scram_store):
+    def __init__(self, listener, scram_store, stats=None):
         enabled = [m.strip().upper() for m in listener.get("sasl.enabled.mechanisms")]
         unsupported = [m for m in enabled if m not in MECHANISMS]
         self.mechanisms = [m for m in enabled if m in MECHANISMS]
@@ -85,6 +110,7 @@ class SaslConfig:
         self.reauth_ms = listener.get("connections.max.reauth.ms")
         self.failure_delay_ms = listener.get("connection.failed.authentication.delay.ms")
         self.listener = listener.name
+        self.stats = stats if stats is not None else {}     # (mechanism, result) -> count, for metrics
 
 
 class SaslServer:
@@ -121,23 +147,21 @@ class SaslServer:
     def handshake(self, mechanism: str, version: int = 1) -> int:
         """Returns the error code for the SaslHandshake response. After a v0 handshake the client
         sends the SASL tokens bare (4-byte size, token; no request header) and gets them back so."""
-        if self.state == AUTHENTICATED:
-            if mechanism != self.mechanism:
-                self.state = FAILED
-                return ErrorCode.ILLEGAL_SASL_STATE
-            self.state = REAUTHENTICATE
-        elif self.state == HANDSHAKE:
-            if mechanism not in self.config.mechanisms:
-                self.state = FAILED
-                log.info("authentication failed from %s on listener %s: unsupported SASL mechanism %r",
-                         self.peer, self.config.listener, mechanism)
-                return ErrorCode.UNSUPPORTED_SASL_MECHANISM
-            self.state = AUTHENTICATE
-            self.mechanism = mechanism
-            self.raw_tokens = version == 0
-        else:
-            self.state = FAILED
+        reauth = self.state == AUTHENTICATED
+        try:
+            self.state = transition(self.state, "handshake")
+        except IllegalSaslState:
+            self.state = transition(self.state, "fail")
             return ErrorCode.ILLEGAL_SASL_STATE
+        if reauth and mechanism != self.mechanism:        # KIP-368: the same mechanism, or nothing
+            self.state = transition(self.state, "fail")
+            return ErrorCode.ILLEGAL_SASL_STATE
+        if not reauth:
+            self.mechanism = mechanism
+            if mechanism not in self.config.mechanisms:
+                self._fail(f"unsupported SASL mechanism {mechanism!r}")
+                return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+            self.raw_tokens = version == 0
         self._exchange = self._new_exchange(mechanism)
         return ErrorCode.NONE
 
@@ -149,32 +173,42 @@ class SaslServer:
     # -- SaslAuthenticate ------------------------------------------------------------------------
     def authenticate(self, data: bytes) -> bytes:
         """One SaslAuthenticate step; raises AuthenticationFailed (state FAILED) or IllegalSaslState."""
-        if self.state not in (AUTHENTICATE, REAUTHENTICATE) or self._exchange is None:
-            raise IllegalSaslState("SaslAuthenticate request received after successful authentication"
-                                   if self.state == AUTHENTICATED else
-                                   f"Unexpected SaslAuthenticate request in state {self.state}")
+        if self._exchange is None:
+            current = self.state
+            self.state = transition(current, "fail")
+            raise IllegalSaslState(current, "step", "SaslAuthenticate request received after successful "
+                                   "authentication" if current == AUTHENTICATED else
+                                   f"Unexpected SaslAuthenticate request in state {current}")
         exchange = self._exchange
         try:
             answer = exchange.step(data)
         except AuthenticationFailed as exc:
             self._fail(str(exc))
             raise
-        if exchange.complete:
-            if self.state == REAUTHENTICATE and exchange.username != self.username:
-                message = (f"Cannot change principals during re-authentication from User:{self.username} to "
-                           f"User:{exchange.username}")
-                self._fail(message)
-                raise AuthenticationFailed(message)
-            self.username = exchange.username
-            self.state = AUTHENTICATED
-            self.raw_tokens = False
-            self._exchange = None
-            reauth = self.config.reauth_ms
-            self.expires_at = self.clock() + reauth / 1000.0 if reauth else None
+        if not exchange.complete:
+            self.state = transition(self.state, "step")
+            return answer
+        if self.state == REAUTHENTICATE and exchange.username != self.username:
+            message = (f"Cannot change principals during re-authentication from User:{self.username} to "
+                       f"User:{exchange.username}")
+            self._fail(message)
+            raise AuthenticationFailed(message)
+        self.state = transition(self.state, "complete")
+        self._count("success")
+        self.username = exchange.username
+        self.raw_tokens = False
+        self._exchange = None
+        reauth = self.config.reauth_ms
+        self.expires_at = self.clock() + reauth / 1000.0 if reauth else None
         return answer
 
+    def _count(self, result: str) -> None:
+        key = (self.mechanism or "?", result)
+        self.config.stats[key] = self.config.stats.get(key, 0) + 1
+
     def _fail(self, message: str) -> None:
-        self.state = FAILED
+        self._count("failure")
+        self.state = transition(self.state, "fail")
         self._exchange = None
         log.info("authentication failed from %s on listener %s with %s: %s", self.peer, self.config.listener,
                  self.mechanism, message)

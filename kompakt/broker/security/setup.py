@@ -13,6 +13,7 @@ without ACLs would be worse).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from kompakt.broker.security.acl_store import AclStore
 from kompakt.broker.security.authorizer import AUTHORIZER_CLASS_NAMES, Authorizer, parse_super_users
@@ -51,9 +52,10 @@ class ListenerSecurity:
     def __init__(self, listener: Listener):
         self.listener = listener
         self.name = listener.name
-        self.ssl_context = server_context(listener.get, listener.name) if listener.tls else None
+        self.stats: Counter = Counter()   # (mechanism or "TLS", "success" | "failure") -> count (metrics.py)
+        self.ssl_context = server_context(listener.get, listener.name, self.stats) if listener.tls else None
         self.mapper = PrincipalMapper(listener.get("ssl.principal.mapping.rules")) if listener.tls else None
-        self.sasl = SaslConfig(listener, None) if listener.sasl else None
+        self.sasl = SaslConfig(listener, None, self.stats) if listener.sasl else None
 
     def bind_scram_store(self, store) -> None:
         if self.sasl is not None:
@@ -66,7 +68,9 @@ class ListenerSecurity:
         session.close = close
         if self.sasl is not None:
             session.sasl = SaslServer(self.sasl, peer)
-        elif self.ssl_context is not None:
+        if self.ssl_context is not None:
+            self.stats[("TLS", "success")] += 1          # connection_made comes after the handshake
+        if self.sasl is None and self.ssl_context is not None:
             cert = transport.get_extra_info("peercert")
             if cert:
                 dn = subject_dn(cert)

@@ -38,8 +38,9 @@ _TLS13_SUITES = {"TLS_AES_128_GCM_SHA256", "TLS_AES_256_GCM_SHA384", "TLS_CHACHA
 
 
 class LoggedSSLObject(ssl.SSLObject):
-    """Logs a failed server-side handshake once (the loop only closes the socket)."""
+    """Logs a failed server-side handshake once (the loop only closes the socket) and counts it."""
     listener = "?"
+    stats = None                 # the listener's Counter (security/setup.py), for metrics
 
     def do_handshake(self):
         try:
@@ -49,6 +50,8 @@ class LoggedSSLObject(ssl.SSLObject):
         except (ssl.SSLError, OSError) as exc:
             log.warning("TLS handshake failed on listener %s, connection closed: %s", self.listener,
                         getattr(exc, "reason", None) or exc)
+            if self.stats is not None:
+                self.stats[("TLS", "failure")] += 1
             raise
 
 
@@ -144,7 +147,7 @@ def openssl_cipher_name(name: str) -> str:
     return prefix + cipher.replace("_", "-")
 
 
-def server_context(get, listener: str) -> ssl.SSLContext:
+def server_context(get, listener: str, stats=None) -> ssl.SSLContext:
     """An SSLContext for a TLS listener (or the admin API); `get(key)` reads configuration."""
     _check_pem_store(get, "keystore")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -173,5 +176,6 @@ def server_context(get, listener: str) -> ssl.SSLContext:
         ctx.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
     # Tickets resume sessions without a full handshake, as the JDK does by default.
     ctx.options |= ssl.OP_NO_COMPRESSION
-    ctx.sslobject_class = type("LoggedSSLObject_" + listener, (LoggedSSLObject,), {"listener": listener})
+    ctx.sslobject_class = type("LoggedSSLObject_" + listener, (LoggedSSLObject,),
+                               {"listener": listener, "stats": stats})
     return ctx

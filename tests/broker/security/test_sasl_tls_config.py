@@ -11,8 +11,8 @@ import pytest
 from kompakt.broker.security.listeners import configured_listeners
 from kompakt.broker.security.principal import NoMatchingRule, PrincipalMapper, subject_dn
 from kompakt.broker.security.sasl_mechanisms import AuthenticationFailed, PlainServer, ScramServer
-from kompakt.broker.security.sasl_server import (AUTHENTICATED, FAILED, SaslConfig, SaslServer,
-                                                 jaas_plain_users)
+from kompakt.broker.security.sasl_server import (AUTHENTICATED, FAILED, IllegalSaslState, SaslConfig,
+                                                 SaslServer, jaas_plain_users, transition)
 from kompakt.broker.security.scram_store import ScramStore, credential_from_password
 from kompakt.broker.security.tls import normalize_pem, openssl_cipher_name, server_context
 from kompakt.config.broker_config import BrokerConfig, ConfigError
@@ -83,6 +83,12 @@ def test_state_machine_gate_and_reauth():
     with pytest.raises(AuthenticationFailed, match="Cannot change principals"):
         s.authenticate(b"\0bob\0pw2")
     assert s.state == FAILED and not s.admits(18)
+    with pytest.raises(IllegalSaslState, match="Unexpected complete in SASL state HANDSHAKE"):
+        transition("HANDSHAKE", "complete")
+    fresh = SaslServer(_sasl_config())
+    with pytest.raises(IllegalSaslState):                # SaslAuthenticate before any handshake
+        fresh.authenticate(b"\0alice\0pw")
+    assert fresh.state == FAILED
 
 
 def test_no_usable_mechanism_is_a_config_error():
