@@ -23,6 +23,9 @@ Crash points, each named where it sits (the soak in bench/bench_kill_soak.py kil
     before_swap, after_first_group, before_checkpoint, after_checkpoint
                           the cleaner's swap steps (kompakt/cleaner/log_cleaner.py)
     group_rebalance       GroupCoordinator: a rebalance's group metadata is about to be written
+    txn_prepare_written   TransactionCoordinator: PrepareCommit/PrepareAbort written, no marker yet
+    txn_marker_written    txn/markers.py: one more COMMIT/ABORT marker written (`:n` = the n-th)
+    txn_markers_written   TransactionCoordinator: every marker written, CompleteCommit/Abort not yet
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ IO_ERROR_ENV = "TEST_KOMPAKT_IO_ERROR"
 
 CRASH_POINTS = ("segment_roll", "retention_delete", "checkpoint_write", "swap_renamed", "swap_old_deleted",
                 "before_swap", "after_first_group", "before_checkpoint", "after_checkpoint",
-                "group_rebalance")
+                "group_rebalance", "txn_prepare_written", "txn_marker_written", "txn_markers_written")
 
 
 def _parse(value: str | None) -> tuple[str, int] | None:

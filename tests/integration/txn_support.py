@@ -30,7 +30,7 @@ def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
         f.result(DEADLINE_S)
 
 
-def read_values(bootstrap: str, tps: list[tuple[str, int]], *, committed: bool, idle_s: float = 1.5,
+def read_values(bootstrap: str, tps: list[tuple[str, int]], *, committed: bool, idle_s: float = 0.6,
                 expect: int | None = None) -> dict[tuple[str, int], list[bytes]]:
     """Every record value of `tps` from offset 0 at one isolation level: until `expect` records
     arrived (if given), then until `idle_s` passes with nothing new, or DEADLINE_S."""
