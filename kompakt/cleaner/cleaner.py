@@ -23,7 +23,9 @@ Files written per group (Kafka's layout, suffix `.cleaned` after the extension):
     <base:020d>.timeindex.cleaned  time index: entries (timestamp int64, relative offset int32) when the
                                    max timestamp so far grew, plus a final entry (Kafka's
                                    onBecomeInactiveSegment)
-All three are flushed and fsynced before the result is reported; the .log's mtime is set to the
+    <base:020d>.txnindex.cleaned   aborted transactions kept (34-byte entries, kompakt.storage.txn_index),
+                                   only when there is one
+All are flushed and fsynced before the result is reported; the .log's mtime is set to the
 last replaced segment's (Kafka keeps the last-modified time of the originals for retention).
 
 Abort: `check_done()` is called between batches (every CHECK_EVERY batches, and whenever
@@ -31,13 +33,17 @@ RANGE_BUDGET bytes were read since the last check, counted across calls so batch
 loops hand back one at a time are counted too) and inside throttle sleeps; it raises
 CleaningAbortedError, and every `.cleaned` file this clean wrote is deleted.
 
-Transactions: a header-only prescan of the whole log finds the markers (producer id, offset,
-COMMIT/ABORT) and each producer's last batch. Data batches whose next marker is an ABORT are
-dropped (and never mapped); markers are kept until no batch of their transaction remains after
-this pass (an empty one kept as its producer's last batch counts) and their delete horizon
-(stamped on first sight, like tombstones) has passed; the last batch of each producer is kept,
-empty if need be, so its sequence state survives; so is the batch whose next offset is the first
-uncleanable offset (last-offset information).
+Transactions (Kafka's Cleaner + CleanedTransactionMetadata; the cleanable range never reaches the
+last stable offset, so every transaction in it is decided): a header-only prescan of the whole
+log finds the markers (producer id, offset, COMMIT/ABORT) and each producer's last batch. Data
+batches whose next marker is an ABORT are dropped (and never mapped). A marker may go only when
+this pass read no batch of its transaction (`TxnCleanState`: a batch read counts even if this
+pass removes it, so a marker outlives its transaction's batches by one pass), and then only once
+its delete horizon (stamped, like a tombstone's, the first time it may go) has passed. The last
+batch of each producer is kept, empty if need be, so its sequence state survives; so is the
+batch whose next offset is the first uncleanable offset (last-offset information). Each cleaned
+group gets a `.txnindex.cleaned` holding the log's index entries of the ABORT markers it keeps
+whose transaction still had batches in this pass (Kafka rewrites the index the same way).
 """
 from __future__ import annotations
 
@@ -58,6 +64,7 @@ from kompakt.cleaner.batch_ops import (CONTROL_MASK, H_ATTRS, H_BASE_OFFSET, H_C
                                        TRANSACTIONAL_MASK)
 from kompakt.cleaner.payloads import PayloadTable
 from kompakt.cleaner.stats import CleanerStats
+from kompakt.storage.txn_index import ENTRY_SIZE, AbortedTxn, decode_entries
 from kompakt.protocol.records import compress
 
 log = logging.getLogger("kompakt.cleaner")
@@ -282,6 +289,62 @@ def _is_aborted(markers: dict, h) -> bool:
     return i < len(offs) and types[i] == ABORT_MARKER
 
 
+class TxnCleanState:
+    """Kafka's CleanedTransactionMetadata for one clean: which transactions this pass has read
+    batches of (carried from group to group), deciding whether a marker may go, and the index
+    entries the group being written keeps."""
+
+    def __init__(self, index_entries: dict | None = None):
+        self.committed: set = set()      # producers with a non-aborted transactional batch read
+        self.aborted: dict = {}          # producer -> first aborted batch offset read
+        self.index_entries = index_entries or {}   # (producer, marker offset) -> AbortedTxn
+        self.cleaned_index: list = []    # entries for the group being written
+
+    def on_batch(self, pid: int, base_offset: int, aborted: bool) -> None:
+        if aborted:
+            self.aborted.setdefault(pid, base_offset)
+        else:
+            self.committed.add(pid)
+
+    def on_marker(self, pid: int, offset: int, kind: int) -> bool:
+        """Whether the marker may go (Kafka's onControlBatchRead); an ABORT kept because its
+        transaction had batches in this pass keeps its index entry."""
+        if kind == ABORT_MARKER:
+            first = self.aborted.pop(pid, None)
+            if first is None:
+                return True
+            self.cleaned_index.append(self.index_entries.get((pid, offset))
+                                      or AbortedTxn(pid, first, offset, offset + 1))
+            return False
+        if kind == COMMIT_MARKER:
+            if pid in self.committed:
+                self.committed.discard(pid)
+                return False
+            return True
+        return kind < 0          # an emptied marker was cleaned already; an unknown type stays
+
+    def seed(self, pid: int, first: int, aborted: bool) -> None:
+        """A transaction whose batches before this range count as read (the pipeline's buckets)."""
+        self.on_batch(pid, first, aborted)
+
+
+def read_txn_indexes(segments) -> dict:
+    """(producer, marker offset) -> AbortedTxn from the `.txnindex` beside each segment."""
+    out = {}
+    for seg in segments:
+        if not seg.log_path.endswith(".log"):
+            continue
+        path = seg.log_path[: -len(".log")] + ".txnindex"
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue
+        for e in decode_entries(data[: len(data) - len(data) % ENTRY_SIZE], path):
+            out[(e.producer_id, e.last_offset)] = e
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # the clean
 
@@ -328,7 +391,7 @@ class Cleaner:
         result = CleanResult(job.tp, end_offset, stats=stats, map_size=omap.size,
                              group_horizon_offset=(None if job.group_horizon_offset == rules.NO_GROUP_HORIZON
                                                    else job.group_horizon_offset))
-        txn_state: dict = {}
+        txn_state = TxnCleanState(read_txn_indexes(list(job.segments) + list(job.tail)))
         written: list[str] = []
         try:
             for group in groups:
@@ -461,9 +524,11 @@ class Cleaner:
         log_path = segment_file(job.dir, base, ".log", CLEANED_SUFFIX)
         idx_path = segment_file(job.dir, base, ".index", CLEANED_SUFFIX)
         tim_path = segment_file(job.dir, base, ".timeindex", CLEANED_SUFFIX)
-        for p in (log_path, idx_path, tim_path):
+        txn_path = segment_file(job.dir, base, ".txnindex", CLEANED_SUFFIX)
+        for p in (log_path, idx_path, tim_path, txn_path):
             _unlink(p)
             written.append(p)
+        txn_state.cleaned_index = []
         w = _SegmentWriter(log_path, base, job.index_interval_bytes)
         lib = batch_ops._LIB
         try:
@@ -482,7 +547,11 @@ class Cleaner:
         except BaseException:
             w.abandon()
             raise
-        for path, content in ((idx_path, w.offset_entries), (tim_path, w.time_entries)):
+        files = [(idx_path, w.offset_entries), (tim_path, w.time_entries)]
+        if txn_state.cleaned_index:
+            entries = sorted(txn_state.cleaned_index, key=lambda e: e.last_offset)
+            files.append((txn_path, b"".join(e.encode() for e in entries)))
+        for path, content in files:
             with open(path, "wb") as fh:
                 fh.write(content)
                 fh.flush()
@@ -620,8 +689,8 @@ class Cleaner:
         if last + 1 == upper:
             retain_empty = True
         if attrs & CONTROL_MASK:
-            # a marker may go once no record of its transaction remains and its horizon passed
-            can_discard = not txn_state.pop(pid, False)
+            # a marker may go once this pass read no batch of its transaction and its horizon passed
+            can_discard = txn_state.on_marker(pid, h[H_BASE_OFFSET], batch_ops.control_type(raw, h))
             has_horizon = bool(attrs & batch_ops.DELETE_HORIZON_MASK)
             removable = rules.tombstones_removable(has_horizon, h[batch_ops.H_BASE_TS], last, now_ms, gho)
             res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm,
@@ -631,17 +700,14 @@ class Cleaner:
             if can_discard and rules.held_back(has_horizon, h[batch_ops.H_BASE_TS], last, now_ms, gho):
                 res.held = res.retained
             return res
-        if _is_aborted(markers, h):
-            res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, discard_records=True,
-                                         retain_empty=retain_empty)
-        else:
-            res = batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, retain_empty=retain_empty,
-                                         target_codec=codec, group_horizon_offset=gho)
-        if attrs & TRANSACTIONAL_MASK and res.output is not None:
-            # a batch of the transaction stays (even empty): so does its marker (Kafka's onBatchRead);
-            # a transactional batch without its marker would reopen the transaction on recovery
-            txn_state[pid] = True
-        return res
+        aborted = _is_aborted(markers, h)
+        if attrs & TRANSACTIONAL_MASK:
+            txn_state.on_batch(pid, h[H_BASE_OFFSET], aborted)     # Kafka's onBatchRead
+        if aborted:
+            return batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, discard_records=True,
+                                          retain_empty=retain_empty)
+        return batch_ops.filter_batch(raw, h, self.offset_map, now_ms, drm, retain_empty=retain_empty,
+                                      target_codec=codec, group_horizon_offset=gho)
 
 
 class _SegmentWriter:

@@ -489,7 +489,7 @@ class LogCleaner:
 
     def _discard(self, result) -> None:
         for g in result.groups:
-            for ext in (".log", ".index", ".timeindex"):
+            for ext in (".log", ".index", ".timeindex", ".txnindex"):
                 C._unlink(C.segment_file(os.path.dirname(g.log_path), g.base_offset, ext, C.CLEANED_SUFFIX))
 
     def swap_in(self, lg, result) -> None:

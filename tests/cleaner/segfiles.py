@@ -42,14 +42,17 @@ def swap_files(dir_, result):
     """What replace_segments does, minus crash safety: cleaned files become live, old ones go."""
     for g in result.groups:
         for old in g.replaces:
-            for ext in (".log", ".index", ".timeindex"):
+            for ext in (".log", ".index", ".timeindex", ".txnindex"):
                 try:
                     os.unlink(C.segment_file(dir_, old, ext))
                 except FileNotFoundError:
                     pass
-        for ext in (".log", ".index", ".timeindex"):
-            os.rename(C.segment_file(dir_, g.base_offset, ext, ".cleaned"),
-                      C.segment_file(dir_, g.base_offset, ext))
+        for ext in (".log", ".index", ".timeindex", ".txnindex"):
+            try:
+                os.rename(C.segment_file(dir_, g.base_offset, ext, ".cleaned"),
+                          C.segment_file(dir_, g.base_offset, ext))
+            except FileNotFoundError:
+                assert ext == ".txnindex", f"{ext}.cleaned missing"
 
 
 def read_all(dir_):

@@ -6,6 +6,7 @@ import pytest
 from kompakt.cleaner import cleaner as C
 from kompakt.cleaner.offset_map import SkimpyOffsetMap
 from kompakt.protocol import records as R
+from kompakt.storage.txn_index import AbortedTxn
 
 from .segfiles import job_for, read_all, segment_offsets, swap_files, write_segment
 
@@ -140,19 +141,25 @@ def test_transactions_aborted_data_dropped_markers_kept_then_removed(tmp_path):
     write_segment(d, 5, [b([(b"z", b"1")], 5, producer_id=1, producer_epoch=0, base_sequence=1)])
     # producer state as after a snapshot that holds no batch of pid 2, only its epoch
     producers = {1: (5, 0), 2: (-1, 0)}
-    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW, active_producers=producers))
-    swap_files(d, res)
+
+    def clean(now):
+        swap_files(d, C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, now, active_producers=producers)))
+        data = open(C.segment_file(d, 0, ".log"), "rb").read()
+        return [(h.base_offset, h.records_count, h.has_delete_horizon) for _, h in R.iter_batches(data) if h.is_control]
+
+    # pass 1 reads a batch of each transaction (pid 1's, superseded by offset 4, and pid 2's aborted
+    # one, dropped): both markers stay, unstamped (Kafka's CleanedTransactionMetadata), and the
+    # ABORT that still covers a batch of this pass keeps its .txnindex entry
+    assert clean(NOW) == [(2, 1, False), (3, 1, False)]
     assert read_all(d) == [(4, b"a", b"plain"), (5, b"z", b"1")]
-    data = open(C.segment_file(d, 0, ".log"), "rb").read()
-    kinds = [(h.base_offset, h.is_control, h.records_count, h.has_delete_horizon) for _, h in R.iter_batches(data)]
-    # pid 1's committed batch emptied but its marker stays until the horizon; pid 2's marker the same
-    assert (2, True, 1, False) in kinds or (2, True, 1, True) in kinds
-    assert any(k[0] == 3 and k[1] for k in kinds)
-    res2 = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW + DAY + 1, active_producers=producers))
-    swap_files(d, res2)
-    data = open(C.segment_file(d, 0, ".log"), "rb").read()
-    # pid 1's marker is gone; pid 2's marker is that producer's last batch: kept, emptied (epoch fencing)
-    assert [(h.base_offset, h.records_count) for _, h in R.iter_batches(data) if h.is_control] == [(3, 0)]
+    entries = open(C.segment_file(d, 0, ".txnindex"), "rb").read()
+    assert entries == AbortedTxn(2, 1, 3, 4).encode()
+    # pass 2 reads no batch of either: both may go, once their delete horizon (stamped now) passes
+    assert clean(NOW + 1) == [(2, 1, True), (3, 1, True)]
+    assert not os.path.exists(C.segment_file(d, 0, ".txnindex"))
+    # pass 3, past the horizon: pid 1's marker is gone; pid 2's marker is that producer's last
+    # batch: kept, emptied (epoch fencing)
+    assert clean(NOW + 1 + DAY + 1) == [(3, 0, True)]
 
 
 def test_emptied_marker_survives_later_cleans(tmp_path):

@@ -88,10 +88,12 @@ def test_markers_held_back_too(tmp_path):
                          _commit_marker(1, pid),
                          b([(b"a", b"2")], 2)])
     write_segment(d, 3, [])
-    # the first clean empties the transaction (a@0 superseded) and stamps the marker
-    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW, active_producers={}))
-    swap_files(d, res)
-    assert res.stats.tombstones_held_back == 0
+    # the first clean empties the transaction (a@0 superseded; Kafka keeps the marker since this
+    # pass read a batch of it), the second stamps the marker
+    for now in (NOW - 1, NOW):
+        res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, now, active_producers={}))
+        swap_files(d, res)
+        assert res.stats.tombstones_held_back == 0
     write_segment(d, 3, [b([(b"z", b"1")], 3)])
     write_segment(d, 4, [])
     held = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(

@@ -108,3 +108,28 @@ def test_a_whole_topic_is_verified_partition_by_partition(spark, tmp_path):
     assert not rep["ok"] and [(v["partition"], v["kind"], v["offset"]) for v in rep["violations"]] == [(1, "latest", newest)]
     assert rep["records"] == sum(p["records"] for p in rep["partitions"]) > 0
     assert set(rep["checks"]) >= {"order", "latest", "changed", "tombstone"}
+
+
+def test_marker_removed_while_its_transaction_remains_is_a_violation(tmp_path):
+    """Pure Python (no Spark): the `marker` check of verify over batch headers."""
+    from kompakt.pipeline.jobs.verify import marker_violations
+    from kompakt.protocol import txn_records as T
+
+    def txn(offset_value, pid=5):
+        return {"records": [(b"k", offset_value)], "producer_id": pid, "producer_epoch": 0,
+                "base_sequence": 0, "is_transactional": True}
+
+    def marker(kind, pid=5):
+        return {"records": [(T.CONTROL_KEY.pack(0, kind), T.MARKER_VALUE.pack(0, 0))], "producer_id": pid,
+                "producer_epoch": 0, "is_transactional": True, "is_control": True}
+
+    src = write_partition(str(tmp_path / "src"), "t", 0, [txn(b"1"), marker(T.COMMIT), txn(b"2"), marker(T.ABORT),
+                                                            {"records": [(b"z", b"x")], "roll": True}])
+    segs = rd.list_segments(src)
+    assert marker_violations(src, segs, 0, 4) == []
+    # a "compacted" copy that kept the first transaction's batch but dropped its marker
+    bad = write_partition(str(tmp_path / "bad"), "t", 0, [txn(b"1"), {**marker(T.ABORT), "base_offset": 3}])
+    assert marker_violations(bad, segs, 0, 4) == [
+        dict(kind="marker", offset=1, batch=0, detail="marker removed while a batch of its transaction remains")]
+    # the marker past the compacted range is not this check's business
+    assert marker_violations(bad, segs, 0, 1) == []

@@ -150,11 +150,10 @@ def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, n
     Each batch goes through the cleaner's own per-batch decision (`Cleaner._filter`: aborted
     data dropped, markers kept until their transaction is gone and their horizon passed, each
     producer's last batch kept even if emptied, tombstones stamped) with `_ExactOffsetMap` in
-    place of the MD5 map. Transaction state at the bucket's first offset is not known from the
-    previous bucket, so a transaction spanning the boundary counts as having retained records
-    (its marker is kept: the conservative side of the cleaner's rule).
+    place of the MD5 map. A transaction with batches before the bucket and its marker in it
+    counts as read (`TxnCleanState.seed`), exactly as in the cleaner's single pass over the range.
     """
-    from kompakt.cleaner.cleaner import Cleaner
+    from kompakt.cleaner.cleaner import ABORT_MARKER, Cleaner, TxnCleanState
     from kompakt.protocol import records as R
 
     lo = plan_.start + bucket * plan_.width
@@ -162,7 +161,12 @@ def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, n
     keep = set(retained)
     omap = _ExactOffsetMap(plan_.end - 1)
     cleaner = Cleaner(0, omap)
-    txn_state = {pid: True for pid, first, marker in plan_.transactions if first < lo <= marker}
+    txn_state = TxnCleanState()
+    for pid, first, marker in plan_.transactions:
+        if first < lo <= marker:
+            offs, types = plan_.markers.get(pid, ([], []))
+            kind = types[offs.index(marker)] if marker in offs else -1
+            txn_state.seed(pid, first, kind == ABORT_MARKER)
     stats = dict(bucket=bucket, path=out_path, batches_in=0, batches_out=0, records_in=0,
                  records_out=0, tombstones=0, keyless=0, bytes_out=0)
     segs = [rd.Segment(b, os.path.join(plan_.partition_dir, f"{b:020d}.log"), size)

@@ -12,7 +12,10 @@ base), as Spark joins:
                   key, value, headers and timestamp (compaction removes, never rewrites);
   * latest        each key's latest committed record in the source is still there, unless it
                   is a tombstone whose batch carried a delete horizon that has passed at --now;
-  * tombstone     a tombstone removed before its horizon is a violation of its own kind.
+  * tombstone     a tombstone removed before its horizon is a violation of its own kind;
+  * marker        a COMMIT/ABORT marker removed while a batch of its transaction is still in the
+                  compacted partition (seed 001: markers stay until their transaction's batches
+                  are gone; pure Python over batch headers, `marker_violations`).
 Reported, not violations (the cleaner may legitimately leave them after a partial pass):
 superseded records still present, aborted records still present.
 A PATH holding several partitions of one topic (a log dir with --topic) is verified partition by
@@ -33,6 +36,10 @@ from kompakt.pipeline import reader as rd
 COLUMNS = ("offset long, key binary, value binary, headers array<struct<key:string,value:binary>>, "
            "timestamp long, is_tombstone boolean, is_control boolean, is_aborted boolean, "
            "delete_horizon_ms long")
+
+
+CHECKS = {**guarantees.CHECKS,
+          "marker": "a transaction marker stays while a batch of its transaction remains"}
 
 
 def integrity(part: rd.PartitionDir) -> dict:
@@ -81,7 +88,7 @@ def verify(spark, target: str, *, source: str | None = None, topic: str | None =
         raise ValueError("an offset range applies to one partition: give --partition")
     reports = [_verify_partition(spark, part, source, now_ms, None, None, None, max_examples, say)
                for part in parts]
-    out = dict(topic=parts[0].topic, now_ms=now_ms, checks=guarantees.CHECKS, partitions=reports,
+    out = dict(topic=parts[0].topic, now_ms=now_ms, checks=CHECKS, partitions=reports,
                violations=[dict(v, partition=r["partition"]) for r in reports for v in r["violations"]])
     for key in ("records", "batches", "corrupt_batches", "changed_records", "missing_latest", "superseded_kept",
                 "aborted_kept", "removed_tombstones"):
@@ -158,5 +165,31 @@ def _verify_partition(spark, part, source, now_ms, manifest, start, end, max_exa
     report["superseded_kept"] = totals.get("superseded", 0)
     report["aborted_kept"] = totals.get("aborted", 0)
     report["removed_tombstones"] = totals.get("removed_tombstone", 0)
+    v.extend(marker_violations(part.path, src_segs, start, end)[:max_examples])
     report["ok"] = not v
     return report
+
+
+def marker_violations(compacted_dir: str, source_segs, start: int, end: int) -> list[dict]:
+    """Transactional data batches in [start, end) of the compacted partition whose marker (the
+    producer's next marker in the source, itself before `end`) the compacted partition lost."""
+    from bisect import bisect_right
+
+    from kompakt.cleaner.cleaner import SegmentInfo, prescan
+    markers, _ = prescan([SegmentInfo(s.base_offset, s.log_path, s.size) for s in source_segs])
+    present, batches = set(), []
+    for seg in rd.list_segments(compacted_dir):
+        for bv in rd.iter_chunk_batches(rd.Chunk(seg.log_path, seg.base_offset, 0, seg.size, True)):
+            h = bv.header
+            if h.is_control:
+                present.add(h.base_offset)
+            elif h.is_transactional and start <= h.base_offset < end:
+                batches.append((h.base_offset, h.producer_id))
+    out = []
+    for base, pid in batches:
+        offs = markers.get(pid, ([], []))[0]
+        i = bisect_right(offs, base)
+        if i < len(offs) and offs[i] < end and offs[i] not in present:
+            out.append(dict(kind="marker", offset=offs[i], batch=base,
+                            detail="marker removed while a batch of its transaction remains"))
+    return out
