@@ -12,8 +12,11 @@ by loaded logs; `await stop()` takes them down in reverse:
   2. append_listener -> fetch long-poll wake   3. admin HTTP stops
   3. LogManager.start_background(loop)         4. transactions and groups stop, cleaner shuts
   4. LogCleaner.start (log.cleaner.enable)        down, LogManager.stop_background()
-  5. GroupCoordinator.start(), then            5. LogManager.shutdown() (thread): flush,
-     TransactionCoordinator.start() (reloads      checkpoints, clean-shutdown marker, unlock
+  5. GroupCoordinator.start() (returns at      5. LogManager.shutdown() (thread): flush,
+     once: __consumer_offsets loads in the        checkpoints, clean-shutdown marker, unlock
+     background, group APIs answer
+     COORDINATOR_LOAD_IN_PROGRESS meanwhile),
+     TransactionCoordinator.start() (reloads
      __transaction_state, finishes Prepare*)
   6. bind listeners (asyncio.Protocol)
   7. ready = True; compile the served codecs
@@ -142,7 +145,7 @@ class Broker:
         if self.cleaner is not None:
             self.cleaner.start(loop)
             self._started["cleaner"] = True
-        await self.groups.start()
+        await self.groups.start(background=True)   # group APIs: COORDINATOR_LOAD_IN_PROGRESS until loaded
         self._started["groups"] = True
         await self.txn.start()
         self._started["txn"] = True

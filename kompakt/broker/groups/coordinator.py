@@ -43,6 +43,8 @@ from kompakt.protocol.errors import ErrorCode, KafkaError
 
 log = logging.getLogger(__name__)
 
+LOAD_SLICE = 2000   # replayed records applied per loop pass while loading
+
 
 class GroupCoordinator(ClassicMembership, OffsetManager):
     def __init__(self, broker, *, time_ms: Callable[[], int] | None = None):
@@ -57,6 +59,9 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retention_task: asyncio.Task | None = None
         self.started = False
+        self.loading = False   # start() set it until __consumer_offsets is loaded: COORDINATOR_LOAD_IN_PROGRESS
+        self._load_task: asyncio.Task | None = None
+        self.deleted_while_loading: set[str] = set()   # DeleteTopics while loading: tombstoned after
         self.closing = False   # release_parked() was called: JoinGroup/SyncGroup answer NOT_COORDINATOR
         self._stopped = False
         # cumulative counters exported by broker/metrics.py (see stats())
@@ -65,14 +70,46 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
 
     # ============================================================================= lifecycle
 
-    async def start(self) -> None:
+    async def start(self, *, background: bool = False) -> None:
+        """Replay `__consumer_offsets` and start serving. With `background` (the broker) return at
+        once and load in the background, as Kafka's scheduleLoadGroupAndOffsets: until it is
+        loaded every group API answers COORDINATOR_LOAD_IN_PROGRESS (retriable: clients back off
+        and retry), and the listeners need not wait for a large topic."""
         self._loop = asyncio.get_running_loop()
         self.closing, self._stopped = False, False
-        if self.load():
-            log.info("group coordinator loaded %d groups and %d committed offsets from %s",
-                     len(self.groups), sum(len(o) for o in self.offsets.values()), OFFSETS_TOPIC)
+        self.loading = True
         self._retention_task = asyncio.create_task(self._retention_loop(), name="offsets-retention")
         self.started = True
+        self._load_task = asyncio.create_task(self._load_in_background(), name="offsets-load")
+        if not background:
+            await asyncio.shield(self._load_task)
+
+    async def _load_in_background(self) -> None:
+        """Read and decode the topic in a worker thread, apply it on the loop in slices (the state
+        belongs to the loop), then the transactional commits (a thread again: they read the log)."""
+        t0 = _time.monotonic()
+        try:
+            exists = self.topic.exists()
+            if exists:
+                records = await asyncio.to_thread(lambda: list(self.topic.replay()))
+                now = self.time_ms()
+                for i in range(0, len(records), LOAD_SLICE):
+                    self._apply(records[i:i + LOAD_SLICE], now)
+                    await asyncio.sleep(0)
+                await asyncio.to_thread(self.txn_offsets.load)
+                self._reschedule_all()
+        except Exception:
+            log.exception("loading %s failed: group requests keep answering COORDINATOR_LOAD_IN_PROGRESS "
+                          "(fix the partition and restart)", OFFSETS_TOPIC)
+            return
+        self.loading = False
+        for topic in sorted(self.deleted_while_loading):
+            self.on_topic_deleted(topic)
+        self.deleted_while_loading.clear()
+        if exists:
+            log.info("group coordinator loaded %d groups and %d committed offsets from %s in %.2f s",
+                     len(self.groups), sum(len(o) for o in self.offsets.values()), OFFSETS_TOPIC,
+                     _time.monotonic() - t0)
 
     def release_parked(self) -> None:
         """The broker is shutting down: answer every parked JoinGroup/SyncGroup with
@@ -90,6 +127,8 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         after this (a late request cannot re-arm a timer)."""
         self.release_parked()
         self.started, self._stopped = False, True
+        if self._load_task is not None:
+            self._load_task.cancel()
         if self._retention_task is not None:
             self._retention_task.cancel()
             try:
@@ -112,20 +151,26 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
                 "offsets": sum(len(o) for o in self.offsets.values()), **self.counters}
 
     def load(self) -> bool:
-        """Replay __consumer_offsets into memory (start-up; also used by tests)."""
+        """Replay __consumer_offsets into memory at once (tests; start() loads in the background)."""
         if not self.topic.exists():
             return False
-        now = self.time_ms()
-        for key, value in self.topic.replay():
+        self._apply(self.topic.replay(), self.time_ms())
+        self.txn_offsets.load()
+        self._reschedule_all()
+        self.loading = False
+        return True
+
+    def _apply(self, records, now: int) -> None:
+        for key, value in records:
             if key["type"] == "offset_commit":
                 self._replay_offset(key, value, now)
             elif key["type"] == "group_metadata":
                 self._replay_group(key["group"], value, now)
-        self.txn_offsets.load()
+
+    def _reschedule_all(self) -> None:
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
-        return True
 
     def _replay_offset(self, key: dict, value: dict | None, now: int) -> None:
         group_id, tp = key["group"], (key["topic"], key["partition"])
@@ -211,6 +256,8 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
                 and (wanted is None or g.state.value.lower() in wanted)]
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        if self.loading:
+            return {g: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for g in group_ids}
         codes: dict[str, int] = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)

@@ -171,6 +171,8 @@ class ClassicMembership:
     async def join_group(self, req: JoinRequest) -> JoinResult:
         if self.closing:
             return JoinResult(error=ErrorCode.NOT_COORDINATOR, member_id=req.member_id)
+        if self.loading:
+            return JoinResult(error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, member_id=req.member_id)
         if not req.group_id:
             return JoinResult(error=ErrorCode.INVALID_GROUP_ID, member_id=req.member_id)
         if not (self.config["group.min.session.timeout.ms"] <= req.session_timeout_ms
@@ -493,6 +495,8 @@ class ClassicMembership:
                          protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> SyncResult:
         if self.closing:
             return SyncResult(error=ErrorCode.NOT_COORDINATOR)
+        if self.loading:
+            return SyncResult(error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID)
@@ -540,6 +544,8 @@ class ClassicMembership:
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                   group_instance_id: str | None) -> int:
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -561,6 +567,8 @@ class ClassicMembership:
     def leave_group(self, group_id: str,
                     members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """Remove (member id, group instance id) pairs; returns (top-level error, per-member errors)."""
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS] * len(members)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)

@@ -37,6 +37,8 @@ class OffsetManager:
         commit timestamp or -1); returns the error code of each (topic, partition).
 
         Raises KafkaError when the whole request fails (group or member checks)."""
+        if self.loading:
+            raise errors.CoordinatorLoadInProgressError("__consumer_offsets is still loading")
         group = self._validate_commit(group_id, generation_id, member_id, group_instance_id, api_version)
         now = self.time_ms()
         max_metadata = self.config["offset.metadata.max.bytes"]
@@ -135,6 +137,8 @@ class OffsetManager:
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
         """OffsetDelete: (top-level error, {(topic, partition): error})."""
+        if self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, {}
         group = self.groups.get(group_id)
         if group is None or group.is_state(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
@@ -157,7 +161,11 @@ class OffsetManager:
 
     def on_topic_deleted(self, topic: str) -> int:
         """Kafka's onPartitionsDeleted: a deleted topic's committed offsets are tombstoned in every
-        group (a topic re-created under the same name must not inherit them). Returns how many."""
+        group (a topic re-created under the same name must not inherit them). Returns how many.
+        While __consumer_offsets is still loading, the topic is remembered and done once it is."""
+        if self.loading:
+            self.deleted_while_loading.add(topic)
+            return 0
         removed = 0
         for group_id in list(self.offsets):
             tps = [tp for tp in self.offsets.get(group_id, {}) if tp[0] == topic]
@@ -203,6 +211,8 @@ class OffsetManager:
 
     def expire_offsets(self) -> int:
         """Tombstone expired offsets; Empty groups left with no offsets die. Returns the count."""
+        if self.loading:
+            return 0
         now = self.time_ms()
         retention_ms = self.config["offsets.retention.minutes"] * 60_000
         total = 0

@@ -34,8 +34,10 @@ async def handle(ctx, request):
     out = []
     asks_ops = v >= 3 and bool(request.include_authorized_operations)
     for group_id in request.groups:
-        if not ctx.authorize(Op.DESCRIBE, Res.GROUP, group_id):     # Kafka: per group
-            out.append(Described(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None,
+        code = (ErrorCode.GROUP_AUTHORIZATION_FAILED if not ctx.authorize(Op.DESCRIBE, Res.GROUP, group_id)  # per group
+                else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.loading else 0)
+        if code:
+            out.append(Described(error_code=code, error_message=None,
                                  group_id=group_id, group_state="", protocol_type="", protocol_data="",
                                  members=[], authorized_operations=None))
             continue

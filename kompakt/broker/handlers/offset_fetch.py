@@ -106,18 +106,22 @@ def _fetch_by_id(ctx, group_id, topics) -> list:
     return out
 
 
-def _group_denied(ctx, group_id) -> bool:
-    return not ctx.authorize(Op.DESCRIBE, Res.GROUP, group_id)
+def _group_error(ctx, group_id) -> int:
+    """GROUP_AUTHORIZATION_FAILED, COORDINATOR_LOAD_IN_PROGRESS (__consumer_offsets still loading)
+    or 0."""
+    if not ctx.authorize(Op.DESCRIBE, Res.GROUP, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.loading else 0
 
 
 async def handle(ctx, request):
     v = ctx.api_version
-    denied = ErrorCode.GROUP_AUTHORIZATION_FAILED
     stable = v >= 7 and bool(request.require_stable)
     if v >= FIRST_TOPIC_ID_VERSION:
         groups = []
         for g in request.groups:
-            if _group_denied(ctx, g.group_id):
+            denied = _group_error(ctx, g.group_id)
+            if denied:
                 groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
                 continue
             names = {meta.topic_id: meta.name for meta in ctx.log_manager.topics.values()}
@@ -131,7 +135,8 @@ async def handle(ctx, request):
     if v >= 8:
         groups = []
         for g in request.groups:
-            if _group_denied(ctx, g.group_id):
+            denied = _group_error(ctx, g.group_id)
+            if denied:
                 groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
                 continue
             rows = _fetch(ctx, g.group_id, g.topics)
@@ -143,7 +148,8 @@ async def handle(ctx, request):
                 for t, parts in rows]))
         return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
     topics = request.topics if v >= 2 else (request.topics or [])
-    if _group_denied(ctx, request.group_id):
+    denied = _group_error(ctx, request.group_id)
+    if denied:
         # v2+: the top-level error; v0-1 have none, so each requested partition carries it
         return OffsetFetchResponse(version=v, throttle_time_ms=0, error_code=denied, topics=[] if v >= 2 else [
             OldTopic(name=t.name, partitions=[
