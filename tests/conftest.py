@@ -14,3 +14,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.g
 # py4j logs "Closing down clientserver connection" from an atexit hook after pytest has closed its
 # log capture, which prints a "--- Logging error ---" traceback at the end of every run.
 logging.getLogger("py4j").setLevel(logging.WARNING)
+
+# tests/plugin_example is another project's test suite (it needs the kompakt.testing plugin
+# installed); tests/integration/test_testing_plugin.py runs it in a fresh virtualenv.
+collect_ignore = ["plugin_example"]

@@ -52,8 +52,11 @@ def _new_cluster_id() -> str:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, time_source=time):
+    def __init__(self, config: BrokerConfig, *, time_source=time, embedded: bool = False):
         self.config = config
+        # embedded: running inside another program's process (kompakt.testing): leave process-wide
+        # state alone (no gc.freeze of the host's objects) and spend no CPU compiling codecs ahead
+        self.embedded = embedded
         self.time = time_source
         self.node_id = config.node_id
         # listeners with their security protocol, TLS contexts and SASL settings (security/setup.py);
@@ -154,10 +157,13 @@ class Broker:
         idle_ms = self.config["connections.max.idle.ms"]
         if idle_ms and idle_ms > 0:
             self._reaper = loop.create_task(self._reap_idle(idle_ms / 1000.0), name="kompakt-idle-reaper")
-        self._warmer = loop.create_task(self.dispatcher.warm_in_background(), name="kompakt-codec-warm-up")
-        # Everything alive once the codecs exist lives as long as the process: keep it out of the
-        # cyclic GC's scans so collections stay short on the request path.
-        self._warmer.add_done_callback(lambda _: gc.freeze())
+        if not self.embedded:
+            # (embedded, e.g. a test's broker: codecs compile on first use, only those the test
+            # needs, and the host process's objects are not frozen)
+            self._warmer = loop.create_task(self.dispatcher.warm_in_background(), name="kompakt-codec-warm-up")
+            # Everything alive once the codecs exist lives as long as the process: keep it out of the
+            # cyclic GC's scans so collections stay short on the request path.
+            self._warmer.add_done_callback(lambda _: gc.freeze())
         self.ready = True
         log.info("Kompakt broker %s ready in %.2fs: listening on %s, advertising %s:%s, cluster id %s, "
                  "%d logs in %s", self.node_id, time.monotonic() - t0,

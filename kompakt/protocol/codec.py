@@ -225,6 +225,21 @@ def encode_response(header: RequestHeader, response, version: int | None = None)
     return bytes(memoryview(out.buf)[:out.pos])
 
 
+def decode_response(api_key: int, version: int, body):
+    """A response (without its size prefix) -> (correlation id, response object, bytes consumed):
+    the client side of encode_response, for tools and tests that speak to a broker."""
+    api = registry.API[api_key]
+    (correlation_id,) = INT32.unpack_from(body, 0)
+    pos = 4
+    if registry.response_header_version(api_key, version) == 1:
+        pos = skip_tagged_fields(body, pos)
+    flexible = api.response.flexible_version_q(version)
+    decode = api.response._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
+                                                       data_class=api.response)
+    response, end = decode(memoryview(body), pos)
+    return correlation_id, response, end
+
+
 # -- Produce request (hand-written: records stay in the frame) -----------------------------------
 
 class ProduceTopicData:

@@ -31,15 +31,8 @@ class Wire:
         head = self._read(4, api.name, version)
         (size,) = struct.unpack(">i", head)
         body = self._read(size, api.name, version)
-        (answered_id,) = struct.unpack_from(">i", body, 0)
+        answered_id, response, end = codec.decode_response(api.key, version, body)
         assert answered_id == correlation_id, f"{api.name} v{version}: correlation id"
-        pos = 4
-        if registry.response_header_version(api.key, version) == 1:
-            pos = codec.skip_tagged_fields(body, pos)
-        flexible = api.response.flexible_version_q(version)
-        decode = api.response._struct.compiled_decode_from(version, compact=flexible, tagged=flexible,
-                                                           data_class=api.response)
-        response, end = decode(memoryview(body), pos)
         assert end == len(body), f"{api.name} v{version}: answer is {len(body)} bytes, the schema reads {end}"
         return response
 

@@ -44,3 +44,15 @@ def test_get_telemetry_subscriptions_response_golden():
         + b"\x01"                      # delta_temporality
         + b"\x01"                      # requested_metrics: empty compact array
         + b"\x00")                     # tagged fields
+
+
+def test_decode_response_reads_back_what_encode_response_wrote():
+    response = GetTelemetrySubscriptionsResponse(
+        throttle_time_ms=7, error_code=0, client_instance_id=INSTANCE, subscription_id=3,
+        accepted_compression_types=[4], push_interval_ms=1000, telemetry_max_bytes=10,
+        delta_temporality=False, requested_metrics=["org.apache.kafka."])
+    framed = codec.encode_response(codec.RequestHeader(71, 0, 42, "c", 0, True), response)
+    correlation_id, decoded, end = codec.decode_response(71, 0, framed[4:])
+    assert (correlation_id, end) == (42, len(framed) - 4)
+    assert (decoded.throttle_time_ms, decoded.requested_metrics, decoded.client_instance_id) == (
+        7, ["org.apache.kafka."], INSTANCE)

@@ -13,7 +13,7 @@ compaction last run?" / "How many records are on a topic?"):
 | GET    | /openapi.json                                | OpenAPI 3 description of all of this          |
 | GET    | /v1/partitions                               | every partition: sizes, offsets, cleaner state; `?topic=t&count=true` adds record counts and the topic's total |
 | GET    | /v1/partitions/{topic}/{partition}           | one partition, with segments and cleaner detail; `?count=true` adds the exact record count (from batch headers) |
-| POST   | /v1/partitions/{topic}/{partition}/compact   | clean now (ignores min.cleanable.dirty.ratio, never the active segment, LSO or min.compaction.lag.ms); 200 with stats if done within `?wait=` seconds (default 5), else 202 + Location of a job |
+| POST   | /v1/partitions/{topic}/{partition}/compact   | clean now (ignores min.cleanable.dirty.ratio, never the active segment, LSO or min.compaction.lag.ms; `?roll=true` rolls the active segment first); 200 with stats if done within `?wait=` seconds (default 5), else 202 + Location of a job |
 | GET    | /v1/jobs/{id}                                | a compact job: running / done (stats) / failed |
 | POST   | /v1/partitions/{topic}/{partition}/pause     | pause cleaning (reentrant: n pauses need n resumes) |
 | POST   | /v1/partitions/{topic}/{partition}/resume    | undo one pause; 409 when not paused           |
@@ -367,6 +367,10 @@ async def compact(request: web.Request) -> web.Response:
     if paused:
         raise ApiError(409, "paused", f"cleaning of {tp[0]}-{tp[1]} is paused ({paused} pause(s) outstanding); "
                                       "POST .../resume once per pause first")
+    if request.query.get("roll", "").lower() in ("1", "true", "yes"):
+        # `?roll=true`: the active segment is never cleaned, so roll it first and everything
+        # written so far becomes cleanable (kompakt.testing's compact helper)
+        await asyncio.to_thread(lg.roll)
     task = asyncio.ensure_future(_maybe_await(cleaner.clean_now(tp)))
     done, _ = await asyncio.wait({task}, timeout=wait)
     if task in done:

@@ -74,7 +74,11 @@ OPENAPI: dict[str, Any] = {
                        "topic or while cleaning is paused",
             "parameters": _TP_PARAMS + [{"name": "wait", "in": "query", "required": False,
                                          "description": "seconds to wait for the clean before answering 202 (default 5)",
-                                         "schema": {"type": "number", "minimum": 0, "maximum": 300}}],
+                                         "schema": {"type": "number", "minimum": 0, "maximum": 300}},
+                                        {"name": "roll", "in": "query", "required": False,
+                                         "schema": {"type": "boolean"},
+                                         "description": "roll the active segment first, so everything written "
+                                                        "so far can be cleaned"}],
             "responses": {"200": _json({"type": "object", "properties": {
                 "state": {"type": "string"}, "stats": {"type": "object"}}}, "cleaned; the clean's stats"),
                 "202": _json(_ref("Job"), "still cleaning; poll the Location (status_url)"),

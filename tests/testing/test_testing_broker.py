@@ -1,0 +1,59 @@
+"""kompakt.testing's in-process broker directly (the installed plugin and both modes are run by
+tests/integration/test_testing_plugin.py): it lives on a thread of its own and leaves nothing
+behind, it answers Kafka clients at once, and it stops cleanly."""
+import asyncio
+import threading
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from kompakt.storage.log_dirs import CLEAN_SHUTDOWN_FILE
+from kompakt.testing.broker import start_broker
+
+
+def broker_threads():
+    return [t for t in threading.enumerate() if t.name.startswith("kompakt-broker-")]
+
+
+def test_inprocess_broker_has_its_own_loop_thread_and_stops_cleanly(tmp_path):
+    before = broker_threads()
+    broker = start_broker(tmp_path / "b")
+    try:
+        assert len(broker_threads()) == len(before) + 1 and broker.running
+        broker.create_topic("t", partitions=2, config={"retention.ms": "60000"})
+        meta = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+        assert len(meta.topics["t"].partitions) == 2
+        with pytest.raises(RuntimeError, match="cannot create topic t: error 36"):
+            broker.create_topic("t")                       # TOPIC_ALREADY_EXISTS, with the message
+        with pytest.raises(RuntimeError, match="only compacted topics are cleaned"):
+            broker.compact("t")
+    finally:
+        broker.stop()
+    assert broker_threads() == before and not broker.running
+    assert (tmp_path / "b" / "data" / CLEAN_SHUTDOWN_FILE).exists()
+    broker.stop()                                          # twice is harmless
+
+
+async def test_async_helpers_leave_the_callers_loop_free(tmp_path):
+    broker = await asyncio.to_thread(start_broker, tmp_path / "b")
+    try:
+        ticks = 0
+
+        async def tick():
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        ticker = asyncio.create_task(tick())
+        await broker.acreate_topic("kv", compacted=True)
+        ticker.cancel()
+        assert ticks > 1                                   # the test's loop ran while the helper waited
+        assert broker.records("kv") == []
+    finally:
+        await asyncio.to_thread(broker.stop)
+
+
+def test_unknown_mode_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown kompakt mode 'docker'"):
+        start_broker(tmp_path, mode="docker")
