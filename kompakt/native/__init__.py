@@ -7,7 +7,9 @@ Python implementation of everything in it, the reference the C code is tested ag
   - records.c  LogValidator's per-record checks on produce (kompakt.storage.record_check);
   - cleaner.c  the cleaner's MD5, offset map, per-batch index/filter and whole-segment loops
                (kompakt.cleaner.batch_ops, offset_map, cleaner);
-  - crc32c.c   CRC-32C (SSE4.2 or a table), used by both.
+  - keys.c     keys and offsets of a log as Arrow buffers, for exact compaction
+               (kompakt.pipeline.keyscan);
+  - crc32c.c   CRC-32C (SSE4.2 or a table), used by all of them.
 
 A leaf package: it imports nothing of Kompakt's, so every package may use it (storage, cleaner,
 pipeline) without breaking the data-flow rule (storage never imports the cleaner). The sources'
@@ -136,6 +138,9 @@ def _declare(lib) -> None:
                              _i64, _p, _i64, _i64, _p, _p, _p, _p, _i64, _i64, _p, _i64, _cp, _i64], _i64),
         "km_prescan": ([_p, _i64, _i64, _i64, _p, _i64, _p, _i64, _i64, _p], _i64),
         "km_batch_walk": ([_p, _i64, _p, _p, _p, _i64, _p], _i64),
+        # keys.c
+        "km_keys_range": ([_p, _i64, _i64, _i64, _i64, _p, _p, _p, _p, _i64, _i64, _p, _p, _p, _i64, _p], _i64),
+        "km_offsets_to_bits": ([_p, _i64, _i64, _i64, _p], _i64),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)

@@ -376,14 +376,27 @@ int64_t km_index(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64_
     return 0;
 }
 
+/* an exact offset set (the pipeline's exact compaction): int64 base, int64 nbits, then the bits;
+   an offset outside [base, base + nbits) is not in it */
+static inline int in_offset_set(const uint8_t *set, int64_t off) {
+    int64_t base, nbits;
+    memcpy(&base, set, 8);
+    memcpy(&nbits, set + 8, 8);
+    uint64_t d = (uint64_t)off - (uint64_t)base;
+    if (nbits < 0 || d >= (uint64_t)nbits) return 0;
+    return (set[16 + (d >> 3)] >> (d & 7)) & 1;
+}
+
 /*
  * Pass 2 over one batch: copy the retained records to `out` (at least as large as the records).
+ * `map` is the MD5 offset map (slots > 0) or, with slots < 0, an exact offset set.
  * io out: [0] kept, [1] tombstones kept, [2] keyless dropped, [3] max timestamp delta of kept
  * records (INT64_MIN if none), [4] bytes written to out, [5] probes (added to).
  * Returns 0, or -1 when the bytes are not `count` records.
  */
 int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64_t base, const uint8_t *map,
                   int64_t slots, int64_t latest, int64_t horizon_passed, uint8_t *out, int64_t *io) {
+    int exact = slots < 0; /* map is an exact offset set (in_offset_set): keep a keyed record iff in it */
     enum { CHUNK = 32 };
     uint8_t dg[CHUNK][16];
     int64_t starts[CHUNK], ends[CHUNK], tds[CHUNK], offs[CHUNK];
@@ -419,14 +432,18 @@ int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64
                 kind[m] = 0;
             } else {
                 kind[m] = 1;
-                kp[h] = d + key_at;
-                kl_[h] = kl;
-                hashed[m] = h++;
+                if (!exact) {
+                    kp[h] = d + key_at;
+                    kl_[h] = kl;
+                    hashed[m] = h++;
+                }
             }
             p = rec_end;
         }
-        md5_many(h, kp, kl_, dg);
-        for (int i = 0; i < h; i++) prefetch_slot(map, slots, dg[i]);
+        if (!exact) {
+            md5_many(h, kp, kl_, dg);
+            for (int i = 0; i < h; i++) prefetch_slot(map, slots, dg[i]);
+        }
         for (int i = 0; i < m; i++) {
             int keep = 0;
             if (kind[i] == 2) {
@@ -434,7 +451,7 @@ int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64
                 tombs += tomb[i];
             } else if (kind[i] == 0) {
                 keyless++;
-            } else if (offs[i] >= map_get(map, slots, dg[hashed[i]], &io[5])) {
+            } else if (exact ? in_offset_set(map, offs[i]) : offs[i] >= map_get(map, slots, dg[hashed[i]], &io[5])) {
                 if (tomb[i]) {
                     if (!horizon_passed) {
                         keep = 1;
@@ -477,17 +494,6 @@ int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64
  */
 enum { RC_END = 0, RC_FULL = 1, RC_PYTHON = 2, RC_STOP = 3, RC_FLUSH = 4, RC_BUDGET = 5, RC_PAYLOAD = 6,
        RC_COMPRESS = 7, RC_CORRUPT = -1, RC_OVERFLOW = -3, RC_PAYLOAD_ERROR = -4 };
-
-/* the records of the compressed batch at pos: 1 found, 0 not in the table, -1 the codec failed */
-static int find_payload(int64_t pos, const int64_t *pl_pos, const uint8_t *const *pl_ptr, const int64_t *pl_len,
-                        int64_t pl_n, int64_t *cursor, const uint8_t **data, int64_t *len) {
-    while (*cursor < pl_n && pl_pos[*cursor] < pos) (*cursor)++;
-    if (*cursor >= pl_n || pl_pos[*cursor] != pos) return 0;
-    if (pl_len[*cursor] < 0) return -1;
-    *data = pl_ptr[*cursor];
-    *len = pl_len[*cursor];
-    return 1;
-}
 
 /*
  * Pass 1 over buf[pos, end). io: [0] map size, [1] latest, [2] keyless (+), [3] probes (+),

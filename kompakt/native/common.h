@@ -69,4 +69,19 @@ static inline int rd_varint(const uint8_t *d, int64_t end, int64_t *p, int64_t *
     return 0;
 }
 
+/* The payload table (decompressed records of compressed batches, filled by Python ahead of a
+   range loop): pl_pos ascending batch positions, pl_ptr / pl_len their records (pl_len < 0: the
+   codec refused them), pl_n entries; *cursor moves past the entries used. The records of the
+   batch at pos: 1 found, 0 not in the table, -1 the codec failed. */
+static inline int find_payload(int64_t pos, const int64_t *pl_pos, const uint8_t *const *pl_ptr,
+                               const int64_t *pl_len, int64_t pl_n, int64_t *cursor, const uint8_t **data,
+                               int64_t *len) {
+    while (*cursor < pl_n && pl_pos[*cursor] < pos) (*cursor)++;
+    if (*cursor >= pl_n || pl_pos[*cursor] != pos) return 0;
+    if (pl_len[*cursor] < 0) return -1;
+    *data = pl_ptr[*cursor];
+    *len = pl_len[*cursor];
+    return 1;
+}
+
 #endif

@@ -21,6 +21,10 @@ Options:
     as_of_offset       only records with offset <= N
     as_of_timestamp    only records with timestamp <= T (ms)
     topic, partition   comma-separated restrictions (same effect as pushed-down filters)
+    keyed_only         true: only records with a key in data batches whose transaction did not
+                       abort, columns key / offset / batch_base_offset only (exact compaction's
+                       input, jobs/compact.py); read by compiled code into Arrow buffers
+                       (pipeline/keyscan.py), millions of rows a second
     split_bytes        target bytes per Spark partition (default 32 MiB)
     batch_rows         rows per Arrow RecordBatch (default 8192)
     pushdown           true (default) | false (needs spark.sql.python.filterPushdown.enabled,
@@ -46,6 +50,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, EqualTo, Great
                                     LessThanOrEqual)
 from pyspark.sql.types import StructType
 
+from kompakt.pipeline import keyscan
 from kompakt.pipeline import reader as rd
 
 log = logging.getLogger("kompakt.pipeline.source")
@@ -99,7 +104,11 @@ class ReadOptions:
             raise ValueError(f"isolation={isolation!r}: use read_committed or read_uncommitted")
         self.read_committed = isolation == "read_committed"
         # mark_aborted: plan with the transaction scan so rows carry is_aborted (compact, audit)
-        self.scan_transactions = self.read_committed or o.get("mark_aborted", "false").lower() == "true"
+        self.keyed_only = o.get("keyed_only", "false").lower() == "true"
+        if self.keyed_only and self.corrupt == "skip":
+            raise ValueError("keyed_only stops at a corrupt batch: use corrupt=fail with it")
+        self.scan_transactions = (self.read_committed or self.keyed_only
+                                  or o.get("mark_aborted", "false").lower() == "true")
         self.split_bytes = int(o.get("split_bytes", rd.DEFAULT_SPLIT_BYTES))
         self.batch_rows = int(o.get("batch_rows", 8192))
         self.topics = set(o["topic"].split(",")) if o.get("topic") else None
@@ -157,6 +166,9 @@ class KompaktReader(DataSourceReader):
         if split is None:
             return
         o = self.opts
+        if o.keyed_only:
+            yield from keyscan.iter_keyed_batches(split, self.columns, o.bounds, read_committed=o.read_committed)
+            return
         stats = rd.ReadStats()
         idx = [_FIELD_INDEX[c] for c in self.columns]
         schema = pa.schema([(c, ARROW_TYPES[c]) for c in self.columns])

@@ -117,3 +117,19 @@ def test_read_committed_and_as_of(spark, tmp_path):
     write_partition(str(tmp_path), "ts", 0, keyed_batches(50, 5))
     by_ts = spark.read.format("kompakt").option("as_of_timestamp", str(1_700_000_000_000 + 9)).load(str(tmp_path / "ts"))
     assert sorted(r.offset for r in by_ts.collect()) == list(range(10))
+
+
+def test_keyed_only_read(spark, tmp_path):
+    """Exact compaction's input: keyed records of data batches whose transaction did not abort."""
+    write_partition(str(tmp_path), "tx", 0, txn_batches())
+    df = (spark.read.format("kompakt").schema("key binary, offset long, batch_base_offset long")
+          .option("keyed_only", "true").load(str(tmp_path)))
+    rows = sorted((r.offset, bytes(r.key), r.batch_base_offset) for r in df.collect())
+    # 4-5 aborted, 6-7 markers, 9 keyless
+    assert rows == [(0, b"a", 0), (1, b"b", 0), (2, b"a", 2), (3, b"c", 2), (8, b"e", 8)]
+    with pytest.raises(Exception, match="keyed_only reads the columns"):
+        spark.read.format("kompakt").schema("key binary, value binary").option("keyed_only", "true") \
+            .load(str(tmp_path)).collect()
+    with pytest.raises(Exception, match="corrupt=fail"):
+        spark.read.format("kompakt").option("keyed_only", "true").option("corrupt", "skip") \
+            .load(str(tmp_path)).collect()

@@ -24,21 +24,26 @@ Staging dir layout (input to `kompakt.pipeline.adopt.adopt_staging`):
     <staging>/.parts/                                         task output, removed when done
 
 Steps (a crash leaves a staging dir without compact.json, which adoption refuses):
-1. plan the range and the buckets: bucket = (batch base offset - start) // width, so a batch
-   belongs to one bucket and one task sees every retained offset of its batches;
-2. Spark: latest offset per key (shuffle on the key bytes) written as Parquet partitioned by
-   bucket (`.parts/retained/bucket=N/`); then one task per bucket (all of them: a bucket with
-   nothing retained may still keep control batches) reads its offsets with pyarrow and filters
-   the bucket's batches into `.parts/bucket-N.bin`;
+1. plan the range and the buckets of offsets: bucket(o) = (o - start) // width; a batch belongs
+   to the bucket of its base offset;
+2. Spark: the read tasks scan the keys with compiled code straight into Arrow batches (the
+   source's keyed_only read, pipeline/keyscan.py); latest offset per key (shuffle on the key
+   bytes) written as Parquet partitioned by the offset's bucket (`.parts/retained/bucket=N/`);
+   then one task per bucket (all of them: a bucket with nothing retained may still keep control
+   batches) reads its offsets with pyarrow (and the next buckets' when its last batch reaches into
+   them) into an exact offset set and filters the bucket's batches with the compiled filter into
+   `.parts/bucket-N.bin`;
 3. driver: append the parts in bucket order into LogSegments (roll at segment_bytes), close them
    (trims indexes, writes the final time index entry), write compact.json, remove .parts.
 """
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
 import shutil
+import struct
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -128,38 +133,112 @@ def _next_offset(seg: rd.Segment) -> int | None:
 class _ExactOffsetMap:
     """The cleaner's map interface answering from Spark's exact result instead of MD5 slots.
 
-    filter_batch asks get_many(digests of the keyed records, in record order) and keeps a record
-    iff its offset >= the answer; we answer the record's own offset when Spark chose it as its
-    key's latest, else offset + 1 (a later record has the key). The digests are not used.
+    For the compiled filter (batch_ops._native_filter -> km_filter) it is an exact offset set:
+    `address` points at int64 base, int64 nbits, then one bit per offset of [base, base + nbits),
+    set for the retained offsets, and `slots` is -1 (kompakt/native/cleaner.c's in_offset_set).
+    The Python filter asks get_many(digests of the keyed records of the batch being filtered, in
+    order) and keeps a record iff its offset >= the answer; we answer the record's own offset when
+    Spark chose it as its key's latest, else offset + 1 (a later record has the key). Digests are
+    not used. `add` grows the covered range as a bucket's batches reach into the next buckets.
     """
+    slots = -1
 
-    def __init__(self, latest_offset: int):
+    def __init__(self, latest_offset: int, lo: int):
         self.latest_offset = latest_offset
-        self.answers: list[int] = []
+        self.lo, self.nbits = lo, 0
+        self.buffer = None
+        self.native_io = (ctypes.c_int64 * 8)()
+        self.probes = self.lookups = 0
+        self.batch = None               # (bytes, header) being filtered, for get_many
+        self._resize(0)
+
+    @property
+    def covered(self) -> int:
+        """The last offset the set answers for."""
+        return self.lo + self.nbits - 1
+
+    def _resize(self, nbits: int) -> None:
+        old, old_bytes = self.buffer, (self.nbits + 7) // 8
+        self.buffer = ctypes.create_string_buffer(16 + (nbits + 7) // 8)
+        if old is not None:
+            ctypes.memmove(ctypes.addressof(self.buffer) + 16, ctypes.addressof(old) + 16, old_bytes)
+        self.nbits = nbits
+        struct.pack_into("=qq", self.buffer, 0, self.lo, nbits)
+        self.address = ctypes.addressof(self.buffer)
+
+    def add(self, retained, upto: int) -> None:
+        """Cover offsets up to `upto`, setting the bits of `retained` (all within the new range)."""
+        if upto > self.covered:
+            self._resize(upto - self.lo + 1)
+        _set_bits(self, retained)
+
+    def __contains__(self, offset: int) -> bool:
+        d = offset - self.lo
+        return 0 <= d < self.nbits and bool(self.buffer.raw[16 + (d >> 3)] >> (d & 7) & 1)
 
     def get_many(self, digests) -> list[int]:
-        if len(digests) != len(self.answers):
-            raise AssertionError(f"{len(digests)} keyed records, {len(self.answers)} answers")
-        return self.answers
+        from kompakt.protocol import records as R
+
+        batch, h = self.batch
+        answers = [o if o in self else o + 1 for o, k, _ in R.iter_keys_offsets(batch, 0, h) if k is not None]
+        if len(digests) != len(answers):
+            raise AssertionError(f"{len(digests)} keyed records, {len(answers)} answers")
+        return answers
 
 
-def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, now_ms: int,
+def _set_bits(omap: _ExactOffsetMap, retained) -> None:
+    """Set the retained offsets' bits: a pyarrow int64 array in C (km_offsets_to_bits), else Python."""
+    from kompakt import native
+
+    arr = retained.combine_chunks() if hasattr(retained, "combine_chunks") else retained
+    if native.LIB is not None and hasattr(arr, "buffers") and arr.null_count == 0 and len(arr):
+        data = arr.buffers()[1]
+        outside = native.LIB.km_offsets_to_bits(data.address + 8 * arr.offset, len(arr), omap.lo, omap.nbits,
+                                                omap.address + 16)
+    else:
+        bits = bytearray(omap.buffer.raw[16:])
+        outside = 0
+        for o in (arr.to_pylist() if hasattr(arr, "to_pylist") else arr):
+            d = o - omap.lo
+            if 0 <= d < omap.nbits:
+                bits[d >> 3] |= 1 << (d & 7)
+            else:
+                outside += 1
+        ctypes.memmove(omap.address + 16, bytes(bits), len(bits))
+    if outside:
+        raise AssertionError(f"{outside} retained offsets outside [{omap.lo}, {omap.covered}]")
+
+
+def bucket_range(plan_: CompactPlan, bucket: int) -> tuple[int, int]:
+    """The offsets [lo, hi] of a bucket: its batches have their base there, and so do its retained
+    offsets (Spark's result is partitioned by the offset's own bucket)."""
+    lo = plan_.start + bucket * plan_.width
+    return lo, min(plan_.end, lo + plan_.width) - 1
+
+
+def filter_bucket(plan_: CompactPlan, bucket: int, load_retained, out_path: str, *, now_ms: int,
                   delete_retention_ms: int) -> dict:
-    """Rewrite the batches whose base offset falls in `bucket` keeping `retained` offsets.
+    """Rewrite the batches whose base offset falls in `bucket`, keeping the retained offsets.
 
-    Each batch goes through the cleaner's own per-batch decision (`Cleaner._filter`: aborted
-    data dropped, markers kept until their transaction is gone and their horizon passed, each
-    producer's last batch kept even if emptied, tombstones stamped) with `_ExactOffsetMap` in
-    place of the MD5 map. A transaction with batches before the bucket and its marker in it
+    `load_retained(b)` gives bucket b's retained offsets (pyarrow int64 array or list); a batch
+    reaching past the bucket loads the next ones. Each batch goes through the cleaner's own
+    per-batch decision (`Cleaner._filter`: aborted data dropped, markers kept until their
+    transaction is gone and their horizon passed, each producer's last batch kept even if emptied,
+    tombstones stamped) with `_ExactOffsetMap` in place of the MD5 map: the compiled filter when
+    the native seam is loaded. A transaction with batches before the bucket and its marker in it
     counts as read (`TxnCleanState.seed`), exactly as in the cleaner's single pass over the range.
     """
     from kompakt.cleaner.cleaner import ABORT_MARKER, Cleaner, TxnCleanState
-    from kompakt.protocol import records as R
 
-    lo = plan_.start + bucket * plan_.width
-    hi = min(plan_.end, lo + plan_.width) - 1
-    keep = set(retained)
-    omap = _ExactOffsetMap(plan_.end - 1)
+    lo, hi = bucket_range(plan_, bucket)
+    omap = _ExactOffsetMap(plan_.end - 1, lo)
+    next_bucket = [bucket]
+
+    def cover(last: int) -> None:
+        while omap.covered < min(last, plan_.end - 1) and next_bucket[0] < plan_.buckets:
+            omap.add(load_retained(next_bucket[0]), bucket_range(plan_, next_bucket[0])[1])
+            next_bucket[0] += 1
+
     cleaner = Cleaner(0, omap)
     txn_state = TxnCleanState()
     for pid, first, marker in plan_.transactions:
@@ -186,9 +265,8 @@ def filter_bucket(plan_: CompactPlan, bucket: int, retained, out_path: str, *, n
                 stats["batches_in"] += 1
                 stats["records_in"] += h.records_count
                 batch = bytes(bv.buf[bv.position:bv.position + h.size])
-                if not h.is_control:
-                    omap.answers = [o if o in keep else o + 1
-                                    for o, k, _ in R.iter_keys_offsets(batch, 0, h) if k is not None]
+                cover(h.last_offset)
+                omap.batch = (batch, h)
                 res = cleaner._filter(batch, h, plan_.markers, plan_.producers, txn_state, now_ms,
                                       delete_retention_ms, plan_.end, None)
                 stats["keyless"] += res.keyless
@@ -250,15 +328,18 @@ def compact(spark, paths, topic: str, partition: int, output: str, *, now_ms: in
         f"{result.bytes_in} bytes, {p.buckets} buckets")
 
     # 2. latest offset per key by Spark's shuffle, then one filtering task per bucket
+    # keyed records of data batches whose transaction did not abort: Arrow batches filled by compiled
+    # code in the read tasks (pipeline/keyscan.py), so no Python runs per record
     df = (spark.read.format("kompakt")
-          .schema("key binary, offset long, batch_base_offset long, is_control boolean, is_aborted boolean")
-          .option("mark_aborted", "true").option("as_of_offset", str(p.end - 1))
+          .schema("key binary, offset long")
+          .option("keyed_only", "true").option("as_of_offset", str(p.end - 1))
           .option("split_bytes", str(max(1 << 20, min(rd.DEFAULT_SPLIT_BYTES, result.bytes_in // (2 * parallelism) + 1))))
           .load(p.partition_dir))
-    latest = (df.where("key IS NOT NULL AND NOT is_control AND NOT is_aborted")
-              .groupBy("key").agg(F.max(F.struct("offset", "batch_base_offset")).alias("m"))
-              .select(F.floor((F.col("m.batch_base_offset") - p.start) / p.width).cast("long").alias("bucket"),
-                      F.col("m.offset").alias("offset")))
+    # max(offset) alone (no struct with the batch's base: half the aggregation's time); a retained
+    # offset's bucket is its own, and a filter task whose last batch reaches into the next bucket
+    # loads that bucket's offsets too (filter_bucket)
+    latest = (df.groupBy("key").agg(F.max("offset").alias("offset"))
+              .select(F.floor((F.col("offset") - p.start) / p.width).cast("long").alias("bucket"), "offset"))
     parts_dir = os.path.abspath(os.path.join(output, PARTS_DIR))
     retained_dir = os.path.join(parts_dir, "retained")
     say(f"compact {topic}-{partition}: shuffling keys")
@@ -267,13 +348,15 @@ def compact(spark, paths, topic: str, partition: int, output: str, *, now_ms: in
     say(f"compact {topic}-{partition}: filtering batches ({time.time() - t0:.1f}s so far)")
     plan_ = p
 
-    def run_bucket(b):
+    def load(b):
         import pyarrow.parquet as pq
 
         d = os.path.join(retained_dir, f"bucket={b}")
-        offs = pq.read_table(d, columns=["offset"]).column("offset").to_pylist() if os.path.isdir(d) else []
+        return pq.read_table(d, columns=["offset"]).column("offset") if os.path.isdir(d) else []
+
+    def run_bucket(b):
         path = os.path.join(parts_dir, f"bucket-{b:06d}.bin")
-        return filter_bucket(plan_, b, offs, path, now_ms=now_ms, delete_retention_ms=delete_retention_ms)
+        return filter_bucket(plan_, b, load, path, now_ms=now_ms, delete_retention_ms=delete_retention_ms)
 
     # every bucket runs, also those with nothing retained (their control batches may stay)
     rows = spark.sparkContext.parallelize(range(p.buckets), p.buckets).map(run_bucket).collect()
