@@ -375,7 +375,11 @@ class LogCleaner:
     def _group_horizon(self, tp, cfg) -> int:
         if self.group_horizon is None:
             return rules.NO_GROUP_HORIZON
-        offset = self.group_horizon(tp, cfg)
+        try:
+            offset = self.group_horizon(tp, cfg)
+        except Exception:  # noqa: BLE001 - not knowing the groups must not fail the clean: hold all
+            log.exception("group-safe horizon of %s-%d unknown; this clean keeps every tombstone", tp[0], tp[1])
+            return 0
         return rules.NO_GROUP_HORIZON if offset is None else int(offset)
 
     def _clean(self, worker: Worker, ltc, fut) -> dict | None:

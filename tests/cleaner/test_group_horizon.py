@@ -112,3 +112,24 @@ def _commit_marker(offset, pid):
     return R.build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", [], NOW)], base_offset=offset,
                          base_timestamp=NOW, producer_id=pid, producer_epoch=0, is_transactional=True,
                          is_control=True)
+
+
+def test_a_failing_horizon_holds_everything_instead_of_failing_the_clean(tmp_path):
+    from kompakt.cleaner import LogCleaner
+
+    from .conftest import Clock, Logs
+
+    logs = Logs(str(tmp_path), Clock())
+    try:
+        lg = logs.create("g")
+        cleaner = LogCleaner(logs.config, logs.manager)
+
+        def broken(tp, cfg):
+            raise RuntimeError("groups not reachable")
+
+        cleaner.group_horizon = broken
+        assert cleaner._group_horizon(("g", 0), lg.config) == 0
+        cleaner.group_horizon = lambda tp, cfg: None
+        assert cleaner._group_horizon(("g", 0), lg.config) == rules.NO_GROUP_HORIZON
+    finally:
+        logs.close()
