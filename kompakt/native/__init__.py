@@ -85,6 +85,8 @@ def _compile(cc: str, target: str) -> None:
     try:
         subprocess.run([cc, "-O2", "-shared", "-fPIC", "-I", _DIR, "-o", tmp, *sources()], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=180)
+        # mkstemp made it 0600: a library prebuilt by root (docker/Dockerfile) must load as any user
+        os.chmod(tmp, 0o755)
         os.replace(tmp, target)
     except BaseException:
         try:
