@@ -51,6 +51,14 @@ def sub(api_key: int, *path: str):
     return cls
 
 
+def field(api_key: int, *path: str):
+    """The data class of a (nested) request field, e.g. field(24, "v3_and_below_topics")."""
+    cls = registry.API[api_key].request
+    for name in path:
+        cls = cls._struct.fields[name].data_class
+    return cls
+
+
 def batch(n: int = 1) -> bytes:
     builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
     for i in range(n):
@@ -93,6 +101,21 @@ class World:
                                         T.OffsetCommitRequestPartition(partition_index=0, committed_offset=offset,
                                                                        committed_leader_epoch=-1,
                                                                        committed_metadata="walk")])]), 8)
+        assert set(error_codes(answer)) == {0}, answer
+
+    def transaction(self, name: str) -> tuple[int, int]:
+        """A transactional producer's (id, epoch), its coordinator found first as a client would."""
+        found = self.wire.call(req(10, key_type=1, coordinator_keys=[name]), 4)
+        assert set(error_codes(found)) == {0}, found
+        answer = self.wire.call(req(22, transactional_id=name, transaction_timeout_ms=60000, producer_id=-1,
+                                    producer_epoch=-1), 4)
+        assert answer.error_code == 0, answer
+        return answer.producer_id, answer.producer_epoch
+
+    def add_partition(self, name: str, pid: int, epoch: int) -> None:
+        answer = self.wire.call(req(24, v3_and_below_transactional_id=name, v3_and_below_producer_id=pid,
+                                    v3_and_below_producer_epoch=epoch, v3_and_below_topics=[
+                                        field(24, "v3_and_below_topics")(name=TOPIC, partitions=[0])]), 3)
         assert set(error_codes(answer)) == {0}, answer
 
     def join(self, group: str, version: int = 5) -> tuple[str, int]:
@@ -336,6 +359,100 @@ def alter_client_quotas(w, v):
         ops=[E.OpData(key="producer_byte_rate", value=1e9, remove=False)])]), {0}
 
 
+def sasl_handshake(w, v):
+    # the walk's listener is PLAINTEXT: Kafka answers ILLEGAL_SASL_STATE to SASL there
+    return req(17, mechanism="PLAIN"), {EC.ILLEGAL_SASL_STATE}
+
+
+def sasl_authenticate(w, v):
+    return req(36, auth_bytes=b"\x00user\x00secret"), {EC.ILLEGAL_SASL_STATE}
+
+
+def add_partitions_to_txn(w, v):
+    name = f"walk-txn-apt-{v}"
+    pid, epoch = w.transaction(name)
+    if v <= 3:
+        return req(24, v3_and_below_transactional_id=name, v3_and_below_producer_id=pid,
+                   v3_and_below_producer_epoch=epoch,
+                   v3_and_below_topics=[field(24, "v3_and_below_topics")(name=TOPIC, partitions=[0, 1])]), {0}
+    # v4+ (brokers verifying a transaction): verify_only asks whether the partitions are in it: yes
+    w.add_partition(name, pid, epoch)
+    T = field(24, "transactions")
+    return req(24, transactions=[T(transactional_id=name, producer_id=pid, producer_epoch=epoch, verify_only=True,
+                                   topics=[field(24, "transactions", "topics")(name=TOPIC, partitions=[0])])]), {0}
+
+
+def add_offsets_to_txn(w, v):
+    name = f"walk-txn-aot-{v}"
+    pid, epoch = w.transaction(name)
+    return req(25, transactional_id=name, producer_id=pid, producer_epoch=epoch, group_id="walk-txn-group"), {0}
+
+
+def end_txn(w, v):
+    name = f"walk-txn-end-{v}"
+    pid, epoch = w.transaction(name)
+    w.add_partition(name, pid, epoch)
+    return req(26, transactional_id=name, producer_id=pid, producer_epoch=epoch, committed=True), {0}
+
+
+def txn_offset_commit(w, v):
+    name = f"walk-txn-toc-{v}"
+    pid, epoch = w.transaction(name)
+    group = f"walk-txn-group-{v}"
+    answer = w.wire.call(req(25, transactional_id=name, producer_id=pid, producer_epoch=epoch, group_id=group), 3)
+    assert answer.error_code == 0, answer
+    T = field(28, "topics")
+    return req(28, transactional_id=name, group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=-1,
+               member_id="", group_instance_id=None, topics=[T(name=TOPIC, partitions=[
+                   field(28, "topics", "partitions")(partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                                     committed_metadata="")])]), {0}
+
+
+ANY = 1
+
+
+def describe_acls(w, v):
+    # no authorizer configured: Kafka answers SECURITY_DISABLED
+    return req(29, resource_type_filter=ANY, resource_name_filter=None, pattern_type_filter=ANY, principal_filter=None,
+               host_filter=None, operation=ANY, permission_type=ANY), {EC.SECURITY_DISABLED}
+
+
+def create_acls(w, v):
+    C = field(30, "creations")
+    return req(30, creations=[C(resource_type=2, resource_name=TOPIC, resource_pattern_type=3, principal="User:walk",
+                                host="*", operation=3, permission_type=3)]), {EC.SECURITY_DISABLED}
+
+
+def delete_acls(w, v):
+    F = field(31, "filters")
+    return req(31, filters=[F(resource_type_filter=2, resource_name_filter=TOPIC, pattern_type_filter=3,
+                              principal_filter="User:walk", host_filter=None, operation=ANY,
+                              permission_type=ANY)]), {EC.SECURITY_DISABLED}
+
+
+def describe_user_scram_credentials(w, v):
+    return req(50, users=None), {0}
+
+
+def alter_user_scram_credentials(w, v):
+    U = field(51, "upsertions")
+    return req(51, deletions=[], upsertions=[U(name=f"walk-user-{v}", mechanism=1, iterations=4096, salt=b"s" * 16,
+                                               salted_password=b"p" * 32)]), {0}
+
+
+def describe_producers(w, v):
+    T = field(61, "topics")
+    return req(61, topics=[T(name=TOPIC, partition_indexes=[0])]), {0}
+
+
+def describe_transactions(w, v):
+    return req(65, transactional_ids=["walk-txn-aot-0"]), {0}
+
+
+def list_transactions(w, v):
+    return req(66, state_filters=[], producer_id_filters=[], duration_filter=-1, transactional_id_pattern=None), {0}
+
+
 def describe_cluster(w, v):
     return req(60, include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=False), \
         {0}, lambda r: [b.broker_id for b in r.brokers] == [NODE]
@@ -361,6 +478,12 @@ BUILDERS = {
     44: incremental_alter_configs, 45: alter_partition_reassignments, 46: list_partition_reassignments,
     47: offset_delete, 48: describe_client_quotas, 49: alter_client_quotas, 60: describe_cluster,
     71: get_telemetry_subscriptions, 75: describe_topic_partitions,
+    # security
+    17: sasl_handshake, 36: sasl_authenticate, 29: describe_acls, 30: create_acls, 31: delete_acls,
+    50: describe_user_scram_credentials, 51: alter_user_scram_credentials,
+    # transactions
+    24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
+    61: describe_producers, 65: describe_transactions, 66: list_transactions,
 }
 
 

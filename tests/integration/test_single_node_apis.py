@@ -7,6 +7,7 @@ v10 topic-id paths (unknown ids, "all topics" answers).
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -136,3 +137,39 @@ def test_offset_commit_and_fetch_v10_name_topics_by_id(wire):
     by_name = wire.call(req(9, require_stable=False, groups=[G(group_id="ids", member_id=None, member_epoch=-1,
                                                                topics=[GT(name="ops", partition_indexes=[1])])]), 9)
     assert by_name.groups[0].topics[0].partitions[0].committed_offset == 5
+
+
+def test_cluster_apis_need_their_cluster_acl(start_broker):
+    """An authorizer with no ACL for the (anonymous) client: every cluster-level API of this
+    group answers CLUSTER_AUTHORIZATION_FAILED where Kafka puts it, and changes nothing."""
+    broker = start_broker(config={"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer"})
+    w = Wire(broker.port)
+    try:
+        denied = EC.CLUSTER_AUTHORIZATION_FAILED
+        answer = elect(w, 2, [("any", [0])])
+        assert answer.error_code == denied
+        assert [p.error_code for r in answer.replica_election_results for p in r.partition_result] == [denied]
+        T = registry.API[45].request.ReassignableTopic
+        answer = w.call(req(45, timeout_ms=1000, topics=[
+            T(name="any", partitions=[T.ReassignablePartition(partition_index=0, replicas=[1])])]), 0)
+        assert answer.error_code == denied and answer.responses[0].partitions[0].error_code == denied
+        assert w.call(req(46, timeout_ms=1000, topics=None), 0).error_code == denied
+        assert w.call(req(48, strict=False, components=[]), 1).error_code == denied
+        E = registry.API[49].request.EntryData
+        answer = w.call(req(49, validate_only=False, entries=[E(
+            entity=[E.EntityData(entity_type="client-id", entity_name="x")],
+            ops=[E.OpData(key="producer_byte_rate", value=1.0, remove=False)])]), 1)
+        assert [e.error_code for e in answer.entries] == [denied]
+        R = registry.API[44].request.AlterConfigsResource
+        answer = w.call(req(44, validate_only=False, resources=[R(resource_type=4, resource_name="1", configs=[
+            R.AlterableConfig(name="log.retention.ms", config_operation=0, value="1")])]), 1)
+        assert answer.responses[0].error_code == denied
+        D = registry.API[32].request.DescribeConfigsResource
+        answer = w.call(req(32, resources=[D(resource_type=4, resource_name="1", configuration_keys=None)],
+                            include_synonyms=False, include_documentation=False), 4)
+        assert answer.results[0].error_code == denied
+    finally:
+        w.close()
+    # nothing was stored: no dynamic broker configs, no quotas
+    assert not (Path(broker.log_dir) / "kompakt-broker-configs.json").exists()
+    assert not (Path(broker.log_dir) / "kompakt-client-quotas.json").exists()

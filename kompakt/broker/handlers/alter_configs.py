@@ -13,9 +13,8 @@ Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.l
   broker configs (config/dynamic.py); the given configs replace the layer's whole set (keys not
   listed are removed), as Kafka's legacy API does. Keys Kafka cannot change at run time, bad
   values and refused changes (e.g. log.cleaner.threads more than doubled) answer INVALID_REQUEST
-  with Kafka's message; accepted ones are persisted and applied live before we answer. Needs
-  CLUSTER ALTER_CONFIGS (else CLUSTER_AUTHORIZATION_FAILED). Broker name checks as in
-  DescribeConfigs.
+  with Kafka's message; accepted ones are persisted and applied live before we answer. Broker
+  name checks as in DescribeConfigs.
 * BROKER_LOGGER: only IncrementalAlterConfigs changes loggers (as in Kafka): INVALID_REQUEST.
 * validate_only: every check, nothing changed.
 * Alters (this API and IncrementalAlterConfigs) run one resource at a time (`config_lock`), so
@@ -37,7 +36,6 @@ from kafka.protocol.admin.configs import AlterConfigsResponse
 from kompakt.broker.handlers._common import ResultError, check_config_access, error_code_of, run_storage
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, RESOURCE_TYPE_NAMES, TOPIC,
                                                       check_broker_name, topic_meta)
-from kompakt.broker.security.acl import Op
 from kompakt.config import topic_config
 from kompakt.config.dynamic import CLUSTER_DEFAULT, PER_BROKER, DynamicConfigError
 from kompakt.protocol.errors import ErrorCode, KafkaError
@@ -86,10 +84,7 @@ async def alter_broker(ctx, name: str, build, validate_only: bool) -> None:
     layer (config/dynamic.py). `build(current layer) -> new layer`; the new layer is validated
     as Kafka's validateBrokerConfigChange does and, unless validating only, persisted and applied
     before we answer. Refusals are INVALID_REQUEST with Kafka's message (KAFKA-13609 keeps it so)."""
-    per_broker = check_broker_name(name, ctx.config.node_id)
-    if not ctx.authorize_cluster(Op.ALTER_CONFIGS):
-        raise ResultError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
-    level = PER_BROKER if per_broker else CLUSTER_DEFAULT
+    level = PER_BROKER if check_broker_name(name, ctx.config.node_id) else CLUSTER_DEFAULT
     dynamic = ctx.broker.dynamic_config
     new_layer = build(dynamic.layer(level))
     try:
