@@ -30,6 +30,7 @@ same), so handlers only ever see requests that match their schema.
 from __future__ import annotations
 
 import struct
+import threading
 import uuid
 
 from kafka.protocol.schemas.fields.codecs.encode_buffer import EncodeBuffer
@@ -204,7 +205,17 @@ def _check_nulls(obj, struct, version: int, api_name: str) -> None:
                 _check_nulls(value, sub, version, api_name)
 
 
-_encode_buffer = EncodeBuffer(64 * 1024)   # reused for every generic response (one event loop)
+# One buffer per thread, reused for every generic response: a broker's loop encodes one response
+# at a time, but two brokers in one process (kompakt.testing runs each on its own thread) must not
+# share one.
+_local = threading.local()
+
+
+def _encode_buffer() -> EncodeBuffer:
+    buf = getattr(_local, "buffer", None)
+    if buf is None:
+        buf = _local.buffer = EncodeBuffer(64 * 1024)
+    return buf
 
 
 def encode_response(header: RequestHeader, response, version: int | None = None) -> bytes:
@@ -212,7 +223,7 @@ def encode_response(header: RequestHeader, response, version: int | None = None)
     key = header.api_key
     version = header.api_version if version is None else version
     encode = registry.encoder(key, version)
-    out = _encode_buffer
+    out = _encode_buffer()
     out.pos = 0
     out.ensure(9)
     FRAME_AND_CORRELATION.pack_into(out.buf, 0, 0, header.correlation_id)

@@ -46,6 +46,7 @@ def venv(tmp_path_factory):
     return python, env
 
 
+@pytest.mark.slow
 def test_the_installed_plugin_serves_a_foreign_project(venv, tmp_path):
     python, env = venv
     where = run([python, "-c", "import kompakt, sys; print(kompakt.__file__); print(sys.prefix)"], tmp_path, env)

@@ -57,3 +57,26 @@ async def test_async_helpers_leave_the_callers_loop_free(tmp_path):
 def test_unknown_mode_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown kompakt mode 'docker'"):
         start_broker(tmp_path, mode="docker")
+
+
+def test_two_brokers_in_one_process_answer_side_by_side(tmp_path):
+    """Each broker's loop thread encodes with a buffer of its own (codec's per-thread buffer): many
+    generic answers from two brokers at once all decode."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kompakt.protocol import codec
+    mine = codec._encode_buffer()
+    with ThreadPoolExecutor(1) as pool:
+        theirs = pool.submit(codec._encode_buffer).result()
+    assert theirs is not mine and codec._encode_buffer() is mine
+    a, b = start_broker(tmp_path / "a"), start_broker(tmp_path / "b")
+    try:
+        def describe(broker, n):
+            for i in range(n):
+                broker.create_topic(f"t{i}", config={"retention.ms": str(1000 + i)})
+            return n
+        with ThreadPoolExecutor(4) as pool:
+            assert sum(pool.map(describe, [a, b, a, b], [5, 5, 0, 0])) == 10
+    finally:
+        a.stop()
+        b.stop()
