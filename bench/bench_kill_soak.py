@@ -9,14 +9,14 @@ The broker runs as `python -m kompakt serve` in its own process; the load comes 
     are deleted while we run) and on two `compact` topics (small segments, an aggressive cleaner,
     a tombstone now and then);
   * a consumer group reading the delete topic and committing synchronously, recreated every few
-    seconds so the group rebalances while we kill.
-Each writer is a `Writer` (produce, the acknowledged records, pause/flush); a transactional writer
-with read_committed checks slots in the same way once the broker has transactions.
+    seconds so the group rebalances while we kill;
+  * a transactional producer (transactions of 1-8 records, one in five aborted) on a third topic.
+Each writer has the same shape (produce, the acknowledged records, pause/flush, prune).
 
 A cycle: start the broker (with `TEST_KOMPAKT_CRASH_AT=<point>:<n>` for a chosen moment, else
 none), let the load run, SIGKILL it (uniform: after a random time; chosen: the broker kills itself
-at a crash point inside a segment roll, a clean, a swap, a retention deletion, a checkpoint write or
-a group rebalance, kompakt/storage/faults.py), restart on the same dirs and check, with the
+at a crash point inside a segment roll, a clean, a swap, a retention deletion, a checkpoint write,
+a group rebalance or a transaction's commit, kompakt/storage/faults.py), restart on the same dirs and check, with the
 producers paused and flushed:
   * every acknowledged record at or above its partition's log start offset is there, at its
     acknowledged offset, with its key and value (on a compact topic: unless a later record of the
@@ -25,6 +25,8 @@ producers paused and flushed:
     high watermark; every record is one we produced (value names its key and a per-key sequence),
     per-key sequences increase with the offset; the latest acknowledged value of each key is there
     or superseded by a later one;
+  * a read_committed reader sees every record of each committed transaction at its offset, none of
+    an aborted one, and of a transaction whose outcome the kill hid all records or none;
   * no `.cleaned`, `.swap` or unknown file that was left from before the kill;
   * committed offsets never go back; the cleaner checkpoint never points past the log end.
 The figures: cycles, records acknowledged and checked, records lost, violations, recovery time per
@@ -53,6 +55,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DELETE_TOPIC = "soak-events"
+TXN_TOPIC = "soak-txn"
 COMPACT_TOPICS = ("soak-state-a", "soak-state-b")
 GROUP = "soak-group"
 PARTITIONS = 2
@@ -69,6 +72,7 @@ BROKER_CONFIG = {
     "log.segment.delete.delay.ms": "300",
     "group.initial.rebalance.delay.ms": "0",
     "offsets.topic.num.partitions": "1",
+    "transaction.state.log.num.partitions": "3",
     "offsets.topic.segment.bytes": "1048576",
 }
 DELETE_CONFIG = {"cleanup.policy": "delete", "internal.segment.bytes": "12000", "retention.bytes": "40000"}
@@ -78,7 +82,8 @@ COMPACT_CONFIG = {"cleanup.policy": "compact", "internal.segment.bytes": "6000",
 # Moments a chosen kill lands in (kompakt/storage/faults.py): (point, highest n to pick).
 CHOSEN = [("segment_roll", 6), ("before_swap", 2), ("swap_renamed", 2), ("swap_old_deleted", 2),
           ("after_first_group", 1), ("before_checkpoint", 2), ("after_checkpoint", 2),
-          ("retention_delete", 2), ("checkpoint_write", 4), ("group_rebalance", 2)]
+          ("retention_delete", 2), ("checkpoint_write", 4), ("group_rebalance", 2),
+          ("txn_prepare_written", 2), ("txn_marker_written", 2), ("txn_markers_written", 2)]
 KNOWN_SUFFIXES = (".log", ".index", ".timeindex", ".txnindex", ".snapshot")
 KNOWN_FILES = ("leader-epoch-checkpoint", "partition.metadata")
 VALUE_RE = re.compile(rb"^(?P<topic>[^|]+)\|(?P<key>[^|]+)\|(?P<seq>\d+)\|")
@@ -216,12 +221,16 @@ class Writer(threading.Thread):
             self.acked_count += 1
 
     def run(self) -> None:
+        tick = time.monotonic()
         while not self._stopping:
             if not self._run.is_set():
                 self.producer.flush(150)
                 self._paused.set()
                 self._run.wait()
+                tick = time.monotonic()
                 continue
+            tick += 0.05                      # `rate` records a second, in 20 slices
+            time.sleep(max(0.0, tick - time.monotonic()))
             for _ in range(max(1, self.rate // 20)):
                 key = b"k%d" % self.rng.randrange(KEYS)
                 self.seq += 1
@@ -233,7 +242,7 @@ class Writer(threading.Thread):
                                           partition=self.rng.randrange(PARTITIONS), on_delivery=self._report)
                 except BufferError:
                     break
-            self.producer.poll(0.05)
+            self.producer.poll(0)
             if self._fatal:
                 self.producer = self._new_producer()
 
@@ -273,6 +282,140 @@ class Writer(threading.Thread):
                     latest[(p, k)] = o
                 keep[(p, o)] = (k, v)
             self.acked = keep
+
+
+class TxnWriter(threading.Thread):
+    """A transactional producer on TXN_TOPIC: transactions of a few records, about one in five
+    aborted. `committed[(partition, offset)] = (key, value)` for the records of transactions whose
+    commit_transaction returned; `aborted` the values of aborted ones; `unknown` the values of a
+    transaction whose outcome the broker's death hid (all of it visible to read_committed, or none).
+    Same pause/resume/prune shape as Writer."""
+
+    def __init__(self, bootstrap: str, rng: random.Random):
+        super().__init__(daemon=True, name="writer-txn")
+        self.bootstrap, self.topic, self.rng = bootstrap, TXN_TOPIC, rng
+        self.committed: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+        self.acked_count = 0
+        self.aborted: set[bytes] = set()
+        self.unknown: list[set[bytes]] = []
+        self.errors: list[str] = []
+        self.txns = {"committed": 0, "aborted": 0, "unknown": 0}
+        self.seq = 0
+        self._lock = threading.Lock()
+        self._run = threading.Event()
+        self._run.set()
+        self._paused = threading.Event()
+        self._stopping = False
+        self.producer = None
+
+    def _new_producer(self) -> Producer:
+        p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "transactional.id": "soak-txn",
+                      "message.timeout.ms": 60000, "transaction.timeout.ms": 60000,
+                      "retry.backoff.ms": 50, "reconnect.backoff.max.ms": 200})
+        p.init_transactions(120)             # fences the previous incarnation, finishes its transaction
+        return p
+
+    def _one_transaction(self) -> None:
+        offsets: dict[bytes, tuple[int, int]] = {}
+
+        def report(err, msg):
+            if err is None:
+                offsets[msg.value()] = (msg.partition(), msg.offset())
+
+        values = []
+        self.producer.begin_transaction()
+        for _ in range(self.rng.randint(1, 8)):
+            self.seq += 1
+            key = b"k%d" % self.rng.randrange(KEYS)
+            value = b"%s|%s|%d|txn" % (self.topic.encode(), key, self.seq)
+            values.append((key, value))
+            self.producer.produce(self.topic, key=key, value=value, partition=self.rng.randrange(PARTITIONS),
+                                  on_delivery=report)
+        self.producer.poll(0)
+        abort = self.rng.random() < 0.2
+        try:
+            if abort:
+                self.producer.abort_transaction(60)
+            else:
+                self.producer.commit_transaction(60)
+        except KafkaException as exc:
+            err = exc.args[0]
+            with self._lock:
+                if not abort and err.txn_requires_abort():
+                    try:
+                        self.producer.abort_transaction(60)
+                        self.aborted.update(v for _, v in values)
+                        self.txns["aborted"] += 1
+                        return
+                    except KafkaException:
+                        pass
+                self.unknown.append({v for _, v in values})
+                self.txns["unknown"] += 1
+            self.producer = None                # a new incarnation settles the transaction
+            return
+        with self._lock:
+            if abort:
+                self.aborted.update(v for _, v in values)
+                self.txns["aborted"] += 1
+            else:
+                for key, value in values:
+                    if value not in offsets:
+                        self.errors.append(f"{self.topic}: committed record {value!r} has no delivery report")
+                        continue
+                    self.committed[offsets[value]] = (key, value)
+                    self.acked_count += 1
+                self.txns["committed"] += 1
+
+    def run(self) -> None:
+        while not self._stopping:
+            if not self._run.is_set():
+                self._paused.set()
+                self._run.wait()
+                continue
+            try:
+                if self.producer is None:
+                    self.producer = self._new_producer()
+                self._one_transaction()
+                time.sleep(0.05)                 # about 20 transactions a second
+            except KafkaException as exc:        # init_transactions against a dead broker: again later
+                if exc.args[0].fatal():
+                    self.producer = None
+                time.sleep(0.2)
+
+    def pause(self, timeout_s: float = 180) -> None:
+        self._run.clear()
+        if not self._paused.wait(timeout_s):
+            raise RuntimeError(f"{self.topic}: transactional producer did not settle within {timeout_s}s")
+
+    def resume(self) -> None:
+        self._paused.clear()
+        self._run.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._run.set()
+        self.join(30)
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return dict(self.committed)
+
+    def prune(self, lows: dict[int, int], compact: bool) -> None:
+        with self._lock:
+            self.committed = {k: v for k, v in self.committed.items() if k[1] >= lows.get(k[0], 0)}
+
+
+def check_transactions(w: TxnWriter, records_by_partition: dict[int, list]) -> list[str]:
+    """read_committed view of TXN_TOPIC: no aborted record, each unknown transaction all or none."""
+    violations = []
+    seen = {v for recs in records_by_partition.values() for _, _, v in recs}
+    for v in sorted(w.aborted & seen):
+        violations.append(f"{TXN_TOPIC}: a record of an aborted transaction is visible to read_committed: {v!r}")
+    for txn in w.unknown:
+        visible = len(txn & seen)
+        if visible not in (0, len(txn)):
+            violations.append(f"{TXN_TOPIC}: {visible} of the {len(txn)} records of one transaction are visible")
+    return violations
 
 
 class GroupMember(threading.Thread):
@@ -345,9 +488,12 @@ class GroupMember(threading.Thread):
 
 
 # ------------------------------------------------------------------------------------------ checks
-def read_all(bootstrap: str, topics: list[str], timeout_s: float = 120) -> tuple[dict, dict]:
-    """({(topic, partition): [(offset, key, value)]}, {(topic, partition): (low, high)})."""
+def read_all(bootstrap: str, topics: list[str], timeout_s: float = 120,
+             committed_only: bool = False) -> tuple[dict, dict]:
+    """({(topic, partition): [(offset, key, value)]}, {(topic, partition): (low, high)}); with
+    committed_only a read_committed reader (high is then the last stable offset)."""
     c = Consumer({**QUIET, "bootstrap.servers": bootstrap, "group.id": f"soak-reader-{time.monotonic_ns()}",
+                  "isolation.level": "read_committed" if committed_only else "read_uncommitted",
                   "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 50,
                   "auto.offset.reset": "earliest"})
     try:
@@ -428,6 +574,10 @@ def leftovers(log_dir: str, before: float) -> list[str]:
     return found
 
 
+def marks_topics(marks: dict) -> dict:
+    return dict.fromkeys(t for t, _ in marks)
+
+
 def low_watermarks(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], int]:
     c = Consumer({**QUIET, "bootstrap.servers": bootstrap, "group.id": "soak-marks"})
     try:
@@ -438,7 +588,7 @@ def low_watermarks(bootstrap: str, topics: list[str]) -> dict[tuple[str, int], i
 
 
 def check_topic(topic: str, compact: bool, records: list, low: int, low_after: int, high: int,
-                acked: dict, partition: int) -> tuple[int, int, list[str]]:
+                acked: dict, partition: int, contiguous: bool | None = None) -> tuple[int, int, list[str]]:
     """(acked records checked, lost, violations) for one partition read from `low` (the log start
     when reading began; `low_after` when it ended: retention may have moved it) to `high`."""
     violations: list[str] = []
@@ -448,9 +598,10 @@ def check_topic(topic: str, compact: bool, records: list, low: int, low_after: i
         violations.append(f"{where}: offsets not strictly increasing")
     if records and (offsets[0] < low or offsets[-1] >= high):
         violations.append(f"{where}: records outside [{low}, {high})")
-    if not compact and offsets and offsets != list(range(offsets[0], offsets[0] + len(offsets))):
+    contiguous = not compact if contiguous is None else contiguous   # transactions leave marker gaps
+    if contiguous and offsets and offsets != list(range(offsets[0], offsets[0] + len(offsets))):
         violations.append(f"{where}: offsets not contiguous")
-    if not compact and records and offsets[0] not in (low, low_after):
+    if contiguous and records and offsets[0] not in (low, low_after):
         violations.append(f"{where}: first offset {offsets[0]} is not the log start {low}")
     by_offset = {o: (k, v) for o, k, v in records}
     last_seq: dict[bytes, int] = {}
@@ -491,26 +642,34 @@ def check_topic(topic: str, compact: bool, records: list, low: int, low_after: i
 # ------------------------------------------------------------------------------------------ soak
 class Soak:
     def __init__(self, base: str, *, seed: int, run_s: float, chosen_share: float = 0.5,
-                 out=sys.stdout):
+                 out=sys.stdout, transactions: bool = True):
         self.rng = random.Random(seed)
         self.base, self.run_s, self.chosen_share, self.out = base, run_s, chosen_share, out
         self.broker = SoakBroker(base)
         self.writers: list[Writer] = []
         self.member: GroupMember | None = None
+        self.txn: TxnWriter | None = None
+        self.transactions = transactions
         self.cycles: list[dict] = []
         self.max_commits: dict[int, int] = {}
         self.max_loop_lag = 0.0
+        self.cycle_lag = 0.0
 
     def setup(self) -> None:
         self.broker.start()
         admin = AdminClient({"bootstrap.servers": self.broker.bootstrap})
         topics = [NewTopic(DELETE_TOPIC, PARTITIONS, 1, config=DELETE_CONFIG)]
         topics += [NewTopic(t, PARTITIONS, 1, config=COMPACT_CONFIG) for t in COMPACT_TOPICS]
+        if self.transactions:
+            topics.append(NewTopic(TXN_TOPIC, PARTITIONS, 1, config={"internal.segment.bytes": "12000"}))
         for fut in admin.create_topics(topics).values():
             fut.result(30)
         b = self.broker.bootstrap
         self.writers = [Writer(b, DELETE_TOPIC, random.Random(self.rng.random()))]
         self.writers += [Writer(b, t, random.Random(self.rng.random()), tombstones=True) for t in COMPACT_TOPICS]
+        if self.transactions:
+            self.txn = TxnWriter(b, random.Random(self.rng.random()))
+            self.writers.append(self.txn)
         self.member = GroupMember(b)
         for w in (*self.writers, self.member):
             w.start()
@@ -533,6 +692,7 @@ class Soak:
         return f"{point}:{self.rng.randint(1, top)}"
 
     def cycle(self, n: int, crash_at: str | None) -> dict:
+        self.cycle_lag = 0.0
         # 1. the broker from the last check is running with no crash point: restart it armed
         if crash_at:
             self.broker.kill()
@@ -563,7 +723,7 @@ class Soak:
         # 2. restart unarmed on the same data, then check
         recovery = self.broker.start()
         result = self.check(killed_at, checkpoint)
-        result.update(cycle=n, kill=how, recovery_s=round(recovery, 3),
+        result.update(cycle=n, kill=how, recovery_s=round(recovery, 3), loop_stall_s=round(self.cycle_lag, 3),
                       armed_start_s=None if first_recovery is None else round(first_recovery, 3))
         self.cycles.append(result)
         print(f"cycle {n:3d} kill {how:42s} recovery {recovery:5.2f}s acked {result['acked']:7d} "
@@ -582,6 +742,7 @@ class Soak:
         lag = self.broker.scrape("kompakt_event_loop_lag_max_seconds")
         if lag is not None:
             self.max_loop_lag = max(self.max_loop_lag, lag)
+            self.cycle_lag = max(self.cycle_lag, lag)
 
     def check(self, killed_at: float, checkpoint: dict) -> dict:
         violations = [f"left over from before the kill: {f}" for f in leftovers(self.broker.log_dir, killed_at)]
@@ -593,7 +754,12 @@ class Soak:
         time.sleep(1.2)                    # a retention pass (every 0.5 s) settles the delete topic
         topics = [DELETE_TOPIC, *COMPACT_TOPICS]
         data, marks = read_all(self.broker.bootstrap, topics)
-        after = low_watermarks(self.broker.bootstrap, topics)
+        if self.txn is not None:          # what read_committed consumers see of the transactions
+            txn_data, txn_marks = read_all(self.broker.bootstrap, [TXN_TOPIC], committed_only=True)
+            data.update(txn_data)
+            marks.update(txn_marks)
+            violations += check_transactions(self.txn, {p: txn_data[(TXN_TOPIC, p)] for p in range(PARTITIONS)})
+        after = low_watermarks(self.broker.bootstrap, list(marks_topics(marks)))
         checked = lost = acked_total = 0
         for w in self.writers:
             acked = w.snapshot()
@@ -603,7 +769,8 @@ class Soak:
             for p in range(PARTITIONS):
                 low, high = marks[(w.topic, p)]
                 lows[p] = max(low, after[(w.topic, p)])
-                c, l, v = check_topic(w.topic, compact, data[(w.topic, p)], low, lows[p], high, acked, p)
+                c, l, v = check_topic(w.topic, compact, data[(w.topic, p)], low, lows[p], high, acked, p,
+                                      contiguous=w.topic == DELETE_TOPIC)
                 checked, lost, violations = checked + c, lost + l, violations + v
             w.prune(lows, compact)
         for (t, p), cp in checkpoint.items():
@@ -634,7 +801,10 @@ class Soak:
                 "violations": sum(len(c["violations"]) for c in self.cycles),
                 "recovery_s_median": round(statistics.median(rec), 3) if rec else None,
                 "recovery_s_max": round(max(rec), 3) if rec else None,
-                "max_event_loop_stall_s": round(self.max_loop_lag, 3)}
+                "max_event_loop_stall_s": round(self.max_loop_lag, 3),
+                "event_loop_stall_s_median": round(statistics.median(c["loop_stall_s"] for c in self.cycles), 3)
+                if self.cycles else None,
+                "transactions": dict(self.txn.txns) if self.txn is not None else None}
 
 
 def run(cycles: int, base: str, seed: int = 1, run_s: float = 2.5, out=sys.stdout,

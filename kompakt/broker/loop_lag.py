@@ -4,14 +4,20 @@ Role: a task that asks to wake every `interval` seconds and measures how late it
 time the loop spent on something else without yielding (a blocking call, a long pure-Python
 stretch): every connection waited that long. Two gauges: the lag of the last probe and the longest
 lag since start (the figure the kill soak reports). A lag shorter than the probe interval between
-two probes is not seen, so the maximum is a lower bound for stalls, exact for the long ones.
+two probes is not seen, so the maximum is a lower bound for stalls, exact for the long ones. A stall
+of WARN_S or more is logged (WARNING). On a machine short of CPU the figure includes the time the
+process waited for a core.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
+log = logging.getLogger(__name__)
+
 INTERVAL = 0.05
+WARN_S = 0.5        # a stall this long is logged: every connection waited that long
 
 
 async def probe(metrics, interval: float = INTERVAL, clock=time.monotonic) -> None:
@@ -22,6 +28,8 @@ async def probe(metrics, interval: float = INTERVAL, clock=time.monotonic) -> No
         await asyncio.sleep(interval)
         lag = max(0.0, clock() - before - interval)
         metrics.loop_lag.set(lag)
+        if lag >= WARN_S:
+            log.warning("the event loop stalled for %.2f s (every connection waited)", lag)
         if lag > worst:
             worst = lag
             metrics.loop_lag_max.set(lag)

@@ -1,7 +1,8 @@
 """The kill soak (bench/bench_kill_soak.py) in short: a loaded broker SIGKILLed ten times, twice at a
 uniform moment and once inside each kind of risky step (segment roll, clean, swap, retention
-deletion, checkpoint write, group rebalance), restarted on the same data and checked each time:
-nothing acknowledged lost, offsets and per-key order intact, no leftovers, committed offsets and the
+deletion, checkpoint write, group rebalance, transaction commit), restarted on the same data and
+checked each time: nothing acknowledged lost, offsets and per-key order intact, read_committed sees
+committed transactions whole and aborted ones not at all, no leftovers, committed offsets and the
 cleaner checkpoint sane. The 200-cycle figure is in bench/RESULTS.md."""
 from __future__ import annotations
 
@@ -15,17 +16,18 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import bench_kill_soak as soak  # noqa: E402
 
 PLAN = [None, "segment_roll:2", "before_swap:1", "swap_renamed:1", "swap_old_deleted:1",
-        "retention_delete:1", "checkpoint_write:2", "group_rebalance:1", "after_checkpoint:1", None]
+        "retention_delete:1", "checkpoint_write:2", "group_rebalance:1", "txn_prepare_written:1", None]
 
 
 @pytest.mark.slow
 def test_ten_kills_lose_nothing(tmp_path):
     out = io.StringIO()
-    result = soak.run(len(PLAN), str(tmp_path), seed=12, run_s=1.5, out=out, plan=PLAN)
+    result = soak.run(len(PLAN), str(tmp_path), seed=12, run_s=1.0, out=out, plan=PLAN)
     report = out.getvalue()
     assert result["cycles"] == len(PLAN), report
     assert result["lost"] == 0 and result["violations"] == 0, report
     assert result["acked"] > 1000 and result["checked_total"] > 1000, report
+    assert result["transactions"]["committed"] > 10 and result["transactions"]["aborted"] > 0, report
     # the broker killed itself at most chosen moments (a clean may not come round in time)
     assert result["chosen_reached"] >= 6, report
 
