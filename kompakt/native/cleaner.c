@@ -425,7 +425,7 @@ int64_t km_filter(const uint8_t *d, int64_t end, int64_t p, int64_t count, int64
             ends[m] = rec_end;
             tds[m] = td;
             offs[m] = base + od;
-            tomb[m] = vl < 0;
+            tomb[m] = vl < 0 && kl >= 0;   /* a tombstone has a key (as the Python seam counts) */
             if (offs[m] > latest) {
                 kind[m] = 2;
             } else if (kl < 0) {
