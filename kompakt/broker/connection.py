@@ -14,6 +14,14 @@ nobody else's. Responses that finish in the same loop pass leave in one `writeli
 A client over its byte-rate quota (broker/quotas) is muted the same way for the throttle time
 its answer carries (`throttle`): no new request is read or started until it ends.
 
+Security (broker/security): a TLS listener's bytes arrive decrypted (the loop's SSL transport did
+the handshake before connection_made; TLS connections join the small pieces of each flush, one
+TLS record per buffer being the transport's rule, `_coalesce`). `session` says who the client is (the
+certificate's principal, or SASL's once authenticated); on a SASL listener `gate` admits only
+ApiVersions/SaslHandshake/SaslAuthenticate until authentication succeeds (anything else closes
+the connection, as Kafka) and closes an expired KIP-368 session; after a SaslHandshake v0 the
+tokens arrive bare and are answered bare (`_raw_sasl_token`). Plain listeners pay one `is None`.
+
 Failure policy: an oversized or negative size prefix, a malformed header or body, an unknown API
 key, an unsupported version (other than ApiVersions) or a handler bug closes this connection
 with one WARNING line naming the peer and the reason. A handler bug (any exception other than
@@ -288,10 +296,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if len(out) == 1:
             transport.write(out[0])
         elif self._tls:
-            # The SSL transport makes one TLS record per buffer: a fetch response's many small
-            # header pieces would each cost a record (and a MAC); one joined buffer is encrypted
-            # in full 16 KiB records. (TLS copies the bytes to encrypt them anyway.)
-            transport.write(b"".join(out))
+            # The SSL transport makes at least one TLS record per buffer: a fetch response's many
+            # small header pieces would each cost a record (and a MAC). Small pieces are joined;
+            # record data of a full TLS record or more is passed as it is (no extra copy).
+            transport.writelines(_coalesce(out))
         else:
             transport.writelines(out)
         if self._closing and not self.pending:
@@ -372,6 +380,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def in_flight(self) -> int:
         return len(self.pending)
+
+
+TLS_RECORD = 16384
+
+
+def _coalesce(buffers: list) -> list:
+    """Runs of buffers smaller than a TLS record joined into one; larger ones kept as they are."""
+    merged, small = [], []
+    for b in buffers:
+        if len(b) >= TLS_RECORD:
+            if small:
+                merged.append(b"".join(small))
+                small = []
+            merged.append(b)
+        else:
+            small.append(b)
+    if small:
+        merged.append(b"".join(small) if len(small) > 1 else small[0])
+    return merged
 
 
 def _describe_frame(frame) -> str:

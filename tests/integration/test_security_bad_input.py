@@ -266,3 +266,21 @@ def test_authentication_metrics(bad):
     assert n("SASL_PLAINTEXT", "PLAIN", "failure") >= 1 and n("SASL_PLAINTEXT", "PLAIN", "success") >= 1
     assert n("SASL_SSL", "SCRAM-SHA-512", "success") >= 1 and n("SASL_SSL", "SCRAM-SHA-512", "failure") >= 1
     assert n("SSL", "TLS", "failure") >= 1 and n("MTLS", "TLS", "failure") >= 2
+
+
+def test_saslhandshake_v0_bare_tokens(bad):
+    """After SaslHandshake v0 the SASL tokens travel bare (size + bytes, no request header), the
+    pre-KIP-152 way; a good PLAIN token gets an empty token back and the connection is served,
+    a bad one is closed (v0 has no error response)."""
+    _, _, ports, _ = bad
+    c = Conn(ports["SASL_PLAINTEXT"])
+    assert c.call(SaslHandshakeRequest(mechanism="PLAIN"), 0, SaslHandshakeResponse).error_code == 0
+    token = b"\0alice\0alice-pw"
+    c.sock.sendall(struct.pack(">i", len(token)) + token)
+    assert c.recv() == b""                        # an empty server token
+    assert c.metadata_ok()
+    d = Conn(ports["SASL_PLAINTEXT"])
+    assert d.call(SaslHandshakeRequest(mechanism="PLAIN"), 0, SaslHandshakeResponse).error_code == 0
+    bad_token = b"\0alice\0nope"
+    d.sock.sendall(struct.pack(">i", len(bad_token)) + bad_token)
+    assert d.recv() is None

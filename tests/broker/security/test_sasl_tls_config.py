@@ -142,3 +142,13 @@ def test_tls_configuration_errors(tmp_path):
         server_context(no_trust.__getitem__, "SSL")
     assert openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") == "ECDHE-RSA-AES128-GCM-SHA256"
     assert normalize_pem("-----BEGIN X-----  QUJD  -----END X-----") == "-----BEGIN X-----\nQUJD\n-----END X-----\n"
+
+
+def test_tls_write_coalescing():
+    """A TLS connection joins small response pieces (one TLS record per buffer otherwise) and
+    passes record data of a full TLS record or more through without copying it."""
+    from kompakt.broker.connection import TLS_RECORD, _coalesce
+    big = bytes(TLS_RECORD)
+    out = _coalesce([b"a", b"bc", big, b"d", b"e", big, big, b"f"])
+    assert out == [b"abc", big, b"de", big, big, b"f"] and out[1] is big and out[4] is big
+    assert _coalesce([b"only"]) == [b"only"]
