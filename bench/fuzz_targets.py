@@ -18,6 +18,7 @@ Targets:
   offsets     __consumer_offsets records: decode_key / decode_value
   files       checkpoint files, the topic store, partition.metadata and producer snapshots
   loader      a partition directory of fuzzed files opened by the loader (recovery after a crash)
+  all         every target above, the first byte choosing (one process: the suite's smoke)
 """
 from __future__ import annotations
 
@@ -311,6 +312,18 @@ def loader(data: bytes) -> None:
 
 TARGETS = {"frames": frames, "records": records, "cleaner": cleaner, "offsets": offsets,
            "files": files, "loader": loader}
+_ORDER = sorted(TARGETS)
+
+
+def every_target(data: bytes) -> None:
+    """All targets in one (the suite's smoke: one process start): the first byte picks the target."""
+    if data:
+        name = _ORDER[data[0] % len(_ORDER)]
+        if name != "cleaner" or native.LIB is not None:
+            TARGETS[name](data[1:])
+
+
+TARGETS["all"] = every_target
 
 
 def seeds(name: str) -> list[bytes]:
@@ -327,6 +340,8 @@ def seeds(name: str) -> list[bytes]:
     if name == "files":
         return [b"\x00" + b"0\n1\nt 0 5\n", b"\x01" + b"0\n1\n0 0\n",
                 b"\x02" + topic_store.encode({"t": topic_store.TopicMeta("t", uuid.uuid4(), 1, {})})]
+    if name == "all":
+        return [bytes([_ORDER.index(t)]) + seed for t in _ORDER for seed in seeds(t)]
     if name == "loader":
         spec = struct.pack(">hhhBqh", 0, 2, 3, 0, 1_700_000_000_000, 5) + batch[61:]
         return [b"\x80" + len(spec).to_bytes(2, "big") + spec]
