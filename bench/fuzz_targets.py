@@ -95,7 +95,7 @@ def make_batch(data: bytes) -> bytes | None:
             body = R.compress(codec_id, body)         # so the decompressed bytes are the fuzzer's
         except Exception:  # noqa: BLE001 - a codec that cannot compress this: keep it raw
             pass
-    max_ts = base_ts + (flags >> 1)
+    max_ts = min(base_ts + (flags >> 1), 2**63 - 1)
     head = _HDR.pack(0, 49 + len(body), 0, 2, 0, attrs, last_delta, base_ts, max_ts,
                      pid if flags & 0x80 else -1, 0, 0 if flags & 0x80 else -1, count)
     batch = bytearray(head + body)
