@@ -121,6 +121,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.limits is not None:
             if self._host is None:           # refused in connection_made: never counted
                 self.transport = None
+                if not self.closed.done():
+                    self.closed.set_result(None)
                 return
             self.limits.release(self._host)
             self.limits.forget(self)
