@@ -35,7 +35,7 @@ import time as _time
 from kompakt.protocol import records as R
 from kompakt.protocol.txn_records import decode_marker
 from kompakt.storage.faults import check_io
-from kompakt.storage.offset_index import INT32_MAX, OffsetIndex
+from kompakt.storage.offset_index import INT32_MAX, IndexOffsetOverflowError, OffsetIndex
 from kompakt.storage.time_index import NO_TIMESTAMP, TimeIndex
 from kompakt.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -626,7 +626,7 @@ class LogSegment:
             return
         try:
             self._append_final_time_entry()
-        except ValueError as exc:
+        except (ValueError, IndexOffsetOverflowError) as exc:   # a bad batch the loader trusted (clean marker)
             log.warning("could not write final time index entry of %s: %s", self.log_path, exc)
         self.offset_index.close()
         self.time_index.close()
