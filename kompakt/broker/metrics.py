@@ -97,6 +97,18 @@ LOG_SEGMENTS = "kompakt_log_segments"
 LOG_START_OFFSET = "kompakt_log_start_offset"
 LOG_END_OFFSET = "kompakt_log_end_offset"
 LOG_PARTITIONS = "kompakt_log_partitions"
+LOG_LSO_LAG = "kompakt_log_last_stable_offset_lag"
+LOG_ONGOING_TRANSACTIONS = "kompakt_log_ongoing_transactions"
+
+# --- transaction coordinator family (txn; scrape time, from TransactionCoordinator.stats()) ------
+TRANSACTIONS = "kompakt_transactions"
+TRANSACTIONS_COMMITTED = "kompakt_transactions_committed_total"
+TRANSACTIONS_ABORTED = "kompakt_transactions_aborted_total"
+TRANSACTIONS_TIMED_OUT = "kompakt_transactions_timed_out_total"
+TRANSACTIONS_FENCED = "kompakt_transactions_fenced_total"
+TRANSACTIONAL_IDS_EXPIRED = "kompakt_transactional_ids_expired_total"
+TRANSACTION_COORDINATOR_LOAD = "kompakt_transaction_coordinator_load_seconds"
+TRANSACTIONS_PENDING_OFFSETS = "kompakt_transactions_pending_offsets"
 
 # --- log manager family (scrape time, from LogManager.stats(); added by storage-manager) ----------
 LOG_MANAGER_OFFLINE_DIRS = "kompakt_log_manager_offline_dirs"
@@ -438,6 +450,10 @@ class LiveCollector:
         except Exception:
             log.exception("collecting group coordinator metrics failed")
         try:
+            yield from self._collect_transactions()
+        except Exception:
+            log.exception("collecting transaction metrics failed")
+        try:
             yield from self._collect_tombstone_guard()
         except Exception:
             log.exception("collecting tombstone retention metrics failed")
@@ -528,6 +544,72 @@ class LiveCollector:
         )
         for name, key, text in counters:
             yield CounterMetricFamily(name, text, value=stats.get(key, 0))
+
+    # -- transactions (txn) --
+    def _collect_transactions(self) -> Iterable[Any]:
+        txn = getattr(self.broker, "txn", None)
+        stats = txn.stats() if callable(getattr(txn, "stats", None)) else None
+        if stats:
+            states = GaugeMetricFamily(TRANSACTIONS, "Transactional ids by the state of their transaction "
+                                       "(Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, "
+                                       "CompleteAbort, PrepareEpochFence). Kafka: none (kafka-transactions "
+                                       "--list).", labels=["state"])
+            for state, n in sorted(stats.get("by_state", {}).items()):
+                states.add_metric([state], n)
+            yield states
+            yield GaugeMetricFamily(TRANSACTION_COORDINATOR_LOAD, "Time the last start-up took to reload "
+                                    "__transaction_state. Kafka: kafka.server:type=transaction-coordinator-"
+                                    "metrics,name=partition-load-time-max (ms there).",
+                                    value=stats.get("load_time_ms", 0) / 1000.0)
+            counters = (
+                (TRANSACTIONS_COMMITTED, "committed_total", "Transactions committed (every COMMIT marker "
+                 "written). Kafka: none."),
+                (TRANSACTIONS_ABORTED, "aborted_total", "Transactions aborted (by the producer, a fencing "
+                 "producer or a timeout; every ABORT marker written). Kafka: none."),
+                (TRANSACTIONS_TIMED_OUT, "timed_out_total", "Transactions aborted because they ran longer "
+                 "than their transaction.timeout.ms. Kafka: none (the 'Completed rollback of ongoing "
+                 "transaction ... due to timeout' log line)."),
+                (TRANSACTIONS_FENCED, "fenced_total", "Open transactions aborted because a new instance "
+                 "of their transactional id called InitProducerId. Kafka: none."),
+                (TRANSACTIONAL_IDS_EXPIRED, "expired_ids_total", "Transactional ids removed after "
+                 "transactional.id.expiration.ms idle. Kafka: none."),
+            )
+            for name, key, text in counters:
+                yield CounterMetricFamily(name[:-len("_total")], text, value=stats.get(key, 0))
+        pending = getattr(getattr(self.broker, "groups", None), "txn_offsets", None)
+        if pending is not None:
+            yield GaugeMetricFamily(TRANSACTIONS_PENDING_OFFSETS, "Group offsets committed inside open "
+                                    "transactions (visible once they commit). Kafka: none.",
+                                    value=pending.pending_count())
+        yield from self._collect_log_transactions()
+
+    def _collect_log_transactions(self) -> Iterable[Any]:
+        labels = self._labels()
+        lag = GaugeMetricFamily(LOG_LSO_LAG, "High watermark minus last stable offset: records an open "
+                                "transaction keeps from read_committed consumers (maximum over partitions "
+                                "without partition labels). Kafka: kafka.cluster:type=Partition,"
+                                "name=LastStableOffsetLag.", labels=labels)
+        ongoing = GaugeMetricFamily(LOG_ONGOING_TRANSACTIONS, "Transactions open in the partition (summed "
+                                    "over partitions without partition labels). Kafka: none.", labels=labels)
+        per_topic: dict[str, list[int]] = {}
+        for tp, lg in self._logs():
+            try:
+                state = lg.producer_state
+                values = [lg.high_watermark - lg.last_stable_offset, len(state.ongoing)]
+            except Exception:
+                continue
+            if self.partition_labels:
+                lag.add_metric([tp[0], str(tp[1])], values[0])
+                ongoing.add_metric([tp[0], str(tp[1])], values[1])
+            else:
+                acc = per_topic.setdefault(tp[0], [0, 0])
+                acc[0] = max(acc[0], values[0])
+                acc[1] += values[1]
+        for topic, acc in per_topic.items():
+            lag.add_metric([topic], acc[0])
+            ongoing.add_metric([topic], acc[1])
+        yield lag
+        yield ongoing
 
     # -- log manager (storage-manager) --
     def _collect_log_manager(self) -> Iterable[Any]:

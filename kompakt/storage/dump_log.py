@@ -8,7 +8,8 @@ means every file in it, sorted):
                 <CreateTime|LogAppendTime> size magic compresscodec crc isvalid
                 With --deep-iteration one "| offset: ..." line per record (keySize, valueSize,
                 sequence, headerKeys; endTxnMarker for control records); --print-data-log adds
-                key/payload (UTF-8), --offsets-decoder decodes __consumer_offsets keys and values.
+                key/payload (UTF-8), --offsets-decoder decodes __consumer_offsets keys and values,
+                --transaction-log-decoder __transaction_state ones (Kafka's JSON forms).
                 Bytes after the last whole batch: "Found N invalid bytes at the end of NAME".
   .index        "offset: O position: P" (stops at the zero tail of a preallocated index);
                 --verify-index-only checks each entry against the log; --index-sanity-check runs
@@ -64,6 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the startup sanity check on index files and print the verdict")
     parser.add_argument("--offsets-decoder", action="store_true",
                         help="decode records as __consumer_offsets keys/values (implies --print-data-log)")
+    parser.add_argument("--transaction-log-decoder", action="store_true",
+                        help="decode records as __transaction_state keys/values (implies --print-data-log)")
     parser.add_argument("--max-message-size", type=int, default=_DEFAULT_MAX_MESSAGE_SIZE,
                         help="largest batch read when verifying an index (default 5 MiB)")
     parser.add_argument("--max-bytes", type=int, default=INT_MAX,
@@ -226,6 +229,40 @@ def _offsets_parser() -> Callable[[int, bytes | None, bytes | None], tuple[str |
     return parse
 
 
+def _txn_parser() -> Callable[[int, bytes | None, bytes | None], tuple[str | None, str | None]]:
+    """Kafka's TransactionLogMessageParser over kompakt.protocol.txn_records: key
+    {"type": version, "data": {"transactionalId"}}, value {"version", "data": TransactionLogValue}."""
+    from kompakt.protocol import txn_records as T
+
+    def parse(offset: int, key: bytes | None, value: bytes | None):
+        if key is None:
+            return (f"Error at offset {offset}, skipping. Failed to decode message at offset {offset} "
+                    "using transaction log decoder (message had a missing key)", None)
+        try:
+            k = T.decode_key(bytes(key))
+            if k["transactional_id"] is None:
+                return f"Unknown record type {k['version']} at offset {offset}, skipping.", None
+            key_json = json.dumps({"type": str(k["version"]), "data": {"transactionalId": k["transactional_id"]}},
+                                  separators=(",", ":"))
+            v = T.decode_value(None if value is None else bytes(value))
+            if v is None:
+                return key_json, "<DELETE>"
+            data = {"producerId": v["producer_id"], "producerEpoch": v["producer_epoch"],
+                    "transactionTimeoutMs": v["timeout_ms"], "transactionStatus": v["state"],
+                    "transactionPartitions": None if v["state"] == 0 else
+                    [{"topic": t, "partitionIds": ids} for t, ids in v["partitions"].items()],
+                    "transactionLastUpdateTimestampMs": v["last_update_ms"],
+                    "transactionStartTimestampMs": v["start_ms"]}
+            if v["version"] >= 1:
+                data.update(previousProducerId=v["previous_producer_id"], nextProducerId=v["next_producer_id"],
+                            clientTransactionVersion=v["client_transaction_version"])
+            return key_json, json.dumps({"version": str(v["version"]), "data": data}, separators=(",", ":"))
+        except Exception as exc:  # noqa: BLE001 - Kafka prints any decoding error and goes on
+            return f"Error at offset {offset}, skipping. {exc}", None
+
+    return parse
+
+
 # --- .log -------------------------------------------------------------------------------------
 
 def _sequence(header: R.BatchHeader, offset_delta: int) -> int:
@@ -312,7 +349,12 @@ def _record_text(r: dict[str, Any], skip_metadata: bool) -> str:
 def dump_log(path: str, name: str, opts, problems: _Problems, emit: Callable[[str], None]) -> dict[str, Any]:
     result: dict[str, Any] = {"file": path, "type": "log", "start_offset": _base_offset(name), "batches": []}
     emit(f"Log starting offset: {_base_offset(name)}")
-    parser = _offsets_parser() if opts.offsets_decoder else (lambda o, k, v: (_str_decoder(k), _str_decoder(v)))
+    if opts.offsets_decoder:
+        parser = _offsets_parser()
+    elif getattr(opts, "transaction_log_decoder", False):
+        parser = _txn_parser()
+    else:
+        parser = lambda o, k, v: (_str_decoder(k), _str_decoder(v))  # noqa: E731
     deep = opts.deep_iteration or opts.print_data_log
     last_offset = -1
     valid_bytes = 0
@@ -605,7 +647,7 @@ def run(args, out=None, err=None) -> int:
     if not paths:
         print("dump-log: give at least one PATH (or --files a,b,...)", file=err)
         return 2
-    if args.offsets_decoder:
+    if args.offsets_decoder or getattr(args, "transaction_log_decoder", False):
         args.print_data_log = True
     problems = _Problems(err)
     status = 0

@@ -287,3 +287,28 @@ async def test_batched_add_partitions_v4_and_verify_only(h):
     got = [{(t.name, p.partition_index): p.partition_error_code for t in res.topic_results
             for p in t.results_by_partition} for res in r.results_by_transaction]
     assert got == [{("a", 0): 0}, {("a", 0): 0, ("a", 1): E_ABORTABLE}]
+
+
+async def test_metrics(h):
+    from prometheus_client.parser import text_string_to_metric_families
+    _, pid, epoch = await init(h)
+    await add(h, pid, epoch, [("a", 0)])
+    await produce(h, pid, epoch, 0)
+    await produce(h, pid, epoch, 1)
+
+    def scrape():
+        m = h.broker.metrics
+        m.attach(h.broker)
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for fam in text_string_to_metric_families(m.render().decode()) for s in fam.samples}
+
+    got = scrape()
+    assert got[("kompakt_transactions", (("state", "Ongoing"),))] == 1
+    assert got[("kompakt_log_last_stable_offset_lag", (("partition", "0"), ("topic", "a")))] == 2
+    assert got[("kompakt_log_ongoing_transactions", (("partition", "0"), ("topic", "a")))] == 1
+    assert await end(h, pid, epoch, False) == E_NONE
+    got = scrape()
+    assert got[("kompakt_transactions_aborted_total", ())] == 1
+    assert got[("kompakt_transactions", (("state", "CompleteAbort"),))] == 1
+    assert got[("kompakt_log_last_stable_offset_lag", (("partition", "0"), ("topic", "a")))] == 0
+    assert ("kompakt_transaction_coordinator_load_seconds", ()) in got

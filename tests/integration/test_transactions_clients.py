@@ -178,3 +178,43 @@ def test_fenced_producer_and_require_stable(broker):
     plain.close()
     second.commit_transaction(30)
     assert committed_offset(broker.bootstrap, "fx-group", names["src"], 0) == 3
+
+
+def test_admin_api_and_cli_show_transactions_and_lso(broker):
+    """GET /v1/transactions and /v1/partitions (open transactions, LSO) and `kompakt admin
+    transactions` / `partitions` while a transaction is open, then after it commits."""
+    import json
+    import subprocess
+    import sys
+    import urllib.request
+
+    names = _setup(broker, "ad")
+    p = ck.Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "ad-txn"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(names["a"], value=b"one", partition=1)
+    assert p.flush(30) == 0
+
+    def get(path):
+        with urllib.request.urlopen(broker.metrics_url + path, timeout=30) as resp:
+            return json.loads(resp.read())
+
+    def cli(*args):
+        out = subprocess.run([sys.executable, "-m", "kompakt", "admin", "--url", broker.metrics_url, *args],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    [txn] = get("/v1/transactions?state=Ongoing")["transactions"]
+    assert (txn["transactional_id"], txn["partitions"]) == ("ad-txn", [f"{names['a']}-1"])
+    [part] = get(f"/v1/partitions?topic={names['a']}")["partitions"][1:]
+    assert part["last_stable_offset"] == 0 and part["log_end_offset"] == 1
+    assert part["ongoing_transactions"] == [{"producer_id": txn["producer_id"], "first_offset": 0}]
+    _, row = cli("transactions", "--state", "Ongoing").splitlines()
+    assert row.split()[:2] == ["ad-txn", "Ongoing"] and row.split()[-1] == f"{names['a']}-1"
+    header, _, row = cli("partitions", "--topic", names["a"]).splitlines()
+    assert header.split()[3:7] == ["START", "END", "LSO", "TXNS"] and row.split()[3:7] == ["0", "1", "0", "1"]
+    p.commit_transaction(30)
+    [part] = get(f"/v1/partitions?topic={names['a']}")["partitions"][1:]
+    assert part["last_stable_offset"] == part["log_end_offset"] == 2 and part["ongoing_transactions"] == []
+    assert get("/v1/transactions?state=CompleteCommit")["counters"]["committed_total"] >= 1

@@ -151,6 +151,23 @@ def test_offsets_decoder(tmp_path):
     assert rec[1].endswith("payload: <DELETE>")
 
 
+def test_transaction_log_decoder(tmp_path):
+    from kompakt.protocol import txn_records as T
+    key = T.encode_key("tx")
+    value = T.encode_value(producer_id=7, producer_epoch=2, timeout_ms=60000, state=1,
+                           partitions={"t": [0, 3]}, last_update_ms=TS, start_ms=TS - 5)
+    batch = R.build_batch([(key, value), (key, None), (b"\x00\x09", b"")], base_offset=0, base_timestamp=TS)
+    (tmp_path / "00000000000000000000.log").write_bytes(batch)
+    _, out, _ = run(tmp_path / "00000000000000000000.log", "--transaction-log-decoder")
+    rec = [line for line in out.splitlines() if line.startswith("|")]
+    assert rec[0].endswith('key: {"type":"0","data":{"transactionalId":"tx"}} payload: {"version":"0","data":'
+                           '{"producerId":7,"producerEpoch":2,"transactionTimeoutMs":60000,"transactionStatus":1,'
+                           '"transactionPartitions":[{"topic":"t","partitionIds":[0,3]}],'
+                           f'"transactionLastUpdateTimestampMs":{TS},"transactionStartTimestampMs":{TS - 5}}}}}')
+    assert rec[1].endswith("payload: <DELETE>")
+    assert "Unknown record type 9 at offset 2, skipping." in rec[2]
+
+
 def test_snapshot(tmp_path):
     from kompakt.storage.producer_state import ProducerStateEntry, encode_snapshot
     e = ProducerStateEntry(7, 1)

@@ -19,6 +19,7 @@ compaction last run?" / "How many records are on a topic?"):
 | POST   | /v1/partitions/{topic}/{partition}/resume    | undo one pause; 409 when not paused           |
 | POST   | /v1/partitions/{topic}/{partition}/adopt     | body {"staging_dir": ...}: swap in a pipeline-compacted staging dir with cleaning paused, then move the cleaner point to its end; 409 when stale |
 | GET    | /v1/cleaner                                  | workers, current jobs, throttle, Kafka cleaner figures |
+| GET    | /v1/transactions                             | every transactional id: state, producer id/epoch, partitions, timeout, start; `?state=Ongoing` filters |
 | GET    | /v1/partitions/{topic}/{partition}/whatif    | replay the newest records under other compaction settings (`?set=k=v`, `max_records`, `format=png`), whatif.py |
 
 Access (auth.py): with `admin.api.token` set, state-changing calls need `Authorization: Bearer
@@ -55,7 +56,7 @@ from aiohttp import web
 from kompakt.broker.admin.auth import admin_ssl_context, admin_token, check_exposure, token_middleware
 from kompakt.broker.admin.views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, count_records,
                                         is_compacted, jsonable, kafka_error_of, log_manager_of, partition_view,
-                                        resolve_partition, topic_partitions)
+                                        resolve_partition, topic_partitions, transactions_view)
 from kompakt.broker.metrics import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
@@ -419,6 +420,13 @@ async def resume(request: web.Request) -> web.Response:
         raise ApiError(409, "not_paused", f"cannot resume cleaning of {tp[0]}-{tp[1]}: {exc}") from exc
     log.info("cleaning of %s-%s resumed through the admin API", tp[0], tp[1])
     return web.json_response({"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)})
+
+
+@routes.get("/v1/transactions")
+async def transactions(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    log_manager_of(broker)
+    return web.json_response(transactions_view(broker, request.query.get("state")))
 
 
 @routes.get("/v1/cleaner")

@@ -1,7 +1,7 @@
 """`kompakt admin ...`: the admin HTTP API from a shell.
 
 Role: one sub-command per endpoint of kompakt.broker.admin.app (partitions, partition, compact, pause,
-resume, cleaner, adopt, count, whatif, ready — the container HEALTHCHECK), each printing a short human summary or, with `--json`, the API's JSON.
+resume, cleaner, transactions, adopt, count, whatif, ready — the container HEALTHCHECK), each printing a short human summary or, with `--json`, the API's JSON.
 Uses only the standard library (urllib), so it starts fast and needs no event loop.
 
 Exit status: 0 success; 1 the API answered an error (its message is printed); 2 the API could not be
@@ -68,6 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("topic")
     p.add_argument("partition", type=int, nargs="?", help="one partition (default: every partition, summed)")
     sub.add_parser("cleaner", help="cleaner workers, current jobs, throttle and figures")
+    p = sub.add_parser("transactions", help="transactional ids: state, producer, partitions of the running transaction")
+    p.add_argument("--state", help="only this state (Ongoing, CompleteCommit, ...)")
     sub.add_parser("ready", help="exit 0 when the broker is ready (GET /ready), 1 otherwise (container HEALTHCHECK)")
     p = sub.add_parser("whatif", help="replay a partition's newest records under other compaction settings")
     _tp_args(p)
@@ -143,20 +145,35 @@ def _fmt(value: Any, spec: str = "") -> str:
     return format(value, spec) if spec else str(value)
 
 
+def print_table(header: tuple, rows: list, out=sys.stdout) -> None:
+    rows = [header] + rows
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip(), file=out)
+
+
+def print_transactions(txns: list[dict[str, Any]], out=sys.stdout) -> None:
+    print_table(("TRANSACTIONAL-ID", "STATE", "PRODUCER", "EPOCH", "TIMEOUT-MS", "STARTED", "PARTITIONS"),
+                [(t["transactional_id"], t["state"], str(t["producer_id"]), str(t["producer_epoch"]),
+                  str(t["timeout_ms"]), _fmt_time_ms(t["start_time_ms"]) if t["start_time_ms"] >= 0 else "-",
+                  ",".join(t["partitions"]) or "-") for t in txns], out)
+
+
 def print_partitions(parts: list[dict[str, Any]], out=sys.stdout) -> None:
-    header = ("TOPIC", "PART", "POLICY", "START", "END", "BYTES", "SEGS", "DIRTY", "LAST-CLEAN", "STATE")
-    rows = [header]
+    header = ("TOPIC", "PART", "POLICY", "START", "END", "LSO", "TXNS", "BYTES", "SEGS", "DIRTY", "LAST-CLEAN",
+              "STATE")
+    rows = []
     for p in parts:
         c = p.get("cleaner") or {}
         rows.append((p["topic"], str(p["partition"]), ",".join(p.get("cleanup_policy") or []) or "-",
-                     _fmt(p.get("log_start_offset")), _fmt(p.get("log_end_offset")), _fmt(p.get("size_bytes")),
+                     _fmt(p.get("log_start_offset")), _fmt(p.get("log_end_offset")),
+                     _fmt(p.get("last_stable_offset")), str(len(p.get("ongoing_transactions") or ())),
+                     _fmt(p.get("size_bytes")),
                      _fmt(p.get("segment_count")),
                      _fmt(c.get("dirty_ratio"), ".2f") if c.get("dirty_ratio") is not None else "-",
                      _fmt_time_ms(c.get("last_clean_time_ms")),
                      str(c.get("state") or ("disabled" if c.get("enabled") is False else "-"))))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip(), file=out)
+    print_table(header, rows, out)
 
 
 def print_mapping(data: Any, out=sys.stdout, indent: str = "") -> None:
@@ -235,6 +252,19 @@ def run(args: argparse.Namespace) -> int:
         return exc.exit_code
 
 
+def _table(args: argparse.Namespace, path: str, query: str, field: str, printer) -> int:
+    """GET `path` (with `?query=` from the argument of that name), print `field` as a table."""
+    value = getattr(args, query, None)
+    if value:
+        path += f"?{query}={urllib.parse.quote(value)}"
+    body = _check(*request(args.url, "GET", path, timeout=args.timeout))
+    if args.json:
+        print(json.dumps(body, indent=2))
+    else:
+        printer(body[field])
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     a = args.action
     if a == "ready":
@@ -245,15 +275,11 @@ def _run(args: argparse.Namespace) -> int:
             print(json.dumps(body))
         return 0
     if a == "partitions":
-        path = "/v1/partitions" + (f"?topic={urllib.parse.quote(args.topic)}" if args.topic else "")
-        body = _check(*request(args.url, "GET", path, timeout=args.timeout))
-        if args.json:
-            print(json.dumps(body, indent=2))
-        else:
-            print_partitions(body["partitions"])
-        return 0
+        return _table(args, "/v1/partitions", "topic", "partitions", print_partitions)
     if a == "count":
         return _count(args)
+    if a == "transactions":
+        return _table(args, "/v1/transactions", "state", "transactions", print_transactions)
     if a == "partition":
         body = _check(*request(args.url, "GET", _tp_path(args), timeout=args.timeout))
     elif a == "cleaner":

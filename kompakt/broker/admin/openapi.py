@@ -104,6 +104,15 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json({"type": "object"}, "adopted"),
                           "409": _json(_ref("Error"), "stale staging dir: the log changed since it was made"),
                           "501": _ERR, **_TP_ERRORS}}},
+        "/v1/transactions": {"get": {
+            "summary": "Every transactional id the transaction coordinator knows: state, producer id and "
+                       "epoch, partitions of the running transaction, timeout, start time; and its counters",
+            "parameters": [{"name": "state", "in": "query", "required": False, "schema": {"type": "string"},
+                            "description": "only this state (Kafka's names: Ongoing, CompleteCommit, ...)"}],
+            "responses": {"200": _json({"type": "object", "properties": {
+                "transactions": {"type": "array", "items": {"type": "object", "additionalProperties": True}},
+                "counters": {"type": "object", "additionalProperties": True}}}, "transactions"),
+                "503": _ERR}}},
         "/v1/cleaner": {"get": {
             "summary": "The log cleaner: workers, current jobs, throttle and Kafka's cleaner figures",
             "responses": {"200": _json({"type": "object", "properties": {"enabled": {"type": "boolean"}},

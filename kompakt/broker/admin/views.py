@@ -212,6 +212,7 @@ def partition_view(broker: Any, tp: Any, lg: Any, *, detail: bool = False) -> di
         "log_end_offset": getattr(lg, "log_end_offset", None),
         "high_watermark": getattr(lg, "high_watermark", None),
         "last_stable_offset": getattr(lg, "last_stable_offset", None),
+        "ongoing_transactions": ongoing_transactions(lg),
         "size_bytes": log_size(lg),
         "segment_count": len(segments),
         "cleaner": cleaner_view(broker, tp, lg),
@@ -235,6 +236,31 @@ def partition_view(broker: Any, tp: Any, lg: Any, *, detail: bool = False) -> di
         meta = (getattr(manager, "topics", None) or {}).get(tp[0]) if manager is not None else None
         out["config_overrides"] = jsonable(getattr(meta, "configs", None) or {})
     return out
+
+
+def ongoing_transactions(lg: Any) -> list[dict[str, int]]:
+    """The partition's open transactions, oldest first: what holds its last stable offset back."""
+    ongoing = getattr(getattr(lg, "producer_state", None), "ongoing", None)
+    if not isinstance(ongoing, Mapping):
+        return []
+    return [{"producer_id": pid, "first_offset": first} for first, pid in sorted(dict(ongoing).items())]
+
+
+def transactions_view(broker: Any, state: str | None = None) -> dict[str, Any]:
+    """Every transactional id the transaction coordinator knows (DescribeTransactions' fields)."""
+    txn = getattr(broker, "txn", None)
+    if txn is None or not getattr(txn, "active", False):
+        raise ApiError(503, "not_ready", "the transaction coordinator has not loaded yet; retry when /ready answers 200")
+    out = []
+    for tid, meta in sorted(dict(txn.txns).items()):
+        name = meta.state.kafka_name
+        if state is not None and name.lower() != state.lower():
+            continue
+        out.append({"transactional_id": tid, "state": name, "producer_id": meta.producer_id,
+                    "producer_epoch": meta.producer_epoch, "timeout_ms": meta.timeout_ms,
+                    "start_time_ms": meta.start_ms, "last_update_ms": meta.last_update_ms,
+                    "partitions": [f"{t}-{p}" for t, p in sorted(meta.partitions)]})
+    return {"transactions": out, "counters": jsonable(txn.counters)}
 
 
 def _ms(value: Any) -> Any:
