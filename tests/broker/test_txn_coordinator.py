@@ -312,3 +312,23 @@ async def test_metrics(h):
     assert got[("kompakt_transactions", (("state", "CompleteAbort"),))] == 1
     assert got[("kompakt_log_last_stable_offset_lag", (("partition", "0"), ("topic", "a")))] == 0
     assert ("kompakt_transaction_coordinator_load_seconds", ()) in got
+
+
+async def test_write_txn_markers_ends_a_hanging_transaction(h):
+    from kafka.protocol.producer.transaction import WriteTxnMarkersRequest
+    M = WriteTxnMarkersRequest.WritableTxnMarker
+    _, pid, epoch = await init(h)
+    await add(h, pid, epoch, [("a", 0)])
+    await produce(h, pid, epoch, 0)
+    h.broker.txn.txns.clear()              # the coordinator lost track: the transaction hangs
+    assert log_of(h, "a").last_stable_offset == 0
+
+    async def write(epoch_, partitions, result=False):
+        r = await h.call(WriteTxnMarkersRequest(markers=[M(
+            producer_id=pid, producer_epoch=epoch_, transaction_result=result, coordinator_epoch=0,
+            topics=[M.WritableTxnMarkerTopic(name="a", partition_indexes=partitions)])]), 1)
+        return [p.error_code for t in r.markers[0].topics for p in t.partitions]
+
+    assert await write(epoch, [0, 9]) == [E_NONE, E_UNKNOWN_TP]
+    assert markers(h, "a") == [(pid, epoch, T.ABORT)] and log_of(h, "a").last_stable_offset == 2
+    assert await write(epoch - 1, [0]) == [E_EPOCH]                     # an older epoch than the log knows

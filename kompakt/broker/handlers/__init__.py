@@ -30,7 +30,7 @@ MODULES = (
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "describe_groups", "list_groups", "delete_groups", "offset_delete",
     # transactions (txn)
-    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit",
+    "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit", "write_txn_markers",
     "describe_producers", "describe_transactions", "list_transactions",
     # cluster operations a single node answers (apis)
     "elect_leaders", "alter_partition_reassignments", "list_partition_reassignments",

@@ -1,0 +1,70 @@
+"""WriteTxnMarkers (API key 27), versions 1-2.
+
+Behaviour: write a COMMIT or ABORT end-transaction marker (producer id, epoch, coordinator epoch of
+the request) into each named partition, as a Kafka partition leader does for its transaction
+coordinator. Kompakt's own coordinator writes its markers itself (kompakt/broker/txn/markers.py);
+this API is what administrators use to end a *hanging* transaction in a partition
+(`kafka-transactions.sh abort`, kafka-python's `KafkaAdminClient.abort_transaction`, the Java
+AdminClient's `abortTransaction`). A marker written to a `__consumer_offsets` partition also
+completes the producer's pending transactional offsets there (as Kafka's onTransactionCompleted).
+
+Per partition: UNKNOWN_TOPIC_OR_PARTITION for a partition this broker does not have, else the
+append's code: INVALID_PRODUCER_EPOCH (an epoch older than the partition knows),
+TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), KAFKA_STORAGE_ERROR. Needs ALTER on
+the cluster or CLUSTER_ACTION (else every partition CLUSTER_AUTHORIZATION_FAILED).
+
+Version notes: v0 was removed in Kafka 4; v1 flexible; v2 adds the transaction version (read,
+ignored: a marker is the same bytes).
+"""
+from __future__ import annotations
+
+import time
+
+from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
+
+from kompakt.broker.security.acl import Op
+from kompakt.protocol import txn_records as tr
+from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.storage import TopicPartition
+
+API_KEY = 27
+MIN_VERSION = 1
+MAX_VERSION = 2
+
+Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
+TopicResult = Result.WritableTxnMarkerTopicResult
+PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def _write(ctx, marker, topic: str, partition: int, commit: bool) -> int:
+    lm = ctx.log_manager
+    tp = TopicPartition(topic, partition)
+    if lm.get_log(tp) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    batch = tr.marker_batch(marker.producer_id, marker.producer_epoch, tr.COMMIT if commit else tr.ABORT,
+                            marker.coordinator_epoch, int(time.time() * 1000))
+    try:
+        lm.append_as_leader(tp, batch, origin="coordinator")
+    except KafkaError as exc:
+        return exc.code
+    except OSError:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    if topic == OFFSETS_TOPIC:
+        ctx.groups.txn_offsets.complete(marker.producer_id, partition, commit)
+    return ErrorCode.NONE
+
+
+async def handle(ctx, request):
+    allowed = ctx.authorize_cluster(Op.ALTER) or ctx.authorize_cluster(Op.CLUSTER_ACTION)
+    results = []
+    for marker in request.markers:
+        topics = []
+        for t in marker.topics:
+            codes = [ErrorCode.CLUSTER_AUTHORIZATION_FAILED if not allowed
+                     else _write(ctx, marker, t.name, p, bool(marker.transaction_result))
+                     for p in t.partition_indexes]
+            topics.append(TopicResult(name=t.name, partitions=[
+                PartitionResult(partition_index=p, error_code=int(c)) for p, c in zip(t.partition_indexes, codes)]))
+        results.append(Result(producer_id=marker.producer_id, topics=topics))
+    return WriteTxnMarkersResponse(version=ctx.api_version, markers=results)
