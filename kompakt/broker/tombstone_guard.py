@@ -25,8 +25,9 @@ with the number is `kompakt.cleaner.rules.tombstones_removable`.
 
 Threads: `horizon` runs in a cleaner thread, `view` in admin threads; both read the coordinator
 through `committed_offsets_of_topic`, a copy taken under the GIL, and keep their own small state
-behind a lock. Until the coordinator has replayed `__consumer_offsets` nothing is known about
-the groups, so every partition of a topic that names groups is held whole (horizon 0).
+behind a lock. Until the coordinator has replayed `__consumer_offsets` (it is `started` and still
+`loading` meanwhile) nothing is known about the groups, so every partition of a topic that names
+groups is held whole (horizon 0).
 """
 from __future__ import annotations
 
@@ -109,7 +110,10 @@ class TombstoneGuard:
         self.stale_events: dict = {}      # topic -> crossings into staleness (the counter)
 
     def _committed(self, topic: str) -> dict | None:
-        if not getattr(self.groups, "started", False):
+        """The groups' commits on `topic`, or None while they are not all known: before the
+        coordinator starts, and while it replays __consumer_offsets (`loading`: it serves from
+        the start and applies the replay in slices, so a partial view would miss groups)."""
+        if not getattr(self.groups, "started", False) or getattr(self.groups, "loading", False):
             return None
         return self.groups.committed_offsets_of_topic(topic)
 

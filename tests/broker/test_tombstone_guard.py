@@ -45,10 +45,11 @@ def test_a_group_past_the_max_age_stops_holding():
 
 
 class Groups:
-    """What the guard reads of the coordinator: `started` and committed_offsets_of_topic."""
+    """What the guard reads of the coordinator: `started`, `loading` and committed_offsets_of_topic."""
 
     def __init__(self):
         self.started = True
+        self.loading = False
         self.offsets = {}
 
     def committed_offsets_of_topic(self, topic):
@@ -88,3 +89,25 @@ def test_nothing_known_before_the_coordinator_loaded():
     # a delete-policy topic is never cleaned: no horizon whatever it names
     delete = LogConfig.from_overrides({"kompakt.tombstone.retention.groups": "*"})
     assert guard.horizon(("t", 0), delete) == NO_GROUP_HORIZON
+
+
+def test_nothing_known_while_the_coordinator_is_still_loading():
+    """The coordinator is `started` at once and replays __consumer_offsets in the background
+    (`loading`), applying it in slices: a partial view must not let a tombstone go that a group
+    not replayed yet has not read (with `*`, a missing group would simply not count)."""
+    groups = Groups()
+    groups.loading = True
+    groups.offsets["fast"] = {0: om(50, NOW)}          # replayed so far; "slow" at 3 comes later
+    guard = TombstoneGuard(groups, time_ms=lambda: NOW)
+    star = LogConfig.from_overrides({"cleanup.policy": "compact", "kompakt.tombstone.retention.groups": "*"})
+    named = LogConfig.from_overrides({"cleanup.policy": "compact",
+                                      "kompakt.tombstone.retention.groups": "fast,slow"})
+    assert guard.horizon(("t", 0), star) == 0
+    assert guard.horizon(("t", 0), named) == 0
+    assert guard.view(("t", 0), star).horizon_offset == 0
+    groups.offsets["slow"] = {0: om(3, NOW)}
+    groups.loading = False
+    assert guard.horizon(("t", 0), star) == 3
+    assert guard.horizon(("t", 0), named) == 3
+    # "slow" was replayed, not first seen while loading: no first-sight age was recorded for it
+    assert guard._first_seen == {}
