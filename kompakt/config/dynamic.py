@@ -39,6 +39,7 @@ successful `update`), and hold only values that parse.
 """
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import logging
@@ -114,6 +115,7 @@ class DynamicBrokerConfig:
         self.config = config
         self.store = store
         self.reconfigurables: list[Reconfigurable] = []
+        self._lock: asyncio.Lock | None = None      # one update at a time (created on the loop)
 
     # -- start-up --------------------------------------------------------------------------------
     def load(self) -> None:
@@ -183,12 +185,20 @@ class DynamicBrokerConfig:
 
     async def update(self, level: str, new_layer: Mapping[str, str]) -> set[str]:
         """Validate, persist and apply `new_layer` as `level`'s content (steps in the module
-        docstring); returns the keys whose effective value changed."""
+        docstring); returns the keys whose effective value changed. Updates run one at a time
+        (the save is awaited between reading the layers and swapping them in), and the save,
+        which fsyncs, runs in a worker thread, off the event loop."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            return await self._update(level, new_layer)
+
+    async def _update(self, level: str, new_layer: Mapping[str, str]) -> set[str]:
         candidate = self.candidate(level, new_layer)
         touched = self._changed_keys(candidate)
         layers = {"default": candidate.dynamic_default, "broker": candidate.dynamic_broker}
         if self.store is not None:
-            self.store.save(layers)                                   # step 2
+            await asyncio.to_thread(self.store.save, layers)          # step 2
         self.config.set_dynamic(candidate.dynamic_default, candidate.dynamic_broker)   # step 3
         log.info("dynamic broker config (%s) is now %s; changed: %s", level, dict(new_layer) or "{}",
                  ", ".join(sorted(touched)) or "nothing")

@@ -99,3 +99,28 @@ def test_a_damaged_store_stops_the_start_naming_the_file(dyn):
         fh.write('{"body": {"default": {}, "broker": {}}, "crc32c": 1, "version": 1}')
     with pytest.raises(Exception, match=BROKER_CONFIGS_FILE):
         dyn.load()
+
+
+async def test_the_save_runs_off_the_loop_and_updates_run_one_at_a_time(tmp_path):
+    """The store fsyncs: it runs in a worker thread, so the event loop keeps serving meanwhile;
+    two updates started together both end up in the persisted layers."""
+    import threading
+
+    loop_thread = threading.current_thread()
+    saved_on = []
+
+    class SlowStore(StateFile):
+        def save(self, body):
+            saved_on.append(threading.current_thread())
+            threading.Event().wait(0.05)          # a slow disk
+            super().save(body)
+
+    cfg = BrokerConfig({"log.dirs": str(tmp_path)})
+    dyn = DynamicBrokerConfig(cfg, SlowStore(str(tmp_path), BROKER_CONFIGS_FILE))
+    await asyncio.gather(dyn.update(CLUSTER_DEFAULT, {"log.retention.ms": "60000"}),
+                         dyn.update(PER_BROKER, {"log.segment.bytes": "7000"}))
+    assert saved_on and loop_thread not in saved_on
+    again = BrokerConfig({"log.dirs": str(tmp_path)})
+    DynamicBrokerConfig(again, StateFile(str(tmp_path), BROKER_CONFIGS_FILE)).load()
+    assert (again["log.retention.ms"], again["log.segment.bytes"]) == (60000, 7000)
+    assert (cfg["log.retention.ms"], cfg["log.segment.bytes"]) == (60000, 7000)
