@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import threading
 import time
 import zlib
 from typing import Iterable, Iterator, NamedTuple, Sequence
@@ -291,17 +292,20 @@ def _lz4frame():
     return lz4.frame
 
 
-_ZSTD_C = None
-_ZSTD_D = None
+_zstd_local = threading.local()
 
 
 def _zstd():
-    global _ZSTD_C, _ZSTD_D
-    if _ZSTD_C is None:
+    """This thread's zstd (compressor, decompressor). zstandard's objects must not be used by two
+    threads at once (a shared compressor crashes the process, a shared decompressor reports
+    corruption), and the broker compresses and decompresses on its loop thread and in worker
+    threads (appends that fsync or roll, a fetch off the loop; kompakt.testing runs brokers on
+    threads of their own), so each thread keeps its own pair."""
+    pair = getattr(_zstd_local, "pair", None)
+    if pair is None:
         import zstandard
-        _ZSTD_C = zstandard.ZstdCompressor(level=3)
-        _ZSTD_D = zstandard.ZstdDecompressor()
-    return _ZSTD_C, _ZSTD_D
+        pair = _zstd_local.pair = (zstandard.ZstdCompressor(level=3), zstandard.ZstdDecompressor())
+    return pair
 
 
 def compress(codec: int, data, level: int | None = None) -> bytes:

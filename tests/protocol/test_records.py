@@ -147,3 +147,46 @@ def test_build_decode_roundtrip(recs, codec):
     batch = R.build_batch([(k, v, [], 1000) for k, v in recs], compression=codec)
     header = R.read_header(batch)
     assert [(r.key, r.value) for r in R.decode_records(batch, 0, header)] == recs
+
+
+_ZSTD_THREADS = """
+import os, threading
+from kompakt.protocol import records as R
+payloads = [os.urandom(64) * (20 + i) for i in range(8)]
+bad = []
+def work(k):
+    for n in range(3000):
+        p = payloads[(n + k) % 8]
+        try:
+            if R.decompress(R.COMPRESSION_ZSTD, R.compress(R.COMPRESSION_ZSTD, p)) != p:
+                bad.append("mismatch")
+        except Exception as exc:
+            bad.append(repr(exc))
+threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print("bad", len(bad), bad[:3])
+"""
+
+
+def test_zstd_from_several_threads_at_once():
+    """zstandard's compressor and decompressor are not thread-safe (a shared compressor crashed
+    the process, a shared decompressor answered 'Data corruption detected'); the broker uses the
+    codecs on its loop and in worker threads, kompakt.testing runs brokers side by side on
+    threads. Run in a child process so that a crash is a failure here, not the end of pytest."""
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    mine = R._zstd()
+    theirs = []
+    t = threading.Thread(target=lambda: theirs.append(R._zstd()))
+    t.start()
+    t.join()
+    assert theirs[0][0] is not mine[0] and theirs[0][1] is not mine[1] and R._zstd() is mine
+    root = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-c", _ZSTD_THREADS], capture_output=True, text=True, timeout=120, cwd=root,
+                          env={**__import__("os").environ, "PYTHONPATH": root})
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout.strip() == "bad 0 []", proc.stdout
