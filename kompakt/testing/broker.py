@@ -285,7 +285,7 @@ class KompaktBroker:
     def records(self, topic: str, partition: int = 0) -> list[StoredRecord]:
         """Every record of the partition's segment files, in offset order (control batches of
         transactions left out): what a consumer reading from the start would get, as stored."""
-        from kompakt.protocol.records import decode_records, iter_batches
+        from kompakt.protocol.records import decode_records, iter_batches, record_timestamp
         out = []
         for path in self.segment_files(topic, partition):
             data = path.read_bytes()
@@ -294,7 +294,7 @@ class KompaktBroker:
                     continue
                 for r in decode_records(data, pos, header):
                     out.append(StoredRecord(header.base_offset + r.offset_delta, r.key, r.value,
-                                            tuple(r.headers), header.base_timestamp + r.timestamp_delta))
+                                            tuple(r.headers), record_timestamp(header, r)))
         return out
 
 

@@ -80,3 +80,27 @@ def test_two_brokers_in_one_process_answer_side_by_side(tmp_path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_records_carry_the_timestamp_a_consumer_sees(tmp_path):
+    """`records()` reports each record's timestamp as a consumer gets it: the producer's on a
+    CreateTime topic, the broker's append time (the batch's maxTimestamp) on a LogAppendTime one."""
+    import time
+
+    from confluent_kafka import Producer
+
+    broker = start_broker(tmp_path / "b")
+    try:
+        broker.create_topic("created")
+        broker.create_topic("appended", config={"message.timestamp.type": "LogAppendTime"})
+        before = int(time.time() * 1000)
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+        for topic in ("created", "appended"):
+            p.produce(topic, key=b"k", value=b"v", timestamp=before - 3_600_000)   # an hour old
+        assert p.flush(15) == 0
+        del p                                   # no reconnection noise once the broker stops
+        assert [r.timestamp for r in broker.records("created")] == [before - 3_600_000]
+        (appended,) = broker.records("appended")
+        assert before <= appended.timestamp <= int(time.time() * 1000)
+    finally:
+        broker.stop()
