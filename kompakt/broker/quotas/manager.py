@@ -17,7 +17,8 @@ request is recorded, then the rate compared with the quota: over it, the throttl
 (rate - quota) / quota * window size (QuotaUtils.throttleTime, not capped for byte rates).
 The handler answers with that throttle_time_ms and the connection stops reading requests for
 that long (context.throttle_ms; Kafka mutes the channel, for every version since KIP-219).
-Sensors idle for an hour are dropped (Kafka's InactiveSensorExpirationTimeSeconds).
+Sensors idle for an hour are dropped (Kafka's InactiveSensorExpirationTimeSeconds), swept once a
+minute, when the cache of resolved clients is emptied too, so neither grows without bound.
 
 Cost when no quota of a type is set: one attribute test (`QuotaType.enabled`) per request.
 
@@ -135,6 +136,9 @@ class QuotaType:
                     if now_ms - s.last_record_ms > SENSOR_EXPIRATION_MS and s is not sensor]
             for t in idle:
                 del self.sensors[t]
+            # the resolution cache holds every (user, client id) seen since the last sweep, not
+            # every one ever seen (clients that make up client ids would grow it without end)
+            self._resolved = {}
         return sensor
 
 

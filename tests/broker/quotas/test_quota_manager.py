@@ -165,3 +165,19 @@ async def test_describe_filters_and_persistence(quotas, tmp_path):
     assert again.entities == quotas.entities
     assert again.produce.resolve("bob", "x") == (("bob", ""), 300.0)
     assert again.fetch.resolve("alice", "app") == (("alice", "app"), 200.0)
+
+
+def test_per_client_state_stays_bounded():
+    """Clients that make up a client id per connection must not grow the quota state without end:
+    idle sensors go after an hour and the resolution cache is emptied at each sweep."""
+    from kompakt.broker.quotas.manager import SENSOR_EXPIRATION_MS, SWEEP_INTERVAL_MS
+    q = QuotaType(E.PRODUCER_BYTE_RATE, 1000, 11)
+    q.set_limits({((E.CLIENT_ID, "app"),): 1000.0})
+    q.record("User:ANONYMOUS", "app", 10, 0)             # the first record sweeps (nothing yet)
+    for i in range(2000):
+        q.record("User:ANONYMOUS", f"client-{i}", 10, 1)
+    assert len(q._resolved) >= 2000 and len(q.sensors) >= 2000
+    q.record("User:ANONYMOUS", "app", 10, SWEEP_INTERVAL_MS + 1)
+    assert len(q._resolved) <= 1
+    q.record("User:ANONYMOUS", "app", 10, SENSOR_EXPIRATION_MS + 2 * SWEEP_INTERVAL_MS)
+    assert list(q.sensors) == [("", "app")]
