@@ -2,7 +2,8 @@
 
     kompakt-broker-configs.json   dynamic broker configs (config/dynamic.py):
                                   {"default": {key: value}, "broker": {key: value}}
-    kompakt-client-quotas.json    client quotas (broker/quotas): see quotas/store.py
+    kompakt-client-quotas.json    client quotas (broker/quotas/manager.py, ClientQuotas):
+                                  {"quotas": [[[[entity type, name or null], ...], {key: value}], ...]}
 
 (Kafka keeps both in its metadata log; a single node keeps each as one file.) Each is written
 whole by security/store_file.write_json: temp file, fsync, rename, fsync dir, with a CRC32C of
