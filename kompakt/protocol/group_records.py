@@ -10,7 +10,8 @@ also says which record it is (Kafka's "record type"):
 
     key version 0 or 1  -> OffsetCommitKey   value: OffsetCommitValue v0-v4
     key version 2       -> GroupMetadataKey  value: GroupMetadataValue v0-v4
-    key version >= 3    -> records of the new (KIP-848) / share / streams groups; we only name them
+    key version 3-8, 16 -> KIP-848 consumer group records (consumer_group_records.py)
+    other versions >= 3 -> share / streams group records; decoded as {"type": "unknown"}
 
 A record whose value is null is a *tombstone*: the cleaner removes the key after
 delete.retention.ms. Offsets deleted or expired and groups deleted are written as tombstones.
@@ -97,6 +98,9 @@ class _Reader:
         self.pos += n
         return out
 
+    def i8(self) -> int:
+        return struct.unpack(">b", self._take(1))[0]
+
     def i16(self) -> int:
         return _I16.unpack(self._take(2))[0]
 
@@ -105,6 +109,10 @@ class _Reader:
 
     def i64(self) -> int:
         return _I64.unpack(self._take(8))[0]
+
+    def uuid(self) -> bytes:
+        """A UUID as its 16 raw bytes."""
+        return bytes(self._take(16))
 
     def uvarint(self) -> int:
         shift = value = 0
@@ -164,6 +172,9 @@ class _Writer:
         self.parts: list[bytes] = []
         self.flexible = flexible
 
+    def i8(self, v: int) -> None:
+        self.parts.append(struct.pack(">b", v))
+
     def i16(self, v: int) -> None:
         self.parts.append(_I16.pack(v))
 
@@ -172,6 +183,11 @@ class _Writer:
 
     def i64(self, v: int) -> None:
         self.parts.append(_I64.pack(v))
+
+    def uuid(self, raw: bytes) -> None:
+        if len(raw) != 16:
+            raise GroupRecordError(f"a UUID is 16 bytes, not {len(raw)}")
+        self.parts.append(bytes(raw))
 
     def uvarint(self, v: int) -> None:
         out = bytearray()
@@ -240,7 +256,9 @@ def encode_group_metadata_key(group: str) -> bytes:
 
 def decode_key(data: bytes) -> dict[str, Any]:
     """Decode a key: `{"type": "offset_commit", "version", "group", "topic", "partition"}`,
-    `{"type": "group_metadata", "version", "group"}` or `{"type": "unknown", "version"}`."""
+    `{"type": "group_metadata", "version", "group"}`, a consumer group record's key
+    (`{"type": "consumer_group_...", "version", "group"[, "member_id" | "regex"]}`) or
+    `{"type": "unknown", "version"}`."""
     r = _Reader(data)
     version = r.i16()
     if version in (0, 1):
@@ -249,7 +267,10 @@ def decode_key(data: bytes) -> dict[str, Any]:
     elif version == 2:
         out = {"type": "group_metadata", "version": version, "group": r.string()}
     elif version >= 3:
-        # New-protocol, share and streams group records: not produced by the classic coordinator.
+        from kompakt.protocol import consumer_group_records as cgr   # (it imports this module)
+        if version in cgr.KEY_TYPES:
+            return cgr.decode_key_after_type(version, r)
+        # Share and streams group records: Kompakt has no such groups.
         return {"type": "unknown", "version": version}
     else:
         raise GroupRecordError(f"negative key version {version}")
@@ -377,6 +398,9 @@ def decode_value(key: dict[str, Any] | bytes, data: bytes | None) -> dict[str, A
         return _decode_offset_commit_value(data)
     if key["type"] == "group_metadata":
         return _decode_group_metadata_value(data)
+    if key["type"].startswith("consumer_group_"):
+        from kompakt.protocol import consumer_group_records as cgr
+        return cgr.decode_value(cgr.TYPE_OF[key["type"]], data)
     return None
 
 

@@ -110,6 +110,8 @@ _TABLE = [
     _api(_admin_txn.DescribeProducersRequest, _admin_txn.DescribeProducersResponse),        # 61
     _api(_admin_txn.DescribeTransactionsRequest, _admin_txn.DescribeTransactionsResponse),  # 65
     _api(_admin_txn.ListTransactionsRequest, _admin_txn.ListTransactionsResponse),          # 66
+    _api(_ours.ConsumerGroupHeartbeatRequest, _ours.ConsumerGroupHeartbeatResponse),        # 68
+    _api(_ours.ConsumerGroupDescribeRequest, _ours.ConsumerGroupDescribeResponse),          # 69
     _api(_ours.GetTelemetrySubscriptionsRequest, _ours.GetTelemetrySubscriptionsResponse),  # 71
     _api(_configs.ListConfigResourcesRequest, _configs.ListConfigResourcesResponse),        # 74
     _api(_topics.DescribeTopicPartitionsRequest, _topics.DescribeTopicPartitionsResponse),  # 75

@@ -28,8 +28,11 @@ def test_group_metadata_key_golden():
 
 
 def test_unknown_key_type_is_named_not_decoded():
-    assert gr.decode_key(bytes.fromhex("0003" "0001" "61")) == {"type": "unknown", "version": 3}
-    assert gr.decode_value(bytes.fromhex("0003" "0001" "61"), b"\x00\x00") is None
+    # type 9: a share group record (Kompakt has no share groups); 3-8 and 16 are KIP-848's
+    assert gr.decode_key(bytes.fromhex("0009" "0001" "61")) == {"type": "unknown", "version": 9}
+    assert gr.decode_value(bytes.fromhex("0009" "0001" "61"), b"\x00\x00") is None
+    assert gr.decode_key(bytes.fromhex("0003" "0001" "61")) == {
+        "type": "consumer_group_metadata", "version": 3, "group": "a"}
 
 
 def test_offset_commit_value_v3_golden():

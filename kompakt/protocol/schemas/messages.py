@@ -12,3 +12,19 @@ class GetTelemetrySubscriptionsRequest(ApiMessage, load_json=_HERE):
 
 class GetTelemetrySubscriptionsResponse(ApiMessage, load_json=_HERE):
     pass
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_HERE):
+    pass
