@@ -120,6 +120,8 @@ LOG_FLUSHES = "kompakt_log_flushes_total"
 
 # --- group coordinator family (groups; read at scrape time from GroupCoordinator.stats()) ---
 GROUPS = "kompakt_groups"
+CONSUMER_GROUPS = "kompakt_consumer_groups"
+CONSUMER_GROUP_MEMBERS = "kompakt_consumer_group_members"
 GROUP_MEMBERS = "kompakt_group_members"
 GROUP_COMMITTED_OFFSETS = "kompakt_group_committed_offsets"
 GROUP_REBALANCES = "kompakt_group_rebalances_total"
@@ -528,6 +530,15 @@ class LiveCollector:
         yield by_state
         yield GaugeMetricFamily(GROUP_MEMBERS, "Members of all classic groups. Kafka: none (sum of "
                                 "kafka-consumer-groups --members).", value=stats.get("members", 0))
+        consumer = GaugeMetricFamily(CONSUMER_GROUPS, "KIP-848 consumer-protocol groups by state (Empty, "
+                                     "Assigning, Reconciling, Stable). Kafka: kafka.coordinator.group:"
+                                     "type=group-coordinator-metrics,name=group-count,protocol=consumer,state=...",
+                                     labels=["state"])
+        for state, n in sorted(stats.get("consumer_groups_by_state", {}).items()):
+            consumer.add_metric([state], n)
+        yield consumer
+        yield GaugeMetricFamily(CONSUMER_GROUP_MEMBERS, "Members of all consumer-protocol groups.",
+                                value=stats.get("consumer_group_members", 0))
         yield GaugeMetricFamily(GROUP_COMMITTED_OFFSETS, "Committed offsets held in memory. Kafka: "
                                 "kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets.",
                                 value=stats.get("offsets", 0))

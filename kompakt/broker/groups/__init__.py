@@ -1,4 +1,5 @@
-"""Consumer groups (Kafka's classic rebalance protocol) and committed offsets.
+"""Consumer groups - Kafka's classic rebalance protocol, and KIP-848 consumer-protocol groups
+(consumer/) - and committed offsets.
 
     coordinator.py     GroupCoordinator: lifecycle, replay of __consumer_offsets, timers,
                        describe / list / delete groups (the object the broker and handlers use)
@@ -8,5 +9,10 @@
     member.py          ClassicMember
     offsets.py         OffsetAndMetadata and Kafka's retention rule
     offsets_topic.py   the __consumer_offsets topic: create, append, replay
+    txn_offsets.py     transactional offset commits (TxnOffsetCommit), pending until the marker
+    consumer/          ConsumerGroupHeartbeat / ConsumerGroupDescribe groups (see its __init__)
+A group id names a classic group (`GroupCoordinator.groups`) or a consumer-protocol group
+(`GroupCoordinator.consumer_groups`), never both; an empty one of either kind makes way for the
+other kind when a member of that kind joins.
 Record formats live in kompakt.protocol.group_records; the wire handlers in broker/handlers/.
 """

@@ -6,8 +6,11 @@ coordinator of every group. One object, three modules, like Kafka's split:
   * coordinator.py (here): lifecycle, the replay of `__consumer_offsets` at start, the timers,
     /metrics figures, DescribeGroups / ListGroups / DeleteGroups;
   * membership.py: the classic rebalance protocol (join, sync, heartbeat, leave, static members);
-  * offset_manager.py: commits, fetches, OffsetDelete and offset expiry.
-State: `groups` (ClassicGroup, group.py with the state machine table), `offsets` (group ->
+  * offset_manager.py: commits, fetches, OffsetDelete and offset expiry;
+  * consumer/heartbeat.py and consumer/admin.py: KIP-848 consumer-protocol groups
+    (ConsumerGroupHeartbeat, ConsumerGroupDescribe, their records, epochs and timers).
+State: `groups` (ClassicGroup, group.py with the state machine table), `consumer_groups`
+(consumer/group.py's ConsumerGroup, rebuilt from its records), `offsets` (group ->
 (topic, partition) -> OffsetAndMetadata, offsets.py), the timers, and `topic` (OffsetsTopic,
 offsets_topic.py: the only seam to storage).
 
@@ -29,6 +32,9 @@ import logging
 import time as _time
 from typing import Callable
 
+from kompakt.broker.groups.consumer.admin import ConsumerGroupAdmin
+from kompakt.broker.groups.consumer.group import ConsumerGroup, ConsumerGroupState
+from kompakt.broker.groups.consumer.heartbeat import ConsumerGroupHeartbeat, check_consumer_group_config
 from kompakt.broker.groups.group import ClassicGroup, GroupEvent, GroupState
 from kompakt.broker.groups.member import ClassicMember
 from kompakt.broker.groups.membership import (  # noqa: F401  (JoinRequest re-exported for handlers)
@@ -46,12 +52,15 @@ log = logging.getLogger(__name__)
 LOAD_SLICE = 2000   # replayed records applied per loop pass while loading
 
 
-class GroupCoordinator(ClassicMembership, OffsetManager):
+class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat, ConsumerGroupAdmin):
     def __init__(self, broker, *, time_ms: Callable[[], int] | None = None):
         self.broker = broker
         self.config = broker.config
+        check_consumer_group_config(self.config)
         self.time_ms = time_ms or (lambda: int(_time.time() * 1000))
         self.groups: dict[str, ClassicGroup] = {}
+        # KIP-848 groups (consumer/); a group id is in `groups` or here, never both
+        self.consumer_groups: dict[str, ConsumerGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.topic = OffsetsTopic(broker.log_manager, self.config, self.time_ms)
         self.txn_offsets = TxnOffsets(self)   # transactional commits (txn_offsets.py)
@@ -146,8 +155,12 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         for g in self.groups.values():
             if g.state is not GroupState.DEAD:
                 by_state[g.state.value] += 1
-        return {"groups_by_state": by_state,
+        consumer_by_state = {s.value: 0 for s in ConsumerGroupState if s is not ConsumerGroupState.DEAD}
+        for cg in self.consumer_groups.values():
+            consumer_by_state[cg.state.value] += 1
+        return {"groups_by_state": by_state, "consumer_groups_by_state": consumer_by_state,
                 "members": sum(len(g.members) for g in self.groups.values()),
+                "consumer_group_members": sum(len(g.members) for g in self.consumer_groups.values()),
                 "offsets": sum(len(o) for o in self.offsets.values()), **self.counters}
 
     def load(self) -> bool:
@@ -166,11 +179,14 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
                 self._replay_offset(key, value, now)
             elif key["type"] == "group_metadata":
                 self._replay_group(key["group"], value, now)
+            elif key["type"].startswith("consumer_group_"):
+                self._replay_consumer_record(key, value)
 
     def _reschedule_all(self) -> None:
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
+        self._schedule_consumer_sessions()
 
     def _replay_offset(self, key: dict, value: dict | None, now: int) -> None:
         group_id, tp = key["group"], (key["topic"], key["partition"])
@@ -184,7 +200,7 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         self.offsets.setdefault(group_id, {})[tp] = OffsetAndMetadata(
             value["offset"], value["leader_epoch"], value["metadata"], value["commit_timestamp"],
             value["expire_timestamp"])
-        if group_id not in self.groups:
+        if group_id not in self.groups and group_id not in self.consumer_groups:
             self.groups[group_id] = ClassicGroup(group_id, now)
 
     def _replay_group(self, group_id: str, value: dict | None, now: int) -> None:
@@ -244,16 +260,21 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
                                 group.protocol_name or "" if stable else "", members)
 
     def list_groups(self, states: list[str] | None = None,
-                    types: list[str] | None = None) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of every group, filtered by state and type names
-        (case-insensitive); every group here is a "classic" group."""
+                    types: list[str] | None = None) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type) of every group, filtered by state and
+        type names (case-insensitive, Kafka's ListGroups v4/v5 filters); the type is "classic"
+        or "consumer" (KIP-848 groups, whose protocol type is "consumer")."""
         # Null entries (a malformed filter) match nothing rather than failing the request.
         wanted = {s.lower() for s in states if s is not None} if states else None
-        if types and "classic" not in {t.lower() for t in types if t is not None}:
-            return []
-        return [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
-                if not g.is_state(GroupState.DEAD)
-                and (wanted is None or g.state.value.lower() in wanted)]
+        kinds = {t.lower() for t in types if t is not None} if types else None
+        rows = []
+        if kinds is None or "classic" in kinds:
+            rows += [(g.group_id, g.protocol_type or "", g.state.value, "classic")
+                     for g in self.groups.values() if not g.is_state(GroupState.DEAD)]
+        if kinds is None or "consumer" in kinds:
+            rows += [(g.group_id, "consumer", g.state.value, "consumer")
+                     for g in self.consumer_groups.values()]
+        return [r for r in rows if wanted is None or r[2].lower() in wanted]
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         if self.loading:
@@ -261,7 +282,9 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
         codes: dict[str, int] = {}
         for group_id in group_ids:
             group = self.groups.get(group_id)
-            if not group_id:
+            if group_id in self.consumer_groups:
+                codes[group_id] = self._delete_consumer_group_request(group_id)
+            elif not group_id:
                 codes[group_id] = ErrorCode.INVALID_GROUP_ID
             elif group is None or group.is_state(GroupState.DEAD):
                 codes[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
@@ -274,6 +297,21 @@ class GroupCoordinator(ClassicMembership, OffsetManager):
                 except KafkaError as exc:
                     codes[group_id] = storage_error_to_coordinator_error(exc)
         return codes
+
+    def _delete_consumer_group_request(self, group_id: str) -> int:
+        group = self.consumer_groups[group_id]
+        if not group.is_empty():
+            return ErrorCode.NON_EMPTY_GROUP
+        tps = list(self.offsets.get(group_id, {}))
+        try:
+            self._delete_consumer_group(group, [(gr.encode_offset_commit_key(group_id, t, p), None)
+                                                for t, p in tps])
+        except KafkaError as exc:
+            if isinstance(exc, PartialAppendError):
+                self._forget_offsets(group_id, tps[:exc.appended])
+            return storage_error_to_coordinator_error(exc)
+        self.offsets.pop(group_id, None)
+        return ErrorCode.NONE
 
     def _delete_group(self, group: ClassicGroup) -> None:
         """Tombstone every offset, then the group metadata (last, so a partial append leaves the

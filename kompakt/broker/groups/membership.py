@@ -178,6 +178,10 @@ class ClassicMembership:
         if not (self.config["group.min.session.timeout.ms"] <= req.session_timeout_ms
                 <= self.config["group.max.session.timeout.ms"]):
             return JoinResult(error=ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
+        if req.group_id in self.consumer_groups:
+            refused = self._join_consumer_group(req.group_id)
+            if refused is not None:
+                return refused
         unknown = req.member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(req.group_id)
         if group is None:
@@ -200,6 +204,18 @@ class ClassicMembership:
         if immediate is not None:
             complete_future(fut, immediate)
         return await fut
+
+    def _join_consumer_group(self, group_id: str) -> JoinResult | None:
+        """A classic JoinGroup for a consumer-protocol group (consumer/admin.py): an empty one
+        makes way for a classic group (None: carry on); a live one refuses it."""
+        group = self.consumer_groups[group_id]
+        if not group.is_empty():
+            return JoinResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        try:
+            self._delete_consumer_group(group, [])
+        except KafkaError as exc:
+            return JoinResult(error=storage_error_to_coordinator_error(exc))
+        return None
 
     def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
         max_size = self.config["group.max.size"]
@@ -569,6 +585,9 @@ class ClassicMembership:
         """Remove (member id, group instance id) pairs; returns (top-level error, per-member errors)."""
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS] * len(members)
+        if group_id in self.consumer_groups:
+            # Kafka's classicGroupLeaveToConsumerGroup: none of its members uses the classic protocol.
+            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)

@@ -17,7 +17,8 @@ import logging
 
 from kompakt.broker.groups.group import ClassicGroup, GroupState
 from kompakt.broker.groups.membership import storage_error_to_coordinator_error
-from kompakt.broker.groups.offsets import OffsetAndMetadata, expired_offsets
+from kompakt.broker.groups.offsets import (OffsetAndMetadata, expired_consumer_group_offsets,
+                                           expired_offsets)
 from kompakt.broker.groups.offsets_topic import PartialAppendError
 from kompakt.protocol import errors
 from kompakt.protocol import group_records as gr
@@ -39,7 +40,12 @@ class OffsetManager:
         Raises KafkaError when the whole request fails (group or member checks)."""
         if self.loading:
             raise errors.CoordinatorLoadInProgressError("__consumer_offsets is still loading")
-        group = self._validate_commit(group_id, generation_id, member_id, group_instance_id, api_version)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:     # a KIP-848 group: member epoch checks (consumer/admin.py)
+            self.validate_consumer_offset_commit(consumer_group, member_id, generation_id, api_version)
+            group = None
+        else:
+            group = self._validate_commit(group_id, generation_id, member_id, group_instance_id, api_version)
         now = self.time_ms()
         max_metadata = self.config["offset.metadata.max.bytes"]
         codes: dict[tuple[str, int], int] = {}
@@ -83,9 +89,15 @@ class OffsetManager:
                 for tp in list(accepted)[done:]:
                     codes[tp] = storage_error_to_coordinator_error(failure)
                 return codes
-        if group.has_member(member_id):
+        if group is not None and group.has_member(member_id):
             self._reschedule_heartbeat(group, group.member(member_id))
         return codes
+
+    def ensure_simple_group(self, group_id: str) -> None:
+        """A group that only holds offsets (admin tools, manual assignment, transactions) exists
+        as an empty classic group - unless the id is a consumer-protocol group."""
+        if group_id not in self.groups and group_id not in self.consumer_groups:
+            self.groups[group_id] = ClassicGroup(group_id, self.time_ms())
 
     def _validate_commit(self, group_id: str, generation_id: int, member_id: str,
                          group_instance_id: str | None, api_version: int) -> ClassicGroup:
@@ -95,8 +107,8 @@ class OffsetManager:
         if group is None:
             if generation_id < 0:
                 # A "simple" group: the admin client or a consumer with manual assignment.
-                group = self.groups[group_id] = ClassicGroup(group_id, self.time_ms())
-                return group
+                self.ensure_simple_group(group_id)
+                return self.groups[group_id]
             if api_version >= 9:
                 raise errors.GroupIdNotFoundError(f"group {group_id} not found")
             raise errors.IllegalGenerationError(f"group {group_id} has no generation {generation_id}")
@@ -139,11 +151,17 @@ class OffsetManager:
         """OffsetDelete: (top-level error, {(topic, partition): error})."""
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, {}
-        group = self.groups.get(group_id)
-        if group is None or group.is_state(GroupState.DEAD):
-            return ErrorCode.GROUP_ID_NOT_FOUND, {}
         codes: dict[tuple[str, int], int] = {}
-        if not group.is_state(GroupState.EMPTY):
+        consumer_group = self.consumer_groups.get(group_id)
+        group = self.groups.get(group_id)
+        if consumer_group is not None:
+            # Kafka: a consumer group keeps the offsets of the topics it subscribes, whatever its state.
+            for tp in partitions:
+                if consumer_group.is_subscribed_to(tp[0]):
+                    codes[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+        elif group is None or group.is_state(GroupState.DEAD):
+            return ErrorCode.GROUP_ID_NOT_FOUND, {}
+        elif not group.is_state(GroupState.EMPTY):
             if group.protocol_type != "consumer" or group.subscribed_topics is None:
                 return ErrorCode.NON_EMPTY_GROUP, {}
             for tp in partitions:
@@ -218,22 +236,42 @@ class OffsetManager:
         total = 0
         for group_id in list(self.groups):
             group = self.groups[group_id]
-            committed = self.offsets.get(group_id, {})
-            expired = [tp for tp in expired_offsets(group, committed, now, retention_ms)
-                       if not self.txn_offsets.has_pending(group_id, tp)]
-            if expired:
-                try:
-                    self._tombstone_offsets(group_id, expired)
-                except KafkaError as exc:
-                    log.warning("could not expire offsets of group %s: %s", group_id, exc)
-                    continue
-                log.info("expired %d offsets of group %s", len(expired), group_id)
-                self.counters["offsets_expired_total"] += len(expired)
-                total += len(expired)
+            expired = expired_offsets(group, self.offsets.get(group_id, {}), now, retention_ms)
+            if not self._expire(group_id, expired):
+                continue
+            total += len(expired)
             if (group.is_state(GroupState.EMPTY) and not group.pending_members
                     and not self.offsets.get(group_id)):
-                try:
-                    self._delete_group(group)
-                except KafkaError as exc:
-                    log.warning("could not delete empty group %s: %s", group_id, exc)
+                self._delete_quietly(group_id, lambda: self._delete_group(group))
+        for group_id in list(self.consumer_groups):
+            group = self.consumer_groups[group_id]
+            expired = expired_consumer_group_offsets(group.is_subscribed_to, self.offsets.get(group_id, {}),
+                                                     now, retention_ms)
+            if not self._expire(group_id, expired):
+                continue
+            total += len(expired)
+            if group.is_empty() and not self.offsets.get(group_id):
+                self._delete_quietly(group_id, lambda: self._delete_consumer_group(group, []))
         return total
+
+    def _expire(self, group_id: str, expired: list) -> bool:
+        """Tombstone the expired offsets that no transaction still holds (removes them from
+        `expired`); False when the append failed."""
+        expired[:] = [tp for tp in expired if not self.txn_offsets.has_pending(group_id, tp)]
+        if not expired:
+            return True
+        try:
+            self._tombstone_offsets(group_id, expired)
+        except KafkaError as exc:
+            log.warning("could not expire offsets of group %s: %s", group_id, exc)
+            return False
+        log.info("expired %d offsets of group %s", len(expired), group_id)
+        self.counters["offsets_expired_total"] += len(expired)
+        return True
+
+    @staticmethod
+    def _delete_quietly(group_id: str, delete) -> None:
+        try:
+            delete()
+        except KafkaError as exc:
+            log.warning("could not delete empty group %s: %s", group_id, exc)

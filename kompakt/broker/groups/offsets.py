@@ -13,6 +13,8 @@ function of the group's situation and the clock:
   * otherwise (rebalancing, or a non-consumer protocol with members) nothing expires.
   An explicit expire timestamp (OffsetCommit v1-v4 retention_time_ms, stored with record value
   version 1) overrides the rule for its offset.
+  A consumer-protocol (KIP-848) group, whatever its state: offsets of topics no member subscribes
+  expire `offsets.retention.minutes` after their commit (`expired_consumer_group_offsets`).
 
 Invariant: offsets are only ever changed by applying an appended (or replayed) record, so this
 image equals the compacted log.
@@ -58,5 +60,21 @@ def expired_offsets(group: ClassicGroup | None, offsets: dict[tuple[str, int], O
             if now_ms >= om.expire_timestamp_ms:
                 out.append(tp)
         elif now_ms - base(om) >= retention_ms:
+            out.append(tp)
+    return out
+
+
+def expired_consumer_group_offsets(subscribed, offsets: dict[tuple[str, int], OffsetAndMetadata],
+                                   now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
+    """Kafka's rule for consumer-protocol groups: `subscribed(topic)` keeps a topic's offsets;
+    the others expire from their commit time (or their explicit expire timestamp)."""
+    out = []
+    for tp, om in offsets.items():
+        if subscribed(tp[0]):
+            continue
+        if om.expire_timestamp_ms >= 0:
+            if now_ms >= om.expire_timestamp_ms:
+                out.append(tp)
+        elif now_ms - om.commit_timestamp_ms >= retention_ms:
             out.append(tp)
     return out

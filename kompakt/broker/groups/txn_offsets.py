@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from kompakt.broker.groups.group import ClassicGroup, GroupState
+from kompakt.broker.groups.group import GroupState
 from kompakt.broker.groups.membership import storage_error_to_coordinator_error
 from kompakt.broker.groups.offsets import OffsetAndMetadata
 from kompakt.broker.internal_topic import iter_log_batches
@@ -108,11 +108,15 @@ class TxnOffsets:
         gc = self.gc
         if not group_id:
             raise errors.InvalidGroupIdError("group id must not be empty")
+        consumer_group = gc.consumer_groups.get(group_id)
+        if consumer_group is not None:      # a KIP-848 group: member epoch checks
+            gc.validate_consumer_offset_commit(consumer_group, member_id, generation_id, 9, transactional=True)
+            return
         group = gc.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
                 raise errors.IllegalGenerationError(f"group {group_id} has no generation {generation_id}")
-            gc.groups[group_id] = ClassicGroup(group_id, gc.time_ms())
+            gc.ensure_simple_group(group_id)
             return
         if group.is_state(GroupState.DEAD):
             raise errors.CoordinatorNotAvailableError()
@@ -171,8 +175,7 @@ class TxnOffsets:
                 if not entry.superseded:
                     committed[tp] = entry.om
                     n += 1
-            if group_id not in self.gc.groups:
-                self.gc.groups[group_id] = ClassicGroup(group_id, self.gc.time_ms())
+            self.gc.ensure_simple_group(group_id)
         if not groups:
             del self.pending[producer_id]
         self.committed_total += n
@@ -234,13 +237,11 @@ class TxnOffsets:
         for (group_id, tp), (_, om, from_txn) in loaded.items():
             if from_txn:
                 gc.offsets.setdefault(group_id, {})[tp] = om
-                if group_id not in gc.groups:
-                    gc.groups[group_id] = ClassicGroup(group_id, gc.time_ms())
+                gc.ensure_simple_group(group_id)
         for pid, entries in pending.items():
             for (group_id, tp), p in entries.items():
                 self.pending.setdefault(pid, {}).setdefault(group_id, {})[tp] = p
-                if group_id not in gc.groups:
-                    gc.groups[group_id] = ClassicGroup(group_id, gc.time_ms())
+                gc.ensure_simple_group(group_id)
 
 
 def _offset_key(raw) -> tuple | None:

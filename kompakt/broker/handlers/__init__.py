@@ -7,9 +7,8 @@ says `ADVERTISED = False` (GetTelemetrySubscriptions: Kafka's own rule, see vers
 
 Modules are owned by different engineers (docs/contracts.md); a listed module that does not exist
 yet is skipped with a debug log line, so the broker runs while the others land.
-What is not implemented (KRaft/replication APIs, share groups, client
-telemetry pushes, KIP-848 consumer groups) is simply not listed, and clients are told so by
-ApiVersions.
+What is not implemented (KRaft/replication APIs, share groups, client telemetry pushes) is
+simply not listed, and clients are told so by ApiVersions.
 """
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ MODULES = (
     # groups
     "find_coordinator", "join_group", "sync_group", "heartbeat", "leave_group", "offset_commit",
     "offset_fetch", "describe_groups", "list_groups", "delete_groups", "offset_delete",
+    "consumer_group_heartbeat", "consumer_group_describe",
     # transactions (txn)
     "add_partitions_to_txn", "add_offsets_to_txn", "end_txn", "txn_offset_commit", "write_txn_markers",
     "describe_producers", "describe_transactions", "list_transactions",

@@ -4,7 +4,8 @@ Behaviour: per group: state (Empty, PreparingRebalance, CompletingRebalance, Sta
 protocol type, and - only when Stable - the selected protocol and each member's metadata and
 assignment (Kafka hides them mid-rebalance); members always carry member id, group instance id,
 client id and client host. An unknown group is described as Dead with no error before v6, and
-GROUP_ID_NOT_FOUND with a message from v6 (KIP-1043). Authorized operations are not computed
+GROUP_ID_NOT_FOUND with a message from v6 (KIP-1043); so is a consumer-protocol (KIP-848) group,
+as Kafka describes only classic groups here (ConsumerGroupDescribe describes the others). Authorized operations are not computed
 (ACLs are not implemented): the field keeps its schema default, Kafka's "not requested"
 sentinel INT32_MIN (kafka-python models the field as a bitfield, so we never set it).
 
@@ -45,7 +46,7 @@ async def handle(ctx, request):
         if d is None:
             code = ErrorCode.GROUP_ID_NOT_FOUND if v >= 6 else ErrorCode.NONE
             out.append(Described(error_code=code,
-                                 error_message=f"Group {group_id} not found." if v >= 6 else None,
+                                 error_message=ctx.groups.not_classic_message(group_id) if v >= 6 else None,
                                  group_id=group_id, group_state="Dead", protocol_type="",
                                  protocol_data="", members=[]))
             continue

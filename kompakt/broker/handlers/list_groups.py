@@ -2,8 +2,9 @@
 
 Behaviour: every live group this coordinator knows (all of them, on one broker) with its protocol
 type ("consumer", or "" for a group that only stores offsets), state (v4+) and type (v5+:
-always "classic"). `states_filter` (v4+) keeps groups whose state matches case-insensitively;
-`types_filter` (v5+) keeps groups of the named types ("classic" matches all, anything else none).
+"classic", or "consumer" for KIP-848 groups, whose states are Empty, Assigning, Reconciling and
+Stable). `states_filter` (v4+) keeps groups whose state matches case-insensitively;
+`types_filter` (v5+) keeps groups of the named types ("classic", "consumer").
 While __consumer_offsets is still loading at start-up: COORDINATOR_LOAD_IN_PROGRESS, no groups.
 
 Version notes: v1 throttle time; v3+ flexible; v4 states filter and group_state; v5 types
@@ -36,5 +37,5 @@ async def handle(ctx, request):
     if not ctx.authorize_cluster(Op.DESCRIBE):    # Kafka: else only the groups it may describe
         rows = ctx.authorized(Op.DESCRIBE, Res.GROUP, rows, key=lambda row: row[0])
     return ListGroupsResponse(version=v, throttle_time_ms=0, error_code=0, groups=[
-        Listed(group_id=gid, protocol_type=ptype, group_state=state, group_type="classic")
-        for gid, ptype, state in rows])
+        Listed(group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
+        for gid, ptype, state, gtype in rows])

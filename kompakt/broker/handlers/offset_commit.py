@@ -8,6 +8,9 @@ the records are appended. Who may commit (Kafka's ClassicGroup.validateOffsetCom
 * otherwise a known member (UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID) of the current generation
   (ILLEGAL_GENERATION; for an unknown group ILLEGAL_GENERATION before v9, GROUP_ID_NOT_FOUND
   from v9), not while the group awaits its assignment (REBALANCE_IN_PROGRESS).
+A KIP-848 (consumer-protocol) group checks the member instead (ConsumerGroup.validateOffsetCommit):
+epoch -1 only while it has no members, else the member must exist (UNKNOWN_MEMBER_ID), commit
+with v9+ (UNSUPPORTED_VERSION) and send its current member epoch (STALE_MEMBER_EPOCH).
 Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, OFFSET_METADATA_TOO_LARGE when
 the metadata exceeds offset.metadata.max.bytes. A commit also counts as a heartbeat.
 Kept and returned by OffsetFetch: offset, leader epoch, metadata, commit time, expire time.

@@ -11,7 +11,8 @@ transaction is about to move it (groups/txn_offsets.py).
 Version notes: v0 read ZooKeeper in old Kafka - here the same as v1; v2 top-level error_code and
 null topics; v3 throttle time; v5 committed_leader_epoch; v6+ flexible; v7 require_stable;
 v8 several groups per request (`groups` in, `groups` out); v9 member id/epoch (KIP-848
-consumer groups only; ignored for classic groups); v10 (KIP-848, the Java client 4.1+) names
+consumer groups only: a member id or epoch that does not match answers the group
+UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH; ignored for classic groups); v10 (KIP-848, the Java client 4.1+) names
 topics by id: requested ids are resolved against the live topics (an unknown id answers
 UNKNOWN_TOPIC_ID for each requested partition, as Kafka does), and an "all topics" answer names
 each committed topic by its current id (offsets of a topic that no longer exists have no id and
@@ -27,7 +28,7 @@ from __future__ import annotations
 from kafka.protocol.consumer.group import OffsetFetchResponse
 
 from kompakt.broker.handlers._common import topic_names_by_id
-from kompakt.protocol.errors import ErrorCode
+from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 9
@@ -114,6 +115,18 @@ def _group_error(ctx, group_id) -> int:
     return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if ctx.groups.loading else 0
 
 
+def _member_error(ctx, g, v) -> int:
+    """v9+: a consumer-protocol group checks the member id and epoch sent (Kafka's
+    validateOffsetFetch): UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH for the group; 0 otherwise."""
+    if v < 9:
+        return 0
+    try:
+        ctx.groups.validate_consumer_offset_fetch(g.group_id, g.member_id, g.member_epoch)
+    except KafkaError as exc:
+        return exc.code
+    return 0
+
+
 async def handle(ctx, request):
     v = ctx.api_version
     stable = v >= 7 and bool(request.require_stable)
@@ -123,6 +136,9 @@ async def handle(ctx, request):
             denied = _group_error(ctx, g.group_id)
             if denied:
                 groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
+                continue
+            if code := _member_error(ctx, g, v):
+                groups.append(Group(group_id=g.group_id, error_code=code, topics=[]))
                 continue
             names = {meta.topic_id: meta.name for meta in ctx.log_manager.topics.values()}
             groups.append(Group(group_id=g.group_id, error_code=0, topics=[
@@ -138,6 +154,9 @@ async def handle(ctx, request):
             denied = _group_error(ctx, g.group_id)
             if denied:
                 groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
+                continue
+            if code := _member_error(ctx, g, v):
+                groups.append(Group(group_id=g.group_id, error_code=code, topics=[]))
                 continue
             rows = _fetch(ctx, g.group_id, g.topics)
             groups.append(Group(group_id=g.group_id, error_code=0, topics=[

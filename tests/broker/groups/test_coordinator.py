@@ -262,11 +262,11 @@ async def test_offset_commit_rules(env, coord):
     om = c.fetch_offsets("simple", [("t", 0), ("t", 1)])
     assert om[("t", 1)] is None
     assert (om[("t", 0)].offset, om[("t", 0)].leader_epoch, om[("t", 0)].metadata) == (5, 2, "m")
-    assert c.list_groups() == [("simple", "", "Empty")]
+    assert c.list_groups() == [("simple", "", "Empty", "classic")]
     # null entries in a (malformed) filter match nothing instead of failing the request
-    assert c.list_groups(states=[None, "empty"]) == [("simple", "", "Empty")]
+    assert c.list_groups(states=[None, "empty"]) == [("simple", "", "Empty", "classic")]
     assert c.list_groups(states=[None]) == []
-    assert c.list_groups(types=[None, "classic"]) == [("simple", "", "Empty")]
+    assert c.list_groups(types=[None, "classic"]) == [("simple", "", "Empty", "classic")]
     for version, code in ((8, EC.ILLEGAL_GENERATION), (9, EC.GROUP_ID_NOT_FOUND)):
         with pytest.raises(KafkaError) as info:
             c.commit_offsets("unknown", 3, "m", None, -1, [("t", 0, 1, -1, "", -1)], version)
