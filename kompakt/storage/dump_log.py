@@ -215,6 +215,14 @@ def _offsets_parser() -> Callable[[int, bytes | None, bytes | None], tuple[str |
             if k.get("type") == "unknown":
                 return f"Unknown record type {k['version']} at offset {offset}, skipping.", None
             v = G.decode_value(k, None if value is None else bytes(value))
+            if k["type"].startswith("consumer_group_"):     # KIP-848 records: Kafka's field names
+                from kompakt.protocol import consumer_group_records as C
+                key_json = json.dumps({"type": str(k["version"]), "data": C.kafka_json_key(k)},
+                                      separators=(",", ":"))
+                if v is None:
+                    return key_json, "<DELETE>"
+                return key_json, json.dumps({"version": str(v["version"]), "data": C.kafka_json_value(
+                    k["version"], v)}, separators=(",", ":"))
             if v is not None and k.get("type") == "offset_commit":
                 # Kafka's JSON shows only the fields of the value's version
                 v = dict(v)
