@@ -1,9 +1,10 @@
 """A consumer-group member as a separate process, for the group integration tests.
 
     python groups_consumer.py CLIENT BOOTSTRAP GROUP TOPIC [--instance-id ID] [--session-ms N]
+                              [--protocol classic|consumer]
 
 CLIENT is kafka-python, confluent or aiokafka. The process subscribes TOPIC in GROUP with manual
-commits (auto.offset.reset=earliest) and writes JSON lines to stdout:
+commits (auto.offset.reset=earliest) and writes JSON lines to stdout, each with "t" (time.time()):
 
     {"event": "assigned", "partitions": [0, 3]}     (after each rebalance: the full assignment)
     {"event": "revoked", "partitions": [0, 3]}
@@ -41,7 +42,7 @@ KAFKA_PYTHON_POLL_MS = 1000
 
 
 def emit(event: str, **fields) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}) + "\n")
+    sys.stdout.write(json.dumps({"event": event, "t": time.time(), **fields}) + "\n")
     sys.stdout.flush()
 
 
@@ -93,7 +94,7 @@ def run_kafka_python(args, stop: threading.Event) -> None:
 
 
 def run_confluent(args, stop: threading.Event) -> None:
-    from confluent_kafka import Consumer, KafkaException
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
 
     conf = {"bootstrap.servers": args.bootstrap, "group.id": args.group,
             "client.id": f"ck-{args.instance_id or 'dyn'}",
@@ -102,20 +103,49 @@ def run_confluent(args, stop: threading.Event) -> None:
             "max.poll.interval.ms": args.rebalance_ms, "topic.metadata.refresh.interval.ms": 1000}
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
+    if args.protocol == "consumer":
+        # KIP-848: the broker assigns and partitions come and go one by one; each assignment
+        # event carries the full assignment after the change.
+        for key in ("session.timeout.ms", "heartbeat.interval.ms"):
+            conf.pop(key)          # the broker's group.consumer.* settings rule these
+        conf["group.protocol"] = "consumer"
+
+        def on_assign(c, ps):
+            c.incremental_assign(ps)
+            emit("assigned", partitions=sorted(p.partition for p in c.assignment()))
+
+        def on_revoke(c, ps):
+            c.incremental_unassign(ps)
+            emit("revoked", partitions=sorted(p.partition for p in ps))
+    else:
+        def on_assign(c, ps):
+            emit("assigned", partitions=sorted(p.partition for p in ps))
+
+        def on_revoke(c, ps):
+            emit("revoked", partitions=sorted(p.partition for p in ps))
     consumer = Consumer(conf)
-    consumer.subscribe([args.topic],
-                       on_assign=lambda c, ps: emit("assigned", partitions=sorted(p.partition for p in ps)),
-                       on_revoke=lambda c, ps: emit("revoked", partitions=sorted(p.partition for p in ps)))
+    consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
     while not stop.is_set():
         msgs = consumer.consume(num_messages=1000, timeout=POLL_S)
-        records = [[m.partition(), m.offset(), m.value().decode()] for m in msgs if m.error() is None]
-        if records:
-            try:
-                consumer.commit(asynchronous=False)
-            except KafkaException as exc:
-                emit("commit_failed", error=repr(exc))
-                continue
-            emit("records", records=records)
+        # Commit (explicit offsets) and report only the partitions still assigned after the
+        # batch: records of a partition revoked meanwhile are neither, its next owner reads them
+        # again from the last commit - so the reported records are exactly the committed ones
+        # whatever the interleaving of fetches and (incremental) revocations.
+        owned = {p.partition for p in consumer.assignment()}
+        records = [[m.partition(), m.offset(), m.value().decode()] for m in msgs
+                   if m.error() is None and m.partition() in owned]
+        if not records:
+            continue
+        last: dict[int, int] = {}
+        for partition, offset, _ in records:
+            last[partition] = max(offset, last.get(partition, -1))
+        try:
+            consumer.commit(offsets=[TopicPartition(args.topic, p, o + 1) for p, o in last.items()],
+                            asynchronous=False)
+        except KafkaException as exc:
+            emit("commit_failed", error=repr(exc))
+            continue
+        emit("records", records=records)
     consumer.close()
     emit("closed")
 
@@ -173,6 +203,8 @@ def main() -> None:
     p.add_argument("--instance-id")
     p.add_argument("--session-ms", type=int, default=2000)
     p.add_argument("--rebalance-ms", type=int, default=6000)
+    p.add_argument("--protocol", choices=["classic", "consumer"], default="classic",
+                   help="group.protocol (confluent only): consumer = KIP-848")
     args = p.parse_args()
     args.rebalance_ms = max(args.rebalance_ms, args.session_ms)   # librdkafka insists
     # Client warnings (and everything with GROUPS_CONSUMER_DEBUG=1) go to the member's stderr log.

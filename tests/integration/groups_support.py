@@ -39,10 +39,10 @@ class Member:
     """One consumer process; its JSON events are collected by a reader thread."""
 
     def __init__(self, client: str, bootstrap: str, group: str, topic: str, log_dir: Path,
-                 instance_id: str | None = None, session_ms: int = 2000):
+                 instance_id: str | None = None, session_ms: int = 2000, protocol: str = "classic"):
         self.client = client
         cmd = [sys.executable, str(HERE / "groups_consumer.py"), client, bootstrap, group, topic,
-               "--session-ms", str(session_ms)]
+               "--session-ms", str(session_ms), "--protocol", protocol]
         if instance_id:
             cmd += ["--instance-id", instance_id]
         self.stderr_path = Path(log_dir) / f"member-{client}-{instance_id or 'dyn'}-{time.monotonic_ns()}.log"

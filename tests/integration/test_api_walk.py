@@ -464,6 +464,26 @@ def get_telemetry_subscriptions(w, v):
                                                              and r.client_instance_id not in (None, ZERO))
 
 
+def consumer_group_heartbeat(w, v):
+    fields = dict(group_id=f"walk-cg-{v}", member_id=f"walk-member-{v}", member_epoch=0, instance_id=None,
+                  rack_id=None, rebalance_timeout_ms=10000, subscribed_topic_names=[TOPIC],
+                  server_assignor=None, topic_partitions=[])
+    if v >= 1:
+        fields["subscribed_topic_regex"] = None
+    return req(68, **fields), {0}, lambda r: (
+        r.member_epoch == 1 and sorted(r.assignment.topic_partitions[0].partitions) == [0, 1])
+
+
+def consumer_group_describe(w, v):
+    group = f"walk-cgd-{v}"
+    joined = w.wire.call(req(68, group_id=group, member_id="m", member_epoch=0, instance_id=None,
+                             rack_id=None, rebalance_timeout_ms=10000, subscribed_topic_names=[TOPIC],
+                             subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]), 1)
+    assert joined.error_code == 0, joined
+    return req(69, group_ids=[group], include_authorized_operations=False), {0}, lambda r: (
+        r.groups[0].group_state == "Stable" and [m.member_id for m in r.groups[0].members] == ["m"])
+
+
 def describe_topic_partitions(w, v):
     return req(75, topics=[sub(75, "TopicRequest")(name=TOPIC)], response_partition_limit=100, cursor=None), \
         {0}, lambda r: len(r.topics[0].partitions) == 2
@@ -484,6 +504,8 @@ BUILDERS = {
     # transactions
     24: add_partitions_to_txn, 25: add_offsets_to_txn, 26: end_txn, 28: txn_offset_commit,
     61: describe_producers, 65: describe_transactions, 66: list_transactions,
+    # consumer groups (KIP-848)
+    68: consumer_group_heartbeat, 69: consumer_group_describe,
 }
 
 

@@ -1,0 +1,187 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) with confluent-kafka / librdkafka 2.16.
+
+One broker for the module with short consumer-group timers (heartbeat 300 ms, session 3 s).
+Members are separate processes (groups_support.Member, --protocol consumer) so a SIGKILL is a
+real crash. Covered:
+* three members join one by one and leave (one gracefully, one killed) while a producer keeps
+  writing: every record is consumed exactly once per committed offset, the assignment is always
+  disjoint, and the committed offsets equal what was produced;
+* no stop-the-world: while a second member joins, the first keeps consuming the partitions it
+  keeps (records committed inside the rebalance window; property, not a timing);
+* ConsumerGroupDescribe (the admin client), ListGroups' group type, DescribeGroups' refusal,
+  a classic member refused by the live consumer group, and dump-log decoding the new records.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from groups_support import Member, committed_offsets, create_topic, wait_until
+from tests.integration.conftest import BrokerProcess
+
+PARTITIONS = 6
+K848_BROKER = {
+    "offsets.topic.num.partitions": "1",
+    "group.consumer.heartbeat.interval.ms": "300", "group.consumer.min.heartbeat.interval.ms": "100",
+    "group.consumer.session.timeout.ms": "3000", "group.consumer.min.session.timeout.ms": "1000",
+}
+
+
+@pytest.fixture(scope="module")
+def kbroker(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("kip848"), K848_BROKER).start()
+    yield b
+    b.kill()
+
+
+class SteadyProducer:
+    """Writes `value-n` round-robin over the partitions every `interval` s until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, prefix: str, interval: float = 0.005):
+        from confluent_kafka import Producer
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        self.topic, self.prefix, self.interval = topic, prefix, interval
+        self.sent: list[str] = []
+        self.errors: list = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        n = 0
+        while not self._stop.is_set():
+            value = f"{self.prefix}-{n}"
+            self.producer.produce(self.topic, value.encode(), partition=n % PARTITIONS,
+                                  on_delivery=lambda err, msg: self.errors.append(err) if err else None)
+            self.sent.append(value)
+            n += 1
+            self.producer.poll(0)
+            time.sleep(self.interval)
+
+    def stop(self) -> list[str]:
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(30) == 0 and not self.errors, self.errors
+        return self.sent
+
+
+def consumed(members) -> Counter:
+    return Counter(v for m in members for v in m.values())
+
+
+def disjoint(members) -> bool:
+    owned = [m.assignment() or set() for m in members]
+    return sum(len(o) for o in owned) == len(set().union(*owned))
+
+
+def test_members_join_and_leave_under_load_exactly_once(kbroker, tmp_path):
+    topic, group = "k848-load", "k848-load"
+    create_topic(kbroker.bootstrap, topic, PARTITIONS)
+    producer = SteadyProducer(kbroker.bootstrap, topic, "v")
+    members = []
+
+    def member():
+        m = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, protocol="consumer")
+        members.append(m)
+        return m
+
+    try:
+        first = member()
+        wait_until(lambda: first.assignment() == set(range(PARTITIONS)), "the first member to own all")
+        wait_until(lambda: len(first.values()) > 50, "the first member to consume")
+        second, third = member(), member()
+        wait_until(lambda: sorted(len(m.assignment() or ()) for m in members) == [2, 2, 2]
+                   and disjoint(members), "three members with two partitions each")
+        second.close()                          # leaves (epoch -1): its partitions move at once
+        third.kill()                            # crashes: the session timeout (3 s) fences it
+        wait_until(lambda: first.assignment() == set(range(PARTITIONS)),
+                   "the first member to own every partition again")
+        sent = producer.stop()
+        wait_until(lambda: set(consumed(members)) >= set(sent), "every record consumed")
+        counts = consumed(members)
+        assert [v for v, n in counts.items() if n > 1] == [], "records consumed twice"
+        assert set(counts) == set(sent)
+        first.close()
+    finally:
+        producer._stop.set()
+        for m in members:
+            m.kill()
+    per_partition = Counter(int(v.split("-")[1]) % PARTITIONS for v in sent)
+    assert committed_offsets(kbroker.bootstrap, group) == dict(per_partition)
+
+
+def test_kept_partitions_keep_flowing_while_a_member_joins(kbroker, tmp_path):
+    """No stop-the-world: the member that keeps partitions commits records of them between the
+    newcomer's start and the newcomer's first assignment (the classic eager protocol stops
+    every member for that window; bench/bench_group_pause.py measures both)."""
+    topic, group = "k848-pause", "k848-pause"
+    create_topic(kbroker.bootstrap, topic, PARTITIONS)
+    producer = SteadyProducer(kbroker.bootstrap, topic, "w", interval=0.01)
+    first = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, protocol="consumer")
+    second = None
+    try:
+        wait_until(lambda: first.assignment() == set(range(PARTITIONS)), "the first member to own all")
+        wait_until(lambda: len(first.values()) > 50, "the first member to consume")
+        start = time.time()
+        second = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, protocol="consumer")
+        wait_until(lambda: second.assignment(), "the second member's first partitions")
+        got = next(e["t"] for e in second.snapshot() if e["event"] == "assigned" and e["partitions"])
+        kept = first.assignment()
+        assert kept and len(kept) < PARTITIONS
+        during = [r for e in first.snapshot() if e["event"] == "records" and start < e["t"] < got
+                  for r in e["records"] if r[0] in kept]
+        assert during, "the first member stopped consuming its kept partitions during the rebalance"
+        revoked = [set(e["partitions"]) for e in first.snapshot() if e["event"] == "revoked"]
+        assert revoked and all(r.isdisjoint(kept) for r in revoked)   # only the moving ones
+    finally:
+        producer.stop()
+        first.kill()
+        if second is not None:
+            second.kill()
+
+
+def test_admin_views_refusals_and_dump_log(kbroker, tmp_path):
+    from confluent_kafka import Consumer, ConsumerGroupType
+    from confluent_kafka.admin import AdminClient
+    topic, group = "k848-admin", "k848-admin"
+    create_topic(kbroker.bootstrap, topic, 2)
+    m = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, protocol="consumer")
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    try:
+        wait_until(lambda: m.assignment() == {0, 1}, "the member to own both partitions")
+        desc = admin.describe_consumer_groups([group])[group].result(30)
+        assert desc.type == ConsumerGroupType.CONSUMER and str(desc.state).endswith("STABLE")
+        [member] = desc.members
+        assert sorted(tp.partition for tp in member.assignment.topic_partitions) == [0, 1]
+        listed = {g.group_id: g for g in admin.list_consumer_groups().result(30).valid}
+        assert listed[group].type == ConsumerGroupType.CONSUMER
+        # a classic member cannot join the live consumer group
+        classic = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": group})
+        try:
+            classic.subscribe([topic])
+            deadline = time.monotonic() + 30
+            error = None
+            while error is None and time.monotonic() < deadline:
+                msg = classic.poll(0.2)
+                if msg is not None and msg.error():
+                    error = msg.error()
+            assert error is not None and "INCONSISTENT_GROUP_PROTOCOL" in error.name()
+        finally:
+            classic.close()
+        assert m.assignment() == {0, 1}                 # the group was not disturbed
+        m.close()
+    finally:
+        m.kill()
+    out = subprocess.run([sys.executable, "-m", "kompakt", "dump-log",
+                          f"{kbroker.log_dir}/__consumer_offsets-0", "--offsets-decoder"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert f'"type":"8","data":{{"groupId":"{group}"' in out.stdout       # current assignment
+    assert '"memberEpoch":' in out.stdout and '"assignedPartitions":[{"topicId":' in out.stdout
+    assert f'"type":"3","data":{{"groupId":"{group}"}}' in out.stdout     # group epoch
+    assert "Error at offset" not in out.stdout
