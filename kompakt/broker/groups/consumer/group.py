@@ -175,6 +175,8 @@ class ConsumerGroup:
             rebalance_timeout_ms=v["rebalance_timeout_ms"], server_assignor=v["server_assignor"]))
 
     def _apply_current_assignment(self, member_id: str, v: dict | None) -> None:
+        if v is None and member_id not in self.members:
+            return      # (a replay may meet the tombstone of a member already gone)
         old = self.members.get(member_id) or ConsumerGroupMember(member_id)
         if v is None:
             # The member leaves: it no longer owns anything (its metadata tombstone follows).
