@@ -71,12 +71,20 @@ def test_cli_replays_every_partition_with_the_known_answer(spark, log_dir, tmp_p
     assert "wi-0" in table and "proposed" in table and "whatif wi: 2 partitions, 400 records" in table
 
 
-def test_bounded_sample_keeps_the_newest_records(log_dir):
+def test_bounded_sample_keeps_the_newest_records(log_dir, monkeypatch):
+    from kompakt.pipeline import reader as rd
     from kompakt.pipeline.jobs.whatif import read_batches
 
+    read = []
+    real = rd.iter_chunk_batches
+    monkeypatch.setattr(rd, "iter_chunk_batches", lambda c, **kw: read.append(c.base_offset) or real(c, **kw))
     got = read_batches(os.path.join(log_dir, "wi-0"), max_records=50)
     assert [b.base_offset for b in got] == list(range(150, 200))
     assert got[0].records == [(150, b"k0", False)] and got[0].max_timestamp == T0 + 150_000
+    # only the segments holding the sample are read, not the whole partition
+    bases = [s.base_offset for s in rd.list_segments(os.path.join(log_dir, "wi-0"))]
+    first = max(b for b in bases if b <= 150)
+    assert read == [b for b in bases if b >= first] and len(read) < len(bases)
 
 
 def test_bad_settings_are_refused_before_spark(log_dir, capsys):
