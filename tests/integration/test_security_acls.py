@@ -4,7 +4,7 @@ then each principal's clients run into exactly the checks Kafka's authorization 
 
 Matrix: READ-only cannot produce; no DESCRIBE hides the topic (left out of the topic list,
 TOPIC_AUTHORIZATION_FAILED when named); DENY beats a prefixed ALLOW; a super user needs no ACL;
-a group needs its own READ ACL; a transactional id needs WRITE; authorized operations come back
+a group needs its own READ ACL (classic and KIP-848 members); a transactional id needs WRITE; authorized operations come back
 in Metadata / DescribeCluster / DescribeGroups; DescribeAcls/DeleteAcls filter as Kafka does; the
 ACLs survive a restart.
 """
@@ -106,6 +106,29 @@ def test_group_needs_its_own_read_acl(acl_broker):
         assert info.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
     finally:
         c.close()
+
+
+def test_consumer_protocol_group_needs_read(acl_broker):
+    """KIP-848: ConsumerGroupHeartbeat needs READ on the group (GROUP_AUTHORIZATION_FAILED, a
+    fatal error for librdkafka); with it, alice's member is assigned the topic it may read."""
+    def first_event(group: str):
+        c = Consumer(conf(acl_broker, "alice", **{"group.id": group, "group.protocol": "consumer",
+                                                  "auto.offset.reset": "earliest"}))
+        try:
+            c.subscribe(["acl-read"])
+            for _ in range(60):
+                msg = c.poll(0.5)
+                if msg is not None and msg.error():
+                    return msg.error()
+                if c.assignment():
+                    return sorted((tp.topic, tp.partition) for tp in c.assignment())
+            return None
+        finally:
+            c.close()
+    err = first_event("alice-looks")                                             # DESCRIBE only
+    assert err is not None and err.code() == KafkaError._FATAL, err
+    assert "ConsumerGroupHeartbeat fatal error: Broker: Group authorization failed" in err.str(), err
+    assert first_event("alice-group") == [("acl-read", 0)]                       # READ
 
 
 def test_topic_without_describe_is_hidden(acl_broker):
