@@ -283,9 +283,9 @@ class OffsetIndex(SparseIndex):
             raise CorruptIndexError(f"Corrupt index found, index file ({self.path}) has non-zero size "
                                     f"but the last offset is {self.base_offset + last_rel} which is "
                                     f"less than the base offset {self.base_offset}.")
-        if log_size is not None and last_pos >= log_size:
+        if last_pos < 0 or (log_size is not None and last_pos >= log_size):
             raise CorruptIndexError(f"Corrupt index found, index file ({self.path}) points at position "
-                                    f"{last_pos} beyond the end of the log ({log_size} bytes).")
+                                    f"{last_pos}, outside the log ({log_size} bytes).")
 
     def is_full(self) -> bool:
         return len(self._rel) >= self.max_entries
