@@ -8,6 +8,9 @@ real crash. Covered:
   disjoint, and the committed offsets equal what was produced;
 * no stop-the-world: while a second member joins, the first keeps consuming the partitions it
   keeps (records committed inside the rebalance window; property, not a timing);
+* a static member (group.instance.id) closed and restarted takes its partitions back without a
+  rebalance: the other member sees nothing;
+* a regex subscription (resolved by the broker);
 * ConsumerGroupDescribe (the admin client), ListGroups' group type, DescribeGroups' refusal,
   a classic member refused by the live consumer group, and dump-log decoding the new records.
 """
@@ -143,6 +146,57 @@ def test_kept_partitions_keep_flowing_while_a_member_joins(kbroker, tmp_path):
         first.kill()
         if second is not None:
             second.kill()
+
+
+def test_static_member_restart_keeps_its_partitions(kbroker, tmp_path):
+    topic, group = "k848-static", "k848-static"
+    create_topic(kbroker.bootstrap, topic, 4)
+    a = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, instance_id="sa", protocol="consumer")
+    b = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, protocol="consumer")
+    restarted = None
+    try:
+        wait_until(lambda: sorted(len(m.assignment() or ()) for m in (a, b)) == [2, 2] and disjoint([a, b]),
+                   "two members with two partitions each")
+        owned_by_a, mark = a.assignment(), len(b.snapshot())
+        a.close()                      # a static member leaves with epoch -2: it keeps its place
+        restarted = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, instance_id="sa",
+                           protocol="consumer")
+        wait_until(lambda: restarted.assignment(), "the restarted instance to be assigned")
+        assert restarted.assignment() == owned_by_a
+        assert [e["event"] for e in b.snapshot()[mark:] if e["event"] in ("assigned", "revoked")] == []
+        assert "(instance sa) replaces" in kbroker.log_text()
+    finally:
+        for m in (a, b, restarted):
+            if m is not None:
+                m.kill()
+
+
+def test_regex_subscription_resolved_by_the_broker(kbroker):
+    from confluent_kafka import Consumer, Producer
+    p = Producer({"bootstrap.servers": kbroker.bootstrap})
+    for i in range(4):
+        p.produce("k848re-1", str(i).encode())            # auto-creates the topic
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": "k848-regex",
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["^k848re-.*"])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < 4 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+        assert sorted(got) == [b"0", b"1", b"2", b"3"]
+        from wire_support import Wire
+        from kompakt.protocol import registry
+        described = Wire(kbroker.port).call(registry.API[69].request(
+            group_ids=["k848-regex"], include_authorized_operations=False), 1)
+        [member] = described.groups[0].members
+        assert member.subscribed_topic_regex == "(^k848re-.*)"   # librdkafka sends it; the broker resolves
+        assert [t.topic_name for t in member.assignment.topic_partitions] == ["k848re-1"]
+    finally:
+        c.close()
 
 
 def test_admin_views_refusals_and_dump_log(kbroker, tmp_path):
