@@ -453,6 +453,14 @@ def list_transactions(w, v):
     return req(66, state_filters=[], producer_id_filters=[], duration_filter=-1, transactional_id_pattern=None), {0}
 
 
+def describe_log_dirs(w, v):
+    T = field(35, "topics")
+    request = req(35, topics=[T(topic=TOPIC, partitions=[0, 1])])
+    return request, {0}, lambda r: [
+        sorted((t.name, p.partition_index, p.partition_size > 0) for t in d.topics for p in t.partitions)
+        for d in r.results] == [[(TOPIC, 0, True), (TOPIC, 1, True)]]
+
+
 def describe_cluster(w, v):
     return req(60, include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=False), \
         {0}, lambda r: [b.broker_id for b in r.brokers] == [NODE]
@@ -496,7 +504,8 @@ BUILDERS = {
     21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch, 32: describe_configs,
     33: alter_configs, 37: create_partitions, 42: delete_groups, 43: elect_leaders,
     44: incremental_alter_configs, 45: alter_partition_reassignments, 46: list_partition_reassignments,
-    47: offset_delete, 48: describe_client_quotas, 49: alter_client_quotas, 60: describe_cluster,
+    35: describe_log_dirs, 47: offset_delete, 48: describe_client_quotas, 49: alter_client_quotas,
+    60: describe_cluster,
     71: get_telemetry_subscriptions, 75: describe_topic_partitions,
     # security
     17: sasl_handshake, 36: sasl_authenticate, 29: describe_acls, 30: create_acls, 31: delete_acls,
