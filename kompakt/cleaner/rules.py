@@ -29,7 +29,6 @@ LONG_MAX = 2**63 - 1
 NO_GROUP_HORIZON = LONG_MAX
 
 KEEP, DROP_KEYLESS, DROP_SUPERSEDED, DROP_TOMBSTONE = range(4)
-FATES = ("keep", "keyless", "superseded", "tombstone")
 
 
 def delete_horizon(now_ms: int, delete_retention_ms: int) -> int:
