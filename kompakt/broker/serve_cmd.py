@@ -39,8 +39,22 @@ def _configure_logging(level: str, fmt: str) -> None:
     configure(level, fmt)
 
 
+def raise_fd_limit() -> None:
+    """Raise the soft limit on open files to the hard limit, as the JVM does for Kafka at start
+    (HotSpot's MaxFDLimit): a broker holds one descriptor per written segment and connection."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            log.debug("open files limit raised from %s to %s", soft, hard)
+    except (ImportError, ValueError, OSError) as exc:  # not on this platform, or not allowed
+        log.debug("open files limit left as it is: %s", exc)
+
+
 def run(args: argparse.Namespace) -> int:
     _configure_logging(args.log_level, args.log_format)
+    raise_fd_limit()
     from kompakt.config.broker_config import BrokerConfig, ConfigError
     try:
         # KOMPAKT_CONFIG names the file; it is not itself a config key (BrokerConfig skips it).

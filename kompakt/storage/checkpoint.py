@@ -142,18 +142,21 @@ def _path_lock(path: str) -> threading.Lock:
         return lock
 
 
-def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
+def atomic_write(path: str, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
     """Write `data` to `path` by temp file + fsync + rename + directory fsync (the file gets `mode`).
 
     Writers of one path are serialised (Kafka's CheckpointFile writes under a lock): they share
     `<path>.tmp`, and two at once would rename each other's half-written temp file into place.
+    sync=False skips both fsyncs, for a file that start-up rewrites if a crash loses it (a new
+    partition's partition.metadata and first leader epoch: the topic store, synced first, says
+    what they hold).
     """
     path = os.path.abspath(path)
     with _path_lock(path):
-        _atomic_write(path, data, mode)
+        _atomic_write(path, data, mode, sync)
 
 
-def _atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
+def _atomic_write(path: str, data: bytes, mode: int = 0o644, sync: bool = True) -> None:
     tmp = path + TMP_SUFFIX
     check_io(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
@@ -161,12 +164,14 @@ def _atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     crash_point("checkpoint_write")
     os.replace(tmp, path)
-    fsync_dir(os.path.dirname(os.path.abspath(path)))
+    if sync:
+        fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 class CheckpointFile(Generic[T]):
@@ -199,8 +204,8 @@ class CheckpointFile(Generic[T]):
             log.warning("cannot read checkpoint file %s, treating it as empty: %s", self.path, exc)
             return []
 
-    def write(self, entries: Iterable[T]) -> None:
-        atomic_write(self.path, render(entries, self.formatter, version=self.version).encode("utf-8"))
+    def write(self, entries: Iterable[T], *, sync: bool = True) -> None:
+        atomic_write(self.path, render(entries, self.formatter, version=self.version).encode("utf-8"), sync=sync)
 
 
 class OffsetCheckpointFile:
@@ -234,5 +239,5 @@ class LeaderEpochCheckpointFile:
     def read_strict(self) -> list[tuple[int, int]]:
         return self._file.read_strict()
 
-    def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        self._file.write([(int(e), int(o)) for e, o in entries])
+    def write(self, entries: Iterable[tuple[int, int]], *, sync: bool = True) -> None:
+        self._file.write([(int(e), int(o)) for e, o in entries], sync=sync)

@@ -56,9 +56,9 @@ class LeaderEpochFileCache:
             self._epochs.append(epoch)
             self._offsets.append(offset)
 
-    def _flush(self) -> None:
+    def _flush(self, sync: bool = True) -> None:
         if self.dir is not None and os.path.isdir(self.dir):
-            LeaderEpochCheckpointFile(self.path).write(self.entries())
+            LeaderEpochCheckpointFile(self.path).write(self.entries(), sync=sync)
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._offsets))
@@ -66,8 +66,9 @@ class LeaderEpochFileCache:
     def latest_epoch(self) -> int:
         return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` starts at `start_offset` if it is newer than the latest epoch."""
+    def assign(self, epoch: int, start_offset: int, *, sync: bool = True) -> bool:
+        """Record that `epoch` starts at `start_offset` if it is newer than the latest epoch
+        (sync=False: no fsync, for a new empty log whose entry start-up would assign again)."""
         if epoch < 0:
             return False
         if self._epochs and epoch <= self._epochs[-1]:
@@ -79,7 +80,7 @@ class LeaderEpochFileCache:
             del self._offsets[i:]
         self._epochs.append(epoch)
         self._offsets.append(start_offset)
-        self._flush()
+        self._flush(sync)
         return True
 
     def epoch_for_offset(self, offset: int) -> int:
@@ -99,9 +100,16 @@ class LeaderEpochFileCache:
             return requested_epoch, self._offsets[0]
         return self._epochs[higher - 1], self._offsets[higher]
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after end_offset (the log was truncated to end_offset)."""
+    def truncate_from_end(self, end_offset: int, *, keep_current: bool = False) -> None:
+        """Drop entries starting at or after end_offset (the log was truncated to end_offset).
+
+        keep_current (loading a log): the latest entry may start exactly at end_offset: the
+        current leader epoch, which has no record yet and which Kafka's makeLeader assigns at the
+        log end offset again at start-up; keeping it spares a checkpoint write per empty partition.
+        """
         i = bisect_left(self._offsets, end_offset)
+        if keep_current and i == len(self._offsets) - 1 and self._offsets[i] == end_offset:
+            return
         if i < len(self._offsets):
             del self._epochs[i:]
             del self._offsets[i:]

@@ -102,9 +102,9 @@ def read_partition_metadata(dir: str) -> uuid.UUID | None:
         return None
 
 
-def write_partition_metadata(dir: str, topic_id: uuid.UUID) -> None:
+def write_partition_metadata(dir: str, topic_id: uuid.UUID, *, sync: bool = True) -> None:
     atomic_write(os.path.join(dir, PARTITION_METADATA_FILENAME),
-                 format_partition_metadata(topic_id).encode("utf-8"))
+                 format_partition_metadata(topic_id).encode("utf-8"), sync=sync)
 
 
 # ---- loading -----------------------------------------------------------------------------------
@@ -142,11 +142,16 @@ def _open_segment(dir, base, config, time, suffix=""):
                         max_index_size=config.segment_index_bytes, time=time, suffix=suffix)
 
 
+UNREAD = object()   # load_log's stored_topic_id when the caller has not read partition.metadata
+
+
 def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None,
              recovery_point_checkpoint: int = 0, had_clean_shutdown: bool = True,
              topic_id: uuid.UUID | None = None, time=_time,
-             producer_id_expiration_ms: int = 86_400_000) -> LoadedLog:
-    """Load (and repair) the partition directory `dir`; see the module docstring for the steps."""
+             producer_id_expiration_ms: int = 86_400_000, stored_topic_id=UNREAD) -> LoadedLog:
+    """Load (and repair) the partition directory `dir`; see the module docstring for the steps.
+    stored_topic_id: partition.metadata's id as the caller just read it (the LogManager's start-up
+    check), so the file is not read twice."""
     if not os.path.isdir(dir):
         os.makedirs(dir, exist_ok=True)
         fsync_dir(os.path.dirname(os.path.abspath(dir)))  # the new partition dir must survive a crash
@@ -158,7 +163,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
 
     # 1. partition.metadata
     try:
-        stored_id = read_partition_metadata(dir)
+        stored_id = read_partition_metadata(dir) if stored_topic_id is UNREAD else stored_topic_id
     except (ValueError, UnicodeDecodeError) as exc:
         repaired(f"unreadable {PARTITION_METADATA_FILENAME} ({exc}); left as is")
         stored_id = None
@@ -170,26 +175,31 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     elif stored_id is None:
         write_partition_metadata(dir, topic_id)
 
-    # 2. leftovers
-    names = sorted(os.listdir(dir))
+    # 2. leftovers (one directory read; the entry types come with it, no stat per file)
+    with os.scandir(dir) as it:
+        entries = sorted((e.name, e.is_file()) for e in it)
+    names = {name for name, _ in entries}
     cleaned_bases: list[int] = []
     swap_bases: list[int] = []
     log_bases: set[int] = set()
-    for name in names:
+    for name, is_file in entries:
         path = os.path.join(dir, name)
-        if not os.path.isfile(path):
+        if not is_file:
             log.info("%s: ignoring foreign entry %s", dir, name)
             continue
         if name.endswith(S.DELETED_SUFFIX):
             _unlink(path)
+            names.discard(name)
             repaired(f"deleted leftover {name}")
         elif name.endswith(".tmp"):
             _unlink(path)
+            names.discard(name)
             repaired(f"deleted temporary file {name}")
         elif name.endswith(S.CLEANED_SUFFIX) and _is_segment_name(name):
             if name.endswith(S.LOG_SUFFIX + S.CLEANED_SUFFIX):
                 cleaned_bases.append(S.offset_from_filename(name))
             _unlink(path)
+            names.discard(name)
             repaired(f"deleted unfinished cleaner output {name}")
         elif name.endswith(S.SWAP_SUFFIX) and _is_segment_name(name):
             if name.endswith(S.LOG_SUFFIX + S.SWAP_SUFFIX):
@@ -238,15 +248,17 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
                 log_bases.add(seg.base_offset)
                 repaired(f"completed interrupted swap of segment {S.filename_prefix(seg.base_offset)}")
             fsync_dir(dir)
+            names = set(os.listdir(dir))   # the swap renamed and deleted files
 
     # orphan index files (and index .swap files whose .log.swap is gone)
-    for name in os.listdir(dir):
+    for name in sorted(names):
         if _is_segment_name(name) and name.endswith(S.SWAP_SUFFIX):
             _unlink(os.path.join(dir, name))
             repaired(f"deleted orphaned swap file {name}")
         elif _is_segment_name(name) and name.endswith((S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)):
             if S.offset_from_filename(name) not in log_bases:
                 _unlink(os.path.join(dir, name))
+                names.discard(name)
                 repaired(f"deleted orphaned index file {name}")
 
     # 4. open segments, rebuilding missing or corrupt indexes
@@ -254,8 +266,8 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     segments = []
     rebuild_txn: set[int] = set()   # segments whose .txnindex step 7 rewrites
     for base in sorted(log_bases):
-        missing = not os.path.exists(S.index_file(dir, base)) or \
-            not os.path.exists(S.time_index_file(dir, base))
+        prefix = S.filename_prefix(base)
+        missing = prefix + S.INDEX_SUFFIX not in names or prefix + S.TIME_INDEX_SUFFIX not in names
         seg = _open_segment(dir, base, config, time)
         reason = "missing index" if missing else None
         if reason is None:
@@ -320,7 +332,7 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     recovery_point = next_offset if had_clean_shutdown else min(recovery_point_checkpoint, next_offset)
 
     # 7. leader epochs and producer state
-    cache.truncate_from_end(next_offset)
+    cache.truncate_from_end(next_offset, keep_current=True)
     cache.truncate_from_start(log_start)
     psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms, time=time)
     if wiped:

@@ -136,12 +136,14 @@ class Log:
     @classmethod
     def open(cls, dir: str, config, *, topic_id=None, log_start_offset: int | None = None,
              recovery_point: int = 0, had_clean_shutdown: bool = True, time=_time,
-             producer_id_expiration_ms: int = 86_400_000, tp=None) -> "Log":
-        """Open (creating if needed) the partition directory `dir`, repairing it as LogLoader does."""
+             producer_id_expiration_ms: int = 86_400_000, tp=None, stored_topic_id=L.UNREAD) -> "Log":
+        """Open (creating if needed) the partition directory `dir`, repairing it as LogLoader does.
+        stored_topic_id: what the caller already read from partition.metadata (read again if not)."""
         loaded = L.load_log(dir, config, log_start_offset_checkpoint=log_start_offset,
                             recovery_point_checkpoint=recovery_point,
                             had_clean_shutdown=had_clean_shutdown, topic_id=topic_id, time=time,
-                            producer_id_expiration_ms=producer_id_expiration_ms)
+                            producer_id_expiration_ms=producer_id_expiration_ms,
+                            stored_topic_id=stored_topic_id)
         return cls(dir, config, loaded, tp=tp, time=time)
 
     def _now(self) -> int:

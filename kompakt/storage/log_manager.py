@@ -91,6 +91,7 @@ class LogManager:
         self.had_clean_shutdown: dict[str, bool] = {}
         self.repairs: list[str] = []  # what startup repaired, for logs and tests
         self._lock = threading.RLock()
+        self._config_cache: dict | None = None   # see _shared_config
         self._offline_lock = threading.Lock()
         self._logs: dict[TopicPartition, Any] = {}
         self._topics: dict[str, TopicMeta] = {}
@@ -203,6 +204,20 @@ class LogManager:
     def _now(self) -> int:
         return int(self.time.time() * 1000)
 
+    def _shared_config(self, overrides: dict[str, str]) -> LogConfig:
+        """While start-up loads the logs or a topic's partitions are created (`_config_cache` is a
+        dict then): one LogConfig object for every log with the same overrides, built once, not
+        once per partition (10 000 partitions built 10 000 equal configs). Otherwise a fresh one:
+        dynamic broker defaults may have changed since."""
+        cache = self._config_cache
+        if cache is None:
+            return self._config_for(overrides)
+        key = tuple(sorted(overrides.items()))
+        cfg = cache.get(key)
+        if cfg is None:       # two loader threads may both build it: either copy is right
+            cfg = cache[key] = self._config_for(overrides)
+        return cfg
+
     def _broker_default_config(self) -> LogConfig:
         return LogConfig.from_overrides({}, self.config)
 
@@ -314,6 +329,7 @@ class LogManager:
         threads = self.config["num.recovery.threads.per.data.dir"]
         pools: list[ThreadPoolExecutor] = []
         jobs: list[tuple[str, TopicPartition, Any]] = []
+        self._config_cache = {}
         try:
             for d in self.log_dirs:
                 clean = read_and_clear_clean_shutdown(d)
@@ -323,10 +339,11 @@ class LogManager:
                 pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"log-recovery-{d}")
                 pools.append(pool)
                 for path, tp in self._scan_dir(d):
-                    if not self._should_load(path, tp):
+                    load, stored_id = self._should_load(path, tp)
+                    if not load:
                         continue
                     fut = pool.submit(self._open_log, path, tp, recovery_points.get(tp, 0),
-                                      log_starts.get(tp), clean)
+                                      log_starts.get(tp), clean, stored_topic_id=stored_id)
                     jobs.append((path, tp, fut))
             failures = []
             step = max(1, len(jobs) // 10)  # progress every ~10% (Kafka: remainingLogsToRecover)
@@ -349,14 +366,21 @@ class LogManager:
         finally:
             for pool in pools:
                 pool.shutdown(wait=True)
+            self._config_cache = None
 
-    def _should_load(self, path: str, tp: TopicPartition) -> bool:
-        """False (and the dir handled) for partitions of deleted topics or another topic id."""
-        stored_id = read_partition_metadata(path)
+    def _should_load(self, path: str, tp: TopicPartition) -> tuple[bool, Any]:
+        """(False, _) (and the dir handled) for partitions of deleted topics or another topic id;
+        else (True, the id partition.metadata holds, or UNREAD when it does not parse: the loader
+        reports that)."""
+        from kompakt.storage.loader import UNREAD
+        try:
+            stored_id = read_partition_metadata(path)
+        except (ValueError, UnicodeDecodeError):
+            return True, UNREAD
         if stored_id is not None and stored_id in self._deleted_topic_ids:
             self._repaired(f"{path}: partition of deleted topic id {uuid_to_str(stored_id)}; deleting it")
             self._rename_for_delete(path, tp)
-            return False
+            return False, None
         meta = self._topics.get(tp.topic)
         if meta is not None and stored_id is not None and stored_id != meta.topic_id:
             stray = unique_dir_name(path, STRAY_DIR_SUFFIX)
@@ -364,18 +388,19 @@ class LogManager:
             fsync_dir(os.path.dirname(path))
             self._repaired(f"{path}: topic id {uuid_to_str(stored_id)} differs from topic {tp.topic}'s id "
                            f"{uuid_to_str(meta.topic_id)}; moved aside to {stray}, not loaded")
-            return False
-        return True
+            return False, None
+        return True, stored_id
 
     def _open_log(self, path: str, tp: TopicPartition, recovery_point: int, log_start: int | None,
-                  clean: bool, topic_id: uuid.UUID | None = None):
+                  clean: bool, topic_id: uuid.UUID | None = None, stored_topic_id=None):
         from kompakt.storage.log import Log
         meta = self._topics.get(tp.topic)
-        cfg = self._config_for(meta.configs if meta else {})
+        cfg = self._shared_config(meta.configs if meta else {})
         plog = Log.open(path, cfg, topic_id=topic_id or (meta.topic_id if meta else None),
                         log_start_offset=log_start, recovery_point=recovery_point,
                         had_clean_shutdown=clean, time=self.time,
-                        producer_id_expiration_ms=self.config["producer.id.expiration.ms"], tp=tp)
+                        producer_id_expiration_ms=self.config["producer.id.expiration.ms"], tp=tp,
+                        **({} if stored_topic_id is None else {"stored_topic_id": stored_topic_id}))
         for msg in getattr(plog, "repairs", []):
             self.repairs.append(f"{path}: {msg}")
         self._install_hooks(plog)
@@ -413,11 +438,12 @@ class LogManager:
                 if self._logs[tp].topic_id is None:
                     self._logs[tp].topic_id = meta.topic_id
         for topic, meta in sorted(self._topics.items()):
-            for p in range(meta.partitions):
-                tp = TopicPartition(topic, p)
-                if tp not in self._logs:
-                    self._repaired(f"{topic}-{p}: in the topic store but not on disk; created empty")
-                    self._create_log(tp, meta)
+            missing = [TopicPartition(topic, p) for p in range(meta.partitions)
+                       if TopicPartition(topic, p) not in self._logs]
+            for tp in missing:
+                self._repaired(f"{topic}-{tp.partition}: in the topic store but not on disk; created empty")
+            if missing:
+                self._create_logs(missing, meta)
         live_ids = {m.topic_id for m in self._topics.values()}
         lingering = self._deleted_topic_ids - live_ids
         if lingering:  # every dir of a deleted id was queued for deletion by _should_load
@@ -435,19 +461,41 @@ class LogManager:
         except OSError as exc:
             raise KafkaStorageErrorError(f"cannot write topic metadata {self._store.path}: {exc}") from exc
 
-    def _next_dir(self) -> str:
-        counts = self.partitions_per_dir()
-        return min(self.log_dirs, key=lambda d: (counts.get(d, 0), self.log_dirs.index(d)))
+    def _next_dir(self, counts: dict[str, int]) -> str:
+        """The live dir holding the fewest partitions (`counts`, kept up to date by the caller:
+        counting every log for every new partition made creating n partitions O(n^2))."""
+        d = min(self.log_dirs, key=lambda d: (counts.get(d, 0), self.log_dirs.index(d)))
+        counts[d] = counts.get(d, 0) + 1
+        return d
 
-    def _create_log(self, tp: TopicPartition, meta: TopicMeta):
+    def _create_logs(self, tps, meta: TopicMeta) -> None:
+        """The partition dirs of a new topic or new partitions. Nothing is fsynced per partition:
+        the topic store was synced first, and start-up makes a missing dir, partition.metadata or
+        first leader epoch again from it; each log dir used is fsynced once at the end."""
+        counts = self.partitions_per_dir()
+        used = set()
+        self._config_cache = {}
+        try:
+            for tp in tps:
+                used.add(os.path.dirname(self._create_log(tp, meta, self._next_dir(counts)).dir))
+        finally:
+            self._config_cache = None
+        for d in used:
+            try:
+                fsync_dir(d)
+            except OSError as exc:
+                raise KafkaStorageErrorError(f"cannot sync log dir {d}: {exc}") from exc
+
+    def _create_log(self, tp: TopicPartition, meta: TopicMeta, d: str):
         from kompakt.storage.loader import write_partition_metadata
-        d = self._next_dir()
         path = os.path.join(d, partition_dir_name(tp))
         try:
             os.makedirs(path, exist_ok=True)
-            write_partition_metadata(path, meta.topic_id)
-            fsync_dir(d)
-            plog = self._open_log(path, tp, 0, None, True, topic_id=meta.topic_id)
+            write_partition_metadata(path, meta.topic_id, sync=False)
+            plog = self._open_log(path, tp, 0, None, True, topic_id=meta.topic_id, stored_topic_id=meta.topic_id)
+            # the leader epoch starts here, as Kafka's makeLeader assigns it: written now, in the
+            # creating thread, not on the first append (the event loop, with an fsync)
+            plog.leader_epoch_cache.assign(0, plog.log_end_offset, sync=False)
         except OSError as exc:
             raise KafkaStorageErrorError(f"cannot create log {path}: {exc}") from exc
         self._logs[tp] = plog
@@ -479,8 +527,8 @@ class LogManager:
                 del self._topics[name]
                 raise
             try:
-                for p in range(partitions):  # step 2: the partition dirs
-                    self._create_log(TopicPartition(name, p), meta)
+                # step 2: the partition dirs
+                self._create_logs([TopicPartition(name, p) for p in range(partitions)], meta)
             except KafkaError:
                 self._abandon_partial_topic(meta)
                 raise
@@ -518,8 +566,7 @@ class LogManager:
             except KafkaError:
                 meta.partitions = old
                 raise
-            for p in range(old, new_total):
-                self._create_log(TopicPartition(name, p), meta)
+            self._create_logs([TopicPartition(name, p) for p in range(old, new_total)], meta)
             log.info("topic %s grew from %d to %d partitions", name, old, new_total)
             return meta
 

@@ -24,6 +24,13 @@ Invariants: `entries <= max_entries`; relative offsets fit in int32; lookups use
 over `array('i')` copies of the two columns (no per-entry Python objects, so a 10 MiB index costs
 10 MiB of memory, not 100).
 
+Descriptors: an index holds no file descriptor between operations. Each entry is written at once
+(pwrite) through a descriptor opened for that write and closed after it (about 6 us more than a
+kept descriptor, once per index.interval.bytes appended), so entries are in the file as soon as
+they are in memory, as with Kafka's memory-mapped indexes, yet a broker with 10 000 partitions
+holds one descriptor per written `.log` instead of three (Kafka's indexes hold none either: a
+mapping needs no descriptor in Java; Python 3.11's mmap keeps a duplicate).
+
 Sanity check on load (Kafka's): file length a multiple of 8, and the last offset >= base offset;
 we also check that the last position is within the log file (the caller passes its size).
 """
@@ -97,7 +104,6 @@ class SparseIndex:
         self.writable = writable
         self._dirty = False  # written since the last flush
         self._cols: tuple | None = None
-        self._fd_raw = -1       # opened on first use: an untouched index holds no descriptor
         self._closed = False
         new = not os.path.exists(path) or os.path.getsize(path) == 0
         if new:
@@ -105,21 +111,19 @@ class SparseIndex:
                 raise ValueError(f"Invalid max index size {max_index_size} for {path}: "
                                  f"must be at least {self.entry_size}")
             self._length = round_down(max_index_size, self.entry_size)
-            fd = self._fd
-            if writable:
-                os.ftruncate(fd, self._length)
+            with self._file() as fd:
+                if writable:
+                    os.ftruncate(fd, self._length)
             self._cols = self._empty_columns()
         else:
             self._length = os.path.getsize(path)
 
-    @property
-    def _fd(self) -> int:
-        if self._fd_raw < 0:
-            if self._closed:
-                raise ValueError(f"index {self.path} is closed")
-            flags = (os.O_RDWR | os.O_CREAT) if self.writable else os.O_RDONLY
-            self._fd_raw = os.open(self.path, flags, 0o644)
-        return self._fd_raw
+    def _file(self):
+        """A descriptor for one operation, closed after it (see the module docstring)."""
+        if self._closed:
+            raise ValueError(f"index {self.path} is closed")
+        flags = (os.O_RDWR | os.O_CREAT) if self.writable else os.O_RDONLY
+        return _Descriptor(os.open(self.path, flags, 0o644))
 
     def _empty_columns(self) -> tuple:
         raise NotImplementedError
@@ -130,8 +134,9 @@ class SparseIndex:
     def _columns(self) -> tuple:
         """The columns, read from the file on first use."""
         if self._cols is None:
-            n = min(self._length, _data_end(self._fd, self._length)) // self.entry_size
-            self._cols = self._parse(os.pread(self._fd, n * self.entry_size, 0) if n else b"")
+            with self._file() as fd:
+                n = min(self._length, _data_end(fd, self._length)) // self.entry_size
+                self._cols = self._parse(os.pread(fd, n * self.entry_size, 0) if n else b"")
         return self._cols
 
     @property
@@ -149,12 +154,9 @@ class SparseIndex:
             return None
         count = self._length // self.entry_size
         pos = (n % count) * self.entry_size
-        if self._fd_raw >= 0:
-            raw = os.pread(self._fd_raw, self.entry_size, pos)
-        else:  # a transient descriptor: peeking must not keep one per segment open
-            with open(self.path, "rb") as f:
-                f.seek(pos)
-                raw = f.read(self.entry_size)
+        with open(self.path, "rb") as f:
+            f.seek(pos)
+            raw = f.read(self.entry_size)
         return raw if len(raw) == self.entry_size and raw.count(0) != self.entry_size else None
 
     @property
@@ -185,8 +187,9 @@ class SparseIndex:
             del col[n:]  # noqa: the columns are mutated in place
         if self.writable:
             # Zero the dropped entries so a crash never resurrects them, keep the preallocation.
-            os.ftruncate(self._fd, n * self.entry_size)
-            os.ftruncate(self._fd, self._length)
+            with self._file() as fd:
+                os.ftruncate(fd, n * self.entry_size)
+                os.ftruncate(fd, self._length)
             self._dirty = True
 
     def reset(self) -> None:
@@ -198,7 +201,8 @@ class SparseIndex:
         if new_length == self._length:
             return False
         if self.writable:
-            os.ftruncate(self._fd, new_length)
+            with self._file() as fd:
+                os.ftruncate(fd, new_length)
             self._dirty = True
         self._length = new_length
         return True
@@ -207,15 +211,19 @@ class SparseIndex:
         self.resize(len(self._rel) * self.entry_size)
 
     def _write_entry(self, packed: bytes) -> None:
+        """Write one entry after the last (called before the columns take it)."""
         check_io(self.path)
-        os.pwrite(self._fd, packed, len(self._rel) * self.entry_size)
+        with self._file() as fd:
+            os.pwrite(fd, packed, len(self._rel) * self.entry_size)
         self._dirty = True
 
     def flush(self) -> None:
-        """fdatasync when something changed since the last flush (most flushes add no entry)."""
-        if self.writable and self._fd_raw >= 0 and self._dirty:
+        """fdatasync when something changed since the last flush (most flushes add no entry);
+        any descriptor of the file syncs its data."""
+        if self.writable and self._dirty and not self._closed:
             self._dirty = False
-            os.fdatasync(self._fd_raw)
+            with self._file() as fd:
+                os.fdatasync(fd)
 
     def rename_to(self, new_path: str) -> None:
         if os.path.exists(self.path):
@@ -230,11 +238,8 @@ class SparseIndex:
             self.close_handler()
 
     def close_handler(self) -> None:
-        """Close the descriptor without trimming (the file is about to be deleted)."""
+        """Stop using the file without trimming (it is about to be deleted)."""
         self._closed = True
-        if self._fd_raw >= 0:
-            os.close(self._fd_raw)
-            self._fd_raw = -1
 
     def delete(self) -> bool:
         self.close_handler()
@@ -246,6 +251,16 @@ class SparseIndex:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, entries={self.entries})"
+
+
+class _Descriptor(int):
+    """An fd usable as a context manager that closes it."""
+
+    def __enter__(self) -> int:
+        return int(self)
+
+    def __exit__(self, *exc) -> None:
+        os.close(self)
 
 
 class OffsetIndex(SparseIndex):

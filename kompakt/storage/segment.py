@@ -24,12 +24,17 @@ Invariants:
   index's last entry equals them once the segment is inactive.
 Not thread-safe on its own: the owning Log serialises mutations under its lock. Reads are pread
 calls on an fd that stays open until `delete()`, so they may run beside appends.
+
+Descriptors: the `.log` is opened on first use (an append, a read, a flush of written bytes), not
+when the segment object is made, so a broker holding 10 000 idle partitions holds no descriptor
+for them; once opened it stays open until close/delete. The indexes keep none (offset_index.py).
 """
 from __future__ import annotations
 
 import logging
 import os
 import struct
+import threading
 import time as _time
 
 from kompakt.protocol import records as R
@@ -56,6 +61,7 @@ assert struct.calcsize(HEADER_PREFIX_FORMAT) == HEADER_PREFIX_SIZE
 _PREFIX = struct.Struct(HEADER_PREFIX_FORMAT)
 _LENGTH = struct.Struct(">i")
 RECOVER_CHUNK = 8 * 1024 * 1024
+_OPEN_LOCK = threading.Lock()
 SCAN_WINDOW = 16 * 1024  # header scan window: covers the default 4 KiB index interval
 
 
@@ -135,8 +141,13 @@ class LogSegment:
         self._time = time
         self.suffix = suffix
         self.log_path = log_file(dir, base_offset, suffix)
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        self._fd_raw = -1         # opened on first use (`_fd`), -1 again once closed
+        self._closed = False
+        try:
+            self.size = os.stat(self.log_path).st_size
+        except FileNotFoundError:
+            self.size = 0         # a new segment: its file exists from now on, unopened
+            os.close(os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644))
         self.offset_index = OffsetIndex(index_file(dir, base_offset, suffix), base_offset, max_index_size)
         self.time_index = TimeIndex(time_index_file(dir, base_offset, suffix), base_offset, max_index_size)
         self.txn_index = TransactionIndex(txn_index_file(dir, base_offset, suffix), base_offset)
@@ -158,6 +169,19 @@ class LogSegment:
         return cls(dir, base_offset, index_interval_bytes=config.index_interval_bytes,
                    max_index_size=config.segment_index_bytes, roll_jitter_ms=roll_jitter_ms,
                    time=time, suffix=suffix)
+
+    @property
+    def _fd(self) -> int:
+        """The `.log` descriptor, opened on first use (see the module docstring)."""
+        fd = self._fd_raw
+        if fd >= 0:
+            return fd
+        if self._closed:
+            raise ValueError(f"segment {self.log_path} is closed")
+        with _OPEN_LOCK:          # a fetch thread and the loop may both ask first
+            if self._fd_raw < 0:
+                self._fd_raw = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+            return self._fd_raw
 
     # ---- properties ------------------------------------------------------------------------------
     @property
@@ -569,8 +593,9 @@ class LogSegment:
                 else os.ftruncate(self._fd, size)
 
     def _trim_log_file(self) -> None:
-        if self._fd >= 0 and os.fstat(self._fd).st_size > self.size:
-            os.ftruncate(self._fd, self.size)
+        # an unopened .log was not preallocated or written by this process: nothing to trim
+        if self._fd_raw >= 0 and os.fstat(self._fd_raw).st_size > self.size:
+            os.ftruncate(self._fd_raw, self.size)
             self._dirty = True
 
     def _append_final_time_entry(self) -> None:
@@ -588,7 +613,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """Make the .log and both indexes durable (fdatasync: data and size; skipped when clean)."""
-        if self._fd < 0:
+        if self._closed:
             return
         check_io(self.log_path)
         if self._dirty:
@@ -622,7 +647,7 @@ class LogSegment:
 
     def close(self) -> None:
         """Record the final timestamp entry, trim the indexes, fsync and close the files."""
-        if self._fd < 0:
+        if self._closed:
             return
         try:
             self._append_final_time_entry()
@@ -633,19 +658,22 @@ class LogSegment:
         self._trim_log_file()
         if self._dirty:
             os.fsync(self._fd)
-        os.close(self._fd)
-        self._fd = -1
+        self._close_fd()
+
+    def _close_fd(self) -> None:
+        self._closed = True
+        if self._fd_raw >= 0:
+            os.close(self._fd_raw)
+            self._fd_raw = -1
 
     def close_handlers(self) -> None:
         self.offset_index.close_handler()
         self.time_index.close_handler()
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self._close_fd()
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return self._closed
 
     def delete(self) -> None:
         """Close and unlink every file of the segment (missing files are fine)."""
