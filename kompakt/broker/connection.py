@@ -15,8 +15,9 @@ A client over its byte-rate quota (broker/quotas) is muted the same way for the 
 its answer carries (`throttle`): no new request is read or started until it ends.
 
 Security (broker/security): a TLS listener's bytes arrive decrypted (the loop's SSL transport did
-the handshake before connection_made; TLS connections join the small pieces of each flush, one
-TLS record per buffer being the transport's rule, `_coalesce`). `session` says who the client is (the
+the handshake before connection_made). TLS output joins the small pieces of each flush (one TLS
+record per buffer is the transport's rule, `_coalesce`) and is handed over in 256 KiB writes only
+while the transport is not paused (`_pump_tls` says why). `session` says who the client is (the
 certificate's principal, or SASL's once authenticated); on a SASL listener `gate` admits only
 ApiVersions/SaslHandshake/SaslAuthenticate until authentication succeeds (anything else closes
 the connection, as Kafka) and closes an expired KIP-368 session; after a SaslHandshake v0 the
@@ -80,6 +81,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._processing = False
         self._out: list = []                 # responses ready to write, in order
+        self._tls_backlog: collections.deque = collections.deque()   # TLS: not yet handed to the transport
         self._write_scheduled = False
         self.parked = Parked()               # this connection's long-polling fetches
         self.security = security             # the listener's security.setup.ListenerSecurity (None: plain)
@@ -140,6 +142,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if slot.task is not None and not slot.task.done():
                 slot.task.cancel()
         self.pending.clear()
+        self._tls_backlog.clear()
         self.transport = None
         if not self.closed.done():
             self.closed.set_result(None)
@@ -198,6 +201,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._tls_backlog:
+            self._pump_tls()
         self._update_reading()
 
     # -- requests ------------------------------------------------------------------------------
@@ -284,7 +289,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._write_scheduled = True
             self._loop.call_soon(self._write_out)
         if self._closing:
-            if not pending and not out and self.transport is not None:
+            if not pending and not out and not self._tls_backlog and self.transport is not None:
                 self.transport.close()
             return
         self._process()
@@ -295,16 +300,46 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or not out:
             return
+        if self._tls:
+            # one TLS record per buffer at least: small pieces joined (_coalesce), then paced
+            self._tls_backlog.extend(_coalesce(out) if len(out) > 1 else out)
+            self._pump_tls()                 # closes the transport itself once drained
+            return
         if len(out) == 1:
             transport.write(out[0])
-        elif self._tls:
-            # The SSL transport makes at least one TLS record per buffer: a fetch response's many
-            # small header pieces would each cost a record (and a MAC). Small pieces are joined;
-            # record data of a full TLS record or more is passed as it is (no extra copy).
-            transport.writelines(_coalesce(out))
         else:
             transport.writelines(out)
         if self._closing and not self.pending:
+            transport.close()
+
+    def _pump_tls(self) -> None:
+        """Hand the SSL transport the TLS backlog in writes of TLS_WRITE_CHUNK bytes while it is
+        not paused (pause_writing can come from inside a write), then close if closing and done.
+
+        Why paced: the transport encrypts everything a write gives it into a memory buffer
+        before sending any of it, so a 10 MB fetch response handed over whole held the loop
+        for its whole encryption (~3 ms; ~15 ms at fetch.max.bytes), sent its first byte only
+        after its last was encrypted (the client could not decrypt meanwhile) and kept two more
+        copies of itself (that buffer, and the bytes read out of it for the socket). In chunks,
+        each leaves as soon as it is encrypted, and encryption stops once the transport holds
+        its high-water mark (512 KiB), going on when the socket drains (resume_writing)."""
+        backlog = self._tls_backlog
+        transport = self.transport
+        while backlog and not self._write_paused and transport is not None:
+            batch, room = [], TLS_WRITE_CHUNK
+            while backlog and room > 0:
+                b = backlog[0]
+                if len(b) <= room:
+                    batch.append(backlog.popleft())
+                    room -= len(b)
+                else:
+                    view = b if isinstance(b, memoryview) else memoryview(b)
+                    batch.append(view[:room])
+                    backlog[0] = view[room:]
+                    room = 0
+            transport.writelines(batch)      # may call pause_writing before it returns
+            transport = self.transport
+        if not backlog and self._closing and not self.pending and transport is not None:
             transport.close()
 
     def _update_reading(self) -> None:
@@ -371,7 +406,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
-        if not self.pending and not self._out:
+        if not self.pending and not self._out and not self._tls_backlog:
             self.transport.close()
 
     def resume_held(self) -> None:
@@ -385,6 +420,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
 
 TLS_RECORD = 16384
+TLS_WRITE_CHUNK = 16 * TLS_RECORD           # 256 KiB: bytes handed to the SSL transport per write
 
 
 def _coalesce(buffers: list) -> list:

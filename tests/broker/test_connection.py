@@ -236,3 +236,63 @@ async def test_a_client_that_goes_away_releases_its_parked_fetches(broker):
         assert asyncio.get_running_loop().time() < deadline
         await asyncio.sleep(0.005)
     assert conn not in b.connections
+
+
+async def test_tls_responses_are_encrypted_as_the_socket_drains_and_all_arrive_before_close(broker, tmp_path):
+    """A TLS connection hands the SSL transport 256 KiB at a time, and only while it is not
+    paused: with a client that does not read, an 8 MB fetch response waits mostly unencrypted
+    (the transport holds about its 512 KiB high-water mark, not the whole response) and a close
+    asked meanwhile (broker stop) still lets every byte out first."""
+    import socket
+    import ssl
+
+    import trustme
+    from kafka.protocol.consumer.fetch import FetchResponse
+
+    from kompakt.protocol.records import build_batch
+    from kompakt.storage import TopicPartition
+
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    b = await broker(listeners="PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+                     **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "server.pem")})
+    b.log_manager.create_topic("big", 1, {})
+    log = b.log_manager.get_log(TopicPartition("big", 0))
+    for i in range(128):                                      # 128 batches of 64 KiB
+        log.append_as_leader(bytearray(build_batch([(None, bytes([i]) * 1024)] * 64)))
+    stored = log.read(0, 1 << 30).records
+    assert len(stored) > 8_000_000
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)   # a client that reads slowly
+    sock.connect(("127.0.0.1", dict((n, p) for n, _, p in b.bound)["SSL"]))
+    sock.setblocking(False)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    reader, writer = await asyncio.open_connection(sock=sock, ssl=client_ctx, server_hostname="127.0.0.1",
+                                                   limit=1 << 16)
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 26, isolation_level=0,
+                       session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                       topics=[FT(topic="big", partitions=[FP(partition=0, fetch_offset=0, partition_max_bytes=1 << 26,
+                                                              current_leader_epoch=-1, log_start_offset=-1)])])
+    writer.write(frame(req, 11, 7))
+    await writer.drain()
+    conn = None
+    for _ in range(DEADLINE_S * 100):                         # the client reads nothing meanwhile
+        conn = next((c for c in b.connections if c.listener == "SSL"), None)
+        if conn is not None and conn._write_paused:
+            break
+        await asyncio.sleep(0.01)
+    assert conn is not None and conn._write_paused
+    held_back = sum(len(x) for x in conn._tls_backlog)
+    assert held_back > 4_000_000                              # most of it not yet encrypted
+    assert conn.transport.get_write_buffer_size() <= (1 << 20)
+    conn.close_when_idle()                                    # what a broker stop asks
+    size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))[0]
+    body = await asyncio.wait_for(reader.readexactly(size), DEADLINE_S)
+    resp = FetchResponse.decode(body, version=11, header=True)
+    assert resp.header.correlation_id == 7
+    assert bytes(resp.responses[0].partitions[0].records) == bytes(stored)
+    assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""   # then closed
+    writer.close()
