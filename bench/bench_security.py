@@ -1,13 +1,17 @@
 """What security costs: produce/fetch over TLS against plaintext on one broker, and SASL set-ups/s.
 
-    python bench/bench_security.py [--quick] [--rounds 3] [--no-write]
+    python bench/bench_security.py [--quick] [--rounds 5] [--sizes 1024,100] [--no-setups] [--no-write]
 
 One `kompakt serve` with four listeners (PLAINTEXT, SSL, SASL_PLAINTEXT with PLAIN, SASL_SSL with
 SCRAM-SHA-512; certificates made by trustme), so every figure is a ratio measured in one run on
-one machine (other work on the machine hits both sides alike: each round alternates them).
+one machine (other work on the machine hits both sides alike: each round runs both, the order
+alternating, and the figure is the median of the rounds' TLS/plaintext ratios, with their range).
   * produce: confluent-kafka, 1 KiB and 100 B records, acks=1, linger 5 ms, one partition; the
     TLS/plaintext ratio of records/s (goal >= 0.7);
   * fetch: the same records read back from offset 0 over each listener; the ratio;
+  * CPU per record of the broker (/proc) and of the client (this process: librdkafka's threads
+    and the Python loop), which the machine's load moves much less than the rates; and the load
+    average at the start and the end;
   * SASL set-ups per second: new TCP connections doing ApiVersions, SaslHandshake and
     SaslAuthenticate (PLAIN over SASL_PLAINTEXT; SCRAM-SHA-512 over SASL_PLAINTEXT and SASL_SSL,
     the client's PBKDF2 computed once so the server's share is what is measured), 4 client
@@ -221,7 +225,9 @@ def request_path(n: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer records and shorter set-up runs")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating plaintext/TLS rounds")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of plaintext and TLS, order alternating")
+    ap.add_argument("--sizes", default="1024,100", help="record sizes to measure (bytes, comma separated)")
+    ap.add_argument("--no-setups", action="store_true", help="skip the connection set-up rates")
     ap.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     ap.add_argument("--request-path", action="store_true", help="in-process Produce request path only")
     args = ap.parse_args()
@@ -229,66 +235,102 @@ def main() -> None:
         request_path(2000 if args.quick else 20000)
         return
     broker, ports, ca = start(args.quick)
-    pid = broker.proc.pid
     try:
         scram_user(broker.bootstrap)
         tls_conf = {"security.protocol": "SSL", "ssl.ca.location": ca}
         sides = {"plaintext": (broker.bootstrap, {}), "tls": (f"127.0.0.1:{ports['SSL']}", tls_conf)}
-        lines = []
-        for size, n in ((1024, 30_000 if args.quick else 150_000), (100, 60_000 if args.quick else 300_000)):
-            rates = {side: {"produce": [], "fetch": [], "cpu_p": [], "cpu_f": []} for side in sides}
-            for r in range(args.rounds):
-                for side, (bootstrap, conf) in sides.items():
-                    topic = f"bench-{side}-{size}-{r}"
-                    create_topic(broker.bootstrap, topic, 1)
-                    c0 = cpu_s(pid)
-                    rates[side]["produce"].append(n / produce(bootstrap, topic, n, size, "1", conf=conf))
-                    c1 = cpu_s(pid)
-                    rates[side]["fetch"].append(n / fetch(bootstrap, topic, 1, n, conf=conf))
-                    c2 = cpu_s(pid)
-                    rates[side]["cpu_p"].append((c1 - c0) / n * 1e6)
-                    rates[side]["cpu_f"].append((c2 - c1) / n * 1e6)
-            med = {side: {k: statistics.median(v) for k, v in d.items()} for side, d in rates.items()}
-            for what in ("produce", "fetch"):
-                p, t = med["plaintext"][what], med["tls"][what]
-                cpu = "cpu_p" if what == "produce" else "cpu_f"
-                lines.append(f"| {what} {size} B | {p:,.0f} rec/s ({p * size / 1e6:.1f} MB/s) | "
-                             f"{t:,.0f} rec/s ({t * size / 1e6:.1f} MB/s) | **{t / p:.2f}x** | "
-                             f"{med['plaintext'][cpu]:.2f} / {med['tls'][cpu]:.2f} |")
-                print(lines[-1], flush=True)
-        client_tls = ssl.create_default_context(cafile=ca)
-        seconds = 2.0 if args.quick else 5.0
-        setups = [
-            ("TCP + ApiVersions (PLAINTEXT), for scale", broker.port, None, None),
-            ("TLS handshake + ApiVersions (SSL)", ports["SSL"], None, client_tls),
-            ("SASL/PLAIN (SASL_PLAINTEXT)", ports["SASL_PLAINTEXT"], "PLAIN", None),
-            ("SASL/SCRAM-SHA-512, 4096 iterations (SASL_PLAINTEXT)", ports["SASL_PLAINTEXT"], "SCRAM-SHA-512", None),
-            ("SASL/SCRAM-SHA-512 over TLS (SASL_SSL)", ports["SASL_SSL"], "SCRAM-SHA-512", client_tls),
-        ]
-        setup_lines = []
-        for label, port, mech, tls in setups:
-            c0 = cpu_s(pid)
-            t0 = time.monotonic()
-            rate = setups_per_s(port, mech, tls, seconds)
-            broker_cpu_ms = (cpu_s(pid) - c0) / (rate * (time.monotonic() - t0)) * 1000
-            setup_lines.append(f"| {label} | {rate:,.0f} /s | {broker_cpu_ms:.2f} ms |")
-            print(setup_lines[-1], flush=True)
+        loads = [os.getloadavg()[0]]
+        lines = throughput(broker, sides, [int(x) for x in args.sizes.split(",")], args)
+        loads.append(os.getloadavg()[0])
+        setup_lines = [] if args.no_setups else setups(broker, ports, ca, args)
     finally:
         broker.stop()
     if not args.no_write:
-        write(lines, setup_lines, args)
+        write(lines, setup_lines, loads, args)
 
 
-def write(lines, setup_lines, args) -> None:
+RECORDS = {1024: 150_000, 100: 300_000}      # per round and side (--quick: a fifth)
+
+
+def throughput(broker, sides, sizes, args) -> list[str]:
+    """Produce then fetch over each side, `args.rounds` rounds, order alternating: table rows."""
+    pid = broker.proc.pid
+    lines = []
+    for size in sizes:
+        n = RECORDS.get(size, 150_000) // (5 if args.quick else 1)
+        got = {side: {k: [] for k in ("produce", "fetch", "broker_produce", "broker_fetch", "client_produce",
+                                      "client_fetch")} for side in sides}
+        for r in range(args.rounds):
+            for side in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+                bootstrap, conf = sides[side]
+                topic = f"bench-{side}-{size}-{r}"
+                create_topic(broker.bootstrap, topic, 1)
+                for what in ("produce", "fetch"):
+                    c0, u0 = cpu_s(pid), client_cpu_s()
+                    if what == "produce":
+                        secs = produce(bootstrap, topic, n, size, "1", conf=conf)
+                    else:
+                        secs = fetch(bootstrap, topic, 1, n, conf=conf)
+                    got[side][what].append(n / secs)
+                    got[side]["broker_" + what].append((cpu_s(pid) - c0) / n * 1e6)
+                    got[side]["client_" + what].append((client_cpu_s() - u0) / n * 1e6)
+        med = {side: {k: statistics.median(v) for k, v in d.items()} for side, d in got.items()}
+        for what in ("produce", "fetch"):
+            p, t = med["plaintext"][what], med["tls"][what]
+            ratios = sorted(a / b for a, b in zip(got["tls"][what], got["plaintext"][what]))
+            lines.append(f"| {what} {size} B | {p:,.0f} rec/s ({p * size / 1e6:.1f} MB/s) | "
+                         f"{t:,.0f} rec/s ({t * size / 1e6:.1f} MB/s) | **{statistics.median(ratios):.2f}x** "
+                         f"({ratios[0]:.2f}-{ratios[-1]:.2f}) | "
+                         f"{med['plaintext']['broker_' + what]:.2f} / {med['tls']['broker_' + what]:.2f} | "
+                         f"{med['plaintext']['client_' + what]:.2f} / {med['tls']['client_' + what]:.2f} |")
+            print(lines[-1], flush=True)
+    return lines
+
+
+def client_cpu_s() -> float:
+    """CPU seconds of this process (the client: librdkafka's threads and the Python loop)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def setups(broker, ports, ca, args) -> list[str]:
+    """Connection set-ups per second and the broker's CPU per set-up: table rows."""
+    pid = broker.proc.pid
+    client_tls = ssl.create_default_context(cafile=ca)
+    seconds = 2.0 if args.quick else 5.0
+    kinds = [
+        ("TCP + ApiVersions (PLAINTEXT), for scale", broker.port, None, None),
+        ("TLS handshake + ApiVersions (SSL)", ports["SSL"], None, client_tls),
+        ("SASL/PLAIN (SASL_PLAINTEXT)", ports["SASL_PLAINTEXT"], "PLAIN", None),
+        ("SASL/SCRAM-SHA-512, 4096 iterations (SASL_PLAINTEXT)", ports["SASL_PLAINTEXT"], "SCRAM-SHA-512", None),
+        ("SASL/SCRAM-SHA-512 over TLS (SASL_SSL)", ports["SASL_SSL"], "SCRAM-SHA-512", client_tls),
+    ]
+    setup_lines = []
+    for label, port, mech, tls in kinds:
+        c0 = cpu_s(pid)
+        t0 = time.monotonic()
+        rate = setups_per_s(port, mech, tls, seconds)
+        broker_cpu_ms = (cpu_s(pid) - c0) / (rate * (time.monotonic() - t0)) * 1000
+        setup_lines.append(f"| {label} | {rate:,.0f} /s | {broker_cpu_ms:.2f} ms |")
+        print(setup_lines[-1], flush=True)
+    return setup_lines
+
+
+def write(lines, setup_lines, loads, args) -> None:
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    command = (f"python bench/bench_security.py{' --quick' if args.quick else ''} --rounds {args.rounds} "
+               f"--sizes {args.sizes}{' --no-setups' if args.no_setups else ''}")
     text = [f"\n## Security: TLS vs plaintext, SASL set-ups ({stamp})\n",
-            f"`python bench/bench_security.py{' --quick' if args.quick else ''} --rounds {args.rounds}` on "
-            f"{os.cpu_count()} vCPU ({platform_cpu()}); one broker, four listeners; medians of "
-            f"{args.rounds} alternating rounds; other agents' work was running on the machine.\n",
+            f"`{command}` on {os.cpu_count()} vCPU ({platform_cpu()}); one broker, four listeners; "
+            f"{args.rounds} rounds, order alternating; rates are medians, the ratio is the median of the "
+            f"rounds' ratios (range in brackets); load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the "
+            f"end (other agents' work was running on the machine).\n",
             "| confluent-kafka, acks=1, 1 partition | plaintext | TLS (SSL listener) | TLS / plaintext | "
-            "broker CPU µs/record plain / TLS |", "|---|---|---|---|---|", *lines, "",
-            "| connection set-up (4 client threads) | set-ups | broker CPU per set-up |", "|---|---|---|",
-            *setup_lines, ""]
+            "broker CPU µs/record plain / TLS | client CPU µs/record plain / TLS |", "|---|---|---|---|---|---|",
+            *lines, ""]
+    if setup_lines:
+        text += ["| connection set-up (4 client threads) | set-ups | broker CPU per set-up |", "|---|---|---|",
+                 *setup_lines, ""]
     with open(HERE / "RESULTS.md", "a") as fh:
         fh.write("\n".join(text) + "\n")
 
