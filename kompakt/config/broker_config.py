@@ -1,7 +1,8 @@
 """Broker configuration: Kafka's `server.properties` keys, defaults and types.
 
 Role: one table (`BROKER_KEYS`) of every broker key Kompakt understands, with Kafka's default and
-type; `BrokerConfig.load()` layers, lowest first: defaults, the properties file, `KOMPAKT_*`
+type; `BrokerConfig.load()` layers, lowest first: defaults, the properties file (without one,
+`EMBEDDED_PROPERTIES`: what Kafka's shipped server.properties sets), `KOMPAKT_*`
 environment variables (`KOMPAKT_LOG_DIRS` -> `log.dirs`: strip the prefix, lower-case, `_` -> `.`),
 then `--override key=value` pairs. Keys a single node has no use for (KRaft quorum, replication,
 inter-broker, SASL...) are accepted and logged as ignored; unknown keys are logged too, never fatal.
@@ -318,6 +319,16 @@ CLI_ENV_VARS = frozenset({"KOMPAKT_CONFIG", "KOMPAKT_LOG_FORMAT", "KOMPAKT_LOG_L
                           "KOMPAKT_ADMIN_TOKEN", "KOMPAKT_ADMIN_CACERT"})
 
 
+# What `kompakt serve` runs on when no properties file is given: the values Kafka's own shipped
+# config/server.properties and the apache/kafka Docker image set where they differ from Kafka's code
+# defaults, so a broker started with no file behaves like the Kafka a user starts from its
+# quickstart (issue 16: the first group join is not parked 3 s). A properties file replaces this
+# layer entirely, exactly as Kafka falls back to its code defaults for keys a file leaves out.
+EMBEDDED_PROPERTIES: dict[str, str] = {
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
 class BrokerConfig:
     """Typed, validated broker configuration; `cfg[key]` gives the key's value or Kafka's default."""
 
@@ -339,10 +350,10 @@ class BrokerConfig:
     @classmethod
     def load(cls, path: str | None = None, overrides: Iterable[str] = (),
              environ: Mapping[str, str] | None = None) -> "BrokerConfig":
-        """Defaults <- properties file <- KOMPAKT_* environment <- key=value overrides."""
+        """Defaults <- properties file (or, without one, EMBEDDED_PROPERTIES) <- KOMPAKT_*
+        environment <- key=value overrides."""
         layered: dict[str, Any] = {}
-        if path:
-            layered.update(read_properties(path))
+        layered.update(read_properties(path) if path else EMBEDDED_PROPERTIES)
         env = os.environ if environ is None else environ
         for name, value in env.items():
             if name.startswith(cls.ENV_PREFIX) and name not in CLI_ENV_VARS:

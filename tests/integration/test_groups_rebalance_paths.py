@@ -38,6 +38,7 @@ DEADLINE_S = 45.0
 def rbroker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("rebalance-paths"), {
         "num.partitions": "2", "offsets.topic.num.partitions": "1",
+        "group.initial.rebalance.delay.ms": "3000",    # Kafka's code default: the harder case
         "group.min.session.timeout.ms": "500"}).start()
     yield b
     b.kill()     # nothing to check at shutdown; the harness would stop it anyway

@@ -1,0 +1,25 @@
+"""BrokerConfig.load's layers: Kafka's code defaults, the properties file or the embedded one, env, overrides."""
+from kompakt.config.broker_config import BROKER_KEYS, EMBEDDED_PROPERTIES, BrokerConfig
+
+DELAY = "group.initial.rebalance.delay.ms"
+
+
+def test_no_file_runs_on_kafkas_shipped_server_properties():
+    # Kafka's code default parks a new group's first join 3 s; its shipped server.properties (and
+    # the apache/kafka image) set 0, and that is what a broker started with no file must do.
+    assert BROKER_KEYS[DELAY].default == 3000
+    assert EMBEDDED_PROPERTIES[DELAY] == "0"
+    assert BrokerConfig.load(environ={})[DELAY] == 0
+
+
+def test_a_properties_file_replaces_the_embedded_layer(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions=3\n")
+    cfg = BrokerConfig.load(str(path), environ={})
+    assert cfg["num.partitions"] == 3
+    assert cfg[DELAY] == 3000          # Kafka's code default, as Kafka does for a key the file omits
+
+
+def test_environment_and_overrides_sit_above_the_embedded_layer():
+    assert BrokerConfig.load(environ={"KOMPAKT_GROUP_INITIAL_REBALANCE_DELAY_MS": "250"})[DELAY] == 250
+    assert BrokerConfig.load(overrides=[f"{DELAY}=100"], environ={})[DELAY] == 100
