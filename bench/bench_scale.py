@@ -365,7 +365,7 @@ def main() -> None:
         r = partitions_run(p, args.records)
         prow.append(r)
         print("partitions {partitions:>6}: create {create_s:.1f} s, RSS {rss_mib:.0f} MiB ({kib_per_partition:.1f} "
-              "KiB/partition), produce {java_rps:,.0f} rec/s Java-shaped ({java_cpu_us:.2f} broker CPU-us/rec), "
+              "KiB/partition), idle CPU {idle_cpu:.1%}, produce {java_rps:,.0f} rec/s Java-shaped ({java_cpu_us:.2f} broker CPU-us/rec), "
               "{rps:,.0f} rec/s librdkafka (broker CPU {broker_cpu:.0%}, {librdkafka_cpu_us:.2f} us/rec), fds {fds}, "
               "start after clean stop {clean_start:.2f} s, after crash {crash_start:.2f} s".format(**r), flush=True)
     crow = connections_run([int(x) for x in args.connections.split(",") if x], args.seconds) \
@@ -391,12 +391,13 @@ def write(args, prow, crow, gb, load0, load1) -> None:
                   "one batch per partition per request, 1 MiB requests, 5 in flight, acks=all; sent by the bench's "
                   "own asyncio client), and by confluent-kafka (librdkafka sends one partition per request, "
                   "linger.ms=5, acks=all).\n",
-                  "| partitions | create s | RSS MiB | KiB per idle partition | Java-shaped rec/s | vs 1 partition "
-                  "| broker CPU-us per record | librdkafka rec/s | vs 1 partition | broker CPU-us per record "
-                  "| open fds | start after clean stop s | start after crash s |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| partitions | create s | RSS MiB | KiB per idle partition | idle CPU | Java-shaped rec/s "
+                  "| vs 1 partition | broker CPU-us per record | librdkafka rec/s | vs 1 partition "
+                  "| broker CPU-us per record | open fds | start after clean stop s | start after crash s |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in prow:
             lines.append(f"| {r['partitions']:,} | {r['create_s']:.1f} | {r['rss_mib']:.0f} | {r['kib_per_partition']:.1f} "
+                         f"| {r['idle_cpu']:.1%} "
                          f"| {r['java_rps']:,.0f} | {r['java_rps'] / java_one:.2f} | {r['java_cpu_us']:.2f} "
                          f"| {r['rps']:,.0f} | {r['rps'] / one:.2f} | {r['librdkafka_cpu_us']:.2f} | {r['fds']:,} "
                          f"| {r['clean_start']:.2f} | {r['crash_start']:.2f} |")
