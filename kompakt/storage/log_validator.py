@@ -30,7 +30,8 @@ objects. Records are decoded into objects only when the batch is rebuilt (recomp
 offsets other than 0..n-1).
 
 Offsets are assigned by patching baseOffset (not under the CRC) and partitionLeaderEpoch (not under
-the CRC) in a private copy of the request bytes.
+the CRC): in place when the bytes come as a writable memoryview (the produce handler passes views
+into a request frame it owns until the answer: no copy of the batch at all), else in a private copy.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ LOG_APPEND_TIME = "LogAppendTime"
 
 @dataclass(slots=True)
 class ValidationResult:
-    buffer: bytearray          # the bytes to append (one batch, offsets assigned)
+    buffer: bytearray | memoryview   # the bytes to append (one batch, offsets assigned)
     header: R.BatchHeader      # header of that batch after assignment
     first_offset: int
     last_offset: int
@@ -84,6 +85,10 @@ def _check_timestamp(ts: int, now: int, before: int, after: int, offset: int) ->
         return
     if now - ts > before or ts - now > after:
         raise record_check.timestamp_error(ts, offset, now, before, after)
+
+
+def _writable_view(records) -> bool:
+    return isinstance(records, memoryview) and not records.readonly and records.contiguous
 
 
 def _check_records(records, hdr, config, check_ts: bool, now_ms: int, before: int, after: int,
@@ -206,7 +211,9 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
                 f"The record batch size in the append to {tp} is {len(buf)} bytes after "
                 f"recompression which exceeds the maximum configured value of {max_message_bytes}.")
     else:
-        buf = bytearray(records)
+        # the request's own bytes when they are a writable view (the produce handler's: a frame it
+        # owns until the answer), patched in place; anything else is copied first
+        buf = records if _writable_view(records) else bytearray(records)
         R.patch_base_offset(buf, 0, first)
         R.patch_partition_leader_epoch(buf, 0, leader_epoch)
         if log_append:

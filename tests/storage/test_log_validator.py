@@ -133,3 +133,16 @@ def test_recompression_uses_the_topic_level():
     for buf in (fast, best):
         h = R.read_header(buf)
         assert [r.value for r in R.decode_records(buf, 0, h)] == [b"abcdefgh" * 200] * 20
+
+
+def test_a_writable_view_is_patched_in_place_anything_else_copied():
+    data = batch([(b"a", b"1"), (b"b", b"2")])
+    frame = bytearray(b"\x00" * 7 + data)               # a request frame the handler owns
+    view = memoryview(frame)[7:]
+    vr = run(view, next_offset=42)
+    assert vr.buffer.obj is frame and R.read_header(frame, 7).base_offset == 42   # no copy
+    readonly = memoryview(data)
+    vr = run(readonly, next_offset=43)
+    assert isinstance(vr.buffer, bytearray) and R.read_header(data).base_offset == 0  # input untouched
+    vr = run(data, next_offset=44)
+    assert isinstance(vr.buffer, bytearray) and R.read_header(vr.buffer).base_offset == 44
