@@ -150,3 +150,35 @@ async def test_os_errors_become_kafka_storage_error():
 
     with pytest.raises(KafkaStorageErrorError, match="No space left"):
         await run_storage(full_disk, "t")
+
+
+async def test_topic_configs_need_describe_configs(h):
+    """Kafka's ControllerApis/ReplicationControlManager: CREATE (on the cluster or the topic)
+    creates; the v5+ partition count, replication factor and configs come back only with
+    DESCRIBE_CONFIGS on the topic (ALTER_CONFIGS implies it), else -1/-1/none and
+    topic_config_error_code TOPIC_AUTHORIZATION_FAILED."""
+    from kompakt.broker.security.acl import AclBinding, Op, PatternType, PermissionType, Res
+    from kompakt.broker.security.authorizer import Authorizer
+
+    def allow(rtype, name, op, pattern=PatternType.LITERAL):
+        return AclBinding(rtype, name, pattern, "User:ANONYMOUS", "*", op, PermissionType.ALLOW)
+
+    h.broker.authorizer = az = Authorizer()
+    az.create([allow(Res.TOPIC, "mine-", Op.CREATE, PatternType.PREFIXED),
+               allow(Res.TOPIC, "mine-seen", Op.DESCRIBE_CONFIGS), allow(Res.TOPIC, "mine-altered", Op.ALTER_CONFIGS)])
+    got = await create(h, topic("mine-seen", 2), topic("mine-altered"), topic("mine-blind", 3), topic("other"))
+    assert (got["mine-seen"].error_code, got["mine-seen"].topic_config_error_code) == (0, 0)
+    assert got["mine-seen"].num_partitions == 2 and got["mine-seen"].replication_factor == 1
+    assert {c.name for c in got["mine-seen"].configs} >= {"cleanup.policy", "retention.ms"}
+    assert got["mine-altered"].topic_config_error_code == 0 and got["mine-altered"].configs
+    blind = got["mine-blind"]
+    assert (blind.error_code, blind.topic_config_error_code) == (0, 29)       # TOPIC_AUTHORIZATION_FAILED
+    assert (blind.num_partitions, blind.replication_factor, blind.configs) == (-1, -1, [])
+    assert h.lm.topics["mine-blind"].partitions == 3                          # created all the same
+    assert got["other"].error_code == 29 and "other" not in h.lm.topics
+    # CREATE on the cluster creates anything, but shows configs only where DESCRIBE_CONFIGS allows
+    az.create([allow(Res.CLUSTER, "kafka-cluster", Op.CREATE)])
+    got = await create(h, topic("other"), topic("mine-seen2"), validate_only=True)
+    assert [(got[n].error_code, got[n].topic_config_error_code) for n in ("other", "mine-seen2")] == [(0, 29), (0, 29)]
+    # v4 has no such fields: the answer is the same as without an authorizer
+    assert (await create(h, topic("mine-v4"), version=4))["mine-v4"].error_code == 0

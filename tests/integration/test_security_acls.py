@@ -214,3 +214,38 @@ def test_describe_and_delete_filters_then_restart(acl_broker):
     admin = AdminClient(conf(acl_broker, "admin"))
     after = sorted(str(b) for b in admin.describe_acls(everything).result(TIMEOUT_S))
     assert after == before
+
+
+def test_create_and_delete_topics_answer_as_kafka_for_what_dave_may_not_see(acl_broker):
+    """kafka-python's admin client as dave: configs of a topic he created come back only with
+    DESCRIBE_CONFIGS; deleting a topic he may not describe is TOPIC_AUTHORIZATION_FAILED whether
+    it exists or not (so absent and hidden topics look alike), a describable absent one is
+    UNKNOWN_TOPIC_OR_PARTITION (Kafka's ControllerApis)."""
+    from kafka.admin import KafkaAdminClient
+    admin = AdminClient(conf(acl_broker, "admin"))           # kept: a dropped client cancels its futures
+    _wait(admin.create_acls([
+        AclBinding(ResourceType.TOPIC, "dave-", PREFIXED, "User:dave", "*", AclOperation.CREATE, ALLOW),
+        AclBinding(ResourceType.TOPIC, "dave-seen", LITERAL, "User:dave", "*", AclOperation.DESCRIBE_CONFIGS, ALLOW),
+        AclBinding(ResourceType.TOPIC, "dave-seen", LITERAL, "User:dave", "*", AclOperation.DELETE, ALLOW),
+        AclBinding(ResourceType.TOPIC, "dave-gone", LITERAL, "User:dave", "*", AclOperation.DESCRIBE, ALLOW),
+    ]))
+    dave = KafkaAdminClient(bootstrap_servers=acl_broker.sasl_bootstrap, security_protocol="SASL_PLAINTEXT",
+                            sasl_mechanism="PLAIN", sasl_plain_username="dave", sasl_plain_password="dave-pw",
+                            request_timeout_ms=int(TIMEOUT_S * 1000))
+    try:
+        created = dave.create_topics({"dave-seen": {"num_partitions": 2}, "dave-blind": {"num_partitions": 1}},
+                                     raise_errors=False)
+        got = {t["name"]: t for t in created["topics"]}
+        assert got["dave-seen"]["error_code"] == 0 and got["dave-seen"]["topic_config_error_code"] == 0
+        assert got["dave-seen"]["num_partitions"] == 2 and got["dave-seen"]["configs"]
+        assert got["dave-blind"]["error_code"] == 0 and got["dave-blind"]["topic_config_error_code"] == 29
+        assert got["dave-blind"]["num_partitions"] == -1 and not got["dave-blind"].get("configs")
+        deleted = dave.delete_topics(["dave-seen", "acl-hidden", "no-such-topic", "dave-gone"], raise_errors=False)
+        codes = {t["name"]: t["error_code"] for t in deleted["topics"]}
+        assert codes == {"dave-seen": 0, "acl-hidden": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                         "no-such-topic": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                         "dave-gone": KafkaError.UNKNOWN_TOPIC_OR_PART}
+    finally:
+        dave.close()
+    left = admin.list_topics(timeout=TIMEOUT_S).topics
+    assert "dave-seen" not in left and {"dave-blind", "acl-hidden"} <= set(left)

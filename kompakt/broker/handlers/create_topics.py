@@ -24,7 +24,11 @@ Behaviour (Kafka's ControllerApis.createTopics + ReplicationControlManager.creat
 Version notes: v0-1 are below Kafka 4's floor; v5+ flexible (compact strings, tagged fields);
 v7 adds topic_id. timeout_ms is not needed: creation is local and finishes before we answer.
 
-Authorization: CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED).
+Authorization: CREATE on the cluster or on the topic (else TOPIC_AUTHORIZATION_FAILED, before
+any other check but duplicates). The v5+ partition count, replication factor and configs of a
+created topic need DESCRIBE_CONFIGS on it (ALTER_CONFIGS implies it; CREATE on the cluster does
+not): without it they are -1, -1, none, and `topic_config_error_code` is
+TOPIC_AUTHORIZATION_FAILED (Kafka's ReplicationControlManager.createTopic).
 """
 from __future__ import annotations
 
@@ -115,9 +119,15 @@ def _configs(topic) -> dict[str, str]:
     return configs
 
 
-def _success(name: str, topic_id, partitions: int, configs: dict[str, str], cfg, version: int) -> Result:
+def _success(name: str, topic_id, partitions: int, configs: dict[str, str], cfg, version: int,
+             describable: bool) -> Result:
     result = Result(name=name, topic_id=topic_id, error_code=0, error_message=None)
-    if version >= 5:
+    if version >= 5 and not describable:      # created, but its configs are not this principal's to see
+        result.num_partitions = -1
+        result.replication_factor = -1
+        result.topic_config_error_code = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        result.configs = []
+    elif version >= 5:
         result.num_partitions = partitions
         result.replication_factor = 1
         result.topic_config_error_code = 0
@@ -170,13 +180,14 @@ async def handle(ctx, request) -> CreateTopicsResponse:
             if partitions > budget:
                 raise ResultError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
             budget -= partitions
+            describable = ctx.authorize(Op.DESCRIBE_CONFIGS, Res.TOPIC, name)
             if request.validate_only:
-                results.append(_success(name, None, partitions, configs, cfg, version))
+                results.append(_success(name, None, partitions, configs, cfg, version, describable))
                 continue
             meta = await run_storage(lm.create_topic, name, partitions, configs)
             log.info("created topic %s (%d partitions, configs %s) for client %s",
                      name, partitions, configs or "default", ctx.client_id)
-            results.append(_success(name, meta.topic_id, partitions, configs, cfg, version))
+            results.append(_success(name, meta.topic_id, partitions, configs, cfg, version, describable))
         except ResultError as exc:
             results.append(_failure(name, exc.code, exc.message))
         except KafkaError as exc:

@@ -6,8 +6,10 @@ Behaviour (Kafka's ControllerApis.deleteTopics):
 * v0-5 name topics in `topic_names`; v6 sends `topics` entries with a name *or* a topic id:
   both set -> INVALID_REQUEST "You may not specify both topic name and topic id.", neither ->
   INVALID_REQUEST; a name or id given twice -> one INVALID_REQUEST "Duplicate topic name." /
-  "Duplicate topic id."; a name and an id naming the same topic -> INVALID_REQUEST.
-* Unknown name: UNKNOWN_TOPIC_OR_PARTITION; unknown id: UNKNOWN_TOPIC_ID.
+  "Duplicate topic id."; a name and an id naming the same topic -> neither is deleted, one
+  INVALID_REQUEST answer (at the name's place) for both, as Kafka.
+* Unknown name: UNKNOWN_TOPIC_OR_PARTITION (when the principal may describe it, see below);
+  unknown id: UNKNOWN_TOPIC_ID.
 * Internal topics (`__consumer_offsets`): Kafka lets an authorized admin delete them; here the
   group coordinator holds that log open, so we refuse with INVALID_REQUEST and say why.
 * Success: the log manager deletes the topic (partition dirs renamed `-delete`, removed in the
@@ -15,7 +17,11 @@ Behaviour (Kafka's ControllerApis.deleteTopics):
 
 Version notes: v0 is below Kafka 4's floor; v4+ flexible; v5 adds error_message; v6 topic ids.
 
-Authorization: DELETE on each topic (else TOPIC_AUTHORIZATION_FAILED).
+Authorization (ControllerApis.deleteTopics): DELETE on the cluster allows every topic; else
+DELETE on each topic. A name the principal may not DESCRIBE gets TOPIC_AUTHORIZATION_FAILED
+even when no such topic exists (so a client cannot probe for hidden topics), and an id of a topic
+it may not DESCRIBE is answered without the name. Answers come in request order, which depends
+on nothing but the request (Kafka shuffles its answers instead).
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ MAX_VERSION = 6
 log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
+DENIED = "Topic authorization failed."      # Kafka's message for TOPIC_AUTHORIZATION_FAILED here
 Result = DeleteTopicsResponse.DeletableTopicResult
 
 
@@ -61,33 +68,55 @@ def _requested(request, version: int) -> tuple[list[tuple[str | None, uuid.UUID 
     return wanted, errors
 
 
-def _resolve(wanted, topics) -> tuple[dict[str, tuple], list[Result]]:
-    """Topic name -> (name, id) as requested, for each deletable entry; results for the rest."""
+def _resolve(ctx, wanted, topics) -> list:
+    """Per requested entry, in request order: a Result, or a (topic, name, id) to delete.
+
+    Kafka's ControllerApis.deleteTopics: DELETE on the cluster covers every topic; otherwise
+    a topic named by name that the principal may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED
+    whether or not it exists (an absent topic and a hidden one look alike), a describable
+    absent one UNKNOWN_TOPIC_OR_PARTITION, and one it may not DELETE TOPIC_AUTHORIZATION_FAILED;
+    a topic named by id answers its name only if the principal may DESCRIBE it.
+    """
     name_counts = Counter(n for n, _ in wanted if n is not None)
     id_counts = Counter(t for _, t in wanted if t is not None)
     by_id = {meta.topic_id: name for name, meta in topics.items()}
-    targets: dict[str, tuple[str | None, uuid.UUID | None]] = {}
-    results: list[Result] = []
+    cluster = ctx.authorize_cluster(Op.DELETE)
+    out: list = []
     reported = set()
     for name, tid in wanted:
         if (name is not None and name_counts[name] > 1) or (tid is not None and id_counts[tid] > 1):
             if (name, tid) not in reported:   # one answer per duplicated name or id, as Kafka
                 reported.add((name, tid))
                 what = "name" if name is not None else "id"
-                results.append(_result(name, tid, ErrorCode.INVALID_REQUEST, f"Duplicate topic {what}."))
+                out.append(_result(name, tid, ErrorCode.INVALID_REQUEST, f"Duplicate topic {what}."))
             continue
-        resolved = by_id.get(tid) if tid is not None else name
-        if resolved is None:
-            results.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID, f"Topic id {tid} does not exist."))
-        elif resolved not in topics:
-            results.append(_result(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                   "This server does not host this topic-partition."))
-        elif resolved in targets:
-            results.append(_result(name, tid, ErrorCode.INVALID_REQUEST,
-                                   "The provided topic name maps to an ID that was already supplied."))
+        topic = by_id.get(tid) if tid is not None else name
+        if topic is None:
+            out.append(_result(None, tid, ErrorCode.UNKNOWN_TOPIC_ID, f"Topic id {tid} does not exist."))
+            continue
+        describable = cluster or ctx.authorize(Op.DESCRIBE, Res.TOPIC, topic)
+        if tid is None and not describable:
+            out.append(_result(name, None, ErrorCode.TOPIC_AUTHORIZATION_FAILED, DENIED))
+        elif topic not in topics:
+            out.append(_result(name, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                               "This server does not host this topic-partition."))
+        elif not (cluster or ctx.authorize(Op.DELETE, Res.TOPIC, topic)):
+            out.append(_result(topic if describable else None, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, DENIED))
         else:
-            targets[resolved] = (name, tid)
-    return targets, results
+            out.append((topic, name, tid))
+    # A name and an id of the same topic, both allowed: nothing deleted, one answer (Kafka)
+    named = {entry[0] for entry in out if isinstance(entry, tuple) and entry[2] is None}
+    clash = {entry[0]: entry[2] for entry in out
+             if isinstance(entry, tuple) and entry[2] is not None and entry[0] in named}
+    final: list = []
+    for entry in out:
+        if isinstance(entry, tuple) and entry[0] in clash:
+            if entry[2] is None:
+                final.append(_result(entry[1], clash[entry[0]], ErrorCode.INVALID_REQUEST,
+                                     "The provided topic name maps to an ID that was already supplied."))
+            continue
+        final.append(entry)
+    return final
 
 
 async def _delete(ctx, topic: str, topic_id) -> Result:
@@ -116,12 +145,9 @@ async def handle(ctx, request) -> DeleteTopicsResponse:
         results += [_result(name, tid, code, "Topic deletion is disabled.") for name, tid in wanted]
         return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
     topics = ctx.log_manager.topics
-    targets, errors = _resolve(wanted, topics)
-    results += errors
-    for topic in targets:
-        if not ctx.authorize(Op.DELETE, Res.TOPIC, topic):     # Kafka: DELETE on each topic
-            name, tid = targets[topic]
-            results.append(_result(name, tid, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."))
-            continue
-        results.append(await _delete(ctx, topic, topics[topic].topic_id))
+    for entry in _resolve(ctx, wanted, topics):
+        if isinstance(entry, tuple):
+            topic, _name, _tid = entry
+            entry = await _delete(ctx, topic, topics[topic].topic_id)
+        results.append(entry)
     return DeleteTopicsResponse(throttle_time_ms=0, responses=results)
