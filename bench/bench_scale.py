@@ -316,7 +316,7 @@ def connections_run(counts, seconds: float) -> list[dict]:
                              p50_ms=lat[len(lat) // 2] * 1000, p99_ms=lat[int(len(lat) * 0.99)] * 1000,
                              broker_cpu=cpu / wall, rss_mib=rss_mib(b.proc.pid), rss0_mib=rss0))
             print("connections {connections:>5}: {rps:>10,.0f} rec/s  p50 {p50_ms:.2f} ms  p99 {p99_ms:.2f} ms  "
-                  "broker CPU {broker_cpu:.0%}".format(**rows[-1]), flush=True)
+                  "broker CPU {broker_cpu:.0%}  RSS {rss_mib:.0f} MiB".format(**rows[-1]), flush=True)
     finally:
         b.stop()
     return rows
