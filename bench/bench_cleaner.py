@@ -199,13 +199,18 @@ def check_cost(args, codec) -> None:
     text = check_table(rows)
     print(text)
     if args.write:
-        head = (f"\n### Guarantee check cost, `bench/bench_cleaner.py {' '.join(sys.argv[1:])}` — "
-                f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n\n"
-                f"Machine: {platform.platform()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-                f"load average {os.getloadavg()[0]:.1f} (shared with other work). CPU seconds of this process, "
-                f"best of {args.repeat} per ratio; the check runs after the clean (same process, same map).\n\n")
-        with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
-            f.write(head + text + "\n")
+        append_results(f"Guarantee check cost, `bench/bench_cleaner.py {' '.join(sys.argv[1:])}`",
+                       f"load average {os.getloadavg()[0]:.1f} (shared with other work). CPU seconds of this "
+                       f"process, best of {args.repeat} per ratio; the check runs after the clean (same process, "
+                       f"same map).", text)
+
+
+def append_results(title: str, about: str, text: str) -> None:
+    """A dated section in bench/RESULTS.md: title, the machine line, `about`, the table."""
+    head = (f"\n### {title} — {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n\n"
+            f"Machine: {platform.platform()}, {os.cpu_count()} cpus, Python {platform.python_version()}; {about}\n\n")
+    with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
+        f.write(head + text + "\n")
 
 
 KAFKA_RPS = 701_000   # Kafka 4.0's cleaner thread on the 2 M / 200 K log, same machine kind
@@ -234,14 +239,11 @@ def runs_per_codec(args) -> None:
             "| log MB |\n|---|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(lines))
     print(text)
     if args.write:
-        head = (f"\n### Cleaner vs 3x Kafka, every run: `python bench/bench_cleaner.py {' '.join(sys.argv[1:])}` — "
-                f"{datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC\n\n"
-                f"Machine: {platform.platform()}, {os.cpu_count()} cpus, Python {platform.python_version()}; load "
-                f"average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end. {n:,} records over {k:,} keys, "
-                f"{v}-byte values, batches of {BATCH_RECORDS} records, one clean of the all-dirty log per run, one "
-                f"worker's 128 MiB map, compiled seam. Goal: 3x Kafka's thread = {3 * KAFKA_RPS:,} rec/s.\n\n")
-        with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
-            f.write(head + text + "\n")
+        append_results(f"Cleaner vs 3x Kafka, every run: `python bench/bench_cleaner.py {' '.join(sys.argv[1:])}`",
+                       f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end. {n:,} records "
+                       f"over {k:,} keys, {v}-byte values, batches of {BATCH_RECORDS} records, one clean of the "
+                       f"all-dirty log per run, one worker's 128 MiB map, compiled seam. Goal: 3x Kafka's thread = "
+                       f"{3 * KAFKA_RPS:,} rec/s.", text)
 
 
 def main() -> None:
