@@ -288,6 +288,32 @@ def _ignored(key: str) -> bool:
     return key.startswith(IGNORED_PREFIXES)
 
 
+def config_type(name: str) -> str | None:
+    """The type of a broker key, also through a `listener.name.<l>.` prefix (and the
+    `<mechanism>.` of `listener.name.<l>.<mechanism>.sasl.jaas.config`); None when unknown."""
+    spec = BROKER_KEYS.get(name)
+    if spec is not None:
+        return spec.type
+    if name.startswith("listener.name."):
+        base = name[len("listener.name."):].partition(".")[2]
+        for candidate in (base, base.partition(".")[2]):
+            if candidate in BROKER_KEYS:
+                return BROKER_KEYS[candidate].type
+    return None
+
+
+def is_sensitive(name: str) -> bool:
+    """Kafka's KafkaConfig.maybeSensitive: a password, or a key whose type is unknown (a custom
+    key, a listener override of one), is never shown (DescribeConfigs answers null) nor logged."""
+    kind = config_type(name)
+    return kind is None or kind == "password"
+
+
+def loggable(values) -> dict:
+    """`{key: value}` for a log line, sensitive values replaced by `[hidden]` (Kafka's loggableValue)."""
+    return {k: "[hidden]" if is_sensitive(k) else v for k, v in dict(values).items()}
+
+
 def read_properties(path: str) -> dict[str, str]:
     """Parse a Java .properties file (`key=value` or `key: value`, `#`/`!` comments, `\\` continuations)."""
     props: dict[str, str] = {}
@@ -373,7 +399,7 @@ class BrokerConfig:
         if spec is None:
             self.ignored.append(key)
             why = "not used by a single-node broker" if _ignored(key) else "unknown key"
-            log.info("ignoring configuration %s=%s (%s)", key, raw, why)
+            log.info("ignoring configuration %s (%s)", key, why)   # never its value: it may be a secret
             return
         self._static[key] = spec.parse(raw)
         self.originals[key] = str(raw)

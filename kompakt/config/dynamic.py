@@ -46,7 +46,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
-from kompakt.config.broker_config import BROKER_KEYS, BrokerConfig, ConfigError, IGNORED_PREFIXES
+from kompakt.config.broker_config import BROKER_KEYS, BrokerConfig, ConfigError, IGNORED_PREFIXES, is_sensitive, loggable
 
 log = logging.getLogger(__name__)
 
@@ -134,11 +134,13 @@ class DynamicBrokerConfig:
                     good[str(key)] = str(value)
                 except ConfigError as exc:
                     log.error("dynamic %s config %s=%s is invalid and is ignored: %s",
-                              "broker" if level == "broker" else "default cluster", key, value, exc)
+                              "broker" if level == "broker" else "default cluster", key,
+                              "[hidden]" if is_sensitive(key) else value, exc)
             layers.append(good)
         self.config.set_dynamic(*layers)
         if layers[0] or layers[1]:
-            log.info("dynamic broker configs: cluster default %s, per broker %s", layers[0] or "{}", layers[1] or "{}")
+            log.info("dynamic broker configs: cluster default %s, per broker %s", loggable(layers[0]) or "{}",
+                     loggable(layers[1]) or "{}")
 
     def register(self, reconfigurable: Reconfigurable) -> None:
         self.reconfigurables.append(reconfigurable)
@@ -200,7 +202,7 @@ class DynamicBrokerConfig:
         if self.store is not None:
             await asyncio.to_thread(self.store.save, layers)          # step 2
         self.config.set_dynamic(candidate.dynamic_default, candidate.dynamic_broker)   # step 3
-        log.info("dynamic broker config (%s) is now %s; changed: %s", level, dict(new_layer) or "{}",
+        log.info("dynamic broker config (%s) is now %s; changed: %s", level, loggable(new_layer) or "{}",
                  ", ".join(sorted(touched)) or "nothing")
         for r in self.reconfigurables:                                # step 4
             if r.apply is not None and r.keys & touched:

@@ -90,8 +90,12 @@ async def test_persisted_and_loaded_by_the_next_broker_on_the_dir(tmp_path):
     try:
         assert again.broker.config["log.segment.bytes"] == 2_000_000
         assert again.lm.get_log(TopicPartition("t", 0)).config.segment_bytes == 2_000_000
+        assert again.broker.config.dynamic_default["my.custom"] == "x"
         rows = await describe(again, "1", ["log.segment.bytes", "my.custom"])
-        assert (rows["log.segment.bytes"].config_source, rows["my.custom"].value) == (3, "x")
+        assert rows["log.segment.bytes"].config_source == 3
+        # a custom key's type is unknown, so Kafka shows it as sensitive: no value (maybeSensitive)
+        custom = rows["my.custom"]
+        assert (custom.config_source, custom.value, custom.is_sensitive) == (3, None, True)
     finally:
         again.close()
 
@@ -127,3 +131,32 @@ async def test_legacy_alter_configs_replaces_the_whole_layer(h):
     assert result.error_code == 0
     assert h.broker.config.dynamic_broker == {"message.max.bytes": "3000"}
     assert h.broker.config.log_retention_ms == 36_000_000
+
+
+async def test_secrets_are_neither_described_nor_logged(h, caplog):
+    """A JAAS line or key password set per listener at run time is sensitive (Kafka types it as
+    its unprefixed key): DescribeConfigs answers null and no log line carries the value; a
+    non-secret listener override is shown as it is."""
+    import logging
+    secret = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_eve="hunter2-secret";'
+    caplog.set_level(logging.DEBUG)
+    r = await alter(h, "1", ("listener.name.sasl_ssl.plain.sasl.jaas.config", SET, secret),
+                    ("listener.name.ssl.ssl.key.password", SET, "hunter2-secret"),
+                    ("listener.name.ssl.ssl.client.auth", SET, "required"))
+    assert r.error_code == 0
+    rows = await describe(h, "1", ["listener.name.sasl_ssl.plain.sasl.jaas.config", "listener.name.ssl.ssl.key.password",
+                                   "listener.name.ssl.ssl.client.auth"])
+    assert [(rows[k].value, rows[k].is_sensitive) for k in sorted(rows)] == [
+        (None, True), ("required", False), (None, True)]
+    assert "hunter2" not in caplog.text and "listener.name.ssl.ssl.key.password" in caplog.text
+
+
+def test_ignored_keys_are_logged_without_their_values(caplog):
+    import logging
+
+    from kompakt.config.broker_config import BrokerConfig, is_sensitive
+    caplog.set_level(logging.INFO)
+    BrokerConfig({"password.encoder.secret": "hunter2-secret", "sasl.oauthbearer.client.secret": "hunter2-too"})
+    assert "password.encoder.secret" in caplog.text and "hunter2" not in caplog.text
+    assert is_sensitive("listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config") and is_sensitive("my.custom")
+    assert not is_sensitive("log.retention.ms") and not is_sensitive("listener.name.ssl.ssl.client.auth")

@@ -17,7 +17,8 @@ Behaviour (Kafka's ConfigHelper.describeConfigs):
   DYNAMIC_BROKER_LOGGER_CONFIG; IncrementalAlterConfigs can change them.
 * Other types (GROUP, CLIENT_METRICS): INVALID_REQUEST "Unsupported resource type".
 * `configuration_keys` null or empty: all keys; otherwise only those (unknown names are skipped).
-* Password-typed keys are sensitive: value null.
+* Sensitive keys answer value null, is_sensitive true (Kafka's maybeSensitive): password-typed keys,
+  also behind a `listener.name.<l>.` prefix, and custom keys, whose type cannot be known.
 
 Version notes: v0 (below Kafka 4's floor) had is_default; v1 adds config_source and synonyms;
 v3 adds config_type and documentation (when include_documentation); v4 flexible.
@@ -33,7 +34,7 @@ from kafka.protocol.admin.configs import DescribeConfigsResponse
 
 from kompakt.broker.handlers._common import ResultError, check_config_access, invalid_topic_reason
 from kompakt.config import topic_config
-from kompakt.config.broker_config import BROKER_KEYS
+from kompakt.config.broker_config import BROKER_KEYS, is_sensitive
 from kompakt.config.dynamic import is_dynamic
 from kompakt.protocol.errors import ErrorCode
 
@@ -155,7 +156,7 @@ def _format(name: str, value) -> str | None:
 
 def _broker_row(cfg, name: str, value, synonyms: bool, docs: bool, per_broker: bool) -> Row:
     spec = BROKER_KEYS.get(name)
-    sensitive = spec is not None and spec.type == "password"
+    sensitive = is_sensitive(name)          # Kafka: passwords, and custom keys whose type it cannot know
     all_synonyms = _broker_synonyms(cfg, name, per_broker)
     source = all_synonyms[0].source if all_synonyms else topic_config.SOURCE_DEFAULT_CONFIG
     if sensitive:
