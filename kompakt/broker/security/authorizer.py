@@ -99,26 +99,28 @@ class Authorizer:
                 continue
             if b.permission == PermissionType.DENY:
                 if b.operation == op or b.operation == Op.ALL:
-                    log.debug("DENIED %s from %s: %s on %s:%s (DENY %s)", principal, host, Op(op).name,
-                              Res(rtype).name, name, b.describe())
+                    if log.isEnabledFor(logging.DEBUG):      # the names cost more than the decision
+                        log.debug("DENIED %s from %s: %s on %s:%s (DENY %s)", principal, host, Op(op).name,
+                                  Res(rtype).name, name, b.describe())
                     return False
             elif b.operation == op or b.operation == Op.ALL or (granting is not None and b.operation in granting):
                 allowed = True
-        if not allowed:
+        if not allowed and log.isEnabledFor(logging.DEBUG):
             log.debug("DENIED %s from %s: %s on %s:%s (no ALLOW)", principal, host, Op(op).name, Res(rtype).name, name)
         return allowed
 
     def authorize_by_resource_type(self, principal: str, host: str, op: int, rtype: int) -> bool:
         """Kafka's Authorizer.authorizeByResourceType: may P do O on *some* resource of this type?
-        (InitProducerId without a transactional id asks it for WRITE on any topic.) True when an
-        ALLOW of O for P/host is not cancelled by a DENY on the same or a covering pattern."""
-        if principal in self.super_users:
+        (InitProducerId without a transactional id asks it for WRITE on any topic.) First, as
+        Kafka, the decision for a resource literally named `hardcode` (so super users, and
+        `allow.everyone.if.no.acl.found` when no ACL applies to that name, are allowed whatever
+        the DENYs); then True when an ALLOW of O for P/host is not cancelled by a DENY on the
+        same or a covering pattern."""
+        if self.authorize(principal, host, op, rtype, "hardcode"):
             return True
         mine = [b for b in self._index.by_type.get(rtype, ())
                 if b.principal in (principal, WILDCARD_PRINCIPAL) and b.host in (host, WILDCARD)
                 and b.operation in (op, Op.ALL)]
-        if not self._index.by_type.get(rtype):
-            return self.allow_if_no_acl
         denies = [b for b in mine if b.permission == PermissionType.DENY]
         if any(d.pattern_type == PatternType.LITERAL and d.resource_name == WILDCARD for d in denies):
             return False
@@ -150,11 +152,16 @@ class Authorizer:
             log.info("ACL created: %s", b.describe())
 
     def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
-        """Remove every binding matching each filter; per filter, the bindings it removed.
-        Blocking (fsync): call it from a worker thread."""
+        """Remove every binding matching each filter; per filter, the bindings it removed (one
+        that several filters match is reported under the first only, as Kafka's
+        AclControlManager.deleteAcls). Blocking (fsync): call it from a worker thread."""
         with self._lock:
-            matched = [[b for b in self.bindings if binding_matches(f, b)] for f in filters]
-            gone = {b for group in matched for b in group}
+            gone: set[AclBinding] = set()
+            matched = []
+            for f in filters:
+                mine = [b for b in self.bindings if b not in gone and binding_matches(f, b)]
+                gone.update(mine)
+                matched.append(mine)
             if gone:
                 self._replace([b for b in self.bindings if b not in gone])
         for b in gone:

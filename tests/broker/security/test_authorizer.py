@@ -79,6 +79,15 @@ def test_authorize_by_resource_type():
     assert not denied.authorize_by_resource_type("User:alice", "h", Op.WRITE, Res.TOPIC)
     covered = az(acl(Res.TOPIC, "ab", Op.WRITE), acl(Res.TOPIC, "a", Op.WRITE, DENY, pattern=PRE))
     assert not covered.authorize_by_resource_type("User:alice", "h", Op.WRITE, Res.TOPIC)
+    # Kafka decides first for a resource named "hardcode": no ACL applies to it, so
+    # allow.everyone.if.no.acl.found allows, even with other principals' ACLs on other topics
+    open_ = az(acl(Res.TOPIC, "x", Op.READ, principal="User:bob"), allow_everyone_if_no_acl_found=True)
+    assert open_.authorize_by_resource_type("User:alice", "h", Op.WRITE, Res.TOPIC)
+    assert not az(acl(Res.TOPIC, "x", Op.READ, principal="User:bob")).authorize_by_resource_type(
+        "User:alice", "h", Op.WRITE, Res.TOPIC)
+    # ... and a DENY of everything does not stop a super user
+    assert az(acl(Res.TOPIC, "*", Op.ALL, DENY, principal="User:*"), super_users={"User:admin"}
+              ).authorize_by_resource_type("User:admin", "h", Op.WRITE, Res.TOPIC)
 
 
 @pytest.mark.parametrize("pattern,name,expect", [
@@ -104,8 +113,9 @@ def test_validation_and_store_round_trip(tmp_path):
     a = Authorizer(store=store)
     a.create([acl(Res.TOPIC, "t", Op.READ), acl(Res.TOPIC, "t", Op.READ), acl(Res.GROUP, "g", Op.READ)])
     assert len(Authorizer(store=store).bindings) == 2
-    removed = a.delete([AclFilter(Res.GROUP, None, PatternType.ANY, None, None, Op.ANY, PermissionType.ANY)])
-    assert removed == [[acl(Res.GROUP, "g", Op.READ)]]
+    every_group = AclFilter(Res.GROUP, None, PatternType.ANY, None, None, Op.ANY, PermissionType.ANY)
+    removed = a.delete([every_group, every_group])
+    assert removed == [[acl(Res.GROUP, "g", Op.READ)], []]     # under the first matching filter only (Kafka)
     assert Authorizer(store=store).bindings == [acl(Res.TOPIC, "t", Op.READ)]
     assert oct((tmp_path / "kompakt-acls.json").stat().st_mode & 0o777) == "0o600"
     raw = (tmp_path / "kompakt-acls.json").read_text().replace('"t"', '"u"')
