@@ -20,16 +20,20 @@ INTERVAL = 0.05
 WARN_S = 0.5        # a stall this long is logged: every connection waited that long
 
 
-async def probe(metrics, interval: float = INTERVAL, clock=time.monotonic) -> None:
+async def probe(metrics, interval: float = INTERVAL, clock=time.monotonic, cpu_clock=time.thread_time) -> None:
     """Run until cancelled, setting `metrics.loop_lag` and `metrics.loop_lag_max`."""
     worst = 0.0
     while True:
-        before = clock()
+        before, cpu_before = clock(), cpu_clock()
         await asyncio.sleep(interval)
         lag = max(0.0, clock() - before - interval)
         metrics.loop_lag.set(lag)
         if lag >= WARN_S:
-            log.warning("the event loop stalled for %.2f s (every connection waited)", lag)
+            # the loop thread's own CPU time says whose stall it was: ours (busy) or the machine's
+            # or another thread's (waiting for a core or the GIL)
+            busy = cpu_clock() - cpu_before
+            log.warning("the event loop stalled for %.2f s (every connection waited); the loop thread was "
+                        "on a CPU for %.2f s of it, waiting for a core or the GIL the rest", lag, busy)
         if lag > worst:
             worst = lag
             metrics.loop_lag_max.set(lag)
