@@ -161,6 +161,29 @@ async def test_rebalance_timeout_fences_a_member_that_does_not_revoke(tmp_path):
         assert hb(c, "a", 1, owned=owned(a)).error == EC.UNKNOWN_MEMBER_ID
 
 
+async def test_rebalance_timeout_survives_a_coordinator_restart(tmp_path):
+    """Kafka's onLoaded: a member loaded while asked to revoke gets its rebalance timer again,
+    so heartbeating without revoking does not keep it in the group forever."""
+    async with own_coordinator(tmp_path, topics=[("t", 4)]) as c:
+        a = hb(c, "a", 0, rebalance=300)
+        hb(c, "b", 0)
+        hb(c, "a", 1, owned=owned(a))                      # asked to revoke
+        assert member(c, "a").state is MemberState.UNREVOKED_PARTITIONS
+        broker = c.broker
+        await c.stop()
+        again = await started(broker, c.time_ms)
+        try:
+            assert member(again, "a").state is MemberState.UNREVOKED_PARTITIONS
+            for _ in range(500):                           # keeps reporting what it must give up
+                if "a" not in again.consumer_groups[G].members:
+                    break
+                assert hb(again, "a", 1, owned=owned(a)).error == 0
+                await asyncio.sleep(0.01)
+            assert "a" not in again.consumer_groups[G].members
+        finally:
+            await again.stop()
+
+
 async def test_static_member_leaves_and_comes_back_with_its_partitions(cgc):
     c = cgc
     a = hb(c, "a1", 0, instance="i-a")

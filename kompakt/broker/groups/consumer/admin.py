@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from kompakt.broker.groups.consumer import records as R
 from kompakt.broker.groups.consumer.group import ConsumerGroup, Record
 from kompakt.broker.groups.consumer.heartbeat import configured_assignors
+from kompakt.broker.groups.consumer.member import MemberState
 from kompakt.protocol import consumer_group_records as cgr
 from kompakt.protocol import errors
 
@@ -106,13 +107,16 @@ class ConsumerGroupAdmin:
             del self.consumer_groups[group_id]     # the group was deleted (its last record)
 
     def _schedule_consumer_sessions(self) -> None:
-        """After a load: every member must heartbeat within its session timeout; a member asked
-        to revoke must do so within its rebalance timeout."""
+        """After a load (Kafka's onLoaded): every member must heartbeat within its session
+        timeout; a member asked to revoke must do so within its rebalance timeout."""
         session = self.config["group.consumer.session.timeout.ms"]
         for group in self.consumer_groups.values():
             for member in group.members.values():
-                self._schedule(("cg-session", group.group_id, member.member_id), session,
-                               self._expire_consumer_session, group.group_id, member.member_id)
+                gid, mid = group.group_id, member.member_id
+                self._schedule(("cg-session", gid, mid), session, self._expire_consumer_session, gid, mid)
+                if member.state is MemberState.UNREVOKED_PARTITIONS:
+                    self._schedule(("cg-rebalance", gid, mid), member.rebalance_timeout_ms,
+                                   self._expire_consumer_rebalance, gid, mid, member.member_epoch)
 
     # ============================================================ offsets checks
 
