@@ -11,9 +11,12 @@ import pytest
 
 from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest
 from kompakt.broker.groups.consumer.member import MemberState
+from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC
 from kompakt.protocol import consumer_group_records as cgr
+from kompakt.protocol import group_records as gr
 from kompakt.protocol.errors import ErrorCode as EC
 from kompakt.protocol.errors import KafkaError
+from kompakt.storage import TopicPartition
 
 from tests.broker.groups.test_coordinator import (  # noqa: F401  (fixtures)
     join_req, log_records, own_coordinator, started, wait_for)
@@ -203,6 +206,17 @@ async def test_static_member_leaves_and_comes_back_with_its_partitions(cgc):
     assert "a1" not in c.consumer_groups[G].members and b.error == 0
 
 
+async def test_failed_static_replacement_keeps_the_old_member_and_its_timer(cgc):
+    c = cgc
+    hb(c, "a1", 0, instance="i-a")
+    hb(c, "a1", -2, instance="i-a")                 # left for now: its session timer runs on
+    partition = gr.partition_for(G, 3)
+    c.broker.log_manager.get_log(TopicPartition(OFFSETS_TOPIC, partition)).close()
+    assert hb(c, "a2", 0, instance="i-a").error == EC.NOT_COORDINATOR
+    assert set(c.consumer_groups[G].members) == {"a1"}
+    assert ("cg-session", G, "a1") in c._timers     # so it still expires if nobody comes back
+
+
 async def test_regex_subscription_follows_new_topics(cgc):
     c = cgc
     r = hb(c, "a", 0, topics=[], regex="t|u")
@@ -317,7 +331,6 @@ def test_record_codecs_round_trip_and_golden_key():
     assert value == (b"\x00\x00" + b"\x00\x00\x00\x03" + b"\x00\x00\x00\x02" + b"\x01" + b"\x02"
                      + tid.bytes + b"\x03" + b"\x00\x00\x00\x00" + b"\x00\x00\x00\x02" + b"\x00"
                      + b"\x01" + b"\x00")
-    from kompakt.protocol import group_records as gr
     assert gr.decode_key(key) == {"type": "consumer_group_current_member_assignment", "version": 8,
                                   "group": "g", "member_id": "m"}
     assert gr.decode_value(key, value) == {"version": 0, "member_epoch": 3, "previous_member_epoch": 2,

@@ -230,6 +230,8 @@ class ConsumerGroupHeartbeat:
             recs.append(R.current_assignment(gid, reconciled))
 
         self._append_consumer_records(group, raw, recs)
+        if replaced is not None:
+            self._cancel_consumer_timers(gid, replaced)
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             if member.state is not MemberState.UNREVOKED_PARTITIONS or member.member_epoch != reconciled.member_epoch:
                 self._schedule(("cg-rebalance", gid, member_id), reconciled.rebalance_timeout_ms,
@@ -315,7 +317,7 @@ class ConsumerGroupHeartbeat:
             recs.append(R.member_subscription(gid, new))
             recs.append(R.target_assignment(gid, member_id, group.target_assignment.get(existing.member_id, {})))
             recs.append(R.current_assignment(gid, new))
-            self._cancel_consumer_timers(gid, existing.member_id)
+            # (its timers are cancelled once the records are appended: a failed append keeps it)
             log.info("consumer group %s: static member %s (instance %s) replaces %s",
                      gid, member_id, req.instance_id, existing.member_id)
             return new, existing.member_id
