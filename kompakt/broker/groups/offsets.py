@@ -46,35 +46,36 @@ def expired_offsets(group: ClassicGroup | None, offsets: dict[tuple[str, int], O
                            else om.commit_timestamp_ms)
     elif (protocol_type == CONSUMER_PROTOCOL_TYPE and state is GroupState.STABLE
           and group.subscribed_topics is not None):
-        base = lambda om: om.commit_timestamp_ms  # noqa: E731
+        base = _committed
         subscribed = group.subscribed_topics
     elif not protocol_type:
-        base = lambda om: om.commit_timestamp_ms  # noqa: E731
+        base = _committed
     else:
         return []
-    out = []
-    for tp, om in offsets.items():
-        if tp[0] in subscribed:
-            continue
-        if om.expire_timestamp_ms >= 0:
-            if now_ms >= om.expire_timestamp_ms:
-                out.append(tp)
-        elif now_ms - base(om) >= retention_ms:
-            out.append(tp)
-    return out
+    return _expired(offsets, now_ms, retention_ms, base, subscribed.__contains__)
 
 
 def expired_consumer_group_offsets(subscribed, offsets: dict[tuple[str, int], OffsetAndMetadata],
                                    now_ms: int, retention_ms: int) -> list[tuple[str, int]]:
     """Kafka's rule for consumer-protocol groups: `subscribed(topic)` keeps a topic's offsets;
     the others expire from their commit time (or their explicit expire timestamp)."""
+    return _expired(offsets, now_ms, retention_ms, _committed, subscribed)
+
+
+def _committed(om: OffsetAndMetadata) -> int:
+    return om.commit_timestamp_ms
+
+
+def _expired(offsets, now_ms: int, retention_ms: int, base, kept) -> list[tuple[str, int]]:
+    """Kafka's OffsetExpirationConditionImpl: an explicit expire timestamp decides alone, else
+    `retention_ms` after `base(offset)`; topics for which `kept(topic)` holds never expire."""
     out = []
     for tp, om in offsets.items():
-        if subscribed(tp[0]):
+        if kept(tp[0]):
             continue
         if om.expire_timestamp_ms >= 0:
             if now_ms >= om.expire_timestamp_ms:
                 out.append(tp)
-        elif now_ms - om.commit_timestamp_ms >= retention_ms:
+        elif now_ms - base(om) >= retention_ms:
             out.append(tp)
     return out
