@@ -9,8 +9,9 @@ at start), so memory always equals a replay of the log:
     members             member id -> ConsumerGroupMember: subscription (5) + current assignment (8)
     target_assignment   member id -> partitions the assignor gave it (7), at assignment_epoch (6)
     resolved_regexes    regex -> topics it matched when last resolved (16)
-and, derived: static members (instance id -> member id), who owns each partition now and at
-which epoch (`owner_epoch`), the subscribed topic names with their subscriber counts.
+and, derived: static members (instance id -> member id), the last regex resolution time, who
+owns each partition now and at which epoch (`owner_epoch`), the subscribed topic names with
+their subscriber counts.
 
 Group state, derived after every change (Kafka's maybeUpdateGroupState) by the first rule that
 holds:
@@ -69,7 +70,6 @@ class ConsumerGroup:
         self.target_assignment: dict[str, dict] = {}
         self.subscription_metadata: dict[str, tuple[uuid.UUID, int]] = {}
         self.resolved_regexes: dict[str, tuple[frozenset, int, int]] = {}
-        self.last_regex_refresh_ms = 0
         self.regex_topics: frozenset | None = None   # topic names at the last resolution (memory only)
         self._owners: dict[tuple[uuid.UUID, int], tuple[str, int]] = {}
         self._subscribed: Counter | None = None      # cache of subscribed_topic_names()
@@ -115,6 +115,12 @@ class ConsumerGroup:
         return Counter(m.subscribed_topic_regex for m in (self.members.values() if members is None
                                                            else members) if m.subscribed_topic_regex)
 
+    @property
+    def last_regex_refresh_ms(self) -> int:
+        """When the regexes were last resolved: the newest resolution kept (0 if none), so a
+        replay of the log gives the same answer as memory."""
+        return max((ts for _, _, ts in self.resolved_regexes.values()), default=0)
+
     def is_subscribed_to(self, topic: str) -> bool:
         return self.subscribed_topic_names()[topic] > 0
 
@@ -158,7 +164,6 @@ class ConsumerGroup:
             else:
                 self.resolved_regexes[rec.second] = (frozenset(v["topics"]), v["regex_version"],
                                                      v["timestamp"])
-                self.last_regex_refresh_ms = max(self.last_regex_refresh_ms, v["timestamp"])
         self._update_state()
 
     def _apply_member_metadata(self, member_id: str, v: dict | None) -> None:
