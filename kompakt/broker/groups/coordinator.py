@@ -183,9 +183,16 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
                 self._replay_consumer_record(key, value)
 
     def _reschedule_all(self) -> None:
+        """Kafka's onLoaded: every loaded member must heartbeat within its session timeout; a
+        classic group larger than group.max.size (lowered since) rebalances at once, so that
+        its members commit and only as many as fit rejoin."""
+        max_size = self.config["group.max.size"]
         for group in self.groups.values():
             for member in group.members.values():
                 self._reschedule_heartbeat(group, member)
+            if len(group.members) > max_size and group.can_rebalance():
+                self._prepare_rebalance(group, f"loaded with {len(group.members)} members, over "
+                                               f"group.max.size {max_size}")
         self._schedule_consumer_sessions()
 
     def _replay_offset(self, key: dict, value: dict | None, now: int) -> None:

@@ -609,9 +609,11 @@ async def test_member_refused_by_a_lowered_max_size_is_removed(tmp_path):
 
         smaller = make_config(tmp_path, group_max_size=1)
         c = await started(types.SimpleNamespace(config=smaller, log_manager=lm), clock)
+        # Kafka's onLoaded: a group over the (lowered) limit rebalances as soon as it is loaded
+        assert c.groups["g"].state is GroupState.PREPARING_REBALANCE
         a_rejoin = asyncio.create_task(c.join_group(join_req(member_id=a.member_id, version=3,
                                                              rebalance=60_000)))
-        await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "rebalance")
+        await wait_for(lambda: c.groups["g"].member(a.member_id).is_awaiting_join, "a's rejoin")
         refused = await c.join_group(join_req(member_id=b.member_id, instance="i-b"))
         assert refused.error == EC.GROUP_MAX_SIZE_REACHED
         g = c.groups["g"]
