@@ -22,6 +22,7 @@ Invariants: every partition of a subscribed topic is assigned to exactly one sub
 """
 from __future__ import annotations
 
+import itertools
 import uuid
 from dataclasses import dataclass, field
 
@@ -93,10 +94,9 @@ def _uniform_homogeneous(members, counts, topics) -> dict[str, Partitions]:
         keep = sorted(current[mid] - taken, key=lambda tp: (tp[0].bytes, tp[1]))[:quota[mid]]
         owned[mid] = set(keep)
         taken.update(keep)
-    free = [tp for tp in every if tp not in taken]
+    free = iter([tp for tp in every if tp not in taken])   # (an iterator: pop(0) is quadratic)
     for mid in order:
-        while len(owned[mid]) < quota[mid] and free:
-            owned[mid].add(free.pop(0))
+        owned[mid].update(itertools.islice(free, quota[mid] - len(owned[mid])))
     return _pack(owned)
 
 
