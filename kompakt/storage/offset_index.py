@@ -104,6 +104,7 @@ class SparseIndex:
         self.writable = writable
         self._dirty = False  # written since the last flush
         self._cols: tuple | None = None
+        self._peeked: dict[int, bytes] = {}   # entries _peek_entry read while unloaded
         self._closed = False
         new = not os.path.exists(path) or os.path.getsize(path) == 0
         if new:
@@ -154,9 +155,11 @@ class SparseIndex:
             return None
         count = self._length // self.entry_size
         pos = (n % count) * self.entry_size
-        with open(self.path, "rb") as f:
-            f.seek(pos)
-            raw = f.read(self.entry_size)
+        raw = self._peeked.get(pos)
+        if raw is None:   # an unloaded index is never written (writes load it first): read once
+            with open(self.path, "rb") as f:
+                f.seek(pos)
+                raw = self._peeked[pos] = f.read(self.entry_size)
         return raw if len(raw) == self.entry_size and raw.count(0) != self.entry_size else None
 
     @property
