@@ -82,15 +82,10 @@ def listener_config(pki: Pki, ports: dict[str, int], base: dict | None = None) -
     """Broker keys for listeners PLAINTEXT (the harness's, first), SSL, SASL_PLAINTEXT (PLAIN),
     SASL_SSL (SCRAM and PLAIN) and MTLS (SSL, client certificates required), on `ports`."""
     cfg = dict(base or {})
+    cfg.update(mtls_config(pki))
     cfg.update({
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
                                           "SASL_SSL:SASL_SSL,MTLS:SSL",
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": pki.server_pem,
-        "listener.name.mtls.ssl.client.auth": "required",
-        "listener.name.mtls.ssl.truststore.type": "PEM",
-        "listener.name.mtls.ssl.truststore.location": pki.ca_file,
-        "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),.*$/$1/L,DEFAULT",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "sasl.jaas.config": PLAIN_JAAS,
         "connection.failed.authentication.delay.ms": "50",
@@ -99,6 +94,19 @@ def listener_config(pki: Pki, ports: dict[str, int], base: dict | None = None) -
         "offsets.topic.num.partitions": "1",
     })
     return cfg
+
+
+def mtls_config(pki: Pki) -> dict[str, str]:
+    """The broker's TLS keys and an `MTLS` listener requiring client certificates, whose
+    lower-case CN (a rule) or whole subject (DEFAULT) is the principal."""
+    return {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.server_pem,
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.mtls.ssl.truststore.type": "PEM",
+        "listener.name.mtls.ssl.truststore.location": pki.ca_file,
+        "listener.name.mtls.ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),.*$/$1/L,DEFAULT",
+    }
 
 
 def listeners_value(plain_port: int, ports: dict[str, int]) -> str:

@@ -16,7 +16,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    NewTopic, ResourcePatternType, ResourceType)
 
 from conftest import BrokerProcess, free_port
-from security_support import PLAIN_JAAS, TIMEOUT_S
+from security_support import PLAIN_JAAS, TIMEOUT_S, Pki, mtls_config
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -24,9 +24,12 @@ LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory):
-    sasl_port = free_port()
-    proc = BrokerProcess(tmp_path_factory.mktemp("security-acls"), {
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+    sasl_port, mtls_port = free_port(), free_port()
+    base = tmp_path_factory.mktemp("security-acls")
+    pki = Pki(base / "pki")
+    proc = BrokerProcess(base / "broker", {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,MTLS:SSL",
+        **mtls_config(pki),
         "sasl.enabled.mechanisms": "PLAIN",
         "sasl.jaas.config": PLAIN_JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -35,8 +38,10 @@ def acl_broker(tmp_path_factory):
         "num.partitions": "1",
         "offsets.topic.num.partitions": "1",
     })
-    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    proc.config["listeners"] = (f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
+                                f"MTLS://127.0.0.1:{mtls_port}")
     proc.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
+    proc.mtls_bootstrap, proc.pki = f"127.0.0.1:{mtls_port}", pki
     proc.start()
     admin = AdminClient(conf(proc, "admin"))
     _wait(admin.create_topics([NewTopic(t, 1, 1) for t in
@@ -249,3 +254,36 @@ def test_create_and_delete_topics_answer_as_kafka_for_what_dave_may_not_see(acl_
         dave.close()
     left = admin.list_topics(timeout=TIMEOUT_S).topics
     assert "dave-seen" not in left and {"dave-blind", "acl-hidden"} <= set(left)
+
+
+def test_mutual_tls_principal_comes_from_the_certificate(acl_broker, tmp_path):
+    """Over mutual TLS the principal is the certificate subject as Java writes it (RFC 2253,
+    `#` escaped anywhere), rewritten by ssl.principal.mapping.rules: alice's certificate maps
+    to User:alice (READ only on acl-read), a certificate the rule does not map is its whole
+    subject (DEFAULT), which an ACL names exactly as Kafka would."""
+    from cryptography import x509
+    from cryptography.x509.oid import NameOID
+    pki = acl_broker.pki
+
+    def mtls(cert, key, **extra):
+        return {"bootstrap.servers": acl_broker.mtls_bootstrap, "security.protocol": "SSL",
+                "ssl.ca.location": pki.ca_file, "ssl.certificate.location": cert, "ssl.key.location": key, **extra}
+
+    alice = mtls(*pki.alice)
+    p = Producer({**alice, "message.timeout.ms": 10000})
+    errors = []
+    p.produce("acl-read", b"by-cert", on_delivery=lambda err, _msg: errors.append(err))
+    p.flush(TIMEOUT_S)
+    assert len(errors) == 1 and errors[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert "acl-read" in AdminClient(alice).list_topics(timeout=TIMEOUT_S).topics       # READ implies DESCRIBE
+
+    zed = Pki._client(tmp_path, "zed", pki.ca.issue_cert("zed@example.com", common_name="Zed"))
+    subject = x509.load_pem_x509_certificate(open(zed[0], "rb").read()).subject
+    ou = subject.get_attributes_for_oid(NameOID.ORGANIZATIONAL_UNIT_NAME)[0].value
+    org = subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value
+    principal = "User:CN=Zed,OU=" + ou.replace("#", "\\#") + ",O=" + org    # Java's X500Principal.getName()
+    assert "\\#" in principal
+    admin = AdminClient(conf(acl_broker, "admin"))
+    _wait(admin.create_acls([AclBinding(ResourceType.TOPIC, "acl-hidden", LITERAL, principal, "*",
+                                        AclOperation.DESCRIBE, ALLOW)]))
+    assert "acl-hidden" in AdminClient(mtls(*zed)).list_topics(timeout=TIMEOUT_S).topics

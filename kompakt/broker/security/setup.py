@@ -18,7 +18,7 @@ from collections import Counter
 from kompakt.broker.security.acl_store import AclStore
 from kompakt.broker.security.authorizer import AUTHORIZER_CLASS_NAMES, Authorizer, parse_super_users
 from kompakt.broker.security.listeners import Listener, configured_listeners
-from kompakt.broker.security.principal import NoMatchingRule, PrincipalMapper, subject_dn
+from kompakt.broker.security.principal import BadCertificate, NoMatchingRule, PrincipalMapper, subject_dn
 from kompakt.broker.security.sasl_server import SaslConfig, SaslServer
 from kompakt.broker.security.session import Session
 from kompakt.broker.security.tls import server_context
@@ -71,12 +71,12 @@ class ListenerSecurity:
         if self.ssl_context is not None:
             self.stats[("TLS", "success")] += 1          # connection_made comes after the handshake
         if self.sasl is None and self.ssl_context is not None:
-            cert = transport.get_extra_info("peercert")
-            if cert:
-                dn = subject_dn(cert)
+            ssl_object = transport.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            if der:                                   # verified by the handshake (CERT_REQUIRED/OPTIONAL)
                 try:
-                    session.principal = "User:" + self.mapper.name_for(dn)
-                except NoMatchingRule as exc:
+                    session.principal = "User:" + self.mapper.name_for(subject_dn(der))
+                except (NoMatchingRule, BadCertificate) as exc:
                     log.warning("closing connection from %s on listener %s: %s", peer, self.name, exc)
                     return None
         return session

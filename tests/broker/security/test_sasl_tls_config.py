@@ -9,7 +9,7 @@ import hmac
 import pytest
 
 from kompakt.broker.security.listeners import configured_listeners
-from kompakt.broker.security.principal import NoMatchingRule, PrincipalMapper, subject_dn
+from kompakt.broker.security.principal import BadCertificate, NoMatchingRule, PrincipalMapper, subject_dn
 from kompakt.broker.security.sasl_mechanisms import AuthenticationFailed, PlainServer, ScramServer
 from kompakt.broker.security.sasl_server import (AUTHENTICATED, FAILED, IllegalSaslState, SaslConfig,
                                                  SaslServer, jaas_plain_users, transition)
@@ -96,17 +96,70 @@ def test_no_usable_mechanism_is_a_config_error():
         SaslConfig(configured_listeners(BrokerConfig({"listeners": "SASL_SSL://127.0.0.1:1"}))[0], None)
 
 
-def test_principal_mapping():
-    dn = subject_dn({"subject": ((("countryName", "US"),), (("organizationName", "Acme, Inc"),),
-                                 (("commonName", "Alice"),))})
-    assert dn == "CN=Alice,O=Acme\\, Inc,C=US"
+def _der_cert(*rdns) -> bytes:
+    """A self-signed DER certificate whose subject is `rdns` (lists of (oid, value[, string tag]))
+    in encoded order (first RDN first), built with cryptography (trustme's own dependency)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.name import _ASN1Type
+    from cryptography.x509.oid import ObjectIdentifier
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.RelativeDistinguishedName([
+        x509.NameAttribute(ObjectIdentifier(oid), value, *([_ASN1Type(tag[0])] if tag else []))
+        for oid, value, *tag in rdn]) for rdn in rdns])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(7).not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.DER)
+
+
+def test_subject_is_javas_rfc2253_name():
+    """What Kafka's principal builder gets from X500Principal.getName(): last RDN first; CN, C, L,
+    ST, O, OU, STREET, DC, UID by name; other types as OID=#hex of the DER value; `,=+<>#;"\\`
+    escaped anywhere, leading/trailing spaces escaped; multi-valued RDNs joined by '+'."""
+    CN, O, OU, C, DC, EMAIL, SERIAL = ("2.5.4.3", "2.5.4.10", "2.5.4.11", "2.5.4.6",
+                                       "0.9.2342.19200300.100.1.25", "1.2.840.113549.1.9.1", "2.5.4.5")
+    dn = subject_dn(_der_cert([(C, "US")], [(O, "Acme, Inc")], [(OU, "Testing cert #7a=b")], [(CN, "Alice")]))
+    assert dn == "CN=Alice,OU=Testing cert \\#7a\\=b,O=Acme\\, Inc,C=US"
+    dn = subject_dn(_der_cert([(DC, "example")], [(CN, "  bob ")], [(EMAIL, "bob@example.com", 0x16)],
+                              [(SERIAL, "42", 0x13)]))
+    assert dn == ("2.5.4.5=#13023432,1.2.840.113549.1.9.1=#160f626f62406578616d706c652e636f6d,"
+                  "CN=\\ \\ bob\\ ,DC=example")
+    two = subject_dn(_der_cert([(CN, "carol"), (O, "Acme")]))      # DER sorts a SET: encoded order
+    assert two in ("CN=carol+O=Acme", "O=Acme+CN=carol")
+    with pytest.raises(BadCertificate):
+        subject_dn(b"\x30\x05garbage")
+
+
+def test_principal_mapping_rules_as_kafka():
+    dn = "CN=Alice,O=Acme\\, Inc,C=US"
     assert PrincipalMapper("DEFAULT").name_for(dn) == dn
     assert PrincipalMapper("RULE:^CN=(.*?),O=.*$/$1/L, DEFAULT").name_for(dn) == "alice"
     assert PrincipalMapper("RULE:^CN=(.*?),O=.*$/$1/U").name_for(dn) == "ALICE"
     with pytest.raises(NoMatchingRule):
         PrincipalMapper("RULE:^OU=x$/y/").name_for(dn)
-    with pytest.raises(ConfigError):
-        PrincipalMapper("RULE:broken")
+    # Kafka's SslPrincipalMapperTest cases
+    assert PrincipalMapper("RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/,DEFAULT").name_for(
+        "CN=kafka1,OU=ServiceUsers,O=Org,C=US") == "kafka1"
+    assert PrincipalMapper("RULE:^CN=(.*?),OU=(.*?),O=(.*?),L=(.*?),ST=(.*?),C=(.*?)$/$1@$2/L").name_for(
+        "CN=Kafka1,OU=ServiceUsers,O=Org,L=Santa Clara,ST=CA,C=US") == "kafka1@serviceusers"
+    assert PrincipalMapper("RULE:^CN=((\\\\, *|\\w)+)(,OU=.*|$)/$1/,DEFAULT").name_for(
+        "CN=Tkac\\, Adam,OU=ITZ,DC=geodis,DC=cz") == "Tkac\\, Adam"
+    for bad in ("DEFAULT/L", "DEFAUL", "RULE:CN=(.*?),OU=ServiceUsers.*/$1", "RULE:CN=(.*?),OU=ServiceUsers.*/$1/L/U",
+                "RULE:CN=(.*?),OU=ServiceUsers.*/$1/LU", "RULE:broken", "RULE:^CN=x$/$1/"):
+        with pytest.raises(ConfigError):
+            PrincipalMapper(bad)
+    # Java's replacement rules: a reference past the groups is text, $12 is group 1 then "2",
+    # replaceAll replaces every match (an unanchored .* matches twice), \\$ is a dollar
+    assert PrincipalMapper("RULE:^CN=(.*)$/$1@$4/").name_for("CN=a") == "a@$4"
+    assert PrincipalMapper("RULE:^CN=(.*)$/$12/").name_for("CN=a") == "a2"
+    assert PrincipalMapper("RULE:.*/x/").name_for("CN=a") == "xx"
+    assert PrincipalMapper("RULE:^CN=(.*)$/\\$$1/").name_for("CN=a") == "$a"
 
 
 def test_listener_map():
