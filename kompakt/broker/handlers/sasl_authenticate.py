@@ -4,7 +4,9 @@ Behaviour: carries one step of the SASL exchange the handshake chose (security/s
 When the exchange completes the connection's principal becomes `User:<name>`. Bad credentials or
 a malformed SASL message: SASL_AUTHENTICATION_FAILED with Kafka's message, answered after
 `connection.failed.authentication.delay.ms`, then the connection closes. Out of sequence (no
-handshake, after success, on a listener without SASL): ILLEGAL_SASL_STATE, then close.
+handshake): ILLEGAL_SASL_STATE, then close; after a successful authentication, or on a listener
+without SASL: ILLEGAL_SASL_STATE "SaslAuthenticate request received after successful
+authentication", connection kept (Kafka's KafkaApis answer).
 
 Version notes: v1 adds session_lifetime_ms (KIP-368): `connections.max.reauth.ms` when set, so the
 client re-authenticates on the same connection before the broker stops serving it; 0 = no
@@ -17,7 +19,7 @@ import asyncio
 from kafka.protocol.sasl import SaslAuthenticateResponse
 
 from kompakt.broker.security.sasl_mechanisms import AuthenticationFailed
-from kompakt.broker.security.sasl_server import IllegalSaslState
+from kompakt.broker.security.sasl_server import FAILED, IllegalSaslState
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 36
@@ -38,7 +40,8 @@ async def handle(ctx, request):
     try:
         data = sasl.authenticate(request.auth_bytes or b"")
     except IllegalSaslState as exc:
-        session.close()
+        if sasl.state == FAILED:             # out of sequence; after success Kafka answers and keeps it
+            session.close()
         return _response(ctx, ErrorCode.ILLEGAL_SASL_STATE, str(exc))
     except AuthenticationFailed as exc:
         await asyncio.sleep(sasl.config.failure_delay_ms / 1000.0)

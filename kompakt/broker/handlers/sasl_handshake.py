@@ -5,7 +5,9 @@ with the same mechanism), picks the mechanism; the answer lists the listener's e
 mechanisms (`sasl.enabled.mechanisms`, those Kompakt has: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
 A mechanism not enabled: UNSUPPORTED_SASL_MECHANISM, then the connection closes after
 `connection.failed.authentication.delay.ms` (Kafka's behaviour). On a listener without SASL, or
-in the wrong state: ILLEGAL_SASL_STATE.
+once authenticated with re-authentication off: ILLEGAL_SASL_STATE, connection kept (Kafka's
+KafkaApis answer). Re-authentication with another enabled mechanism is answered NONE and fails at
+the SaslAuthenticate that follows (Kafka's REAUTH_BAD_MECHANISM).
 
 Version notes: after v0 the client sends the SASL tokens bare (size-prefixed, no request header)
 and reads the answers so (connection.py hands them to the SASL state machine); v1 uses
@@ -17,6 +19,7 @@ import asyncio
 
 from kafka.protocol.sasl import SaslHandshakeResponse
 
+from kompakt.broker.security.sasl_server import FAILED
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 17
@@ -29,7 +32,7 @@ async def handle(ctx, request):
     if sasl is None:
         return SaslHandshakeResponse(version=ctx.api_version, error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     code = sasl.handshake(request.mechanism, ctx.api_version)
-    if code != ErrorCode.NONE:
+    if sasl.state == FAILED:                 # answered after the delay, then closed (Kafka)
         await asyncio.sleep(sasl.config.failure_delay_ms / 1000.0)
         ctx.session.close()
     return SaslHandshakeResponse(version=ctx.api_version, error_code=code, mechanisms=list(sasl.config.mechanisms))

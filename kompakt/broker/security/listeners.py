@@ -6,8 +6,8 @@ per-listener configuration (Kafka's `listener.name.<listener>.<key>` overrides).
     listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=...   (lower-case listener name)
 
 `Listener.get(key)` answers `listener.name.<name>.<key>` if set, else the broker-wide `key`;
-`Listener.sasl_jaas(mechanism)` looks up `listener.name.<name>.<mechanism>.sasl.jaas.config`,
-then `listener.name.<name>.sasl.jaas.config`, then `sasl.jaas.config` (Kafka's order).
+`Listener.get_for_mechanism(mechanism, key)` looks up `listener.name.<name>.<mechanism>.<key>`
+first (`...plain.sasl.jaas.config`, `...scram-sha-512.connections.max.reauth.ms`), then `get(key)`.
 
 A listener name missing from the map is an error when the map is set explicitly (Kafka's "No
 security protocol defined for listener"); with Kafka's default map in force, an unmapped name
@@ -71,15 +71,19 @@ class Listener:
         return self.config.listener_props.get(f"listener.name.{self.name.lower()}.{key}")
 
     def get(self, key: str):
-        raw = self._prefixed(key)
-        if raw is not None:
-            spec = BROKER_KEYS.get(key)
-            return spec.parse(raw) if spec is not None else raw
-        return self.config[key]
+        return self._value(key, self._prefixed(key))
 
-    def sasl_jaas(self, mechanism: str) -> str | None:
-        return (self._prefixed(f"{mechanism.lower()}.sasl.jaas.config") or self._prefixed("sasl.jaas.config")
-                or self.config["sasl.jaas.config"])
+    def get_for_mechanism(self, mechanism: str, key: str):
+        """`listener.name.<name>.<mechanism>.<key>`, else `get(key)` (Kafka's per-mechanism SASL
+        keys: sasl.jaas.config, connections.max.reauth.ms)."""
+        raw = self._prefixed(f"{mechanism.lower()}.{key}")
+        return self.get(key) if raw is None else self._value(key, raw)
+
+    def _value(self, key: str, raw: str | None):
+        if raw is None:
+            return self.config[key]
+        spec = BROKER_KEYS.get(key)
+        return spec.parse(raw) if spec is not None else raw
 
 
 def configured_listeners(config) -> list[Listener]:

@@ -14,15 +14,25 @@ the SaslHandshake / SaslAuthenticate handlers drive it.
                                                               delay, close)
   AUTHENTICATED   any request, session not expired            AUTHENTICATED
   AUTHENTICATED   SaslHandshake, same mechanism (KIP-368)     REAUTHENTICATE
+  AUTHENTICATED   SaslHandshake, another enabled mechanism    REAUTH_BAD_MECHANISM (answered NONE)
   REAUTHENTICATE  SaslAuthenticate ... complete, same user    AUTHENTICATED (new session expiry)
   REAUTHENTICATE  ... another user or bad credentials         FAILED
+  REAUTH_BAD_MECHANISM  SaslAuthenticate                      FAILED (SASL_AUTHENTICATION_FAILED)
   any other pair                                              the connection is closed (Kafka:
                                                               IllegalSaslStateException)
+Not transitions (answered ILLEGAL_SASL_STATE, state kept, connection open, as Kafka's KafkaApis
+answers them once a connection is authenticated): SaslHandshake when re-authentication is off
+(`connections.max.reauth.ms` 0), SaslAuthenticate outside an exchange.
 
-`admits` lets only ApiVersions, SaslHandshake and SaslAuthenticate through before
-authentication, and nothing but those two once `connections.max.reauth.ms` has expired the
-session: anything else closes the connection, as Kafka does. With reauth set, SaslAuthenticate
-v1+ tells the client its session lifetime so it re-authenticates on the same connection in time.
+`admits(api_key)` (Kafka's SaslServerAuthenticator and SocketServer): HANDSHAKE admits ApiVersions
+and SaslHandshake; AUTHENTICATE, REAUTHENTICATE and REAUTH_BAD_MECHANISM only SaslAuthenticate;
+AUTHENTICATED everything until the KIP-368 session expires, then only the SaslHandshake that
+starts a re-authentication; FAILED nothing. A refused request closes the connection. With
+re-authentication on, SaslAuthenticate v1+ tells the client its session lifetime
+(`connections.max.reauth.ms`, also per mechanism: `listener.name.<l>.<mechanism>.connections.max.reauth.ms`)
+so it re-authenticates on the same connection in time.
+
+The connection is closed after a SASL answer exactly when the state is FAILED.
 """
 from __future__ import annotations
 
@@ -37,11 +47,13 @@ from kompakt.protocol.errors import ErrorCode
 log = logging.getLogger("kompakt.broker.security.sasl")
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-PRE_AUTH_KEYS = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
-REAUTH_KEYS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
-HANDSHAKE, AUTHENTICATE, AUTHENTICATED, REAUTHENTICATE, FAILED = (
-    "HANDSHAKE", "AUTHENTICATE", "AUTHENTICATED", "REAUTHENTICATE", "FAILED")
+HANDSHAKE, AUTHENTICATE, AUTHENTICATED, REAUTHENTICATE, REAUTH_BAD_MECHANISM, FAILED = (
+    "HANDSHAKE", "AUTHENTICATE", "AUTHENTICATED", "REAUTHENTICATE", "REAUTH_BAD_MECHANISM", "FAILED")
+# what each state lets through the connection's gate (AUTHENTICATED: see admits)
+ADMITTED = {HANDSHAKE: frozenset({API_VERSIONS, SASL_HANDSHAKE}), AUTHENTICATE: frozenset({SASL_AUTHENTICATE}),
+            REAUTHENTICATE: frozenset({SASL_AUTHENTICATE}), REAUTH_BAD_MECHANISM: frozenset({SASL_AUTHENTICATE}),
+            FAILED: frozenset()}
 
 _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
@@ -52,11 +64,13 @@ _JAAS_OPTION = re.compile(r'([A-Za-z0-9_.\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\
 TRANSITIONS = {
     (HANDSHAKE, "handshake"): AUTHENTICATE,
     (AUTHENTICATED, "handshake"): REAUTHENTICATE,
+    (AUTHENTICATED, "other_mechanism"): REAUTH_BAD_MECHANISM,
     (AUTHENTICATE, "step"): AUTHENTICATE,
     (REAUTHENTICATE, "step"): REAUTHENTICATE,
     (AUTHENTICATE, "complete"): AUTHENTICATED,
     (REAUTHENTICATE, "complete"): AUTHENTICATED,
-    **{(state, "fail"): FAILED for state in (HANDSHAKE, AUTHENTICATE, AUTHENTICATED, REAUTHENTICATE, FAILED)},
+    **{(state, "fail"): FAILED
+       for state in (HANDSHAKE, AUTHENTICATE, AUTHENTICATED, REAUTHENTICATE, REAUTH_BAD_MECHANISM, FAILED)},
 }
 
 
@@ -101,13 +115,14 @@ class SaslConfig:
             raise ConfigError(f"listener {listener.name} ({listener.protocol}) has no usable SASL mechanism: set "
                               f"sasl.enabled.mechanisms to PLAIN, SCRAM-SHA-256 and/or SCRAM-SHA-512 (Kafka's "
                               f"default GSSAPI is not supported)")
-        self.plain_users = jaas_plain_users(listener.sasl_jaas("PLAIN")) if "PLAIN" in self.mechanisms else {}
+        self.plain_users = (jaas_plain_users(listener.get_for_mechanism("PLAIN", "sasl.jaas.config"))
+                            if "PLAIN" in self.mechanisms else {})
         if "PLAIN" in self.mechanisms and not self.plain_users:
             log.warning("listener %s: PLAIN is enabled but its JAAS line (listener.name.%s.plain.sasl.jaas.config "
                         "or sasl.jaas.config) defines no user_<name>=\"<password>\"", listener.name,
                         listener.name.lower())
         self.scram_store = scram_store
-        self.reauth_ms = listener.get("connections.max.reauth.ms")
+        self.reauth_ms = {m: listener.get_for_mechanism(m, "connections.max.reauth.ms") for m in self.mechanisms}
         self.failure_delay_ms = listener.get("connection.failed.authentication.delay.ms")
         self.listener = listener.name
         self.stats = stats if stats is not None else {}     # (mechanism, result) -> count, for metrics
@@ -123,44 +138,50 @@ class SaslServer:
         self.username: str | None = None
         self.expires_at: float | None = None     # monotonic seconds, with connections.max.reauth.ms
         self._exchange = None
+        self._refused = ""                       # REAUTH_BAD_MECHANISM: the failure SaslAuthenticate gets
         self.raw_tokens = False                  # after a v0 SaslHandshake: tokens without Kafka headers
 
     # -- the connection's gate -----------------------------------------------------------------
     def admits(self, api_key: int) -> bool:
         state = self.state
         if state == AUTHENTICATED:
-            return self.expires_at is None or api_key in REAUTH_KEYS or self.clock() < self.expires_at
-        if state == REAUTHENTICATE:
-            return True
-        if state in (HANDSHAKE, AUTHENTICATE) and api_key in PRE_AUTH_KEYS:
-            return True
-        return False
+            return self.expires_at is None or api_key == SASL_HANDSHAKE or self.clock() < self.expires_at
+        return api_key in ADMITTED[state]
 
     def refusal(self, api_key: int) -> str:
         if self.state == AUTHENTICATED:
             return (f"SASL session of User:{self.username} expired (connections.max.reauth.ms) without "
                     f"re-authentication; API key {api_key} refused")
-        return (f"API key {api_key} received before SASL authentication completed (state {self.state}); "
-                f"only ApiVersions, SaslHandshake and SaslAuthenticate are allowed")
+        when = "before SASL authentication completed" if self.state in (HANDSHAKE, AUTHENTICATE) else "during SASL"
+        return (f"API key {api_key} received {when} (state {self.state}, which admits only API keys "
+                f"{sorted(ADMITTED[self.state]) or 'none'}: ApiVersions 18, SaslHandshake 17, SaslAuthenticate 36)")
 
     # -- SaslHandshake ---------------------------------------------------------------------------
     def handshake(self, mechanism: str, version: int = 1) -> int:
-        """Returns the error code for the SaslHandshake response. After a v0 handshake the client
-        sends the SASL tokens bare (4-byte size, token; no request header) and gets them back so."""
-        reauth = self.state == AUTHENTICATED
+        """Returns the error code for the SaslHandshake response (the state says whether to close:
+        FAILED). After a v0 handshake the client sends the SASL tokens bare (4-byte size, token;
+        no request header) and gets them back so."""
+        state = self.state
+        if state == AUTHENTICATED and self.expires_at is None:
+            return ErrorCode.ILLEGAL_SASL_STATE          # re-authentication is off: Kafka's KafkaApis answer
+        if mechanism not in self.config.mechanisms:
+            if state != AUTHENTICATED:
+                self.mechanism = mechanism
+            self._fail(f"unsupported SASL mechanism {mechanism!r}")
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        if state == AUTHENTICATED and mechanism != self.mechanism:    # KIP-368: refused at SaslAuthenticate
+            self.state = transition(state, "other_mechanism")
+            self._exchange = None
+            self._refused = (f"SASL mechanism '{mechanism}' requested by client is not supported for "
+                             f"re-authentication of mechanism '{self.mechanism}'")
+            return ErrorCode.NONE
         try:
-            self.state = transition(self.state, "handshake")
+            self.state = transition(state, "handshake")
         except IllegalSaslState:
-            self.state = transition(self.state, "fail")
+            self.state = transition(state, "fail")
             return ErrorCode.ILLEGAL_SASL_STATE
-        if reauth and mechanism != self.mechanism:        # KIP-368: the same mechanism, or nothing
-            self.state = transition(self.state, "fail")
-            return ErrorCode.ILLEGAL_SASL_STATE
-        if not reauth:
+        if state != AUTHENTICATED:
             self.mechanism = mechanism
-            if mechanism not in self.config.mechanisms:
-                self._fail(f"unsupported SASL mechanism {mechanism!r}")
-                return ErrorCode.UNSUPPORTED_SASL_MECHANISM
             self.raw_tokens = version == 0
         self._exchange = self._new_exchange(mechanism)
         return ErrorCode.NONE
@@ -172,13 +193,18 @@ class SaslServer:
 
     # -- SaslAuthenticate ------------------------------------------------------------------------
     def authenticate(self, data: bytes) -> bytes:
-        """One SaslAuthenticate step; raises AuthenticationFailed (state FAILED) or IllegalSaslState."""
-        if self._exchange is None:
-            current = self.state
-            self.state = transition(current, "fail")
+        """One SaslAuthenticate step; raises AuthenticationFailed (state FAILED) or IllegalSaslState
+        (state FAILED, except when authenticated: Kafka answers that and keeps the connection)."""
+        current = self.state
+        if current == AUTHENTICATED:
             raise IllegalSaslState(current, "step", "SaslAuthenticate request received after successful "
-                                   "authentication" if current == AUTHENTICATED else
-                                   f"Unexpected SaslAuthenticate request in state {current}")
+                                   "authentication")
+        if current == REAUTH_BAD_MECHANISM:
+            self._fail(self._refused)
+            raise AuthenticationFailed(self._refused)
+        if self._exchange is None:
+            self.state = transition(current, "fail")
+            raise IllegalSaslState(current, "step", f"Unexpected SaslAuthenticate request in state {current}")
         exchange = self._exchange
         try:
             answer = exchange.step(data)
@@ -198,7 +224,7 @@ class SaslServer:
         self.username = exchange.username
         self.raw_tokens = False
         self._exchange = None
-        reauth = self.config.reauth_ms
+        reauth = self.session_lifetime_ms
         self.expires_at = self.clock() + reauth / 1000.0 if reauth else None
         return answer
 
@@ -219,4 +245,5 @@ class SaslServer:
 
     @property
     def session_lifetime_ms(self) -> int:
-        return int(self.config.reauth_ms or 0)
+        """KIP-368: the mechanism's `connections.max.reauth.ms` (0: sessions do not expire)."""
+        return max(int(self.config.reauth_ms.get(self.mechanism) or 0), 0)

@@ -11,8 +11,8 @@ import pytest
 from kompakt.broker.security.listeners import configured_listeners
 from kompakt.broker.security.principal import BadCertificate, NoMatchingRule, PrincipalMapper, subject_dn
 from kompakt.broker.security.sasl_mechanisms import AuthenticationFailed, PlainServer, ScramServer
-from kompakt.broker.security.sasl_server import (AUTHENTICATED, FAILED, IllegalSaslState, SaslConfig,
-                                                 SaslServer, jaas_plain_users, transition)
+from kompakt.broker.security.sasl_server import (AUTHENTICATED, FAILED, REAUTH_BAD_MECHANISM, IllegalSaslState,
+                                                 SaslConfig, SaslServer, jaas_plain_users, transition)
 from kompakt.broker.security.scram_store import ScramStore, credential_from_password
 from kompakt.broker.security.tls import normalize_pem, openssl_cipher_name, server_context
 from kompakt.config.broker_config import BrokerConfig, ConfigError
@@ -70,13 +70,16 @@ def _sasl_config(**props):
 def test_state_machine_gate_and_reauth():
     now = [0.0]
     s = SaslServer(_sasl_config(**{"connections.max.reauth.ms": "1000"}), clock=lambda: now[0])
-    assert s.admits(18) and s.admits(17) and not s.admits(0)
+    assert s.admits(18) and s.admits(17) and not s.admits(36) and not s.admits(0)   # Kafka: handshake first
     assert s.handshake("PLAIN") == 0
+    assert s.admits(36) and not s.admits(18) and not s.admits(0)        # only SaslAuthenticate now
     s.authenticate(b"\0alice\0pw")
     assert s.state == AUTHENTICATED and s.principal == "User:alice" and s.admits(0)
+    assert s.session_lifetime_ms == 1000
     now[0] = 2.0
-    assert not s.admits(0) and s.admits(17)            # expired: only re-authentication
+    assert not s.admits(0) and not s.admits(36) and s.admits(17)       # expired: only a re-authentication
     assert s.handshake("PLAIN") == 0
+    assert s.admits(36) and not s.admits(0)                             # re-authenticating
     s.authenticate(b"\0alice\0pw")
     assert s.admits(0)
     assert s.handshake("PLAIN") == 0
@@ -89,6 +92,32 @@ def test_state_machine_gate_and_reauth():
     with pytest.raises(IllegalSaslState):                # SaslAuthenticate before any handshake
         fresh.authenticate(b"\0alice\0pw")
     assert fresh.state == FAILED
+
+
+def test_answers_kafka_gives_once_authenticated():
+    """Kafka's KafkaApis answers a SaslHandshake with re-authentication off, and a SaslAuthenticate
+    outside an exchange, with ILLEGAL_SASL_STATE and keeps the connection (state not FAILED);
+    re-authenticating with another enabled mechanism is accepted at the handshake and refused at
+    SaslAuthenticate (REAUTH_BAD_MECHANISM); per-mechanism connections.max.reauth.ms wins."""
+    s = SaslServer(_sasl_config())
+    s.handshake("PLAIN")
+    s.authenticate(b"\0alice\0pw")
+    assert s.handshake("PLAIN") == 34 and s.state == AUTHENTICATED        # ILLEGAL_SASL_STATE, kept
+    with pytest.raises(IllegalSaslState, match="after successful authentication"):
+        s.authenticate(b"\0alice\0pw")
+    assert s.state == AUTHENTICATED and s.admits(0)
+    cfg = _sasl_config(**{"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "connections.max.reauth.ms": "1000",
+                          "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "5000"})
+    r = SaslServer(cfg)
+    r.handshake("PLAIN")
+    r.authenticate(b"\0alice\0pw")
+    assert r.session_lifetime_ms == 5000 and cfg.reauth_ms["SCRAM-SHA-256"] == 1000
+    assert r.handshake("SCRAM-SHA-256") == 0 and r.state == REAUTH_BAD_MECHANISM
+    with pytest.raises(AuthenticationFailed, match="not supported for re-authentication of mechanism 'PLAIN'"):
+        r.authenticate(b"n,,n=alice,r=abc")
+    assert r.state == FAILED
+    u = SaslServer(cfg)
+    assert u.handshake("GSSAPI") == 33 and u.state == FAILED             # UNSUPPORTED_SASL_MECHANISM
 
 
 def test_no_usable_mechanism_is_a_config_error():
