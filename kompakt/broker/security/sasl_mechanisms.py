@@ -6,10 +6,13 @@ raise `AuthenticationFailed(message)`, whose message is what Kafka puts in the
 SaslAuthenticate response (never the password, nor anything derived from it).
 
 SCRAM exchange (two steps; the third message is the server's final answer):
-    client-first   n,,n=<user>,r=<cnonce>[,<extensions>]
+    client-first   n,[a=<authzid>],n=<user>,r=<cnonce>     (no channel binding; an authzid must be
+                                                           the user, as Kafka; no extensions: Kafka's
+                                                           only one, tokenauth, is for delegation tokens)
     server-first   r=<cnonce><snonce>,s=<base64 salt>,i=<iterations>
-    client-final   c=biws,r=<cnonce><snonce>,p=<base64 ClientProof>
+    client-final   c=<base64 of the gs2 header "n,[a=..],">,r=<cnonce><snonce>,p=<base64 ClientProof>
     server-final   v=<base64 ServerSignature>
+The attributes come in that order (RFC 5802 section 7); a nonce is printable ASCII without ','.
 ClientKey = ClientProof XOR HMAC(StoredKey, AuthMessage); it must hash to StoredKey.
 librdkafka before 2.6.1 sends r=<cnonce><cnonce><snonce> in client-final (its bug #4895); as
 Kafka 3.8.1-3.9 did, that exact form is accepted too (the server nonce is still required).
@@ -20,6 +23,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 
 from kompakt.broker.security.scram_store import ScramCredential
@@ -42,15 +46,17 @@ class PlainServer:
         self.username: str | None = None
 
     def step(self, data: bytes) -> bytes:
-        parts = bytes(data).split(b"\x00")
-        if len(parts) != 3:
-            raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
         try:
-            authzid, user, password = (p.decode("utf-8") for p in parts)
+            parts = bytes(data).decode("utf-8").split("\0", 3)      # Kafka reads at most 4 tokens
         except UnicodeDecodeError:
             raise AuthenticationFailed("Invalid SASL/PLAIN response: not UTF-8") from None
-        if not user or not password:
-            raise AuthenticationFailed("Authentication failed: username or password not specified")
+        if len(parts) != 3:
+            raise AuthenticationFailed(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
+        authzid, user, password = parts
+        if not user:
+            raise AuthenticationFailed("Authentication failed: username not specified")
+        if not password:
+            raise AuthenticationFailed("Authentication failed: password not specified")
         expected = self.users.get(user)
         # compare_digest on equal-length digests: no timing hint about the stored password
         if expected is None or not hmac.compare_digest(hashlib.sha256(password.encode()).digest(),
@@ -71,12 +77,17 @@ def _sasl_name(text: str) -> str:
 
 
 def _attributes(message: str) -> dict[str, str]:
+    """`a=x,b=y` -> {"a": "x", "b": "y"} in message order; a malformed or repeated attribute fails."""
     out = {}
     for item in message.split(","):
-        if len(item) < 2 or item[1] != "=":
+        if len(item) < 2 or item[1] != "=" or item[0] in out:
             raise AuthenticationFailed(f"Invalid SCRAM message attribute {item[:16]!r}")
-        out.setdefault(item[0], item[2:])
+        out[item[0]] = item[2:]
     return out
+
+
+_NONCE = re.compile(r"[\x21-\x2b\x2d-\x7e]+")       # RFC 5802 printable: ASCII 0x21-0x7E but ','
+
 
 
 class ScramServer:
@@ -105,15 +116,18 @@ class ScramServer:
 
     def _client_first(self, message: str) -> bytes:
         parts = message.split(",", 2)
-        if len(parts) != 3 or parts[0] not in ("n", "y") or parts[1] != "":
-            raise AuthenticationFailed("Invalid SCRAM client-first message (channel binding and authzid "
-                                       "are not supported)")
+        if len(parts) != 3 or parts[0] not in ("n", "y") or not (parts[1] == "" or parts[1].startswith("a=")):
+            raise AuthenticationFailed("Invalid SCRAM client-first message (channel binding is not supported)")
         self._gs2 = parts[0] + "," + parts[1] + ","
         self._first_bare = parts[2]
         attrs = _attributes(parts[2])
-        if "n" not in attrs or "r" not in attrs or not attrs["r"]:
-            raise AuthenticationFailed("Invalid SCRAM client-first message: user or nonce missing")
+        if list(attrs) != ["n", "r"] or not _NONCE.fullmatch(attrs["r"]):
+            raise AuthenticationFailed("Invalid SCRAM client-first message: expected n=<user>,r=<nonce> "
+                                       "(extensions such as delegation tokens are not supported)")
         user = _sasl_name(attrs["n"])
+        if parts[1] and _sasl_name(parts[1][2:]) != user:
+            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is "
+                                       "different from username")
         credential = self.lookup(user, self.mechanism)
         if credential is None:
             raise AuthenticationFailed("Authentication failed: Invalid user credentials")
@@ -130,6 +144,8 @@ class ScramServer:
         if not sep:
             raise AuthenticationFailed("Invalid SCRAM client-final message: no proof")
         attrs = _attributes(without_proof)
+        if list(attrs) != ["c", "r"]:
+            raise AuthenticationFailed("Invalid SCRAM client-final message: expected c=...,r=...,p=...")
         if attrs.get("r") not in (self._nonce, self._client_nonce + self._nonce):
             raise AuthenticationFailed("Invalid SCRAM client-final message: nonce mismatch")
         if attrs.get("c") != base64.b64encode(self._gs2.encode()).decode():

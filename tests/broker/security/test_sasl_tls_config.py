@@ -18,15 +18,17 @@ from kompakt.broker.security.tls import normalize_pem, openssl_cipher_name, serv
 from kompakt.config.broker_config import BrokerConfig, ConfigError
 
 
-def scram_client(mechanism, user, password, server, nonce="clientnonce123"):
+def scram_client(mechanism, user, password, server, nonce="clientnonce123", authzid="", reorder=False):
     """The client side of RFC 5802, written from the RFC, driving `server`."""
     h = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+    gs2 = f"n,{'a=' + authzid if authzid else ''},"
     first_bare = f"n={user},r={nonce}"
-    server_first = server.step(("n,," + first_bare).encode()).decode()
+    server_first = server.step((gs2 + first_bare).encode()).decode()
     attrs = dict(item.split("=", 1) for item in server_first.split(","))
     salted = hashlib.pbkdf2_hmac(h, password.encode(), base64.b64decode(attrs["s"]), int(attrs["i"]))
     client_key = hmac.new(salted, b"Client Key", h).digest()
-    without_proof = f"c=biws,r={attrs['r']}"
+    c = base64.b64encode(gs2.encode()).decode()
+    without_proof = f"r={attrs['r']},c={c}" if reorder else f"c={c},r={attrs['r']}"
     auth = f"{first_bare},{server_first},{without_proof}".encode()
     sig = hmac.new(hashlib.new(h, client_key).digest(), auth, h).digest()
     proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, sig))).decode()
@@ -46,6 +48,14 @@ def test_scram_round_trip_and_wrong_password(tmp_path, mechanism):
         scram_client(mechanism, "ann", "nope", ScramServer(mechanism, store.lookup))
     with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
         ScramServer(mechanism, store.lookup).step(b"n,,n=nobody,r=x")
+    scram_client(mechanism, "ann", "pw", ScramServer(mechanism, store.lookup), authzid="ann")  # authzid = user
+    with pytest.raises(AuthenticationFailed, match="authorization id that is different from username"):
+        scram_client(mechanism, "ann", "pw", ScramServer(mechanism, store.lookup), authzid="root")
+    with pytest.raises(AuthenticationFailed, match="expected c=...,r=...,p="):   # RFC 5802 attribute order
+        scram_client(mechanism, "ann", "pw", ScramServer(mechanism, store.lookup), reorder=True)
+    for first in (b"n,,n=ann,r=abc,tokenauth=true", b"n,,r=abc,n=ann", b"n,,n=ann,r=a b", b"p=tls-unique,,n=ann,r=x"):
+        with pytest.raises(AuthenticationFailed):
+            ScramServer(mechanism, store.lookup).step(first)
     text = (tmp_path / "kompakt-scram-credentials.json").read_text()
     assert '"stored_key"' in text and '"pw"' not in text and "salted" not in text
 
@@ -56,8 +66,13 @@ def test_plain_and_jaas():
     assert users == {"admin": "a", "carol": 'x"y', "c": "z"}
     server = PlainServer({"alice": "s3cret"})
     assert server.step(b"\0alice\0s3cret") == b"" and server.username == "alice"
-    for bad in (b"\0alice\0wrong", b"alice", b"\0\0", b"other\0alice\0s3cret"):
-        with pytest.raises(AuthenticationFailed):
+    for bad, message in ((b"\0alice\0wrong", "Authentication failed: Invalid username or password"),
+                         (b"alice", "Invalid SASL/PLAIN response: expected 3 tokens, got 1"),
+                         (b"\0\0x", "Authentication failed: username not specified"),
+                         (b"\0alice\0", "Authentication failed: password not specified"),
+                         (b"\0alice\0s3cret\0more", "expected 3 tokens, got 4"),
+                         (b"other\0alice\0s3cret", "authorization id that is different from username")):
+        with pytest.raises(AuthenticationFailed, match=message):           # Kafka's PlainSaslServer messages
             PlainServer({"alice": "s3cret"}).step(bad)
 
 
