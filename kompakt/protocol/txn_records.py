@@ -32,6 +32,10 @@ epoch of the transaction; base sequence -1; uncompressed) holding one record:
     key    int16 version 0, int16 type (0 ABORT, 1 COMMIT)        (ControlRecordType)
     value  int16 version 0, int32 coordinator_epoch               (EndTransactionMarker)
 
+Both are written once or more per transaction, so they are built here by hand
+(`state_batch`, `marker_batch`: one record, uncompressed, the header packed in one call), byte for
+byte what `records.build_batch` makes of the same record (tests compare the two).
+
 Invariants: `decode(encode(x)) == x`; truncated or trailing bytes raise TxnRecordError.
 """
 from __future__ import annotations
@@ -39,8 +43,10 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import crc32c as _crc32c
+
 from kompakt.protocol import records as R
-from kompakt.protocol.group_records import GroupRecordError, _Reader, _Writer, partition_for
+from kompakt.protocol.group_records import GroupRecordError, _Reader, partition_for
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
@@ -56,9 +62,16 @@ COMMIT = 1
 CONTROL_KEY = struct.Struct(">hh")
 MARKER_VALUE = struct.Struct(">hi")
 _I8 = struct.Struct(">b")
+# TransactionLogValue v0 up to its partitions array, and after it
+_VALUE_HEAD = struct.Struct(">hqhib")
+_VALUE_TAIL = struct.Struct(">qq")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_ONE_RECORD_HEAD = struct.Struct(R.HEADER_FORMAT)
+assert _ONE_RECORD_HEAD.size == R.BATCH_OVERHEAD
 
 __all__ = ["TRANSACTION_STATE_TOPIC", "TxnRecordError", "partition_for", "encode_key", "decode_key",
-           "encode_value", "decode_value", "marker_batch", "decode_marker", "STATE_NAMES",
+           "encode_value", "decode_value", "state_batch", "marker_batch", "decode_marker", "STATE_NAMES",
            "ABORT", "COMMIT"]
 
 
@@ -67,10 +80,14 @@ class TxnRecordError(GroupRecordError):
 
 
 def encode_key(transactional_id: str) -> bytes:
-    w = _Writer()
-    w.i16(KEY_VERSION)
-    w.string(transactional_id)
-    return w.getvalue()
+    return _I16.pack(KEY_VERSION) + _short_string(transactional_id)
+
+
+def _short_string(s: str) -> bytes:
+    data = s.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise TxnRecordError(f"string of {len(data)} bytes exceeds 32767")
+    return _I16.pack(len(data)) + data
 
 
 def decode_key(data: bytes) -> dict[str, Any]:
@@ -89,26 +106,18 @@ def encode_value(*, producer_id: int, producer_epoch: int, timeout_ms: int, stat
                  partitions: dict[str, list[int]] | None, last_update_ms: int,
                  start_ms: int) -> bytes:
     """Version 0. `partitions` (topic -> partition ids) must be None or empty in state Empty."""
-    w = _Writer()
-    w.i16(VALUE_VERSION)
-    w.i64(producer_id)
-    w.i16(producer_epoch)
-    w.i32(timeout_ms)
-    w.parts.append(_I8.pack(state))
+    parts = [_VALUE_HEAD.pack(VALUE_VERSION, producer_id, producer_epoch, timeout_ms, state)]
     if state == 0 or partitions is None:
         if partitions:
             raise TxnRecordError(f"a transaction in state Empty has no partitions, got {partitions}")
-        w.array_len(-1)
+        parts.append(_I32.pack(-1))
     else:
-        w.array_len(len(partitions))
+        parts.append(_I32.pack(len(partitions)))
         for topic, ids in partitions.items():
-            w.string(topic)
-            w.array_len(len(ids))
-            for p in ids:
-                w.i32(p)
-    w.i64(last_update_ms)
-    w.i64(start_ms)
-    return w.getvalue()
+            parts.append(_short_string(topic))
+            parts.append(struct.pack(f">i{len(ids)}i", len(ids), *ids))
+    parts.append(_VALUE_TAIL.pack(last_update_ms, start_ms))
+    return b"".join(parts)
 
 
 def decode_value(data: bytes | None) -> dict[str, Any] | None:
@@ -169,10 +178,36 @@ def marker_batch(producer_id: int, producer_epoch: int, control_type: int, coord
     (base offset 0: the log assigns it)."""
     if control_type not in (ABORT, COMMIT):
         raise ValueError(f"Invalid control record type for end transaction marker {control_type}")
-    rec = (CONTROL_KEY.pack(0, control_type), MARKER_VALUE.pack(0, coordinator_epoch))
-    return R.build_batch([rec], base_timestamp=timestamp_ms, producer_id=producer_id,
-                         producer_epoch=producer_epoch, base_sequence=-1, is_transactional=True,
-                         is_control=True)
+    return _one_record_batch(CONTROL_KEY.pack(0, control_type), MARKER_VALUE.pack(0, coordinator_epoch),
+                             timestamp_ms, producer_id, producer_epoch,
+                             R.TRANSACTIONAL_MASK | R.CONTROL_MASK)
+
+
+def state_batch(transactional_id: str, value: bytes | None, timestamp_ms: int) -> bytes:
+    """The `__transaction_state` batch of one record (key of `transactional_id`, `value` from
+    encode_value, None = tombstone), as Kafka's TransactionStateManager writes it: no producer
+    id, CreateTime `timestamp_ms`."""
+    return _one_record_batch(encode_key(transactional_id), value, timestamp_ms, -1, -1, 0)
+
+
+def _varint(n: int) -> bytes:
+    """Zigzag varint of a length (-1 for null)."""
+    return R.encode_varint(n)
+
+
+def _one_record_batch(key: bytes, value: bytes | None, timestamp_ms: int, producer_id: int,
+                      producer_epoch: int, attributes: int) -> bytes:
+    """A v2 batch of one uncompressed record (deltas 0, no headers), base sequence -1."""
+    body = b"".join((b"\x00\x00\x00", _varint(len(key)), key,        # attributes, deltas 0, 0
+                     b"\x01" if value is None else _varint(len(value)), value or b"", b"\x00"))
+    record = _varint(len(body)) + body
+    total = R.BATCH_OVERHEAD + len(record)
+    buf = bytearray(total)
+    _ONE_RECORD_HEAD.pack_into(buf, 0, 0, total - R.LOG_OVERHEAD, 0, R.CURRENT_MAGIC, 0, attributes, 0,
+                               timestamp_ms, timestamp_ms, producer_id, producer_epoch, -1, 1)
+    buf[R.RECORDS_POS:] = record
+    struct.pack_into(">I", buf, R.CRC_POS, _crc32c.crc32c(memoryview(buf)[R.ATTRIBUTES_POS:]))
+    return bytes(buf)
 
 
 def decode_marker(buf, pos: int, header: R.BatchHeader) -> tuple[int, int] | None:
@@ -180,14 +215,38 @@ def decode_marker(buf, pos: int, header: R.BatchHeader) -> tuple[int, int] | Non
     an empty control batch (a marker the cleaner emptied) or another control record type."""
     if header.records_count <= 0:
         return None
-    recs = R.decode_records(buf, pos, header)
-    if not recs or recs[0].key is None or len(recs[0].key) < CONTROL_KEY.size:
+    if header.compression == R.COMPRESSION_NONE:
+        key, value = _first_record(buf, pos + R.RECORDS_POS, pos + header.size)
+    else:
+        recs = R.decode_records(buf, pos, header)
+        key, value = (recs[0].key, recs[0].value) if recs else (None, None)
+    if key is None or len(key) < CONTROL_KEY.size:
         return None
-    _, ctype = CONTROL_KEY.unpack_from(recs[0].key)
+    _, ctype = CONTROL_KEY.unpack_from(key)
     if ctype not in (ABORT, COMMIT):
         return None
-    value = recs[0].value
     if value is None or len(value) < MARKER_VALUE.size:
         raise TxnRecordError(f"Invalid value size found for end transaction marker at offset "
                              f"{header.base_offset}")
     return ctype, MARKER_VALUE.unpack_from(value)[1]
+
+
+def _first_record(buf, pos: int, end: int) -> tuple[bytes | None, bytes | None]:
+    """(key, value) of the uncompressed record at `pos` (every marker is checked on append:
+    this skips decode_records' general path). Lengths running past `end` raise TxnRecordError."""
+    try:
+        dv = R.decode_varint
+        _, p = dv(buf, pos)                 # record length
+        _, p = dv(buf, p + 1)               # attributes, timestamp delta
+        _, p = dv(buf, p)                   # offset delta
+        klen, p = dv(buf, p)
+        key = bytes(buf[p:p + klen]) if klen >= 0 else None
+        p += max(klen, 0)
+        vlen, p = dv(buf, p)
+        value = bytes(buf[p:p + vlen]) if vlen >= 0 else None
+        p += max(vlen, 0)
+    except IndexError:
+        p = end + 1
+    if p > end:
+        raise TxnRecordError(f"control record at {pos} runs past the end of its batch")
+    return key, value

@@ -89,6 +89,39 @@ def _emptied(data):
     return empty, 0, R.read_header(empty)
 
 
+@pytest.mark.parametrize("tid, value", [
+    ("tx-1", T.encode_value(producer_id=5, producer_epoch=1, timeout_ms=60000, state=1,
+                            partitions={"t": [0, 3], "é" * 70: [7]}, last_update_ms=3, start_ms=2)),
+    ("x" * 300, None),                        # a tombstone; lengths past one varint byte
+])
+def test_state_batch_is_build_batchs_bytes(tid, value):
+    # hand-built for the hot path; must equal what the general builder makes of the same record
+    assert T.state_batch(tid, value, 1_700_000_000_000) == R.build_batch(
+        [(T.encode_key(tid), value)], base_timestamp=1_700_000_000_000)
+
+
+@pytest.mark.parametrize("ctype", [T.ABORT, T.COMMIT])
+def test_marker_batch_is_build_batchs_bytes(ctype):
+    ref = R.build_batch([(T.CONTROL_KEY.pack(0, ctype), T.MARKER_VALUE.pack(0, 2**31 - 1))],
+                        base_timestamp=5, producer_id=2**50, producer_epoch=32766, base_sequence=-1,
+                        is_transactional=True, is_control=True)
+    assert T.marker_batch(2**50, 32766, ctype, 2**31 - 1, 5) == ref
+
+
+def test_decode_marker_of_a_compressed_batch_and_a_short_value():
+    rec = (T.CONTROL_KEY.pack(0, T.ABORT), T.MARKER_VALUE.pack(0, 9))
+    gz = R.build_batch([rec], compression=1, producer_id=1, producer_epoch=0, is_transactional=True,
+                       is_control=True)
+    assert T.decode_marker(gz, 0, R.read_header(gz)) == (T.ABORT, 9)
+    short = R.build_batch([(rec[0], b"\x00\x00\x00")], producer_id=1, producer_epoch=0,
+                          is_transactional=True, is_control=True)
+    with pytest.raises(T.TxnRecordError, match="Invalid value size"):
+        T.decode_marker(short, 0, R.read_header(short))
+    other = R.build_batch([(struct.pack(">hh", 0, 5), rec[1])], producer_id=1, producer_epoch=0,
+                          is_transactional=True, is_control=True)
+    assert T.decode_marker(other, 0, R.read_header(other)) is None        # not a marker type
+
+
 def test_partition_for_is_kafkas():
     # Utils.abs("my-txn".hashCode()) % 50; the same function as the group coordinator's
     h = 0

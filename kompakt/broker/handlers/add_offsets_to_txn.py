@@ -9,12 +9,13 @@ and GROUP_AUTHORIZATION_FAILED (no READ on the group), checked in that order.
 
 Version notes: v2 PRODUCER_FENCED (answered INVALID_PRODUCER_EPOCH below v2); v3 flexible; v4
 TRANSACTION_ABORTABLE. (v5, KIP-890 part 2, is not served.)
+
+Codec: kompakt/protocol/txn_codec.py (hand-written: one per transaction that commits offsets).
 """
 from __future__ import annotations
 
-from kafka.protocol.producer.transaction import AddOffsetsToTxnResponse
-
 from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol import txn_codec
 from kompakt.protocol.errors import ErrorCode, KafkaError
 
 API_KEY = 25
@@ -22,6 +23,8 @@ MIN_VERSION = 0
 MAX_VERSION = 4
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+decode = txn_codec.decode_add_offsets_to_txn
 
 
 async def handle(ctx, request):
@@ -41,4 +44,6 @@ async def handle(ctx, request):
             code = ErrorCode.COORDINATOR_NOT_AVAILABLE
         if code == ErrorCode.PRODUCER_FENCED and v < 2:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
-    return AddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=int(code))
+    if code and ctx.metrics is not None:
+        ctx.metrics.record_error("AddOffsetsToTxn", code)
+    return txn_codec.encode_add_offsets_to_txn_response(ctx.correlation_id, v, int(code))

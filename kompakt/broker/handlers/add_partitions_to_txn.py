@@ -19,6 +19,9 @@ Versions: v0-3 come from clients (one transaction; `v3_and_below_*` fields, answ
 broker to broker; the top-level error is CLUSTER_AUTHORIZATION_FAILED otherwise) and may be
 `verify_only` (KIP-890: report, per partition, whether it is in the transaction:
 TRANSACTION_ABORTABLE when not); v5 lets the answer carry TRANSACTION_ABORTABLE.
+
+Codec: v0-3 (one per transaction, from every client) by hand in kompakt/protocol/txn_codec.py,
+v4+ by kafka-python's generic codec.
 """
 from __future__ import annotations
 
@@ -26,24 +29,37 @@ from kafka.protocol.producer.transaction import AddPartitionsToTxnResponse
 
 from kompakt.broker.handlers._common import is_internal
 from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol import codec, txn_codec
 from kompakt.protocol.errors import ErrorCode
 from kompakt.storage import TopicPartition
 
 API_KEY = 24
 MIN_VERSION = 0
 MAX_VERSION = 5
+FIRST_BATCHED_VERSION = 4
 
 Result = AddPartitionsToTxnResponse.AddPartitionsToTxnResult
 TopicResult = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
 PartitionResult = TopicResult.AddPartitionsToTxnPartitionResult
 
 
-def _topic_results(codes: dict) -> list:
+def decode(header, frame):
+    if header.api_version < FIRST_BATCHED_VERSION:
+        return txn_codec.decode_add_partitions_v3_and_below(header, frame)
+    return codec.decode_request(header, frame)
+
+
+def _by_topic(codes: dict) -> dict[str, list]:
     by_topic: dict[str, list] = {}
     for (topic, partition), code in codes.items():
-        by_topic.setdefault(topic, []).append(PartitionResult(partition_index=partition,
-                                                              partition_error_code=int(code)))
-    return [TopicResult(name=t, results_by_partition=parts) for t, parts in by_topic.items()]
+        by_topic.setdefault(topic, []).append((partition, int(code)))
+    return by_topic
+
+
+def _topic_results(codes: dict) -> list:
+    return [TopicResult(name=t, results_by_partition=[PartitionResult(partition_index=p, partition_error_code=c)
+                                                      for p, c in parts])
+            for t, parts in _by_topic(codes).items()]
 
 
 def _one(ctx, tid: str, pid: int, epoch: int, topics, verify_only: bool, client: bool) -> dict:
@@ -73,11 +89,11 @@ def _one(ctx, tid: str, pid: int, epoch: int, topics, verify_only: bool, client:
 
 async def handle(ctx, request):
     v = ctx.api_version
-    if v < 4:
+    if v < FIRST_BATCHED_VERSION:
         codes = _one(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                      request.v3_and_below_producer_epoch, request.v3_and_below_topics, False, True)
-        return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0,
-                                          results_by_topic_v3_and_below=_topic_results(codes))
+        return txn_codec.encode_add_partitions_response_v3_and_below(ctx.correlation_id, v,
+                                                                     list(_by_topic(codes).items()))
     if not ctx.authorize_cluster(Op.CLUSTER_ACTION):
         return AddPartitionsToTxnResponse(version=v, throttle_time_ms=0,
                                           error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,

@@ -14,17 +14,20 @@ fields (v5) are -1.
 Version notes: v2 PRODUCER_FENCED; v3 flexible; v4 TRANSACTION_ABORTABLE. v5 (KIP-890 part 2: the
 epoch is bumped on every EndTxn, transaction.version 2) is not served, so clients use version 1
 transactions.
+
+Codec: kompakt/protocol/txn_codec.py (hand-written: one EndTxn per transaction).
 """
 from __future__ import annotations
 
-from kafka.protocol.producer.transaction import EndTxnResponse
-
 from kompakt.broker.security.acl import Op, Res
+from kompakt.protocol import txn_codec
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 26
 MIN_VERSION = 0
 MAX_VERSION = 4
+
+decode = txn_codec.decode_end_txn
 
 
 async def handle(ctx, request):
@@ -36,4 +39,6 @@ async def handle(ctx, request):
                                       bool(request.committed))
         if code == ErrorCode.PRODUCER_FENCED and v < 2:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
-    return EndTxnResponse(version=v, throttle_time_ms=0, error_code=int(code), producer_id=-1, producer_epoch=-1)
+    if code and ctx.metrics is not None:
+        ctx.metrics.record_error("EndTxn", code)
+    return txn_codec.encode_end_txn_response(ctx.correlation_id, v, int(code))

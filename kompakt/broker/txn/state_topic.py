@@ -30,6 +30,7 @@ from kompakt.storage import TopicPartition
 log = logging.getLogger(__name__)
 
 TOPIC = tr.TRANSACTION_STATE_TOPIC
+_MAX_CACHED = 100_000
 
 
 class TransactionStateTopic(InternalTopic):
@@ -37,16 +38,26 @@ class TransactionStateTopic(InternalTopic):
         super().__init__(log_manager, config, TOPIC, "transaction.state.log.num.partitions",
                          "transaction.state.log.segment.bytes", "uncompressed")
         self.time_ms = time_ms
+        self._cached: dict[str, int] = {}
+        self._cached_count = 0
 
     def partition_for(self, transactional_id: str) -> int:
-        return tr.partition_for(transactional_id, self.num_partitions)
+        # Java's String.hashCode in Python costs ~1 us and every state change asks: remembered
+        # per id (for the topic's partition count of the moment; bounded, since ids expire)
+        n = self.num_partitions
+        if n != self._cached_count or len(self._cached) > _MAX_CACHED:
+            self._cached, self._cached_count = {}, n
+        partition = self._cached.get(transactional_id)
+        if partition is None:
+            partition = self._cached[transactional_id] = tr.partition_for(transactional_id, n)
+        return partition
 
     def append(self, transactional_id: str, value: bytes | None) -> None:
         """One record; raises KafkaError (the coordinator maps it to its error codes)."""
         self.ensure()
         tp = TopicPartition(TOPIC, self.partition_for(transactional_id))
-        batch = rec.build_batch([(tr.encode_key(transactional_id), value)], base_timestamp=self.time_ms())
-        self.log_manager.append_as_leader(tp, batch, origin="coordinator")
+        self.log_manager.append_as_leader(tp, tr.state_batch(transactional_id, value, self.time_ms()),
+                                          origin="coordinator")
 
     def replay(self) -> dict[str, dict]:
         """{transactional id: decoded value} of the last record of every id (tombstones drop it)."""
