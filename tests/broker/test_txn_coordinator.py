@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
                                                ListTransactionsRequest)
-from kafka.protocol.consumer.group import OffsetFetchRequest
+from kafka.protocol.admin.groups import DeleteGroupsRequest
+from kafka.protocol.consumer.group import OffsetDeleteRequest, OffsetFetchRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer.produce import ProduceRequest
 from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, AddPartitionsToTxnRequest,
@@ -245,6 +246,65 @@ async def test_offsets_in_a_transaction(h):
     h.broker.groups.offsets.clear()
     h.broker.groups.load()
     assert h.broker.groups.offsets["grp"][("a", 0)].offset == 5
+
+
+async def test_deleting_offsets_drops_pending_transactional_ones(h):
+    # Kafka 4 (OffsetMetadataManager): DeleteGroups / OffsetDelete / a deleted topic tombstone a
+    # partition whose offset is only pending in a transaction, and the tombstone ends the pending
+    # offset: the transaction's later COMMIT brings nothing back, live or on replay.
+    _, pid, epoch = await init(h)
+    TC = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    TP = TC.TxnOffsetCommitRequestPartition
+
+    async def pending(offset, topic="a"):
+        r = await h.call(AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
+                                                group_id="grp"), 3)
+        assert r.error_code == E_NONE
+        r = await h.call(TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="grp", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+            member_id="", group_instance_id=None, topics=[TC(name=topic, partitions=[TP(
+                partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")])]), 3)
+        assert r.topics[0].partitions[0].error_code == E_NONE
+        assert h.broker.groups.txn_offsets.has_pending("grp", (topic, 0))
+
+    def tombstones():
+        lg = log_of(h, "__consumer_offsets", h.broker.groups.topic.partition_for("grp"))
+        data = lg.read(0, 1 << 20).records
+        return [(r.key, hd.is_transactional) for pos, hd in R.iter_batches(data) if not hd.is_control
+                for r in R.decode_records(data, pos, hd) if r.value is None]
+
+    def committed():
+        return dict(h.broker.groups.offsets.get("grp", {}))
+
+    await pending(5)
+    r = await h.call(DeleteGroupsRequest(groups_names=["grp"]), 2)
+    assert r.results[0].error_code == E_NONE
+    assert len(tombstones()) == 2                       # the offset's (non-transactional) and the group's
+    assert not h.broker.groups.txn_offsets.has_pending("grp", ("a", 0))
+    assert await end(h, pid, epoch, True) == E_NONE
+    assert committed() == {}                            # the COMMIT materialized nothing
+
+    await pending(7)                                    # OffsetDelete, same rule
+    r = await h.call(OffsetDeleteRequest(group_id="grp", topics=[OffsetDeleteRequest.OffsetDeleteRequestTopic(
+        name="a", partitions=[OffsetDeleteRequest.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
+            partition_index=0)])]), 0)
+    assert r.error_code == E_NONE and r.topics[0].partitions[0].error_code == E_NONE
+    assert await end(h, pid, epoch, True) == E_NONE
+    assert committed() == {}
+
+    await pending(8, topic="b")                         # a deleted topic, same rule
+    h.broker.groups.on_topic_deleted("b")
+    assert await end(h, pid, epoch, True) == E_NONE
+    assert committed() == {}
+
+    await pending(9)                                    # no deletion: the COMMIT makes it visible
+    assert await end(h, pid, epoch, True) == E_NONE
+    assert committed()[("a", 0)].offset == 9
+    h.broker.groups.offsets.clear()                     # replay: the same view from the log
+    h.broker.groups.txn_offsets.pending.clear()
+    h.broker.groups.load()
+    assert {tp: om.offset for tp, om in committed().items()} == {("a", 0): 9}
+    assert h.broker.groups.txn_offsets.pending_count() == 0
 
 
 async def test_list_describe_and_producers(h):

@@ -309,7 +309,7 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
         group = self.consumer_groups[group_id]
         if not group.is_empty():
             return ErrorCode.NON_EMPTY_GROUP
-        tps = list(self.offsets.get(group_id, {}))
+        tps = self._offsets_of_deleted_group(group_id)
         try:
             self._delete_consumer_group(group, [(gr.encode_offset_commit_key(group_id, t, p), None)
                                                 for t, p in tps])
@@ -317,14 +317,20 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
             if isinstance(exc, PartialAppendError):
                 self._forget_offsets(group_id, tps[:exc.appended])
             return storage_error_to_coordinator_error(exc)
-        self.offsets.pop(group_id, None)
+        self._forget_offsets(group_id, tps)
         return ErrorCode.NONE
+
+    def _offsets_of_deleted_group(self, group_id: str) -> list:
+        """The partitions a deleted group tombstones: its committed offsets and those only pending
+        in a transaction (Kafka's deleteAllOffsets)."""
+        committed = self.offsets.get(group_id, {})
+        return list(committed) + sorted(self.txn_offsets.pending_partitions(group_id) - committed.keys())
 
     def _delete_group(self, group: ClassicGroup) -> None:
         """Tombstone every offset, then the group metadata (last, so a partial append leaves the
         group alive), then forget the group."""
         group_id = group.group_id
-        tps = list(self.offsets.get(group_id, {}))
+        tps = self._offsets_of_deleted_group(group_id)
         records = [(gr.encode_offset_commit_key(group_id, t, p), None) for t, p in tps]
         records.append((gr.encode_group_metadata_key(group_id), None))
         try:
@@ -333,7 +339,7 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
             self._forget_offsets(group_id, tps[:exc.appended])   # keep memory equal to the log
             raise
         group.fire(GroupEvent.DELETE, self.time_ms())
-        self.offsets.pop(group_id, None)
+        self._forget_offsets(group_id, tps)
         self.groups.pop(group_id, None)
         for key in [k for k in self._timers if k[1] == group_id]:
             self._cancel(key)

@@ -168,7 +168,9 @@ class OffsetManager:
                 if tp[0] in group.subscribed_topics:
                     codes[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         committed = self.offsets.get(group_id, {})
-        doomed = [tp for tp in partitions if tp not in codes and tp in committed]
+        # Kafka 4: a tombstone also for a partition with only a pending transactional offset
+        doomed = [tp for tp in partitions if tp not in codes
+                  and (tp in committed or self.txn_offsets.has_pending(group_id, tp))]
         try:
             self._tombstone_offsets(group_id, doomed)
         except KafkaError as exc:
@@ -185,8 +187,10 @@ class OffsetManager:
             self.deleted_while_loading.add(topic)
             return 0
         removed = 0
-        for group_id in list(self.offsets):
-            tps = [tp for tp in self.offsets.get(group_id, {}) if tp[0] == topic]
+        for group_id in sorted(set(self.offsets) | self.txn_offsets.groups_with_pending()):
+            # committed offsets, and pending transactional ones (Kafka's onPartitionsDeleted)
+            tps = sorted({tp for tp in self.offsets.get(group_id, {}) if tp[0] == topic}
+                         | {tp for tp in self.txn_offsets.pending_partitions(group_id) if tp[0] == topic})
             if not tps:
                 continue
             try:
@@ -210,11 +214,13 @@ class OffsetManager:
         self._forget_offsets(group_id, tps)
 
     def _forget_offsets(self, group_id: str, tps) -> None:
+        """Tombstones of `tps` were appended: forget them, committed and pending."""
         committed = self.offsets.get(group_id, {})
         for tp in tps:
             committed.pop(tp, None)
         if not committed:
             self.offsets.pop(group_id, None)
+        self.txn_offsets.on_offsets_deleted(group_id, tps)
 
     # ============================================================================ retention
 
@@ -241,7 +247,7 @@ class OffsetManager:
                 continue
             total += len(expired)
             if (group.is_state(GroupState.EMPTY) and not group.pending_members
-                    and not self.offsets.get(group_id)):
+                    and not self.offsets.get(group_id) and not self.txn_offsets.pending_partitions(group_id)):
                 self._delete_quietly(group_id, lambda: self._delete_group(group))
         for group_id in list(self.consumer_groups):
             group = self.consumer_groups[group_id]
@@ -250,7 +256,8 @@ class OffsetManager:
             if not self._expire(group_id, expired):
                 continue
             total += len(expired)
-            if group.is_empty() and not self.offsets.get(group_id):
+            if (group.is_empty() and not self.offsets.get(group_id)
+                    and not self.txn_offsets.pending_partitions(group_id)):
                 self._delete_quietly(group_id, lambda: self._delete_consumer_group(group, []))
         return total
 

@@ -22,10 +22,17 @@ KIP-890: the producer's first transactional write to the partition needs the tra
 coordinator's word that the partition was added (AddOffsetsToTxn), else TRANSACTION_ABORTABLE
 (INVALID_TXN_STATE before v4).
 
+Deletion (Kafka 4's OffsetMetadataManager): DeleteGroups, OffsetDelete and a deleted topic write
+an offset tombstone for a partition with a committed *or* a pending transactional offset, and a
+tombstone drops the pending offsets of that partition from every open transaction
+(`on_offsets_deleted`, and the same on replay), so the transaction's COMMIT marker later brings
+nothing back. Expiry skips partitions with pending offsets (and a group holding some stays).
+
 Replay (`load`, after the group coordinator's replay of plain records): a partition with
 transactional batches is read again in log order; pending entries per producer are applied at a
-COMMIT marker when newer than what is loaded, dropped at an ABORT, and left pending when no
-marker follows (the transaction coordinator finishes those transactions).
+COMMIT marker when newer than what is loaded, dropped at an ABORT or by a later tombstone of
+their key, and left pending when no marker follows (the transaction coordinator finishes those
+transactions).
 
 Invariant: pending entries exist only for transactional records in the log without a marker
 after them; committed offsets change only by an appended or replayed record.
@@ -74,6 +81,13 @@ class TxnOffsets:
 
     def pending_count(self) -> int:
         return sum(len(tps) for groups in self.pending.values() for tps in groups.values())
+
+    def pending_partitions(self, group_id: str) -> set:
+        """The partitions with a pending transactional offset of `group_id`, any producer."""
+        return {tp for groups in self.pending.values() for tp in groups.get(group_id, ())}
+
+    def groups_with_pending(self) -> set:
+        return {group_id for groups in self.pending.values() for group_id in groups}
 
     # ---- TxnOffsetCommit -----------------------------------------------------------------------
     def commit(self, transactional_id: str, group_id: str, producer_id: int, producer_epoch: int,
@@ -181,6 +195,22 @@ class TxnOffsets:
         self.committed_total += n
         return n
 
+    def on_offsets_deleted(self, group_id: str, tps) -> None:
+        """Tombstones for these partitions of the group were appended (DeleteGroups, OffsetDelete,
+        a deleted topic): every open transaction's pending offset for them is dropped, as Kafka's
+        replay of an offset tombstone does, so a later COMMIT marker brings none of them back."""
+        tps = set(tps)
+        for pid in list(self.pending):
+            groups = self.pending[pid]
+            entries = groups.get(group_id)
+            if entries:
+                for tp in tps & entries.keys():
+                    del entries[tp]
+                if not entries:
+                    del groups[group_id]
+            if not groups:
+                del self.pending[pid]
+
     def on_offsets_committed(self, group_id: str, tps) -> None:
         """A plain commit landed after any pending transactional one for these partitions."""
         for groups in self.pending.values():
@@ -231,6 +261,8 @@ class TxnOffsets:
                         pending.setdefault(h.producer_id, {})[key] = Pending(om, offset)
                 elif om is None:
                     loaded.pop(key, None)
+                    for entries in pending.values():       # a tombstone ends pending ones too
+                        entries.pop(key, None)
                 else:
                     loaded[key] = (offset, om, False)
         gc = self.gc
