@@ -75,8 +75,11 @@ BROKER_CONFIG = {
     "transaction.state.log.num.partitions": "3",
     "offsets.topic.segment.bytes": "1048576",
 }
-DELETE_CONFIG = {"cleanup.policy": "delete", "internal.segment.bytes": "12000", "retention.bytes": "40000"}
-COMPACT_CONFIG = {"cleanup.policy": "compact", "internal.segment.bytes": "6000",
+# Small segments (rolls every few seconds, cleans and retention deletions all the time), but not so
+# small that a log fallen behind has thousands of them: with 6 KB segments a compact log grew to
+# 2,500 segments under repeated kills and its clean never finished between two kills again.
+DELETE_CONFIG = {"cleanup.policy": "delete", "internal.segment.bytes": "32000", "retention.bytes": "100000"}
+COMPACT_CONFIG = {"cleanup.policy": "compact", "internal.segment.bytes": "32000",
                   "min.cleanable.dirty.ratio": "0.01", "segment.ms": "600000"}
 
 # Moments a chosen kill lands in (kompakt/storage/faults.py): (point, highest n to pick).
@@ -661,7 +664,7 @@ class Soak:
         topics = [NewTopic(DELETE_TOPIC, PARTITIONS, 1, config=DELETE_CONFIG)]
         topics += [NewTopic(t, PARTITIONS, 1, config=COMPACT_CONFIG) for t in COMPACT_TOPICS]
         if self.transactions:
-            topics.append(NewTopic(TXN_TOPIC, PARTITIONS, 1, config={"internal.segment.bytes": "12000"}))
+            topics.append(NewTopic(TXN_TOPIC, PARTITIONS, 1, config={"internal.segment.bytes": "32000"}))
         for fut in admin.create_topics(topics).values():
             fut.result(30)
         b = self.broker.bootstrap
