@@ -142,25 +142,28 @@ def _path_lock(path: str) -> threading.Lock:
         return lock
 
 
-def atomic_write(path: str, data: bytes, mode: int = 0o644, *, sync: bool = True) -> None:
+def atomic_write(path: str, data: bytes, mode: int = 0o644, *, sync: bool = True,
+                 point: str = "checkpoint_write") -> None:
     """Write `data` to `path` by temp file + fsync + rename + directory fsync (the file gets `mode`).
 
     Writers of one path are serialised (Kafka's CheckpointFile writes under a lock): they share
     `<path>.tmp`, and two at once would rename each other's half-written temp file into place.
     sync=False skips both fsyncs, for a file that start-up rewrites if a crash loses it (a new
     partition's partition.metadata and first leader epoch: the topic store, synced first, says
-    what they hold).
+    what they hold). `point` names the crash point between the fsync and the rename (faults.py).
     """
     path = os.path.abspath(path)
     with _path_lock(path):
-        _atomic_write(path, data, mode, sync)
+        _atomic_write(path, data, mode, sync, point)
 
 
-def _atomic_write(path: str, data: bytes, mode: int = 0o644, sync: bool = True) -> None:
+def _atomic_write(path: str, data: bytes, mode: int = 0o644, sync: bool = True,
+                  point: str = "checkpoint_write") -> None:
     tmp = path + TMP_SUFFIX
     check_io(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        os.fchmod(fd, mode)      # a leftover <path>.tmp keeps its old mode through O_CREAT (0600 files hold secrets)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
@@ -168,7 +171,7 @@ def _atomic_write(path: str, data: bytes, mode: int = 0o644, sync: bool = True) 
             os.fsync(fd)
     finally:
         os.close(fd)
-    crash_point("checkpoint_write")
+    crash_point(point)
     os.replace(tmp, path)
     if sync:
         fsync_dir(os.path.dirname(os.path.abspath(path)))

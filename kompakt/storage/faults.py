@@ -18,6 +18,8 @@ Crash points, each named where it sits (the soak in bench/bench_kill_soak.py kil
     segment_roll          Log.roll: the new segment's files exist, the log does not list it yet
     retention_delete      Log._remove_segments: a segment renamed `.deleted`, the next not yet
     checkpoint_write      checkpoint atomic_write: `<name>.tmp` written and fsynced, not renamed
+    state_file_write      the same for the broker's JSON state files (ACLs, SCRAM credentials, dynamic
+                          configs, client quotas: broker/security/store_file.py)
     swap_renamed          Log.replace_segments step 2 done: cleaned segments are `.swap`
     swap_old_deleted      Log.replace_segments step 4 done: old segments are `.deleted`
     before_swap, after_first_group, before_checkpoint, after_checkpoint
@@ -40,8 +42,8 @@ log = logging.getLogger(__name__)
 CRASH_ENV = "TEST_KOMPAKT_CRASH_AT"
 IO_ERROR_ENV = "TEST_KOMPAKT_IO_ERROR"
 
-CRASH_POINTS = ("segment_roll", "retention_delete", "checkpoint_write", "swap_renamed", "swap_old_deleted",
-                "before_swap", "after_first_group", "before_checkpoint", "after_checkpoint",
+CRASH_POINTS = ("segment_roll", "retention_delete", "checkpoint_write", "state_file_write", "swap_renamed",
+                "swap_old_deleted", "before_swap", "after_first_group", "before_checkpoint", "after_checkpoint",
                 "group_rebalance", "txn_prepare_written", "txn_marker_written", "txn_markers_written")
 
 

@@ -33,7 +33,7 @@ def _canonical(body) -> bytes:
 def write_json(path: str, body) -> None:
     doc = {"body": body, "crc32c": crc32c.crc32c(_canonical(body)), "version": VERSION}
     data = (json.dumps(doc, sort_keys=True, indent=1) + "\n").encode()
-    atomic_write(path, data, mode=0o600)
+    atomic_write(path, data, mode=0o600, point="state_file_write")
 
 
 def read_json(path: str):

@@ -110,6 +110,8 @@ def test_validation_and_store_round_trip(tmp_path):
     assert validate_binding(acl(Res.TOPIC, "t", Op.READ, principal="alice")).startswith("Could not parse")
     assert validate_binding(acl(Res.TOPIC, "t", Op.READ)) is None
     store = AclStore(str(tmp_path))
+    (tmp_path / "kompakt-acls.json.tmp").write_text("left over by a crash")
+    (tmp_path / "kompakt-acls.json.tmp").chmod(0o644)                 # its mode must not survive
     a = Authorizer(store=store)
     a.create([acl(Res.TOPIC, "t", Op.READ), acl(Res.TOPIC, "t", Op.READ), acl(Res.GROUP, "g", Op.READ)])
     assert len(Authorizer(store=store).bindings) == 2
