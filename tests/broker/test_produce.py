@@ -21,8 +21,8 @@ def batch(n=1, **kw):
     return build_batch([(b"k%d" % i, b"v%d" % i) for i in range(n)], base_timestamp=TS, **kw)
 
 
-async def produce(h, topic, records, version=9, acks=-1, partition=0, topic_id=None):
-    req = ProduceRequest(transactional_id=None, acks=acks, timeout_ms=1000,
+async def produce(h, topic, records, version=9, acks=-1, partition=0, topic_id=None, transactional_id=None):
+    req = ProduceRequest(transactional_id=transactional_id, acks=acks, timeout_ms=1000,
                          topic_data=[TD(name=topic, topic_id=topic_id,
                                         partition_data=[PD(index=partition, records=records)])])
     resp = await h.call(req, version)
@@ -227,3 +227,22 @@ async def test_appends_that_roll_the_segment_run_off_the_loop_and_keep_their_ord
         data = bytes(plog.read(len(offsets), 1 << 20).records)
         offsets += [hdr.base_offset for _, hdr in iter_batches(data)]
     assert offsets == list(range(20)) and plog.num_segments == len(roll_threads) + 1
+
+
+async def test_authorization_transactional_id_then_topic(h):
+    """Kafka's handleProduceRequest: a transactional id needs WRITE on it (else every partition
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then each topic WRITE (TOPIC_AUTHORIZATION_FAILED,
+    whether it exists or not); nothing is appended either way."""
+    from kompakt.broker.security.acl import AclBinding, Op, PatternType, PermissionType, Res
+    from kompakt.broker.security.authorizer import Authorizer
+    h.create("t", 1)
+    h.broker.authorizer = az = Authorizer()
+
+    def allow(rtype, name, op):
+        return AclBinding(rtype, name, PatternType.LITERAL, "User:ANONYMOUS", "*", op, PermissionType.ALLOW)
+    az.create([allow(Res.TOPIC, "t", Op.WRITE)])
+    assert (await produce(h, "t", batch(), transactional_id="tx")).error_code == 53
+    az.create([allow(Res.TRANSACTIONAL_ID, "tx", Op.WRITE)])
+    assert (await produce(h, "missing", batch(), transactional_id="tx")).error_code == 29
+    assert (await produce(h, "t", batch())).error_code == 0                  # WRITE on the topic
+    assert h.lm.get_log(TopicPartition("t", 0)).log_end_offset == 1

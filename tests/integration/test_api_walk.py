@@ -26,7 +26,7 @@ from kompakt.broker.handlers import load_handlers, version_ranges
 from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode as EC
 from tests.integration.conftest import BrokerProcess
-from wire_support import Wire, error_codes
+from wire_support import Wire, error_codes, field, req, sub
 
 HANDLERS = load_handlers()
 ADVERTISED = {key: (lo, hi) for key, lo, hi in version_ranges(HANDLERS)}
@@ -37,26 +37,6 @@ BROKEN = {EC.UNKNOWN_SERVER_ERROR, EC.UNSUPPORTED_VERSION, EC.CORRUPT_MESSAGE}
 ZERO = uuid.UUID(int=0)
 TOPIC, NODE = "walk", 1
 TOPIC_CONFIG, BROKER = 2, 4
-
-
-def req(api_key: int, **fields):
-    return registry.API[api_key].request(**fields)
-
-
-def sub(api_key: int, *path: str):
-    """A nested struct class of an API's request, e.g. sub(0, "TopicProduceData")."""
-    cls = registry.API[api_key].request
-    for name in path:
-        cls = getattr(cls, name)
-    return cls
-
-
-def field(api_key: int, *path: str):
-    """The data class of a (nested) request field, e.g. field(24, "v3_and_below_topics")."""
-    cls = registry.API[api_key].request
-    for name in path:
-        cls = cls._struct.fields[name].data_class
-    return cls
 
 
 def batch(n: int = 1) -> bytes:

@@ -6,7 +6,9 @@ sends it, and decodes the answer with the matching response class at the same ve
 what a client would trip over: the correlation id, and that the body is consumed exactly (no
 bytes missing, none left over). A closed connection fails the test with the API named.
 `error_codes(response)` lists every error code anywhere in a response (top level, per topic,
-per partition, ...), for "no unexpected error" checks.
+per partition, ...), for "no unexpected error" checks. `req(key, **fields)`, `sub(key, *names)`
+and `field(key, *names)` build request objects and their nested structs. `plain_login` does
+SASL/PLAIN on a SASL_PLAINTEXT listener (SaslHandshake v1, SaslAuthenticate v2).
 """
 from __future__ import annotations
 
@@ -36,6 +38,12 @@ class Wire:
         assert end == len(body), f"{api.name} v{version}: answer is {len(body)} bytes, the schema reads {end}"
         return response
 
+    def plain_login(self, user: str, password: str) -> None:
+        handshake = self.call(req(17, mechanism="PLAIN"), 1)
+        assert handshake.error_code == 0, handshake
+        answer = self.call(req(36, auth_bytes=f"\0{user}\0{password}".encode()), 2)
+        assert answer.error_code == 0, answer
+
     def _read(self, n: int, name: str, version: int) -> bytes:
         out = b""
         while len(out) < n:
@@ -64,3 +72,23 @@ def error_codes(obj) -> list[int]:
         elif hasattr(value, "_struct"):
             out.extend(error_codes(value))
     return out
+
+
+def req(api_key: int, **fields):
+    return registry.API[api_key].request(**fields)
+
+
+def sub(api_key: int, *path: str):
+    """A nested struct class of an API's request, e.g. sub(0, "TopicProduceData")."""
+    cls = registry.API[api_key].request
+    for name in path:
+        cls = getattr(cls, name)
+    return cls
+
+
+def field(api_key: int, *path: str):
+    """The data class of a (nested) request field, e.g. field(24, "v3_and_below_topics")."""
+    cls = registry.API[api_key].request
+    for name in path:
+        cls = cls._struct.fields[name].data_class
+    return cls

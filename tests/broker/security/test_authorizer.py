@@ -33,6 +33,13 @@ def test_no_acl_denies_unless_allow_everyone():
     assert a.authorize("User:alice", "h", Op.READ, Res.TOPIC, "other")
 
 
+def test_only_read_write_delete_alter_imply_describe():
+    for op in (Op.READ, Op.WRITE, Op.DELETE, Op.ALTER):
+        assert az(acl(Res.TOPIC, "t", op)).authorize("User:alice", "h", Op.DESCRIBE, Res.TOPIC, "t")
+    for op in (Op.CREATE, Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.CLUSTER_ACTION):
+        assert not az(acl(Res.TOPIC, "t", op)).authorize("User:alice", "h", Op.DESCRIBE, Res.TOPIC, "t"), op
+
+
 def test_read_only_cannot_write_but_may_describe():
     a = az(acl(Res.TOPIC, "t", Op.READ))
     assert a.authorize("User:alice", "h", Op.READ, Res.TOPIC, "t")

@@ -48,6 +48,9 @@ def test_scram_round_trip_and_wrong_password(tmp_path, mechanism):
         scram_client(mechanism, "ann", "nope", ScramServer(mechanism, store.lookup))
     with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):
         ScramServer(mechanism, store.lookup).step(b"n,,n=nobody,r=x")
+    other = "SCRAM-SHA-512" if mechanism == "SCRAM-SHA-256" else "SCRAM-SHA-256"
+    with pytest.raises(AuthenticationFailed, match="Invalid user credentials"):   # ann has no credential for it
+        ScramServer(other, store.lookup).step(b"n,,n=ann,r=x")
     scram_client(mechanism, "ann", "pw", ScramServer(mechanism, store.lookup), authzid="ann")  # authzid = user
     with pytest.raises(AuthenticationFailed, match="authorization id that is different from username"):
         scram_client(mechanism, "ann", "pw", ScramServer(mechanism, store.lookup), authzid="root")
@@ -249,3 +252,34 @@ def test_tls_write_coalescing():
     out = _coalesce([b"a", b"bc", big, b"d", b"e", big, big, b"f"])
     assert out == [b"abc", big, b"de", big, big, b"f"] and out[1] is big and out[4] is big
     assert _coalesce([b"only"]) == [b"only"]
+
+
+def test_a_certificate_no_rule_maps_is_refused(tmp_path):
+    """ListenerSecurity.open_session on an SSL listener with client certificates: the principal
+    comes from the peer certificate's DER subject; without a matching rule (no DEFAULT) the
+    connection is refused (None) with one WARNING line."""
+    import trustme
+
+    from kompakt.broker.security.setup import build_listeners
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    cfg = BrokerConfig({"listeners": "SSL://127.0.0.1:0", "ssl.keystore.type": "PEM",
+                        "ssl.keystore.location": str(tmp_path / "server.pem"), "ssl.client.auth": "required",
+                        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(tmp_path / "ca.pem"),
+                        "ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),.*$/$1/"})
+    [sec] = build_listeners(cfg)
+    CN = "2.5.4.3"
+
+    class PeerTransport:                  # what uvloop's SSL transport answers about the peer
+        def __init__(self, der):
+            self.der = der
+
+        def get_extra_info(self, name):
+            return type("SSLObject", (), {"getpeercert": lambda _self, binary_form=False: self.der})() \
+                if name == "ssl_object" else None
+
+    ok = sec.open_session(PeerTransport(_der_cert([("2.5.4.10", "Acme")], [(CN, "alice")])), "10.0.0.1", "peer", None)
+    assert ok.principal == "User:alice" and ok.client_host == "10.0.0.1"
+    assert sec.open_session(PeerTransport(_der_cert([("2.5.4.10", "Acme")], [(CN, "Zed")])), "h", "peer", None) is None
+    assert sec.open_session(PeerTransport(None), "h", "peer", None).principal == "User:ANONYMOUS"
