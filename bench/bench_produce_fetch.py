@@ -128,6 +128,8 @@ def keyed(args) -> None:
                           f"CPU-us/record", flush=True)
     finally:
         broker.stop()
+        import shutil
+        shutil.rmtree(broker.dir, ignore_errors=True)   # 18 M records: gigabytes
     load1 = os.getloadavg()[0]
     rows = []
     for codec in codecs:
