@@ -8,6 +8,7 @@ import pytest
 from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
                                                ListTransactionsRequest)
 from kafka.protocol.admin.groups import DeleteGroupsRequest
+from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.consumer.group import OffsetDeleteRequest, OffsetFetchRequest
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 from kafka.protocol.producer.produce import ProduceRequest
@@ -118,6 +119,40 @@ async def test_commit_and_abort_write_markers_and_move_the_lso(h):
     assert log_of(h, "a", 1).aborted_transactions(0, 2)[0].first_offset == 0
     meta = h.broker.txn.txns["tx"]
     assert meta.state.kafka_name == "CompleteAbort" and not meta.partitions
+
+
+async def fetch_a0(h, isolation, offset=0):
+    """Fetch v11 of a-0 from `offset`: (offsets of the data batches returned, LSO, aborted list)."""
+    FT, FP = FetchRequest.FetchTopic, FetchRequest.FetchTopic.FetchPartition
+    r = await h.call(FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                                  isolation_level=isolation, session_id=0, session_epoch=-1, rack_id="",
+                                  topics=[FT(topic="a", partitions=[FP(partition=0, fetch_offset=offset,
+                                                                     partition_max_bytes=1 << 20,
+                                                                     current_leader_epoch=-1, log_start_offset=-1)])],
+                                  forgotten_topics_data=[]), 11)
+    p = r.responses[0].partitions[0]
+    data = bytes(p.records or b"")
+    got = [hd.base_offset for _, hd in R.iter_batches(data) if not hd.is_control]
+    aborted = None if p.aborted_transactions is None else [(t.producer_id, t.first_offset)
+                                                           for t in p.aborted_transactions]
+    return got, p.last_stable_offset, aborted
+
+
+async def test_read_committed_fetch_stops_at_the_lso_and_lists_aborted_transactions(h):
+    _, pid, epoch = await init(h)
+    _, pid2, epoch2 = await init(h, tid="tx2")
+    await add(h, pid, epoch, [("a", 0)])
+    await add(h, pid2, epoch2, [("a", 0)], tid="tx2")
+    assert await produce(h, pid, epoch, 0) == E_NONE                # offset 0: tx, open
+    assert await produce(h, pid2, epoch2, 0, tid="tx2") == E_NONE   # offset 1: tx2, open
+    assert await fetch_a0(h, 1) == ([], 0, [])                      # nothing past the LSO
+    assert await fetch_a0(h, 0) == ([0, 1], 0, None)                # read_uncommitted: everything
+    assert await end(h, pid2, epoch2, False, tid="tx2") == E_NONE   # ABORT at 2; tx still open
+    assert await fetch_a0(h, 1) == ([], 0, [])
+    assert await end(h, pid, epoch, True) == E_NONE                 # COMMIT at 3
+    assert await fetch_a0(h, 1) == ([0, 1], 4, [(pid2, 1)])         # the consumer drops tx2's batch
+    assert await fetch_a0(h, 1, offset=2) == ([], 4, [(pid2, 1)])  # its ABORT marker still overlaps
+    assert await fetch_a0(h, 1, offset=4) == ([], 4, [])            # at the end: nothing to list
 
 
 async def test_state_is_written_in_kafkas_records_and_reloaded(h):
