@@ -17,6 +17,7 @@ from kafka.protocol.producer.transaction import (AddOffsetsToTxnRequest, AddPart
 
 from admin_harness import Harness
 
+from kompakt.broker.txn.state import TxnState
 from kompakt.protocol import records as R
 from kompakt.protocol import txn_records as T
 from kompakt.storage import TopicPartition
@@ -262,6 +263,13 @@ async def test_offsets_in_a_transaction(h):
 
     assert await txn_commit(5) == E_INVALID_TXN_STATE               # AddOffsetsToTxn first (KIP-890)
     assert await txn_commit(5, version=4) == E_ABORTABLE
+    # markers still being written: the coordinator's code passes through (Kafka's mapping keeps it)
+    meta = h.broker.txn.txns["tx"]
+    h.broker.txn.txns["tx"] = meta.copy(state=TxnState.PREPARE_COMMIT)
+    assert await txn_commit(5) == E_CONCURRENT
+    h.broker.txn.txns["tx"] = meta.copy(producer_epoch=epoch + 1)     # another instance took over
+    assert await txn_commit(5) == E_EPOCH
+    h.broker.txn.txns["tx"] = meta
     r = await h.call(AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
                                             group_id="grp"), 3)
     assert r.error_code == E_NONE

@@ -57,9 +57,11 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 READ_BYTES = 1 << 20
-# verification failures as TxnOffsetCommit answers them (Kafka's AddPartitionsToTxnManager mapping)
-_VERIFY_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH,
-                  ErrorCode.CONCURRENT_TRANSACTIONS: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
+# verification failures as TxnOffsetCommit answers them (Kafka's AddPartitionsToTxnManager turns
+# PRODUCER_FENCED into INVALID_PRODUCER_EPOCH; the group coordinator's maybeConvertOffsetCommitError
+# / CoordinatorOperationExceptionHelper leave the coordinator's other codes, CONCURRENT_TRANSACTIONS
+# included, as they are: clients retry them)
+_VERIFY_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
 
 
 @dataclass

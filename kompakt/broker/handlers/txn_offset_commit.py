@@ -14,7 +14,8 @@ UNKNOWN_TOPIC_OR_PARTITION (unknown topic or partition; those partitions only), 
 checks (INVALID_GROUP_ID, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
 COORDINATOR_NOT_AVAILABLE), KIP-890 verification (the group's partition must have been added
 with AddOffsetsToTxn: TRANSACTION_ABORTABLE from v4, INVALID_TXN_STATE before;
-INVALID_PRODUCER_EPOCH for a fenced producer; INVALID_PRODUCER_ID_MAPPING), the append's storage
+INVALID_PRODUCER_EPOCH for a fenced producer; INVALID_PRODUCER_ID_MAPPING; CONCURRENT_TRANSACTIONS
+while the previous transaction's markers are being written), the append's storage
 errors (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR); per partition OFFSET_METADATA_TOO_LARGE.
 COORDINATOR_LOAD_IN_PROGRESS is answered COORDINATOR_NOT_AVAILABLE below v2 (Kafka, KAFKA-7296).
 
