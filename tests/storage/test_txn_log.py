@@ -93,6 +93,18 @@ def test_aborted_search_walks_segments_until_complete(tmp_path):
     lg.close()
 
 
+def test_index_search_is_complete_once_an_entry_reaches_the_upper_bound(tmp_path):
+    # Kafka's TransactionIndex.collectAbortedTxns: an entry whose LSO is at or past the upper bound
+    # ends the search (later segments cannot hold an overlapping transaction); the walk over
+    # segments stops there
+    idx = TransactionIndex(str(tmp_path / "00000000000000000000.txnindex"), 0)
+    for e in (AbortedTxn(1, 0, 5, 3), AbortedTxn(2, 3, 8, 9), AbortedTxn(3, 9, 12, 13)):
+        idx.append(e)
+    assert idx.collect(4, 7) == ([AbortedTxn(1, 0, 5, 3), AbortedTxn(2, 3, 8, 9)], True)
+    assert idx.collect(10, 20) == ([AbortedTxn(3, 9, 12, 13)], False)    # the next segment may add some
+    assert idx.collect(6, 9) == ([AbortedTxn(2, 3, 8, 9)], True)
+
+
 def test_verification_guard_is_required_and_goes_stale(tmp_path):
     lg = Log.open(str(tmp_path / "t-0"), cfg())
     with pytest.raises(InvalidTxnStateError):
