@@ -97,3 +97,14 @@ def check_config_access(ctx, resource_type: int, name: str, alter: bool) -> None
     op = Op.ALTER_CONFIGS if alter else Op.DESCRIBE_CONFIGS
     if not ctx.authorize(op, Res[kind], CLUSTER_NAME if kind == "CLUSTER" else name):
         raise ResultError(ErrorCode[error], "Authorization failed.")
+
+
+def acl_api_refusal(ctx, op: int) -> tuple[ErrorCode, str] | None:
+    """Why CreateAcls / DescribeAcls / DeleteAcls refuse the whole request (Kafka's AclApis):
+    SECURITY_DISABLED without an authorizer, CLUSTER_AUTHORIZATION_FAILED without `op` (ALTER,
+    DESCRIBE) on the cluster; None when they may go on."""
+    if ctx.authorizer is None:
+        return ErrorCode.SECURITY_DISABLED, "No Authorizer is configured."
+    if not ctx.authorize_cluster(op):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed."
+    return None

@@ -15,6 +15,7 @@ import asyncio
 from kafka.protocol.admin.acl import CreateAclsResponse
 
 from kompakt.broker.security.acl import AclBinding, Op, validate_binding
+from kompakt.broker.handlers._common import acl_api_refusal
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 30
@@ -30,11 +31,10 @@ def _all(ctx, request, code, message):
 
 
 async def handle(ctx, request):
+    refused = acl_api_refusal(ctx, Op.ALTER)
+    if refused is not None:
+        return _all(ctx, request, *refused)
     authorizer = ctx.authorizer
-    if authorizer is None:
-        return _all(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
-    if not ctx.authorize_cluster(Op.ALTER):
-        return _all(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     results, valid = [], []
     for c in request.creations:
         b = AclBinding(c.resource_type, c.resource_name, c.resource_pattern_type, c.principal, c.host,

@@ -13,6 +13,7 @@ import asyncio
 from kafka.protocol.admin.acl import DeleteAclsResponse
 
 from kompakt.broker.security.acl import AclFilter, Op, filter_problem
+from kompakt.broker.handlers._common import acl_api_refusal
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 31
@@ -29,11 +30,10 @@ def _all(ctx, request, code, message):
 
 
 async def handle(ctx, request):
+    refused = acl_api_refusal(ctx, Op.ALTER)
+    if refused is not None:
+        return _all(ctx, request, *refused)
     authorizer = ctx.authorizer
-    if authorizer is None:
-        return _all(ctx, request, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
-    if not ctx.authorize_cluster(Op.ALTER):
-        return _all(ctx, request, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     filters = [AclFilter(f.resource_type_filter, f.resource_name_filter, f.pattern_type_filter, f.principal_filter,
                          f.host_filter, f.operation, f.permission_type) for f in request.filters]
     problems = [filter_problem(f) for f in filters]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from kafka.protocol.admin.acl import DescribeAclsResponse
 
 from kompakt.broker.security.acl import AclFilter, Op, filter_problem
+from kompakt.broker.handlers._common import acl_api_refusal
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 29
@@ -29,11 +30,10 @@ def _response(ctx, code=0, message=None, resources=()):
 
 
 async def handle(ctx, request):
+    refused = acl_api_refusal(ctx, Op.DESCRIBE)
+    if refused is not None:
+        return _response(ctx, *refused)
     authorizer = ctx.authorizer
-    if authorizer is None:
-        return _response(ctx, ErrorCode.SECURITY_DISABLED, "No Authorizer is configured.")
-    if not ctx.authorize_cluster(Op.DESCRIBE):
-        return _response(ctx, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
     f = AclFilter(request.resource_type_filter, request.resource_name_filter, request.pattern_type_filter,
                   request.principal_filter, request.host_filter, request.operation, request.permission_type)
     problem = filter_problem(f)
