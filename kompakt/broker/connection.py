@@ -325,6 +325,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         its high-water mark (512 KiB), going on when the socket drains (resume_writing)."""
         backlog = self._tls_backlog
         transport = self.transport
+        if transport is not None and transport.is_closing():
+            backlog.clear()                  # aborted: each write would only log "SSL connection is closed"
+            return
         while backlog and not self._write_paused and transport is not None:
             batch, room = [], TLS_WRITE_CHUNK
             while backlog and room > 0:

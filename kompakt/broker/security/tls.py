@@ -159,7 +159,13 @@ def server_context(get, listener: str, stats=None) -> ssl.SSLContext:
         ctx.minimum_version, ctx.maximum_version = _VERSIONS[ordered[0]], _VERSIONS[ordered[-1]]
     except ValueError as exc:
         raise ConfigError(f"ssl.enabled.protocols {enabled}: {exc}") from None
-    suites = [s for s in get("ssl.cipher.suites") if s not in _TLS13_SUITES]
+    named = get("ssl.cipher.suites")
+    tls13 = [s for s in named if s in _TLS13_SUITES]
+    if tls13:          # Python's ssl has no set_ciphersuites: say so rather than seem to obey
+        log.warning("listener %s: ssl.cipher.suites names TLS 1.3 suites (%s), which Kompakt cannot restrict: "
+                    "TLS 1.3 connections use OpenSSL's default suites; the TLS 1.2 ones listed are applied",
+                    listener, ", ".join(tls13))
+    suites = [s for s in named if s not in _TLS13_SUITES]
     if suites:
         try:
             ctx.set_ciphers(":".join(openssl_cipher_name(s) for s in suites))

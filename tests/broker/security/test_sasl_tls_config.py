@@ -221,7 +221,7 @@ def test_listener_map():
                                            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}))
 
 
-def test_tls_configuration_errors(tmp_path):
+def test_tls_configuration_errors(tmp_path, caplog):
     import trustme
     ca = trustme.CA()
     cert = ca.issue_cert("127.0.0.1")
@@ -241,6 +241,12 @@ def test_tls_configuration_errors(tmp_path):
     with pytest.raises(ConfigError, match="needs a truststore"):
         server_context(no_trust.__getitem__, "SSL")
     assert openssl_cipher_name("TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256") == "ECDHE-RSA-AES128-GCM-SHA256"
+    only12 = BrokerConfig({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pem), "ssl.enabled.protocols": "TLSv1.2",
+                           "ssl.cipher.suites": "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384"})
+    with caplog.at_level("WARNING", logger="kompakt.broker.security.tls"):
+        ctx = server_context(only12.__getitem__, "SSL")
+    assert [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"] == ["ECDHE-RSA-AES128-GCM-SHA256"]
+    assert "TLS_AES_256_GCM_SHA384" in caplog.text and "cannot restrict" in caplog.text
     assert normalize_pem("-----BEGIN X-----  QUJD  -----END X-----") == "-----BEGIN X-----\nQUJD\n-----END X-----\n"
 
 
