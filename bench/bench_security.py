@@ -31,6 +31,7 @@ import base64
 import hashlib
 import hmac
 import os
+import shutil
 import socket
 import ssl
 import statistics
@@ -219,6 +220,7 @@ def request_path(n: int) -> None:
                 broker.authorizer = build_authorizer(broker.config)
             await timed(broker, frame("path"), label)
             broker.log_manager.shutdown()
+            shutil.rmtree(d, ignore_errors=True)
     asyncio.run(main_async())
 
 
@@ -245,6 +247,8 @@ def main() -> None:
         setup_lines = [] if args.no_setups else setups(broker, ports, ca, args)
     finally:
         broker.stop()
+        shutil.rmtree(broker.dir, ignore_errors=True)          # GBs of records after a 9-round run
+        shutil.rmtree(os.path.dirname(ca), ignore_errors=True)
     if not args.no_write:
         write(lines, setup_lines, loads, args)
 
