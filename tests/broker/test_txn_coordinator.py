@@ -196,6 +196,20 @@ async def test_error_codes(h):
     assert log_of(h, "a").log_end_offset == 0
 
 
+async def test_internal_topics_that_cannot_be_created_answer_coordinator_not_available(h):
+    # a topic whose name collides with __transaction_state / __consumer_offsets ('.' and '_')
+    # makes their creation fail: an error code on the wire, never a closed connection
+    h.create("__transaction.state", 1)
+    h.create("__consumer.offsets", 1)
+    assert await init(h) == (15, -1, -1)                           # COORDINATOR_NOT_AVAILABLE
+    r = await h.call(TxnOffsetCommitRequest(
+        transactional_id="tx", group_id="grp", producer_id=1, producer_epoch=0, generation_id=-1,
+        member_id="", group_instance_id=None, topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(
+            name="a", partitions=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                partition_index=0, committed_offset=1, committed_leader_epoch=-1, committed_metadata="")])]), 3)
+    assert r.topics[0].partitions[0].error_code == 15
+
+
 async def test_new_instance_fences_an_open_transaction(h):
     _, pid, epoch = await init(h)
     await add(h, pid, epoch, [("a", 0)])

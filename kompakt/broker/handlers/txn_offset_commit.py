@@ -27,7 +27,7 @@ from __future__ import annotations
 from kafka.protocol.producer.transaction import TxnOffsetCommitResponse
 
 from kompakt.broker.security.acl import Op, Res
-from kompakt.protocol.errors import ErrorCode
+from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
 
 API_KEY = 28
@@ -71,7 +71,11 @@ async def handle(ctx, request):
                 parts.append((t.name, p.partition_index, p.committed_offset,
                               p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
     if parts:
-        await ctx.groups.topic.ensure_async()
+        try:
+            await ctx.groups.topic.ensure_async()
+        except KafkaError:                    # __consumer_offsets cannot be created
+            codes.update({(t, p): ErrorCode.COORDINATOR_NOT_AVAILABLE for t, p, *_ in parts})
+            return _response(v, order, codes)
         codes.update(ctx.groups.txn_offsets.commit(
             request.transactional_id, request.group_id, request.producer_id, request.producer_epoch,
             request.generation_id if v >= 3 else -1, (request.member_id or "") if v >= 3 else "",

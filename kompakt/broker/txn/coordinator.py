@@ -150,7 +150,7 @@ class TransactionCoordinator:
                 raise CoordinatorError(E.INVALID_REQUEST, "empty transactional id")
             if not 0 < timeout_ms <= self.config["transaction.max.timeout.ms"]:
                 raise CoordinatorError(E.INVALID_TRANSACTION_TIMEOUT)
-            await self.topic.ensure_async()
+            await self._ensure_topic()
             meta = self.txns.get(transactional_id)
             if meta is None:
                 pid = await self._new_producer_id()
@@ -163,6 +163,15 @@ class TransactionCoordinator:
             return self._init_existing(meta, timeout_ms, expected, None)
         except CoordinatorError as exc:
             return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+
+    async def _ensure_topic(self) -> None:
+        """`__transaction_state` exists, or CoordinatorError: a topic that cannot be created (a
+        colliding name, a failing disk) leaves the coordinator unavailable, as Kafka's answers."""
+        try:
+            await self.topic.ensure_async()
+        except KafkaError as exc:
+            log.warning("cannot create %s: %s", tr.TRANSACTION_STATE_TOPIC, exc)
+            raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE) from exc
 
     def _init_existing(self, meta: TxnMetadata, timeout_ms: int, expected, spare_pid) -> tuple[int, int, int]:
         if expected is not None and not (meta.producer_epoch == NO_PRODUCER_EPOCH
