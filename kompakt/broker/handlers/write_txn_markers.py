@@ -23,7 +23,7 @@ import time
 from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
 from kompakt.broker.security.acl import Op
-from kompakt.protocol import txn_records as tr
+from kompakt.broker.txn import markers
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
 
@@ -34,24 +34,19 @@ MAX_VERSION = 2
 Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
 TopicResult = Result.WritableTxnMarkerTopicResult
 PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def _write(ctx, marker, topic: str, partition: int, commit: bool) -> int:
-    lm = ctx.log_manager
     tp = TopicPartition(topic, partition)
-    if lm.get_log(tp) is None:
+    if ctx.log_manager.get_log(tp) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    batch = tr.marker_batch(marker.producer_id, marker.producer_epoch, tr.COMMIT if commit else tr.ABORT,
-                            marker.coordinator_epoch, int(time.time() * 1000))
     try:
-        lm.append_as_leader(tp, batch, origin="coordinator")
+        markers.append_marker(ctx.broker, tp, marker.producer_id, marker.producer_epoch, commit,
+                              marker.coordinator_epoch, int(time.time() * 1000))
     except KafkaError as exc:
         return exc.code
     except OSError:
         return ErrorCode.KAFKA_STORAGE_ERROR
-    if topic == OFFSETS_TOPIC:
-        ctx.groups.txn_offsets.complete(marker.producer_id, partition, commit)
     return ErrorCode.NONE
 
 

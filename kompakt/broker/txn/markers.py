@@ -38,7 +38,6 @@ _DONE_CODES = (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.TRANSACTION_COORDINAT
 def write_markers(broker, meta, commit: bool, now_ms: int) -> set:
     """Append the markers of `meta`'s transaction; returns the partitions still to be marked."""
     lm = broker.log_manager
-    ctype = tr.COMMIT if commit else tr.ABORT
     left = set()
     for topic, partition in sorted(meta.partitions):
         tp = TopicPartition(topic, partition)
@@ -46,9 +45,8 @@ def write_markers(broker, meta, commit: bool, now_ms: int) -> set:
             log.info("transaction %s: partition %s-%d is gone; no marker needed", meta.transactional_id,
                      topic, partition)
             continue
-        batch = tr.marker_batch(meta.producer_id, meta.producer_epoch, ctype, COORDINATOR_EPOCH, now_ms)
         try:
-            lm.append_as_leader(tp, batch, origin="coordinator")
+            append_marker(broker, tp, meta.producer_id, meta.producer_epoch, commit, COORDINATOR_EPOCH, now_ms)
         except KafkaError as exc:
             if exc.code in _DONE_CODES:
                 log.info("transaction %s: marker for %s-%d not needed (%s)", meta.transactional_id,
@@ -63,13 +61,19 @@ def write_markers(broker, meta, commit: bool, now_ms: int) -> set:
                         meta.transactional_id, topic, partition, exc)
             left.add((topic, partition))
             continue
-        if topic == OFFSETS_TOPIC:
-            _offsets_completed(broker, meta.producer_id, partition, commit)
         crash_point("txn_marker_written")
     return left
 
 
-def _offsets_completed(broker, producer_id: int, partition: int, commit: bool) -> None:
-    txn_offsets = getattr(getattr(broker, "groups", None), "txn_offsets", None)
-    if txn_offsets is not None:
-        txn_offsets.complete(producer_id, partition, commit)
+def append_marker(broker, tp: TopicPartition, producer_id: int, producer_epoch: int, commit: bool,
+                  coordinator_epoch: int, now_ms: int) -> None:
+    """One COMMIT/ABORT marker into `tp` (raises the append's KafkaError / OSError); in a
+    `__consumer_offsets` partition the producer's pending transactional offsets there are then
+    made visible or dropped (Kafka's onTransactionCompleted). WriteTxnMarkers uses it too."""
+    batch = tr.marker_batch(producer_id, producer_epoch, tr.COMMIT if commit else tr.ABORT,
+                            coordinator_epoch, now_ms)
+    broker.log_manager.append_as_leader(tp, batch, origin="coordinator")
+    if tp.topic == OFFSETS_TOPIC:
+        txn_offsets = getattr(getattr(broker, "groups", None), "txn_offsets", None)
+        if txn_offsets is not None:
+            txn_offsets.complete(producer_id, tp.partition, commit)
