@@ -28,7 +28,10 @@ with a tagged-field section (we write none; unknown tags are skipped, e.g. 4.1's
     ConsumerGroupMemberMetadataValue       instance_id?, rack_id?, client_id, client_host,
                                             [subscribed_topic_names], subscribed_topic_regex?,
                                             rebalance_timeout_ms int32, server_assignor?
-                                            (tag 0: classic member metadata, read and skipped)
+                                            tag 0 ClassicMemberMetadata? (a member speaking the
+                                            classic protocol in a consumer group):
+                                            session_timeout_ms int32, [supported protocols:
+                                            name, metadata bytes])
     ConsumerGroupTargetAssignmentMetadataValue  int32 assignment_epoch
     ConsumerGroupTargetAssignmentMemberValue    [topic_id uuid, [partition int32]]
     ConsumerGroupCurrentMemberAssignmentValue   member_epoch int32, previous_member_epoch int32,
@@ -71,6 +74,7 @@ KEY_TYPES = {
     REGULAR_EXPRESSION: "consumer_group_regular_expression",
 }
 TYPE_OF = {name: key for key, name in KEY_TYPES.items()}
+CLASSIC_MEMBER_METADATA_TAG = 0   # ConsumerGroupMemberMetadataValue's tagged ClassicMemberMetadata
 _SECOND_FIELD = {MEMBER_METADATA: "member_id", TARGET_ASSIGNMENT_MEMBER: "member_id",
                  CURRENT_MEMBER_ASSIGNMENT: "member_id", REGULAR_EXPRESSION: "regex"}
 
@@ -174,7 +178,10 @@ def encode_partition_metadata_value(topics: list[tuple[uuid.UUID, str, int]]) ->
 def encode_member_metadata_value(*, instance_id: str | None, rack_id: str | None, client_id: str,
                                  client_host: str, subscribed_topic_names: list[str],
                                  subscribed_topic_regex: str | None, rebalance_timeout_ms: int,
-                                 server_assignor: str | None) -> bytes:
+                                 server_assignor: str | None,
+                                 classic_member_metadata: dict | None = None) -> bytes:
+    """`classic_member_metadata` ({"session_timeout_ms", "supported_protocols": [(name,
+    metadata)]}) goes in tag 0, for a member that speaks the classic protocol."""
     w = _value_writer()
     w.string(instance_id)
     w.string(rack_id)
@@ -184,7 +191,35 @@ def encode_member_metadata_value(*, instance_id: str | None, rack_id: str | None
     w.string(subscribed_topic_regex)
     w.i32(rebalance_timeout_ms)
     w.string(server_assignor)
-    return _finish(w)
+    tags = {}
+    if classic_member_metadata is not None:
+        tags[CLASSIC_MEMBER_METADATA_TAG] = _encode_classic_member_metadata(classic_member_metadata)
+    w.tagged_fields(tags)
+    return w.getvalue()
+
+
+def _encode_classic_member_metadata(classic: dict) -> bytes:
+    w = _Writer(flexible=True)
+    w.i32(classic["session_timeout_ms"])
+    w.array_len(len(classic["supported_protocols"]))
+    for name, metadata in classic["supported_protocols"]:
+        w.string(name)
+        w.bytes_(metadata)
+        w.tagged_fields()
+    w.tagged_fields()
+    return w.getvalue()
+
+
+def _decode_classic_member_metadata(data: bytes) -> dict:
+    r = _Reader(data, flexible=True)
+    session = r.i32()
+    protocols = []
+    for _ in range(r.array_len()):
+        protocols.append((r.string(), r.bytes_()))
+        r.tagged_fields()
+    r.tagged_fields()
+    r.end()
+    return {"session_timeout_ms": session, "supported_protocols": protocols}
 
 
 def encode_target_assignment_metadata_value(assignment_epoch: int) -> bytes:
@@ -241,6 +276,11 @@ def decode_value(record_type: int, data: bytes) -> dict[str, Any]:
                    subscribed_topic_names=_read_strings(r),
                    subscribed_topic_regex=r.string(nullable=True),
                    rebalance_timeout_ms=r.i32(), server_assignor=r.string(nullable=True))
+        classic = r.tagged_fields().get(CLASSIC_MEMBER_METADATA_TAG)
+        out["classic_member_metadata"] = (None if classic is None
+                                          else _decode_classic_member_metadata(classic))
+        r.end()
+        return out
     elif record_type == TARGET_ASSIGNMENT_METADATA:
         out["assignment_epoch"] = r.i32()
     elif record_type == TARGET_ASSIGNMENT_MEMBER:
@@ -285,12 +325,19 @@ def kafka_json_value(record_type: int, value: dict) -> dict:
                             "numPartitions": t["num_partitions"], "partitionMetadata": []}
                            for t in value["topics"]]}
     if record_type == MEMBER_METADATA:
-        return {"instanceId": value["instance_id"], "rackId": value["rack_id"],
-                "clientId": value["client_id"], "clientHost": value["client_host"],
-                "subscribedTopicNames": value["subscribed_topic_names"],
-                "subscribedTopicRegex": value["subscribed_topic_regex"],
-                "rebalanceTimeoutMs": value["rebalance_timeout_ms"],
-                "serverAssignor": value["server_assignor"]}
+        out = {"instanceId": value["instance_id"], "rackId": value["rack_id"],
+               "clientId": value["client_id"], "clientHost": value["client_host"],
+               "subscribedTopicNames": value["subscribed_topic_names"],
+               "subscribedTopicRegex": value["subscribed_topic_regex"],
+               "rebalanceTimeoutMs": value["rebalance_timeout_ms"],
+               "serverAssignor": value["server_assignor"]}
+        classic = value.get("classic_member_metadata")
+        if classic is not None:
+            out["classicMemberMetadata"] = {
+                "sessionTimeoutMs": classic["session_timeout_ms"],
+                "supportedProtocols": [{"name": n, "metadata": base64.b64encode(m).decode()}
+                                       for n, m in classic["supported_protocols"]]}
+        return out
     if record_type == TARGET_ASSIGNMENT_METADATA:
         return {"assignmentEpoch": value["assignment_epoch"]}
     if record_type == TARGET_ASSIGNMENT_MEMBER:

@@ -19,7 +19,7 @@ delete.retention.ms. Offsets deleted or expired and groups deleted are written a
 Byte layout (STRING = int16 length + UTF-8; NULLABLE_STRING: length -1 is null;
 BYTES = int32 length + bytes; ARRAY = int32 count + items). Flexible versions (v4 of both values)
 use COMPACT forms instead (unsigned varint length+1, 0 = null) and end every struct with a tagged
-field section (unsigned varint count, then tag/size/bytes; we write none and skip unknown ones):
+field section (unsigned varint count, then tag/size/bytes; unknown tags are skipped):
 
     OffsetCommitKey (key version 0/1)
         int16  version        0 or 1 (Kafka 4 writes 1)
@@ -141,9 +141,11 @@ class _Reader:
         except UnicodeDecodeError as exc:
             raise GroupRecordError(f"string is not UTF-8: {exc}") from None
 
-    def bytes_(self) -> bytes:
+    def bytes_(self, nullable: bool = False) -> bytes | None:
         n = self._length(wide=True)
         if n < 0:
+            if nullable:
+                return None
             raise GroupRecordError(f"null in a non-nullable bytes field at position {self.pos}")
         return bytes(self._take(n))
 
@@ -153,12 +155,16 @@ class _Reader:
             raise GroupRecordError("null array")
         return n
 
-    def tagged_fields(self) -> None:
+    def tagged_fields(self) -> dict[int, bytes]:
+        """The tagged-field section: {tag: raw bytes}; callers read the tags they know and
+        ignore the others, as Kafka does."""
         if not self.flexible:
-            return
+            return {}
+        out = {}
         for _ in range(self.uvarint()):
-            self.uvarint()               # tag
-            self._take(self.uvarint())   # unknown tagged fields are skipped, as Kafka does
+            tag = self.uvarint()
+            out[tag] = bytes(self._take(self.uvarint()))
+        return out
 
     def end(self) -> None:
         if self.pos != len(self.buf):
@@ -215,16 +221,26 @@ class _Writer:
         self._length(len(data), wide=False)
         self.parts.append(data)
 
-    def bytes_(self, b: bytes) -> None:
+    def bytes_(self, b: bytes | None) -> None:
+        if b is None:
+            self._length(-1, wide=True)
+            return
         self._length(len(b), wide=True)
         self.parts.append(bytes(b))
 
     def array_len(self, n: int) -> None:
         self._length(n, wide=True)
 
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            self.uvarint(0)
+    def tagged_fields(self, fields: dict[int, bytes] | None = None) -> None:
+        """The tagged-field section, with `fields` ({tag: encoded bytes}) in tag order."""
+        if not self.flexible:
+            return
+        fields = fields or {}
+        self.uvarint(len(fields))
+        for tag in sorted(fields):
+            self.uvarint(tag)
+            self.uvarint(len(fields[tag]))
+            self.parts.append(bytes(fields[tag]))
 
     def getvalue(self) -> bytes:
         return b"".join(self.parts)
@@ -422,35 +438,3 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     (Utils.abs maps Integer.MIN_VALUE to 0, unlike Math.abs)."""
     h = java_string_hash(group_id)
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
-
-
-# ---------------------------------------------------------------------------------------------
-# Consumer protocol (the opaque metadata of protocol type "consumer")
-# ---------------------------------------------------------------------------------------------
-
-def consumer_subscription_topics(data: bytes) -> list[str] | None:
-    """Topics of a ConsumerProtocolSubscription (v0-v3: int16 version, ARRAY of STRING topics,
-    then user data / owned partitions / generation / rack, which we do not need).
-
-    Returns None when the bytes are not a consumer subscription (a custom protocol)."""
-    try:
-        r = _Reader(data)
-        if r.i16() < 0:
-            return None
-        return [r.string() for _ in range(r.array_len())]
-    except (GroupRecordError, struct.error):
-        return None
-
-
-def encode_consumer_subscription(topics: list[str], user_data: bytes | None = None) -> bytes:
-    """A version 0 ConsumerProtocolSubscription (tests and tools)."""
-    w = _Writer()
-    w.i16(0)
-    w.array_len(len(topics))
-    for t in topics:
-        w.string(t)
-    if user_data is None:
-        w.i32(-1)
-    else:
-        w.bytes_(user_data)
-    return w.getvalue()

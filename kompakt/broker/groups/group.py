@@ -56,7 +56,7 @@ from enum import Enum
 
 from kompakt.broker.groups.member import EMPTY_ASSIGNMENT, ClassicMember
 from kompakt.protocol import errors
-from kompakt.protocol.group_records import consumer_subscription_topics
+from kompakt.protocol.consumer_protocol import consumer_subscription_topics
 
 
 class GroupState(str, Enum):

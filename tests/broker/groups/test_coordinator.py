@@ -20,13 +20,14 @@ from kompakt.broker.groups.group import GroupState
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC
 from kompakt.config.broker_config import BrokerConfig
 from kompakt.protocol import group_records as gr
+from kompakt.protocol.consumer_protocol import encode_consumer_subscription
 from kompakt.protocol import records as rec
 from kompakt.protocol.errors import ErrorCode as EC
 from kompakt.protocol.errors import KafkaError
 from kompakt.storage import TopicPartition
 from kompakt.storage.log_manager import LogManager
 
-SUB = gr.encode_consumer_subscription(["t"])
+SUB = encode_consumer_subscription(["t"])
 
 
 class Clock:

@@ -5,7 +5,7 @@ from kompakt.broker.groups.group import (TRANSITIONS, ClassicGroup, GroupEvent, 
                                          IllegalStateError, transition)
 from kompakt.broker.groups.member import ClassicMember, client_host
 from kompakt.protocol import errors
-from kompakt.protocol.group_records import encode_consumer_subscription
+from kompakt.protocol.consumer_protocol import encode_consumer_subscription
 
 S, E = GroupState, GroupEvent
 

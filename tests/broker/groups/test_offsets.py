@@ -2,7 +2,7 @@
 from kompakt.broker.groups.group import ClassicGroup, GroupEvent
 from kompakt.broker.groups.member import ClassicMember
 from kompakt.broker.groups.offsets import OffsetAndMetadata, expired_offsets
-from kompakt.protocol.group_records import encode_consumer_subscription
+from kompakt.protocol.consumer_protocol import encode_consumer_subscription
 
 DAY = 86_400_000
 

@@ -21,12 +21,13 @@ import asyncio
 
 from kompakt.broker.groups.group import GroupState
 from kompakt.protocol import group_records as gr
+from kompakt.protocol.consumer_protocol import encode_consumer_subscription
 from kompakt.protocol.errors import ErrorCode as EC
 
 from tests.broker.groups.test_coordinator import (  # noqa: F401  (fixtures)
     SUB, coord, env, join_alone, join_req, own_coordinator, wait_for)
 
-SUB_T2 = gr.encode_consumer_subscription(["t", "t2"])
+SUB_T2 = encode_consumer_subscription(["t", "t2"])
 
 
 async def stable_pair(c, *, a_kw=None, b_kw=None):

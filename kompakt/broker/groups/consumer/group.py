@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from kompakt.broker.groups.consumer.member import (
-    LEAVE_GROUP_MEMBER_EPOCH, ConsumerGroupMember, MemberState, freeze)
+    LEAVE_GROUP_MEMBER_EPOCH, ClassicMetadata, ConsumerGroupMember, MemberState, freeze)
+from kompakt.broker.groups.group import CONSUMER_PROTOCOL_TYPE
 from kompakt.protocol import consumer_group_records as cgr
 
 
@@ -133,6 +134,38 @@ class ConsumerGroup:
     def is_empty(self) -> bool:
         return self.state is ConsumerGroupState.EMPTY
 
+    # -- members speaking the classic protocol (KIP-848's mixed groups) ------------------------
+
+    def classic_member_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.uses_classic_protocol)
+
+    def supports_classic_protocols(self, protocol_type: str, names) -> bool:
+        """Kafka's supportsClassicProtocols: a classic JoinGroup fits when it speaks the consumer
+        protocol type and shares a protocol with every classic member already in."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        names = set(names)
+        if self.is_empty():
+            return bool(names)
+        classic = [set(n for n, _ in m.classic.protocols) for m in self.members.values()
+                   if m.classic is not None]
+        return any(all(name in c for c in classic) for name in names)
+
+    def all_members_use_classic_protocol_except(self, member_id: str) -> bool:
+        member = self.members.get(member_id)
+        return (member is not None and not member.uses_classic_protocol
+                and self.classic_member_count() == len(self.members) - 1)
+
+    def waiting_on_unreleased_partition(self, member: ConsumerGroupMember) -> bool:
+        """Is a partition of the member's target still owned by another member?"""
+        if member.state is not MemberState.UNRELEASED_PARTITIONS:
+            return False
+        for topic_id, parts in self.target_assignment.get(member.member_id, {}).items():
+            have = member.assigned.get(topic_id, frozenset())
+            if any(p not in have and self.owner_epoch(topic_id, p) != -1 for p in parts):
+                return True
+        return False
+
     # -- applying records ------------------------------------------------------------------------
 
     def apply(self, rec: Record) -> None:
@@ -177,7 +210,8 @@ class ConsumerGroup:
             instance_id=v["instance_id"], rack_id=v["rack_id"], client_id=v["client_id"],
             client_host=v["client_host"], subscribed_topic_names=tuple(v["subscribed_topic_names"]),
             subscribed_topic_regex=v["subscribed_topic_regex"] or "",
-            rebalance_timeout_ms=v["rebalance_timeout_ms"], server_assignor=v["server_assignor"]))
+            rebalance_timeout_ms=v["rebalance_timeout_ms"], server_assignor=v["server_assignor"],
+            classic=_classic(v.get("classic_member_metadata"))))
 
     def _apply_current_assignment(self, member_id: str, v: dict | None) -> None:
         if v is None and member_id not in self.members:
@@ -228,3 +262,10 @@ class ConsumerGroup:
     def __repr__(self) -> str:
         return (f"ConsumerGroup({self.group_id!r}, {self.state.value}, epoch={self.group_epoch}, "
                 f"assignment_epoch={self.assignment_epoch}, members={list(self.members)})")
+
+
+def _classic(value: dict | None) -> ClassicMetadata | None:
+    if value is None:
+        return None
+    return ClassicMetadata(value["session_timeout_ms"],
+                           tuple((name, bytes(meta)) for name, meta in value["supported_protocols"]))

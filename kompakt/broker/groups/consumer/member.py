@@ -2,7 +2,8 @@
 
 Role: an immutable value - what the coordinator knows of a member: identity (member id, static
 `instance_id`), where it runs (client id, host, rack), what it subscribes (topic names and/or a
-regular expression), its rebalance timeout and preferred server assignor, and its *current*
+regular expression), its rebalance timeout and preferred server assignor, whether it speaks the
+classic protocol (`classic`: session timeout and JoinGroup protocols), and its *current*
 assignment: member epoch, previous epoch, reconciliation state, the partitions it owns
 (`assigned`) and those it still has to give back (`pending_revocation`). Partitions are keyed by
 topic id (uuid.UUID) -> frozenset of partition numbers. Changes make a new member
@@ -99,6 +100,20 @@ def transition(current: MemberState, outcome: Outcome, member_id: str = "") -> M
 
 
 @dataclass(frozen=True)
+class ClassicMetadata:
+    """What a member speaking the classic protocol inside a consumer group sent in its last
+    JoinGroup (Kafka's ClassicMemberMetadata): its session timeout and its protocols (name,
+    consumer-protocol subscription bytes) in preference order."""
+    session_timeout_ms: int
+    protocols: tuple
+
+    @property
+    def protocol_name(self) -> str:
+        """The protocol its JoinGroup and SyncGroup answers name: its first (Kafka's choice)."""
+        return self.protocols[0][0]
+
+
+@dataclass(frozen=True)
 class ConsumerGroupMember:
     member_id: str
     instance_id: str | None = None
@@ -114,6 +129,11 @@ class ConsumerGroupMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    classic: ClassicMetadata | None = None     # set while it speaks the classic protocol
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def replace(self, **changes) -> "ConsumerGroupMember":
         return dataclasses.replace(self, **changes)
@@ -131,7 +151,7 @@ class ConsumerGroupMember:
         """What the record ConsumerGroupMemberMetadata holds (a change of it is written)."""
         return (self.instance_id, self.rack_id, self.client_id, self.client_host,
                 tuple(sorted(self.subscribed_topic_names)), self.subscribed_topic_regex,
-                self.rebalance_timeout_ms, self.server_assignor)
+                self.rebalance_timeout_ms, self.server_assignor, self.classic)
 
     def owned_partitions(self) -> Partitions:
         """Assigned plus pending revocation: what no other member may be given yet."""

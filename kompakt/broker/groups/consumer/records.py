@@ -31,7 +31,8 @@ def encode(rec: Record) -> tuple[bytes, bytes | None]:
     elif t == cgr.MEMBER_METADATA:
         value = cgr.encode_member_metadata_value(**{k: v[k] for k in (
             "instance_id", "rack_id", "client_id", "client_host", "subscribed_topic_names",
-            "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor")})
+            "subscribed_topic_regex", "rebalance_timeout_ms", "server_assignor",
+            "classic_member_metadata")})
     elif t == cgr.TARGET_ASSIGNMENT_METADATA:
         value = cgr.encode_target_assignment_metadata_value(v["assignment_epoch"])
     elif t == cgr.TARGET_ASSIGNMENT_MEMBER:
@@ -66,7 +67,10 @@ def member_subscription(group_id: str, m: ConsumerGroupMember) -> Record:
         "version": 0, "instance_id": m.instance_id, "rack_id": m.rack_id, "client_id": m.client_id,
         "client_host": m.client_host, "subscribed_topic_names": sorted(m.subscribed_topic_names),
         "subscribed_topic_regex": m.subscribed_topic_regex,
-        "rebalance_timeout_ms": m.rebalance_timeout_ms, "server_assignor": m.server_assignor})
+        "rebalance_timeout_ms": m.rebalance_timeout_ms, "server_assignor": m.server_assignor,
+        "classic_member_metadata": None if m.classic is None else {
+            "session_timeout_ms": m.classic.session_timeout_ms,
+            "supported_protocols": list(m.classic.protocols)}})
 
 
 def target_assignment(group_id: str, member_id: str, partitions: Partitions) -> Record:
