@@ -48,6 +48,7 @@ class ConfigKey:
     min: float | None = None
     max: float | None = None
     choices: tuple[str, ...] | None = None
+    case_insensitive: bool = False   # Kafka's CaseInsensitiveValidString: kept in lower case
 
     def parse(self, raw: Any) -> Any:
         """Parse a raw (usually string) value to this key's type, checking range and choices."""
@@ -58,6 +59,8 @@ class ConfigKey:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"Invalid value {raw!r} for configuration {self.name}: "
                               f"expected {self.type} ({exc})") from None
+        if self.case_insensitive:
+            value = value.lower()
         self.check(value)
         return value
 
@@ -202,6 +205,11 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("group.consumer.max.session.timeout.ms", "int", 60000, "Largest group.consumer.session.timeout.ms.", min=1),
     _k("group.consumer.max.size", "int", INT_MAX, "Members per consumer-protocol group.", min=1),
     _k("group.consumer.assignors", "list", ["uniform", "range"], "Server-side assignors (uniform, range or Kafka's class names); the first is the default."),
+    _k("group.consumer.migration.policy", "string", "bidirectional",
+       "Online conversion of live groups between the classic and the consumer protocol: upgrade "
+       "(a consumer-protocol member joins a classic group), downgrade (its last consumer-protocol "
+       "member leaves a consumer group), bidirectional or disabled; empty groups always convert.",
+       choices=("bidirectional", "upgrade", "downgrade", "disabled"), case_insensitive=True),
     _k("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", min=1),
     _k("offsets.topic.segment.bytes", "int", 104857600, "segment.bytes of __consumer_offsets.", min=1),
     _k("offsets.topic.replication.factor", "int", 1, "Accepted; single replica.", min=1),

@@ -8,7 +8,9 @@ coordinator of every group. One object, three modules, like Kafka's split:
   * membership.py: the classic rebalance protocol (join, sync, heartbeat, leave, static members);
   * offset_manager.py: commits, fetches, OffsetDelete and offset expiry;
   * consumer/heartbeat.py and consumer/admin.py: KIP-848 consumer-protocol groups
-    (ConsumerGroupHeartbeat, ConsumerGroupDescribe, their records, epochs and timers).
+    (ConsumerGroupHeartbeat, ConsumerGroupDescribe, their records, epochs and timers);
+    consumer/classic_members.py: classic members inside consumer groups; consumer/migration.py:
+    live groups converted between the two protocols (group.consumer.migration.policy).
 State: `groups` (ClassicGroup, group.py with the state machine table), `consumer_groups`
 (consumer/group.py's ConsumerGroup, rebuilt from its records), `offsets` (group ->
 (topic, partition) -> OffsetAndMetadata, offsets.py), the timers, and `topic` (OffsetsTopic,
@@ -33,8 +35,10 @@ import time as _time
 from typing import Callable
 
 from kompakt.broker.groups.consumer.admin import ConsumerGroupAdmin
+from kompakt.broker.groups.consumer.classic_members import ClassicMembersOfConsumerGroups
 from kompakt.broker.groups.consumer.group import ConsumerGroup, ConsumerGroupState
 from kompakt.broker.groups.consumer.heartbeat import ConsumerGroupHeartbeat, check_consumer_group_config
+from kompakt.broker.groups.consumer.migration import GroupMigration
 from kompakt.broker.groups.group import ClassicGroup, GroupEvent, GroupState
 from kompakt.broker.groups.member import ClassicMember
 from kompakt.broker.groups.membership import (  # noqa: F401  (JoinRequest re-exported for handlers)
@@ -52,7 +56,8 @@ log = logging.getLogger(__name__)
 LOAD_SLICE = 2000   # replayed records applied per loop pass while loading
 
 
-class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat, ConsumerGroupAdmin):
+class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat, ConsumerGroupAdmin,
+                       ClassicMembersOfConsumerGroups, GroupMigration):
     def __init__(self, broker, *, time_ms: Callable[[], int] | None = None):
         self.broker = broker
         self.config = broker.config

@@ -178,8 +178,11 @@ class ClassicMembership:
         if not (self.config["group.min.session.timeout.ms"] <= req.session_timeout_ms
                 <= self.config["group.max.session.timeout.ms"]):
             return JoinResult(error=ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
-        if req.group_id in self.consumer_groups:
-            refused = self._join_consumer_group(req.group_id)
+        consumer_group = self.consumer_groups.get(req.group_id)
+        if consumer_group is not None:
+            if not consumer_group.is_empty():      # a classic member of a consumer group
+                return self._classic_join_to_consumer_group(consumer_group, req)
+            refused = self._replace_empty_consumer_group(consumer_group)
             if refused is not None:
                 return refused
         unknown = req.member_id == UNKNOWN_MEMBER_ID
@@ -205,12 +208,9 @@ class ClassicMembership:
             complete_future(fut, immediate)
         return await fut
 
-    def _join_consumer_group(self, group_id: str) -> JoinResult | None:
-        """A classic JoinGroup for a consumer-protocol group (consumer/admin.py): an empty one
-        makes way for a classic group (None: carry on); a live one refuses it."""
-        group = self.consumer_groups[group_id]
-        if not group.is_empty():
-            return JoinResult(error=ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    def _replace_empty_consumer_group(self, group) -> JoinResult | None:
+        """A classic JoinGroup for an empty consumer-protocol group (Kafka's
+        maybeDeleteEmptyConsumerGroup): it makes way for a classic group (None: carry on)."""
         try:
             self._delete_consumer_group(group, [])
         except KafkaError as exc:
@@ -513,6 +513,12 @@ class ClassicMembership:
             return SyncResult(error=ErrorCode.NOT_COORDINATOR)
         if self.loading:
             return SyncResult(error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            if consumer_group.is_empty():
+                return SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID)
+            return self._classic_sync_to_consumer_group(consumer_group, generation_id, member_id,
+                                                        group_instance_id, protocol_type, protocol_name)
         group = self.groups.get(group_id)
         if group is None:
             return SyncResult(error=ErrorCode.UNKNOWN_MEMBER_ID)
@@ -562,6 +568,10 @@ class ClassicMembership:
                   group_instance_id: str | None) -> int:
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        consumer_group = self.consumer_groups.get(group_id)
+        if consumer_group is not None:
+            return self._classic_heartbeat_to_consumer_group(consumer_group, generation_id, member_id,
+                                                             group_instance_id)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
@@ -586,8 +596,7 @@ class ClassicMembership:
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS] * len(members)
         if group_id in self.consumer_groups:
-            # Kafka's classicGroupLeaveToConsumerGroup: none of its members uses the classic protocol.
-            return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)
+            return self._classic_leave_to_consumer_group(self.consumer_groups[group_id], members)
         group = self.groups.get(group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)

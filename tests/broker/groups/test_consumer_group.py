@@ -275,7 +275,12 @@ async def test_offsets_with_member_epochs(cgc):
 async def test_classic_apis_meet_a_consumer_group(cgc):
     c = cgc
     hb(c, "a", 0)
-    assert (await c.join_group(join_req(group=G))).error == EC.INCONSISTENT_GROUP_PROTOCOL
+    # a classic member may join (test_migration.py), but is first given an id and nothing kept
+    first = await c.join_group(join_req(group=G))
+    assert first.error == EC.MEMBER_ID_REQUIRED and set(c.consumer_groups[G].members) == {"a"}
+    assert (await c.join_group(join_req(group=G, protocol_type="connect"))).error == \
+        EC.INCONSISTENT_GROUP_PROTOCOL
+    # "a" speaks the consumer protocol: the classic APIs do not know it
     assert c.heartbeat(G, 1, "a", None) == EC.UNKNOWN_MEMBER_ID
     assert (await c.sync_group(G, 1, "a", None, None, None, [])).error == EC.UNKNOWN_MEMBER_ID
     assert c.leave_group(G, [("a", None)]) == (0, [EC.UNKNOWN_MEMBER_ID])
@@ -295,15 +300,16 @@ async def test_classic_apis_meet_a_consumer_group(cgc):
     assert hb(c, "z", 0).error == 0 and G in c.consumer_groups and G not in c.groups
 
 
-async def test_live_classic_group_refuses_consumer_heartbeat(cgc):
-    c = cgc
-    first = await c.join_group(join_req(group="classic"))
-    joined = await c.join_group(join_req(group="classic", member_id=first.member_id))
-    assert joined.error == 0
-    r = hb(c, "x", 0, group="classic")
-    assert r.error == EC.GROUP_ID_NOT_FOUND and "not a consumer group" in r.message
-    [d] = c.consumer_group_describe(["classic"])
-    assert d.error == EC.GROUP_ID_NOT_FOUND
+async def test_live_classic_group_refuses_consumer_heartbeat_when_upgrades_are_off(tmp_path):
+    async with own_coordinator(tmp_path, topics=[("t", 6)],
+                               group_consumer_migration_policy="downgrade") as c:
+        first = await c.join_group(join_req(group="classic"))
+        joined = await c.join_group(join_req(group="classic", member_id=first.member_id))
+        assert joined.error == 0
+        r = hb(c, "x", 0, group="classic")
+        assert r.error == EC.GROUP_ID_NOT_FOUND and "not a consumer group" in r.message
+        [d] = c.consumer_group_describe(["classic"])
+        assert d.error == EC.GROUP_ID_NOT_FOUND
 
 
 async def test_delete_empty_consumer_group_tombstones_everything(cgc):

@@ -11,10 +11,11 @@ Kafka's answers, kept here:
     epoch (STALE_MEMBER_EPOCH). OffsetFetch v9+ (validateOffsetFetch): with a member id or an
     epoch, the same member and epoch checks.
   * JoinGroup to an empty consumer group replaces it by a classic group (its records
-    tombstoned, offsets kept); to a non-empty one INCONSISTENT_GROUP_PROTOCOL (Kafka would take
-    the member into the consumer group through the classic protocol - KIP-848's online
-    migration, not implemented here). SyncGroup and Heartbeat find no classic member:
-    UNKNOWN_MEMBER_ID; LeaveGroup answers UNKNOWN_MEMBER_ID per member.
+    tombstoned, offsets kept); to a non-empty one it joins as a classic member
+    (classic_members.py, which also serves its SyncGroup / Heartbeat / LeaveGroup). A classic
+    member commits with its generation (= member epoch: ILLEGAL_GENERATION, not
+    STALE_MEMBER_EPOCH) at any OffsetCommit version. ConsumerGroupDescribe v1 gives classic
+    members member type 0.
   * DeleteGroups: only an Empty group (NON_EMPTY_GROUP otherwise); its offsets and records are
     tombstoned.
 """
@@ -32,6 +33,7 @@ from kompakt.protocol import errors
 
 log = logging.getLogger(__name__)
 
+MEMBER_TYPE_CLASSIC = 0        # ConsumerGroupDescribe v1's MemberType
 MEMBER_TYPE_CONSUMER = 1
 
 
@@ -80,7 +82,8 @@ class ConsumerGroupAdmin:
             members = [DescribedMember(
                 m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
                 sorted(m.subscribed_topic_names), m.subscribed_topic_regex or None,
-                _named(m.assigned, names), _named(group.target_assignment.get(m.member_id, {}), names))
+                _named(m.assigned, names), _named(group.target_assignment.get(m.member_id, {}), names),
+                MEMBER_TYPE_CLASSIC if m.uses_classic_protocol else MEMBER_TYPE_CONSUMER)
                 for m in group.members.values()]
             out.append(DescribedConsumerGroup(
                 group_id, state=group.state.value, group_epoch=group.group_epoch,
@@ -113,7 +116,9 @@ class ConsumerGroupAdmin:
         for group in self.consumer_groups.values():
             for member in group.members.values():
                 gid, mid = group.group_id, member.member_id
-                self._schedule(("cg-session", gid, mid), session, self._expire_consumer_session, gid, mid)
+                timeout = member.classic.session_timeout_ms if member.classic is not None else session
+                self._schedule(("cg-session", gid, mid), timeout, self._expire_consumer_member,
+                               gid, mid, "its session expired")
                 if member.state is MemberState.UNREVOKED_PARTITIONS:
                     self._schedule(("cg-rebalance", gid, mid), member.rebalance_timeout_ms,
                                    self._expire_consumer_rebalance, gid, mid, member.member_epoch)
@@ -128,13 +133,10 @@ class ConsumerGroupAdmin:
         if member is None:
             raise errors.UnknownMemberIdError(
                 f"Member {member_id} is not a member of group {group.group_id}.")
-        if not transactional and api_version < 9:
+        if not transactional and not member.uses_classic_protocol and api_version < 9:
             raise errors.UnsupportedVersionError(
                 "OffsetCommit version 9 or above must be used by members using the modern group protocol")
-        if member_epoch != member.member_epoch:
-            raise errors.StaleMemberEpochError(
-                f"The received member epoch {member_epoch} does not match the expected member "
-                f"epoch {member.member_epoch}.")
+        _check_member_epoch(member, member_epoch)
 
     def validate_consumer_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """OffsetFetch v9+: raises for a consumer group whose member or epoch does not match;
@@ -145,10 +147,7 @@ class ConsumerGroupAdmin:
         member = group.members.get(member_id) if member_id is not None else None
         if member is None:
             raise errors.UnknownMemberIdError(f"Member {member_id} is not a member of group {group_id}.")
-        if member_epoch != member.member_epoch:
-            raise errors.StaleMemberEpochError(
-                f"The received member epoch {member_epoch} does not match the expected member "
-                f"epoch {member.member_epoch}.")
+        _check_member_epoch(member, member_epoch)
 
     # ================================================================= deletion
 
@@ -167,6 +166,19 @@ class ConsumerGroupAdmin:
         if group_id in self.consumer_groups:
             return f"Group {group_id} is not a classic group."
         return f"Group {group_id} not found."
+
+
+def _check_member_epoch(member, received: int) -> None:
+    """Kafka's validateMemberEpoch: a classic member's epoch is its generation."""
+    if received == member.member_epoch:
+        return
+    if member.uses_classic_protocol:
+        raise errors.IllegalGenerationError(
+            f"The received generation id {received} does not match the expected member epoch "
+            f"{member.member_epoch}.")
+    raise errors.StaleMemberEpochError(
+        f"The received member epoch {received} does not match the expected member epoch "
+        f"{member.member_epoch}.")
 
 
 def _named(partitions: dict, names: dict) -> list:

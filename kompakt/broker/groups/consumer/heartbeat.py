@@ -7,12 +7,13 @@ One heartbeat does, in order (each step's records go into one batch, appended to
  1. validate the request (INVALID_REQUEST / UNSUPPORTED_ASSIGNOR / INVALID_REGULAR_EXPRESSION);
     epoch -1 or -2 is a leave (see below);
  2. find the group - epoch 0 creates it, replacing an *empty* classic group (its GroupMetadata
-    tombstoned, offsets kept); a live classic group answers GROUP_ID_NOT_FOUND (online
-    classic-to-consumer migration is not implemented) - and the member: epoch 0 joins (a static
-    member replaces its previous incarnation only once that one left with epoch -2, else
-    UNRELEASED_INSTANCE_ID), otherwise the member must exist (UNKNOWN_MEMBER_ID, or
-    FENCED_INSTANCE_ID for a replaced static member) at the epoch the coordinator gave it, or the
-    previous one with a subset of its partitions (a lost answer), else FENCED_MEMBER_EPOCH;
+    tombstoned, offsets kept) or upgrading a live one whose members speak the consumer protocol
+    type (migration.py, when group.consumer.migration.policy allows; else GROUP_ID_NOT_FOUND) -
+    and the member: epoch 0 joins (a static member replaces its previous incarnation only once
+    that one left with epoch -2, else UNRELEASED_INSTANCE_ID - or at once if that one was a
+    classic member), otherwise the member must exist (UNKNOWN_MEMBER_ID, or FENCED_INSTANCE_ID
+    for a replaced static member) at the epoch the coordinator gave it, or the previous one with
+    a subset of its partitions (a lost answer), else FENCED_MEMBER_EPOCH;
  3. update the member's subscription (record type 5 when it changed); re-resolve regexes when due
     (type 16); recompute the subscribed topics' metadata (type 4); bump the group epoch (type 3)
     when the group is new, a subscription or the subscribed topics changed;
@@ -27,13 +28,15 @@ One heartbeat does, in order (each step's records go into one batch, appended to
 
 Leaving: epoch -1 (or -2 of a dynamic member) fences the member: tombstones of its current
 assignment, target assignment and subscription (and of its regex if it was the last to use it),
-subscription metadata without it, group epoch + 1; its partitions are free at once. A static
-member's -2 keeps it in the group at epoch -2 with its partitions for its session timeout, so a
-restarted instance takes them over without a rebalance.
+subscription metadata without it, group epoch + 1; its partitions are free at once - unless it
+was the last consumer-protocol member beside classic ones: then the group downgrades to a classic
+group (migration.py). A static member's -2 keeps it in the group at epoch -2 with its partitions
+for its session timeout, so a restarted instance takes them over without a rebalance.
 
 Timers (keys of GroupCoordinator._schedule): ("cg-session", group, member) fences a member that
 does not heartbeat within the session timeout; ("cg-rebalance", group, member) fences a member
-still at the epoch in which it was asked to revoke partitions after its rebalance timeout.
+still at the epoch in which it was asked to revoke partitions after its rebalance timeout
+(classic members have ("cg-join", ...) and ("cg-sync", ...) instead: classic_members.py).
 """
 from __future__ import annotations
 
@@ -48,7 +51,8 @@ from kompakt.broker.groups.consumer.member import (
     LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH, ConsumerGroupMember, MemberState, freeze)
 from kompakt.broker.groups.consumer.reconcile import reconcile
 from kompakt.broker.groups.group import GroupState
-from kompakt.broker.groups.membership import storage_error_to_coordinator_error
+from kompakt.broker.groups.membership import (
+    JoinResult, SyncResult, complete_future, storage_error_to_coordinator_error)
 from kompakt.config.broker_config import ConfigError
 from kompakt.protocol import errors
 from kompakt.protocol import group_records as gr
@@ -57,6 +61,8 @@ from kompakt.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 CONSUMER_GENERATED_MEMBER_ID_REQUIRED_VERSION = 1   # v1+: the member chooses its id (KIP-1082)
+# A member's timers: session; rebalance (revocation); join and sync (classic members only).
+CONSUMER_MEMBER_TIMERS = ("cg-session", "cg-rebalance", "cg-join", "cg-sync")
 
 
 @dataclass
@@ -163,20 +169,19 @@ class ConsumerGroupHeartbeat:
     # ================================================================ join / heartbeat
 
     def _consumer_group_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
-        now = self.time_ms()
-        raw: list[tuple[bytes, bytes | None]] = []      # records of a replaced classic group
+        raw: list[tuple[bytes, bytes | None]] = []   # a replaced classic group's tombstone
+        pre: list[Record] = []                       # an upgraded classic group's records
         recs: list[Record] = []
         joining = req.member_epoch == 0
-        group = self._consumer_group_for_heartbeat(req.group_id, joining, raw)
+        group = self._consumer_group_for_heartbeat(req.group_id, joining, raw, pre)
         gid = group.group_id
         self._throw_if_consumer_group_full(group, req.member_id)
         member_id = req.member_id or kafka_uuid()
+        epoch = (req.member_epoch, req.owned)
         if req.instance_id is None:
-            member = self._dynamic_member(group, member_id, req, joining)
-            replaced = None
+            member, replaced = self._dynamic_member(group, member_id, joining, epoch), None
         else:
-            member, replaced = self._static_member(group, member_id, req, joining, recs)
-
+            member, replaced = self._static_member(group, member_id, req.instance_id, joining, epoch, recs)
         updated = member.replace(
             instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
             rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
@@ -188,9 +193,32 @@ class ConsumerGroupHeartbeat:
                                     else member.subscribed_topic_names),
             subscribed_topic_regex=(req.subscribed_topic_regex if req.subscribed_topic_regex is not None
                                     else member.subscribed_topic_regex),
-            client_id=req.client_id, client_host=req.client_host)
+            client_id=req.client_id, client_host=req.client_host,
+            classic=None)      # (a classic member heartbeating this way now speaks this protocol)
+        reconciled, new_member = self._update_member(group, member, updated, replaced, req.owned, recs)
 
-        # 1. the member and the group epoch
+        self._append_consumer_records(group, raw, recs, pre)
+        if pre:
+            self._after_upgrade(group, pre)
+        self._after_update(group, member, reconciled, replaced)
+        self._schedule(("cg-session", gid, member_id), self.config["group.consumer.session.timeout.ms"],
+                       self._expire_consumer_member, gid, member_id, "its session expired")
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        changed = reconciled.assigned != member.assigned or new_member
+        return HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
+                               heartbeat_interval_ms=self.config["group.consumer.heartbeat.interval.ms"],
+                               assignment=dict(reconciled.assigned) if (full or changed) else None)
+
+    def _update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                       updated: ConsumerGroupMember, replaced: str | None, owned,
+                       recs: list[Record]) -> tuple[ConsumerGroupMember, bool]:
+        """Steps 3-5 of a heartbeat (or of a classic member's JoinGroup): record the member's
+        change, bump the group epoch when subscriptions changed, compute a new target assignment
+        when the epoch moved, and reconcile the member one step with what it reports it `owns`.
+        Returns (the reconciled member, whether it is new to the group)."""
+        gid, member_id = group.group_id, updated.member_id
         bump = group.group_epoch == 0
         new_member = member_id not in group.members and replaced is None
         if new_member or updated.subscription() != member.subscription():
@@ -199,7 +227,7 @@ class ConsumerGroupHeartbeat:
                 bump = True
         members_after = {mid: m for mid, m in group.members.items() if mid != replaced}
         members_after[member_id] = updated
-        resolved, regex_bump = self._update_regexes(group, member, updated, members_after, recs, now)
+        resolved, regex_bump = self._update_regexes(group, member, updated, members_after, recs, self.time_ms())
         bump |= regex_bump
         unchanged = (not new_member and replaced is None and not recs
                      and updated.subscription() == member.subscription())
@@ -214,7 +242,6 @@ class ConsumerGroupHeartbeat:
             group_epoch += 1
             recs.append(R.group_epoch(gid, group_epoch))
 
-        # 2. the target assignment
         if group_epoch > group.assignment_epoch:
             target = self._compute_target(group, members_after, group_epoch, metadata, resolved,
                                           {member_id: replaced} if replaced else {}, recs)
@@ -224,32 +251,33 @@ class ConsumerGroupHeartbeat:
             member_target = group.target_assignment.get(
                 member_id, group.target_assignment.get(replaced, {}) if replaced else {})
 
-        # 3. reconcile the member one step
-        reconciled = reconcile(updated, target_epoch, member_target, group.owner_epoch, req.owned)
+        reconciled = reconcile(updated, target_epoch, member_target, group.owner_epoch, owned)
         if reconciled != updated or new_member:
             recs.append(R.current_assignment(gid, reconciled))
+        return reconciled, new_member
 
-        self._append_consumer_records(group, raw, recs)
+    def _after_update(self, group: ConsumerGroup, member: ConsumerGroupMember,
+                      reconciled: ConsumerGroupMember, replaced: str | None) -> None:
+        """Timers once a member's update is appended: a replaced static member's go; a
+        consumer-protocol member asked to revoke must do so within its rebalance timeout (Kafka
+        gives classic members join and sync timers instead)."""
+        gid, member_id = group.group_id, reconciled.member_id
         if replaced is not None:
             self._cancel_consumer_timers(gid, replaced)
+        if reconciled.uses_classic_protocol:
+            return
         if reconciled.state is MemberState.UNREVOKED_PARTITIONS:
             if member.state is not MemberState.UNREVOKED_PARTITIONS or member.member_epoch != reconciled.member_epoch:
                 self._schedule(("cg-rebalance", gid, member_id), reconciled.rebalance_timeout_ms,
                                self._expire_consumer_rebalance, gid, member_id, reconciled.member_epoch)
         else:
             self._cancel(("cg-rebalance", gid, member_id))
-        self._schedule(("cg-session", gid, member_id), self.config["group.consumer.session.timeout.ms"],
-                       self._expire_consumer_session, gid, member_id)
 
-        full = req.member_epoch == 0 or (
-            req.rebalance_timeout_ms != -1 and req.owned is not None
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
-        changed = reconciled.assigned != member.assigned or new_member
-        return HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
-                               heartbeat_interval_ms=self.config["group.consumer.heartbeat.interval.ms"],
-                               assignment=dict(reconciled.assigned) if (full or changed) else None)
-
-    def _consumer_group_for_heartbeat(self, group_id: str, create: bool, raw: list) -> ConsumerGroup:
+    def _consumer_group_for_heartbeat(self, group_id: str, create: bool, raw: list,
+                                      pre: list) -> ConsumerGroup:
+        """Kafka's getOrMaybeCreateConsumerGroup: the consumer group; or, for a joining member
+        (`create`), a new one - replacing an Empty classic group (its GroupMetadata tombstone
+        goes to `raw`) or upgrading a live one (migration.py: its records go to `pre`)."""
         group = self.consumer_groups.get(group_id)
         if group is not None:
             return group
@@ -258,10 +286,14 @@ class ConsumerGroupHeartbeat:
             if not create:
                 raise errors.GroupIdNotFoundError(f"Consumer group {group_id} not found.")
             return ConsumerGroup(group_id)
-        if create and classic.is_state(GroupState.EMPTY) and not classic.pending_members:
-            # Kafka's maybeDeleteEmptyClassicGroup: the empty classic group makes way.
+        if create and classic.is_state(GroupState.EMPTY):
+            # Kafka's maybeDeleteEmptyClassicGroup (pending members, which hold nothing, go too)
             raw.append((gr.encode_group_metadata_key(group_id), None))
             return ConsumerGroup(group_id)
+        if create and self._may_upgrade(classic):
+            group, conversion = self._classic_to_consumer_group(classic, raw)
+            pre.extend(conversion)
+            return group
         raise errors.GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
 
     def _throw_if_consumer_group_full(self, group: ConsumerGroup, member_id: str) -> None:
@@ -271,7 +303,12 @@ class ConsumerGroupHeartbeat:
                 f"The consumer group has reached its maximum capacity of {limit} members.")
 
     @staticmethod
-    def _check_member_epoch(member: ConsumerGroupMember, received: int, owned) -> None:
+    def _check_member_epoch(member: ConsumerGroupMember, epoch) -> None:
+        """`epoch`: (received member epoch, owned partitions), or None for a classic member
+        (JoinGroup carries no member epoch)."""
+        if epoch is None:
+            return
+        received, owned = epoch
         if received > member.member_epoch:
             raise errors.FencedMemberEpochError(
                 f"The consumer group member has a greater member epoch ({received}) than the one "
@@ -286,30 +323,35 @@ class ConsumerGroupHeartbeat:
                     f"one known by the group coordinator ({member.member_epoch}). The member must "
                     f"abandon all its partitions and rejoin.")
 
-    def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
-                        joining: bool) -> ConsumerGroupMember:
+    def _dynamic_member(self, group: ConsumerGroup, member_id: str, joining: bool,
+                        epoch) -> ConsumerGroupMember:
         member = group.members.get(member_id)
         if member is None:
             if not joining:
                 raise errors.UnknownMemberIdError(
                     f"Member {member_id} is not a member of group {group.group_id}.")
             member = ConsumerGroupMember(member_id)
-            log.info("consumer group %s: member %s joins", group.group_id, member_id)
-        self._check_member_epoch(member, req.member_epoch, req.owned)
+            log.info("consumer group %s: member %s joins with the %s protocol", group.group_id,
+                     member_id, "consumer" if epoch is not None else "classic")
+        self._check_member_epoch(member, epoch)
         return member
 
-    def _static_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
-                       joining: bool, recs: list) -> tuple[ConsumerGroupMember, str | None]:
-        """The member, and the id of the static member it replaces (or None)."""
-        existing = group.static_member(req.instance_id)
+    def _static_member(self, group: ConsumerGroup, member_id: str, instance_id: str, joining: bool,
+                       epoch, recs: list) -> tuple[ConsumerGroupMember, str | None]:
+        """The member, and the id of the static member it replaces (or None). `epoch` is None
+        for a classic member: it replaces the previous incarnation at once, as does any member
+        replacing a classic one; two consumer-protocol incarnations need the old one to have
+        left with epoch -2 (else UNRELEASED_INSTANCE_ID)."""
+        existing = group.static_member(instance_id)
         if joining:
             if existing is None:
                 log.info("consumer group %s: static member %s (instance %s) joins",
-                         group.group_id, member_id, req.instance_id)
+                         group.group_id, member_id, instance_id)
                 return group.members.get(member_id) or ConsumerGroupMember(member_id), None
-            if existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+            if (epoch is not None and not existing.uses_classic_protocol
+                    and existing.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH):
                 raise errors.UnreleasedInstanceIdError(
-                    f"Static member {member_id} with instance id {req.instance_id} cannot join the "
+                    f"Static member {member_id} with instance id {instance_id} cannot join the "
                     f"group because the instance id is owned by {existing.member_id} member.")
             new = existing.replace(member_id=member_id, member_epoch=0, previous_member_epoch=0)
             gid = group.group_id
@@ -319,15 +361,15 @@ class ConsumerGroupHeartbeat:
             recs.append(R.current_assignment(gid, new))
             # (its timers are cancelled once the records are appended: a failed append keeps it)
             log.info("consumer group %s: static member %s (instance %s) replaces %s",
-                     gid, member_id, req.instance_id, existing.member_id)
+                     gid, member_id, instance_id, existing.member_id)
             return new, existing.member_id
         if existing is None:
-            raise errors.UnknownMemberIdError(f"Instance id {req.instance_id} is unknown.")
+            raise errors.UnknownMemberIdError(f"Instance id {instance_id} is unknown.")
         if existing.member_id != member_id:
             raise errors.FencedInstanceIdError(
-                f"Static member {member_id} with instance id {req.instance_id} was fenced by member "
+                f"Static member {member_id} with instance id {instance_id} was fenced by member "
                 f"{existing.member_id}.")
-        self._check_member_epoch(existing, req.member_epoch, req.owned)
+        self._check_member_epoch(existing, epoch)
         return existing, None
 
     # ============================================================ subscriptions and regexes
@@ -438,31 +480,47 @@ class ConsumerGroupHeartbeat:
         return HeartbeatResult(member_id=req.member_id, member_epoch=req.member_epoch)
 
     def _fence_consumer_member(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
-        """Remove a member (left, session or rebalance timeout): its partitions are free at once
-        and the group epoch moves on so the others get a new target."""
+        """Remove a member (left, or a session, rebalance, join or sync timeout): its partitions
+        are free at once and the group epoch moves on so the others get a new target - unless it
+        was the last consumer-protocol member among classic ones: then the group goes back to
+        the classic protocol (migration.py's downgrade)."""
+        if self._may_downgrade_without(group, member.member_id):
+            self._consumer_to_classic_group(group, member.member_id)
+            return
+        self._remove_consumer_members(group, [member])
+
+    def _remove_consumer_members(self, group: ConsumerGroup, members: list[ConsumerGroupMember]) -> None:
+        """Tombstone the members' records, and their regexes nobody else uses; the subscription
+        metadata without them; group epoch + 1 - one batch; then their timers go."""
         gid = group.group_id
-        recs = R.member_removal(gid, member.member_id)
-        remaining = [m for mid, m in group.members.items() if mid != member.member_id]
-        regex = member.subscribed_topic_regex
-        if regex and group.subscribed_regexes()[regex] == 1:
-            recs.append(R.regex_tombstone(gid, regex))
+        gone = {m.member_id for m in members}
+        recs: list[Record] = []
+        for m in members:
+            recs.extend(R.member_removal(gid, m.member_id))
+        remaining = [m for mid, m in group.members.items() if mid not in gone]
+        left = group.subscribed_regexes(remaining)
+        recs.extend(R.regex_tombstone(gid, regex) for regex in group.subscribed_regexes()
+                    if not left[regex])
         metadata = self._subscription_metadata(group, remaining, None)
         if metadata != group.subscription_metadata:
             recs.append(R.subscription_metadata(gid, metadata))
         recs.append(R.group_epoch(gid, group.group_epoch + 1))
         self._append_consumer_records(group, [], recs)
-        self._cancel_consumer_timers(gid, member.member_id)
+        for member_id in gone:
+            self._cancel_consumer_timers(gid, member_id)
 
     def _cancel_consumer_timers(self, group_id: str, member_id: str) -> None:
-        self._cancel(("cg-session", group_id, member_id))
-        self._cancel(("cg-rebalance", group_id, member_id))
+        for kind in CONSUMER_MEMBER_TIMERS:
+            self._cancel((kind, group_id, member_id))
 
-    def _expire_consumer_session(self, group_id: str, member_id: str) -> None:
+    def _expire_consumer_member(self, group_id: str, member_id: str, reason: str) -> None:
+        """A session, join or sync timer fired: fence the member (Kafka's
+        consumerGroupFenceMemberOperation)."""
         group = self.consumer_groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
         if member is None:
             return
-        log.info("consumer group %s: member %s fenced: its session expired", group_id, member_id)
+        log.info("consumer group %s: member %s fenced: %s", group_id, member_id, reason)
         self.counters["members_expired_total"] += 1
         try:
             self._fence_consumer_member(group, member)
@@ -483,24 +541,35 @@ class ConsumerGroupHeartbeat:
 
     # ========================================================================= records
 
-    def _append_consumer_records(self, group: ConsumerGroup, raw: list, recs: list[Record]) -> None:
-        """Append `raw` (a replaced classic group's tombstone) and `recs` in one batch, then make
-        memory follow: the classic group goes, the consumer group is registered, each record is
-        applied. Raises the mapped KafkaError when the append fails (nothing changes then)."""
-        batch = list(raw) + [R.encode(r) for r in recs]
+    def _append_consumer_records(self, group: ConsumerGroup, raw: list, recs: list[Record],
+                                 pre: list[Record] = ()) -> None:
+        """Append `raw` (a replaced classic group's tombstone), `pre` (the records of a classic
+        group upgraded into `group`, already applied to it) and `recs` in one batch, then make
+        memory follow: the classic group goes, the consumer group is registered, each of `recs`
+        is applied. Raises the mapped KafkaError when the append fails (nothing changes then)."""
+        batch = list(raw) + [R.encode(r) for r in pre] + [R.encode(r) for r in recs]
         if batch:
-            try:
-                self.topic.append(group.group_id, batch)
-            except KafkaError as exc:
-                raise errors.error_for_code(storage_error_to_coordinator_error(exc))(str(exc)) from exc
+            self._append_group_batch(group.group_id, batch)
         if raw and group.group_id in self.groups:
             self._forget_classic_group(group.group_id)
         self.consumer_groups[group.group_id] = group
         for r in recs:
             group.apply(r)
 
+    def _append_group_batch(self, group_id: str, batch: list) -> None:
+        try:
+            self.topic.append(group_id, batch)
+        except KafkaError as exc:
+            raise errors.error_for_code(storage_error_to_coordinator_error(exc))(str(exc)) from exc
+
     def _forget_classic_group(self, group_id: str) -> None:
-        self.groups.pop(group_id, None)
+        """The classic group made way for a consumer group: parked JoinGroup / SyncGroup are
+        answered REBALANCE_IN_PROGRESS (they rejoin, now into the consumer group), its timers go."""
+        classic = self.groups.pop(group_id, None)
+        for m in classic.members.values() if classic is not None else ():
+            complete_future(m.join_future, JoinResult(error=ErrorCode.REBALANCE_IN_PROGRESS,
+                                                      member_id=m.member_id))
+            complete_future(m.sync_future, SyncResult(error=ErrorCode.REBALANCE_IN_PROGRESS))
         for key in [k for k in self._timers if len(k) > 1 and k[1] == group_id]:
             self._cancel(key)
 

@@ -109,12 +109,16 @@ def member_removal(group_id: str, member_id: str) -> list[Record]:
             tombstone(cgr.MEMBER_METADATA, group_id, member_id)]
 
 
-def group_removal(group: ConsumerGroup) -> list[Record]:
+def group_removal(group: ConsumerGroup, renamed: dict[str, str] | None = None) -> list[Record]:
+    """`renamed`: old member id -> new one, for a static member replaced in the same batch (its
+    records were already tombstoned under the old id; Kafka's
+    createGroupTombstoneRecordsWithReplacedMember)."""
     gid = group.group_id
-    out = [tombstone(cgr.CURRENT_MEMBER_ASSIGNMENT, gid, m) for m in group.members]
-    out += [tombstone(cgr.TARGET_ASSIGNMENT_MEMBER, gid, m) for m in group.members]
+    ids = [(renamed or {}).get(m, m) for m in group.members]
+    out = [tombstone(cgr.CURRENT_MEMBER_ASSIGNMENT, gid, m) for m in ids]
+    out += [tombstone(cgr.TARGET_ASSIGNMENT_MEMBER, gid, m) for m in ids]
     out.append(tombstone(cgr.TARGET_ASSIGNMENT_METADATA, gid))
-    out += [tombstone(cgr.MEMBER_METADATA, gid, m) for m in group.members]
+    out += [tombstone(cgr.MEMBER_METADATA, gid, m) for m in ids]
     out += [tombstone(cgr.REGULAR_EXPRESSION, gid, r) for r in group.resolved_regexes]
     out.append(tombstone(cgr.PARTITION_METADATA, gid))
     out.append(tombstone(cgr.GROUP_METADATA, gid))
