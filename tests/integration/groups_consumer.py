@@ -13,8 +13,9 @@ commits (auto.offset.reset=earliest) and writes JSON lines to stdout, each with 
     {"event": "commit_failed" | "poll_failed", "error": "..."}   (the consumer carries on)
     {"event": "closed"}
 
-Records whose commit fails (a rebalance started) are not reported: the partition's next owner
-gets them again from the committed offset, so the reported records are exactly the committed ones.
+Records whose commit fails are not reported: the partition's next owner (a rebalance started)
+or the member itself (it kept the partition: the confluent runner seeks back) reads them again
+from the committed offset, so the reported records are exactly the committed ones.
 A line "close" on stdin closes the consumer gracefully (LeaveGroup unless static) and exits; the
 tests SIGKILL the process to simulate a crash (no LeaveGroup: the session timeout must expire).
 """
@@ -136,14 +137,24 @@ def run_confluent(args, stop: threading.Event) -> None:
                    if m.error() is None and m.partition() in owned]
         if not records:
             continue
+        first: dict[int, int] = {}
         last: dict[int, int] = {}
         for partition, offset, _ in records:
+            first[partition] = min(offset, first.get(partition, offset))
             last[partition] = max(offset, last.get(partition, -1))
         try:
             consumer.commit(offsets=[TopicPartition(args.topic, p, o + 1) for p, o in last.items()],
                             asynchronous=False)
         except KafkaException as exc:
             emit("commit_failed", error=repr(exc))
+            # The member may keep the partitions (KIP-848: STALE_MEMBER_EPOCH, its epoch moved
+            # while the commit was on its way): it reads them again from the committed offset -
+            # the first of this batch - so no record goes past uncommitted and unreported.
+            for partition, offset in first.items():
+                try:
+                    consumer.seek(TopicPartition(args.topic, partition, offset))
+                except KafkaException:
+                    pass            # no longer assigned: its next owner starts there anyway
             continue
         emit("records", records=records)
     consumer.close()

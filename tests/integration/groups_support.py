@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -158,3 +159,47 @@ def listed_groups(bootstrap: str) -> dict[str, dict]:
 def rebalances_logged(broker) -> int:
     """How many join phases the coordinator has started (its log line per PreparingRebalance)."""
     return broker.log_text().count("preparing to rebalance")
+
+
+class SteadyProducer:
+    """Writes `<prefix>-n` round-robin over `partitions` partitions every `interval` s, from a
+    thread, until stopped (records flowing while a group changes)."""
+
+    def __init__(self, bootstrap: str, topic: str, prefix: str, partitions: int, interval: float = 0.005):
+        from confluent_kafka import Producer
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+        self.topic, self.prefix, self.partitions, self.interval = topic, prefix, partitions, interval
+        self.sent: list[str] = []
+        self.errors: list = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        n = 0
+        while not self._stop.is_set():
+            value = f"{self.prefix}-{n}"
+            self.producer.produce(self.topic, value.encode(), partition=n % self.partitions,
+                                  on_delivery=lambda err, msg: self.errors.append(err) if err else None)
+            self.sent.append(value)
+            n += 1
+            self.producer.poll(0)
+            time.sleep(self.interval)
+
+    def stop(self) -> list[str]:
+        """Stop, wait for every record's acknowledgement; the values sent, in order."""
+        self._stop.set()
+        self._thread.join(10)
+        assert self.producer.flush(30) == 0 and not self.errors, self.errors
+        return self.sent
+
+
+def consumed(members) -> Counter:
+    """How many times the members reported (committed) each value."""
+    return Counter(v for m in members for v in m.values())
+
+
+def disjoint(members) -> bool:
+    """No partition owned by two members now."""
+    owned = [m.assignment() or set() for m in members]
+    return sum(len(o) for o in owned) == len(set().union(*owned))

@@ -11,20 +11,20 @@ real crash. Covered:
 * a static member (group.instance.id) closed and restarted takes its partitions back without a
   rebalance: the other member sees nothing;
 * a regex subscription (resolved by the broker);
-* ConsumerGroupDescribe (the admin client), ListGroups' group type, DescribeGroups' refusal,
-  a classic member refused by the live consumer group, and dump-log decoding the new records.
+* ConsumerGroupDescribe (the admin client), ListGroups' group type, a classic member joining
+  the live consumer group, and dump-log decoding the new records.
 """
 from __future__ import annotations
 
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 
 import pytest
 
-from groups_support import Member, committed_offsets, create_topic, wait_until
+from groups_support import (Member, SteadyProducer, committed_offsets, consumed, create_topic,
+                            disjoint, wait_until)
 from tests.integration.conftest import BrokerProcess
 
 PARTITIONS = 6
@@ -42,50 +42,10 @@ def kbroker(tmp_path_factory):
     b.kill()
 
 
-class SteadyProducer:
-    """Writes `value-n` round-robin over the partitions every `interval` s until stopped."""
-
-    def __init__(self, bootstrap: str, topic: str, prefix: str, interval: float = 0.005):
-        from confluent_kafka import Producer
-        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
-        self.topic, self.prefix, self.interval = topic, prefix, interval
-        self.sent: list[str] = []
-        self.errors: list = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        n = 0
-        while not self._stop.is_set():
-            value = f"{self.prefix}-{n}"
-            self.producer.produce(self.topic, value.encode(), partition=n % PARTITIONS,
-                                  on_delivery=lambda err, msg: self.errors.append(err) if err else None)
-            self.sent.append(value)
-            n += 1
-            self.producer.poll(0)
-            time.sleep(self.interval)
-
-    def stop(self) -> list[str]:
-        self._stop.set()
-        self._thread.join(10)
-        assert self.producer.flush(30) == 0 and not self.errors, self.errors
-        return self.sent
-
-
-def consumed(members) -> Counter:
-    return Counter(v for m in members for v in m.values())
-
-
-def disjoint(members) -> bool:
-    owned = [m.assignment() or set() for m in members]
-    return sum(len(o) for o in owned) == len(set().union(*owned))
-
-
 def test_members_join_and_leave_under_load_exactly_once(kbroker, tmp_path):
     topic, group = "k848-load", "k848-load"
     create_topic(kbroker.bootstrap, topic, PARTITIONS)
-    producer = SteadyProducer(kbroker.bootstrap, topic, "v")
+    producer = SteadyProducer(kbroker.bootstrap, topic, "v", PARTITIONS)
     members = []
 
     def member():
@@ -124,7 +84,7 @@ def test_kept_partitions_keep_flowing_while_a_member_joins(kbroker, tmp_path):
     every member for that window; bench/bench_group_pause.py measures both)."""
     topic, group = "k848-pause", "k848-pause"
     create_topic(kbroker.bootstrap, topic, PARTITIONS)
-    producer = SteadyProducer(kbroker.bootstrap, topic, "w", interval=0.01)
+    producer = SteadyProducer(kbroker.bootstrap, topic, "w", PARTITIONS, interval=0.01)
     first = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, protocol="consumer")
     second = None
     try:
@@ -199,8 +159,8 @@ def test_regex_subscription_resolved_by_the_broker(kbroker):
         c.close()
 
 
-def test_admin_views_refusals_and_dump_log(kbroker, tmp_path):
-    from confluent_kafka import Consumer, ConsumerGroupType
+def test_admin_views_a_classic_member_and_dump_log(kbroker, tmp_path):
+    from confluent_kafka import ConsumerGroupType
     from confluent_kafka.admin import AdminClient
     topic, group = "k848-admin", "k848-admin"
     create_topic(kbroker.bootstrap, topic, 2)
@@ -214,20 +174,18 @@ def test_admin_views_refusals_and_dump_log(kbroker, tmp_path):
         assert sorted(tp.partition for tp in member.assignment.topic_partitions) == [0, 1]
         listed = {g.group_id: g for g in admin.list_consumer_groups().result(30).valid}
         assert listed[group].type == ConsumerGroupType.CONSUMER
-        # a classic member cannot join the live consumer group
-        classic = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": group})
+        # a classic member joins the live consumer group as a classic member (KIP-848's mixed
+        # groups, test_groups_migration.py has more) and gets its share
+        classic = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, session_ms=6000)
         try:
-            classic.subscribe([topic])
-            deadline = time.monotonic() + 30
-            error = None
-            while error is None and time.monotonic() < deadline:
-                msg = classic.poll(0.2)
-                if msg is not None and msg.error():
-                    error = msg.error()
-            assert error is not None and "INCONSISTENT_GROUP_PROTOCOL" in error.name()
-        finally:
+            wait_until(lambda: len(m.assignment() or ()) == len(classic.assignment() or ()) == 1,
+                       "one partition each")
+            desc = admin.describe_consumer_groups([group])[group].result(30)
+            assert desc.type == ConsumerGroupType.CONSUMER and len(desc.members) == 2
             classic.close()
-        assert m.assignment() == {0, 1}                 # the group was not disturbed
+        finally:
+            classic.kill()
+        wait_until(lambda: m.assignment() == {0, 1}, "both partitions back with the first member")
         m.close()
     finally:
         m.kill()
