@@ -11,7 +11,9 @@ completeClassicGroupJoin, classicGroupLeaveToClassicGroup, the pending-member ru
 * a LeaveGroup during PreparingRebalance completes the phase once everybody left has rejoined,
   except during the initial delay of a group coming from Empty, which still waits for its timer;
 * a pending member (given an id with MEMBER_ID_REQUIRED) holds the join phase until it joins,
-  leaves or expires.
+  leaves or expires;
+* a rejoin updates the member's session and rebalance timeouts; members that never send
+  SyncGroup after the join phase are removed when the sync timer fires.
 
 Real coordinator and LogManager (test_coordinator.py's fixtures); timers are real and short.
 """
@@ -139,6 +141,8 @@ async def test_leave_during_preparing_rebalance_completes_the_join(env, coord):
     await asyncio.sleep(0)
     assert not c_join.done() and not b_join.done()               # waiting for a
     assert c.leave_group("g", [(a, None)]) == (0, [0])           # a leaves instead
+    # the leave itself ends the join phase (not the rebalance timer, which would too, later)
+    assert c.groups["g"].state is GroupState.COMPLETING_REBALANCE and ("join", "g") not in c._timers
     c_res, b_res = await c_join, await b_join
     assert c_res.generation_id == b_res.generation_id == 3
     assert {m for m, _, _ in (b_res.members or c_res.members)} == {b, c_id}
@@ -170,3 +174,34 @@ async def test_pending_member_holds_the_join_phase(env, coord):
     assert c.leave_group("g", [(pending, None)]) == (0, [0])     # the pending member leaves
     assert (await a_join).generation_id == (await b_join).generation_id == 3
     assert not c.groups["g"].pending_members and ("heartbeat", "g", pending) not in c._timers
+
+
+async def test_rejoin_updates_the_member_timeouts(env, coord):
+    c = coord
+    a, b = await stable_pair(c)
+    rejoin = asyncio.ensure_future(c.join_group(join_req(member_id=a, session=7000, rebalance=60_000)))
+    await wait_for(lambda: c.groups["g"].state is GroupState.PREPARING_REBALANCE, "rebalance")
+    m = c.groups["g"].member(a)
+    assert (m.session_timeout_ms, m.rebalance_timeout_ms) == (7000, 60_000)
+    assert join_deadline_s(c) > 30                 # the phase waits for the largest: a's new one
+    await c.join_group(join_req(member_id=b))
+    assert (await rejoin).generation_id == 3
+
+
+async def test_members_that_never_sync_are_removed(env, coord):
+    """Kafka's expirePendingSync: after the join phase every member must send SyncGroup within
+    the rebalance timeout; the ones that do not are removed and the group rebalances."""
+    c = coord
+    a, b = await stable_pair(c)                    # b never sent SyncGroup for generation 2
+    assert c.groups["g"].pending_sync_members == {b} and ("sync", "g") in c._timers
+    c._expire_pending_sync("g", 1)                 # a stale timer of an older generation: nothing
+    assert b in c.groups["g"].members
+    c._expire_pending_sync("g", 2)                 # what the sync timer does when it fires
+    g = c.groups["g"]
+    assert b not in g.members and g.state is GroupState.PREPARING_REBALANCE
+    assert ("heartbeat", "g", b) not in c._timers
+    # once every member has synced, the timer goes
+    rejoined = await c.join_group(join_req(member_id=a))
+    assert rejoined.generation_id == 3 and ("sync", "g") in c._timers
+    await c.sync_group("g", 3, a, None, None, None, [(a, b"A")])
+    assert ("sync", "g") not in c._timers
