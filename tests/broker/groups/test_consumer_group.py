@@ -226,6 +226,20 @@ async def test_regex_subscription_follows_new_topics(cgc):
     assert keys and keys[0]["regex"] == "t|u"
 
 
+async def test_last_member_of_a_regex_leaving_tombstones_its_resolution(cgc):
+    c = cgc
+    hb(c, "a", 0, topics=[], regex="t|u")
+    hb(c, "b", 0, topics=["t"])
+    hb(c, "c", 0, topics=[], regex="t|u")
+    hb(c, "a", -1)                                   # c still uses the regex: kept
+    assert "t|u" in c.consumer_groups[G].resolved_regexes
+    hb(c, "c", -1)                                   # its last user: Kafka tombstones it
+    assert c.consumer_groups[G].resolved_regexes == {}
+    last = [v for k, v in log_records(c.broker, G) if k["type"] == "consumer_group_regular_expression"][-1]
+    assert last is None
+    assert c.consumer_groups[G].subscription_metadata.keys() == {"t"}     # u is no one's now
+
+
 async def test_reload_restores_groups_members_and_assignments(tmp_path):
     async with own_coordinator(tmp_path, topics=[("t", 6)]) as c:
         a, b = hb(c, "a", 0), hb(c, "b", 0, instance="i-b")
