@@ -18,11 +18,14 @@ or the member itself (it kept the partition: the confluent runner seeks back) re
 from the committed offset, so the reported records are exactly the committed ones.
 A line "close" on stdin closes the consumer gracefully (LeaveGroup unless static) and exits; the
 tests SIGKILL the process to simulate a crash (no LeaveGroup: the session timeout must expire).
+With --wait-for-go the process loads its client, emits {"event": "ready"} and subscribes only
+after a line "go" (so a test can take a member's place without a process start in between).
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -216,6 +219,9 @@ def main() -> None:
     p.add_argument("--rebalance-ms", type=int, default=6000)
     p.add_argument("--protocol", choices=["classic", "consumer"], default="classic",
                    help="group.protocol (confluent only): consumer = KIP-848")
+    p.add_argument("--wait-for-go", action="store_true",
+                   help="load the client, say {\"event\": \"ready\"}, and join only after a line "
+                        "\"go\" on stdin (a restart that must beat a short session timeout)")
     args = p.parse_args()
     args.rebalance_ms = max(args.rebalance_ms, args.session_ms)   # librdkafka insists
     # Client warnings (and everything with GROUPS_CONSUMER_DEBUG=1) go to the member's stderr log.
@@ -225,6 +231,13 @@ def main() -> None:
         import faulthandler
         faulthandler.dump_traceback_later(3, repeat=True)   # where each thread is, every 3 s
     stop = threading.Event()
+    if args.wait_for_go:
+        importlib.import_module({"confluent": "confluent_kafka", "kafka-python": "kafka",
+                                 "aiokafka": "aiokafka"}[args.client])
+        emit("ready")
+        for line in sys.stdin:
+            if line.strip() == "go":
+                break
     watch_stdin(stop)
     RUNNERS[args.client](args, stop)
 

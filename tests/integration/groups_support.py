@@ -40,10 +40,13 @@ class Member:
     """One consumer process; its JSON events are collected by a reader thread."""
 
     def __init__(self, client: str, bootstrap: str, group: str, topic: str, log_dir: Path,
-                 instance_id: str | None = None, session_ms: int = 2000, protocol: str = "classic"):
+                 instance_id: str | None = None, session_ms: int = 2000, protocol: str = "classic",
+                 wait_for_go: bool = False):
         self.client = client
         cmd = [sys.executable, str(HERE / "groups_consumer.py"), client, bootstrap, group, topic,
                "--session-ms", str(session_ms), "--protocol", protocol]
+        if wait_for_go:
+            cmd.append("--wait-for-go")          # joins after go(); count("ready") says it is loaded
         if instance_id:
             cmd += ["--instance-id", instance_id]
         self.stderr_path = Path(log_dir) / f"member-{client}-{instance_id or 'dyn'}-{time.monotonic_ns()}.log"
@@ -84,14 +87,23 @@ class Member:
     def count(self, event: str) -> int:
         return sum(1 for e in self.snapshot() if e["event"] == event)
 
+    def go(self) -> None:
+        """Let a member started with wait_for_go subscribe (it has emitted "ready")."""
+        self.proc.stdin.write(b"go\n")
+        self.proc.stdin.flush()
+
+    def begin_close(self) -> None:
+        """Ask the member to close gracefully, without waiting for it (see close())."""
+        try:
+            self.proc.stdin.write(b"close\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+
     def close(self, timeout: float = 30.0) -> None:
         """Graceful close (the consumer sends LeaveGroup unless static)."""
         if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(b"close\n")
-                self.proc.stdin.flush()
-            except BrokenPipeError:
-                pass
+            self.begin_close()
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -118,9 +118,15 @@ def test_static_member_restart_keeps_its_partitions(kbroker, tmp_path):
         wait_until(lambda: sorted(len(m.assignment() or ()) for m in (a, b)) == [2, 2] and disjoint([a, b]),
                    "two members with two partitions each")
         owned_by_a, mark = a.assignment(), len(b.snapshot())
-        a.close()                      # a static member leaves with epoch -2: it keeps its place
+        # the new instance's process is up before the old one leaves: a process start on a busy
+        # machine must not eat the 3 s session timeout that holds the place
         restarted = Member("confluent", kbroker.bootstrap, group, topic, tmp_path, instance_id="sa",
-                           protocol="consumer")
+                           protocol="consumer", wait_for_go=True)
+        wait_until(lambda: restarted.count("ready"), "the new instance's process to load")
+        a.begin_close()                # a static member leaves with epoch -2: it keeps its place
+        wait_until(lambda: "(instance sa) left for now" in kbroker.log_text(), "the -2 leave")
+        restarted.go()
+        a.close()
         wait_until(lambda: restarted.assignment(), "the restarted instance to be assigned")
         assert restarted.assignment() == owned_by_a
         assert [e["event"] for e in b.snapshot()[mark:] if e["event"] in ("assigned", "revoked")] == []
