@@ -15,6 +15,7 @@ Members are processes (groups_support.Member); the broker is shared by the modul
 """
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 
 import pytest
@@ -70,64 +71,69 @@ def check_exactly_once(bootstrap, group, members, sent):
                "the committed offsets to reach the end of every partition")
 
 
+@contextlib.contextmanager
+def records_flowing(bootstrap: str, topic: str, prefix: str):
+    """A topic with a producer writing to it; yields (producer, members: a list the test fills);
+    on the way out the producer stops and every member process is killed."""
+    create_topic(bootstrap, topic, PARTITIONS)
+    producer = SteadyProducer(bootstrap, topic, prefix, PARTITIONS, interval=0.01)
+    members: list[Member] = []
+    try:
+        yield producer, members
+    finally:
+        producer._stop.set()
+        for m in members:
+            m.kill()
+
+
+def finish(bootstrap: str, group: str, producer, everyone, live) -> None:
+    """Stop producing, check exactly once, close the live members."""
+    check_exactly_once(bootstrap, group, everyone, producer.stop())
+    for m in live:
+        m.close()
+
+
 @pytest.mark.slow
 def test_rolling_classic_members_to_the_consumer_protocol(mbroker, tmp_path):
-    topic, group = "mig-up", "mig-up"
-    create_topic(mbroker.bootstrap, topic, PARTITIONS)
-    producer = SteadyProducer(mbroker.bootstrap, topic, "u", PARTITIONS, interval=0.01)
-    live = [Member("confluent", mbroker.bootstrap, group, topic, tmp_path) for _ in range(3)]
-    everyone = list(live)
-    try:
+    group = "mig-up"
+    with records_flowing(mbroker.bootstrap, group, "u") as (producer, everyone):
+        live = [Member("confluent", mbroker.bootstrap, group, group, tmp_path) for _ in range(3)]
+        everyone += live
         wait_until(lambda: balanced(live, [2, 2, 2]), "three classic members with two partitions each")
         assert group_view(mbroker.bootstrap, group)[0] == "CLASSIC"
         for i in range(3):
             live[i].close()                                      # LeaveGroup (classic)
-            live[i] = Member("confluent", mbroker.bootstrap, group, topic, tmp_path, protocol="consumer")
+            live[i] = Member("confluent", mbroker.bootstrap, group, group, tmp_path, protocol="consumer")
             everyone.append(live[i])
             wait_until(lambda: balanced(live, [2, 2, 2]) and live[i].values(),
                        f"the group balanced and consuming again after rolling member {i}")
             if i == 0:
                 assert "upgrades to a consumer group" in mbroker.log_text()
                 assert group_view(mbroker.bootstrap, group) == ("CONSUMER", 3)
-        sent = producer.stop()
-        check_exactly_once(mbroker.bootstrap, group, everyone, sent)
-        assert group_view(mbroker.bootstrap, group) == ("CONSUMER", 3)
-        for m in live:
-            m.close()
-    finally:
-        producer._stop.set()
-        for m in everyone:
-            m.kill()
+        assert group_view(mbroker.bootstrap, group) == ("CONSUMER", 3)   # all consumer-protocol now
+        finish(mbroker.bootstrap, group, producer, everyone, live)
+        assert group_view(mbroker.bootstrap, group) == ("CONSUMER", 0)   # and stays one, empty
 
 
 @pytest.mark.slow
 def test_rolling_back_to_the_classic_protocol_downgrades(mbroker, tmp_path):
-    topic, group = "mig-down", "mig-down"
-    create_topic(mbroker.bootstrap, topic, PARTITIONS)
-    producer = SteadyProducer(mbroker.bootstrap, topic, "d", PARTITIONS, interval=0.01)
-    live = [Member("confluent", mbroker.bootstrap, group, topic, tmp_path, protocol="consumer")
-            for _ in range(2)]
-    everyone = list(live)
-    try:
+    group = "mig-down"
+    with records_flowing(mbroker.bootstrap, group, "d") as (producer, everyone):
+        live = [Member("confluent", mbroker.bootstrap, group, group, tmp_path, protocol="consumer")
+                for _ in range(2)]
+        everyone += live
         wait_until(lambda: balanced(live, [3, 3]), "two consumer-protocol members")
         live[0].close()
-        live[0] = Member("confluent", mbroker.bootstrap, group, topic, tmp_path)      # classic
+        live[0] = Member("confluent", mbroker.bootstrap, group, group, tmp_path)      # classic
         everyone.append(live[0])
         wait_until(lambda: balanced(live, [3, 3]) and live[0].values(),
                    "a classic member consuming inside the consumer group")
         assert group_view(mbroker.bootstrap, group) == ("CONSUMER", 2)
         live[1].close()                  # the last consumer-protocol member: the group downgrades
         wait_until(lambda: "downgrades to a classic group" in mbroker.log_text(), "the downgrade")
-        live[1] = Member("confluent", mbroker.bootstrap, group, topic, tmp_path)
+        live[1] = Member("confluent", mbroker.bootstrap, group, group, tmp_path)
         everyone.append(live[1])
         wait_until(lambda: balanced(live, [3, 3]) and live[1].values(),
                    "two classic members in a classic group")
         assert group_view(mbroker.bootstrap, group)[0] == "CLASSIC"
-        sent = producer.stop()
-        check_exactly_once(mbroker.bootstrap, group, everyone, sent)
-        for m in live:
-            m.close()
-    finally:
-        producer._stop.set()
-        for m in everyone:
-            m.kill()
+        finish(mbroker.bootstrap, group, producer, everyone, live)
