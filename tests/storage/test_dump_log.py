@@ -255,3 +255,20 @@ def test_topic_store_and_meta_properties(tmp_path):
         "topic: t topicId: AAAAAAAAAAAAAAAAAAAAAg partitions: 3 configs: cleanup.policy=compact",
         f"Dumping {tmp_path}/meta.properties", "cluster.id=abc", "node.id=1", "version=1"]
     assert err == ""
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback(segment):
+    # `kompakt dump-log DIR | head -1`: the command must end quietly when the pipe closes.
+    import subprocess
+    import sys
+    d, *_ = segment
+    for i in range(1, 200):   # enough output to outlast the pipe's buffer
+        (d / f"{i:020d}.log").write_bytes((d / "00000000000000000000.log").read_bytes())
+    proc = subprocess.Popen([sys.executable, "-m", "kompakt", "dump-log", str(d), "--deep-iteration"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()               # the reader leaves, as `head -1` does
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert first.startswith(b"Dumping ")
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
