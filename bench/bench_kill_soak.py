@@ -179,7 +179,35 @@ class SoakBroker:
 
 
 # ------------------------------------------------------------------------------------------ load
-class Writer(threading.Thread):
+class _Pausable(threading.Thread):
+    """A load thread the soak pauses while it checks: `pause()` returns once the thread has
+    settled (its `run` sets `_paused` when it sees `_run` cleared), `resume()` lets it go on."""
+
+    what = "load thread"
+
+    def __init__(self, name: str):
+        super().__init__(daemon=True, name=name)
+        self._run = threading.Event()
+        self._run.set()
+        self._paused = threading.Event()
+        self._stopping = False
+
+    def pause(self, timeout_s: float = 180) -> None:
+        self._run.clear()
+        if not self._paused.wait(timeout_s):
+            raise RuntimeError(f"{self.name}: the {self.what} did not settle within {timeout_s}s")
+
+    def resume(self) -> None:
+        self._paused.clear()
+        self._run.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._run.set()
+        self.join(30)
+
+
+class Writer(_Pausable):
     """An idempotent acks=all producer writing `topic|key|seq|` values to one topic's partitions.
 
     `acked[(partition, offset)] = (key, value)` for every delivery report without error (pruned by
@@ -188,18 +216,15 @@ class Writer(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, rng: random.Random, *, tombstones: bool = False,
                  rate: int = 400):
-        super().__init__(daemon=True, name=f"writer-{topic}")
+        super().__init__(f"writer-{topic}")
+        self.what = "producer"
         self.bootstrap, self.topic, self.rng, self.tombstones, self.rate = bootstrap, topic, rng, tombstones, rate
         self.acked: dict[tuple[int, int], tuple[bytes, bytes | None]] = {}
         self.acked_count = 0
         self.errors: list[str] = []
         self.seq = 0
         self._lock = threading.Lock()
-        self._run = threading.Event()
-        self._run.set()
-        self._paused = threading.Event()
         self._fatal = False
-        self._stopping = False
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
@@ -249,20 +274,6 @@ class Writer(threading.Thread):
             if self._fatal:
                 self.producer = self._new_producer()
 
-    def pause(self, timeout_s: float = 180) -> None:
-        self._run.clear()
-        if not self._paused.wait(timeout_s):
-            raise RuntimeError(f"{self.topic}: producer did not flush within {timeout_s}s")
-
-    def resume(self) -> None:
-        self._paused.clear()
-        self._run.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._run.set()
-        self.join(30)
-
     def snapshot(self) -> dict:
         with self._lock:
             return dict(self.acked)
@@ -287,7 +298,7 @@ class Writer(threading.Thread):
             self.acked = keep
 
 
-class TxnWriter(threading.Thread):
+class TxnWriter(_Pausable):
     """A transactional producer on TXN_TOPIC: transactions of a few records, about one in five
     aborted. `committed[(partition, offset)] = (key, value)` for the records of transactions whose
     commit_transaction returned; `aborted` the values of aborted ones; `unknown` the values of a
@@ -295,7 +306,8 @@ class TxnWriter(threading.Thread):
     Same pause/resume/prune shape as Writer."""
 
     def __init__(self, bootstrap: str, rng: random.Random):
-        super().__init__(daemon=True, name="writer-txn")
+        super().__init__("writer-txn")
+        self.what = "transactional producer"
         self.bootstrap, self.topic, self.rng = bootstrap, TXN_TOPIC, rng
         self.committed: dict[tuple[int, int], tuple[bytes, bytes]] = {}
         self.acked_count = 0
@@ -305,10 +317,6 @@ class TxnWriter(threading.Thread):
         self.txns = {"committed": 0, "aborted": 0, "unknown": 0}
         self.seq = 0
         self._lock = threading.Lock()
-        self._run = threading.Event()
-        self._run.set()
-        self._paused = threading.Event()
-        self._stopping = False
         self.producer = None
 
     def _new_producer(self) -> Producer:
@@ -385,20 +393,6 @@ class TxnWriter(threading.Thread):
                     self.producer = None
                 time.sleep(0.2)
 
-    def pause(self, timeout_s: float = 180) -> None:
-        self._run.clear()
-        if not self._paused.wait(timeout_s):
-            raise RuntimeError(f"{self.topic}: transactional producer did not settle within {timeout_s}s")
-
-    def resume(self) -> None:
-        self._paused.clear()
-        self._run.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._run.set()
-        self.join(30)
-
     def snapshot(self) -> dict:
         with self._lock:
             return dict(self.committed)
@@ -421,24 +415,21 @@ def check_transactions(w: TxnWriter, records_by_partition: dict[int, list]) -> l
     return violations
 
 
-class GroupMember(threading.Thread):
+class GroupMember(_Pausable):
     """A consumer in GROUP reading the delete topic and committing synchronously; recreated every
     `rejoin_s` seconds (leave + join: a rebalance). `commits` holds every acknowledged commit."""
 
     def __init__(self, bootstrap: str, rejoin_s: float = 3.0):
-        super().__init__(daemon=True, name="group-member")
+        super().__init__("group-member")
+        self.what = "consumer"
         self.bootstrap, self.rejoin_s = bootstrap, rejoin_s
         self.commits: list[tuple[float, int, int]] = []     # (time, partition, offset)
         self.errors: list[str] = []
-        self._stopping = False
-        self._run = threading.Event()
-        self._run.set()
-        self._idle = threading.Event()
 
     def run(self) -> None:
         while not self._stopping:
             if not self._run.is_set():
-                self._idle.set()
+                self._paused.set()
                 self._run.wait()
                 continue
             self._session()
@@ -469,19 +460,6 @@ class GroupMember(threading.Thread):
                 c.close()
             except Exception:  # noqa: BLE001 - a close against a dead broker
                 pass
-
-    def pause(self, timeout_s: float = 60) -> None:
-        self._run.clear()
-        self._idle.wait(timeout_s)
-
-    def resume(self) -> None:
-        self._idle.clear()
-        self._run.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._run.set()
-        self.join(30)
 
     def acked_commits(self) -> dict[int, int]:
         best: dict[int, int] = {}
