@@ -86,6 +86,8 @@ class Broker:
 
         from kompakt.storage.log_manager import LogManager
         self.log_manager = LogManager(config, time=time_source)
+        from kompakt.broker.state_files import root_files
+        self.log_manager.owned_root_files.update(root_files())
 
         self.cleaner = None
         if config["log.cleaner.enable"]:

@@ -81,6 +81,9 @@ class LogManager:
 
     def __init__(self, config, *, time=_time, cleaner=None):
         self.config = config
+        # Files other packages keep in a log dir's root (the broker's state files: ACLs, producer
+        # id block, dynamic configs, ...): not ours to repair, and not foreign either.
+        self.owned_root_files: set[str] = set()
         self.time = time
         self.cleaner = cleaner
         self.append_listener: Callable[[TopicPartition], None] | None = None
@@ -317,7 +320,7 @@ class LogManager:
             elif name.endswith(TMP_SUFFIX) and name[: -len(TMP_SUFFIX)] in _KNOWN_ROOT_FILES:
                 os.unlink(path)
                 self._repaired(f"{d}: deleted unfinished write {name}")
-            elif name not in _KNOWN_ROOT_FILES:
+            elif name not in _KNOWN_ROOT_FILES and name.removesuffix(TMP_SUFFIX) not in self.owned_root_files:
                 log.warning("%s: foreign file %s left alone", d, name)
         return found
 

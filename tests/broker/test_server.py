@@ -43,6 +43,24 @@ async def test_start_stop_writes_the_clean_shutdown_marker(tmp_path):
     await b.stop()                                   # idempotent
 
 
+def test_the_brokers_own_state_files_are_not_foreign_to_the_log_dir_scan(tmp_path, caplog):
+    # no "foreign file" warning at every start for files the broker itself keeps in the log dir
+    # (ACLs, SCRAM credentials, the producer id block, ...), and still one for a file nobody owns
+    from kompakt.broker.state_files import root_files
+    b = Broker(config(tmp_path))
+    assert root_files() <= b.log_manager.owned_root_files
+    assert {"producer-id-block", "kompakt-acls.json", "kompakt-scram-credentials.json"} <= root_files()
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in root_files() | {"producer-id-block.tmp", "notes.txt"}:
+        (data / name).write_text("x")
+    with caplog.at_level("WARNING", logger="kompakt.storage.log_manager"):
+        b.log_manager.startup()
+    b.log_manager.shutdown()
+    foreign = [r.getMessage() for r in caplog.records if "foreign file" in r.getMessage()]
+    assert len(foreign) == 1 and "notes.txt" in foreign[0], foreign
+
+
 async def test_cluster_id_survives_restarts(tmp_path):
     first = Broker(config(tmp_path))
     await first.start()
