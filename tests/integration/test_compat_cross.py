@@ -145,7 +145,13 @@ def test_every_client_reads_what_every_client_wrote(cross_broker):
     disk = {t: disk_view(b, t) for t in topics}
     for topic, (codec, recs) in sent.items():
         batches = stored_batches(b.log_dir, topic, 0)
-        assert batches and {h.compression for h, _ in batches} == {CODEC_IDS[codec]}, topic
+        codecs = {h.compression for h, _ in batches}
+        if topic.startswith("x-confluent-"):
+            # librdkafka may split these records into several batches under load and sends a batch
+            # uncompressed when the codec would not make it smaller (a one-record batch)
+            assert CODEC_IDS[codec] in codecs and codecs <= {CODEC_IDS[codec], 0}, (topic, codecs)
+        else:
+            assert batches and codecs == {CODEC_IDS[codec]}, topic
         rows = disk[topic][0]
         assert [(r.offset, r.key, r.value, r.headers) for r in rows] == \
                [(i, s.key, s.value, tuple(s.headers)) for i, s in enumerate(recs)], (topic, codec)
