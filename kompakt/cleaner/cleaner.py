@@ -64,6 +64,7 @@ from kompakt.cleaner.batch_ops import (CONTROL_MASK, H_ATTRS, H_BASE_OFFSET, H_C
                                        TRANSACTIONAL_MASK)
 from kompakt.cleaner.payloads import PayloadTable
 from kompakt.cleaner.stats import CleanerStats
+from kompakt.storage import faults
 from kompakt.storage.txn_index import ENTRY_SIZE, AbortedTxn, decode_entries
 from kompakt.protocol.records import compress
 
@@ -792,14 +793,11 @@ def _undecompressable(f, pos: int, tbl) -> batch_ops.CorruptBatchError:
                                        f"({tbl.error(pos)})")
 
 
-BREAK_ENV = "TEST_KOMPAKT_CLEANER_BREAK"   # not KOMPAKT_*: those are broker config keys
-
-
 def _break_for_test(result) -> None:
-    """Test seam: env TEST_KOMPAKT_CLEANER_BREAK=drop_last_batch makes a clean lose the last batch
-    it wrote (the newest records of the first group), a broken clean the guarantee check must
-    catch before the swap (tests only)."""
-    if os.environ.get(BREAK_ENV) != "drop_last_batch" or not result.groups:
+    """Test seam (kompakt/storage/faults.py, TEST_KOMPAKT_CLEANER_BREAK=drop_last_batch): the clean
+    loses the last batch it wrote (the newest records of the first group), a broken clean the
+    guarantee check must catch before the swap (tests only)."""
+    if not faults.cleaner_break("drop_last_batch") or not result.groups:
         return
     g = result.groups[0]
     with open(g.log_path, "r+b") as f:
@@ -810,7 +808,8 @@ def _break_for_test(result) -> None:
         if last is not None:
             f.truncate(last)
             g.size = last
-    log.error("test hook %s=drop_last_batch: the clean of %s dropped its last batch", BREAK_ENV, result.tp)
+    log.error("test hook %s=drop_last_batch: the clean of %s dropped its last batch",
+              faults.CLEANER_BREAK_ENV, result.tp)
 
 
 def _next_base(segments, i, end):

@@ -1,7 +1,8 @@
-"""Test-only fault seams: named crash points and injected I/O errors. Off unless an env var is set.
+"""Test-only fault seams: named crash points, injected I/O errors and a deliberately broken clean.
+Off unless an env var is set.
 
 Role: the one place where tests make the broker fail on purpose, so fault tests never patch
-callers. Both variables are read once, at import; with neither set every hook is a global lookup
+callers. Every variable is read once, at import; with none set every hook is a global lookup
 and a `None` test.
 
     TEST_KOMPAKT_CRASH_AT=<point>[:<n>]
@@ -11,6 +12,11 @@ and a `None` test.
         From the n-th (default the first) file operation on a path containing <fragment> on, every
         file operation of the storage file layer (segment reads, appends, index writes, flushes,
         checkpoint writes) on such a path raises OSError(EIO), as a failing disk would.
+    TEST_KOMPAKT_CLEANER_BREAK=<break>
+        The cleaner's worker processes break every clean on purpose (kompakt/cleaner/cleaner.py);
+        the live compaction-guarantee check must refuse the swap. Breaks (CLEANER_BREAKS):
+        drop_last_batch   the clean loses the last batch it wrote (the newest records of its
+                          first group)
 
 (Not KOMPAKT_*: those environment variables are broker config keys.)
 
@@ -41,10 +47,12 @@ log = logging.getLogger(__name__)
 
 CRASH_ENV = "TEST_KOMPAKT_CRASH_AT"
 IO_ERROR_ENV = "TEST_KOMPAKT_IO_ERROR"
+CLEANER_BREAK_ENV = "TEST_KOMPAKT_CLEANER_BREAK"
 
 CRASH_POINTS = ("segment_roll", "retention_delete", "checkpoint_write", "state_file_write", "swap_renamed",
                 "swap_old_deleted", "before_swap", "after_first_group", "before_checkpoint", "after_checkpoint",
                 "group_rebalance", "txn_prepare_written", "txn_marker_written", "txn_markers_written")
+CLEANER_BREAKS = ("drop_last_batch",)
 
 
 def _parse(value: str | None) -> tuple[str, int] | None:
@@ -58,6 +66,7 @@ def _parse(value: str | None) -> tuple[str, int] | None:
 
 _crash = _parse(os.environ.get(CRASH_ENV)) if multiprocessing.parent_process() is None else None
 _io = _parse(os.environ.get(IO_ERROR_ENV))
+_cleaner_break = os.environ.get(CLEANER_BREAK_ENV) or None   # worker processes read it too
 _crash_hits = 0
 _io_hits = 0
 
@@ -83,6 +92,11 @@ def check_io(path: str) -> None:
     _io_hits += 1
     if _io_hits >= _io[1]:
         raise OSError(errno.EIO, f"Input/output error (injected by {IO_ERROR_ENV})", path)
+
+
+def cleaner_break(name: str) -> bool:
+    """Whether the cleaner's deliberate fault `name` (one of CLEANER_BREAKS) is armed."""
+    return _cleaner_break == name
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -74,3 +74,19 @@ def test_an_append_whose_index_write_fails_is_undone(tmp_path, monkeypatch):
     got = [(h.base_offset, bytes(r.key)) for _, h in R.iter_batches(data) for r in R.decode_records(data, _, h)]
     assert got == [(0, b"k0"), (1, b"k1"), (2, b"k2"), (3, b"k3")]
     lg.close()
+
+
+def test_the_cleaner_break_is_read_by_the_one_seam():
+    """TEST_KOMPAKT_CLEANER_BREAK lives in faults.py with the other seams: armed only for the
+    break it names, read at import (the cleaner's worker processes inherit it)."""
+    probe = ("from kompakt.storage import faults; "
+             "print(faults.cleaner_break('drop_last_batch'), faults.cleaner_break('other'))")
+
+    def armed(value):
+        env = {**os.environ, faults.CLEANER_BREAK_ENV: value}
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+        return out.stdout.split()
+
+    assert armed("drop_last_batch") == ["True", "False"]
+    assert armed("") == ["False", "False"]
+    assert faults.CLEANER_BREAKS == ("drop_last_batch",)
