@@ -32,10 +32,13 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
 from compaction_support import check_against_model, produce, read_partition
+from wire_support import Wire, req, sub
+from kompakt.protocol.group_records import partition_for as group_partition
 from kompakt.protocol.records import build_batch
 
 STORAGE_ERROR = 56
 LEADER_NOT_AVAILABLE = 5
+COORDINATOR_NOT_AVAILABLE = 15
 
 
 def raw_produce(port: int, topic: str, partition: int, value: bytes) -> int:
@@ -76,6 +79,62 @@ def placement(log_dirs: list[str]) -> dict[str, str]:
     return {name: d for d in log_dirs for name in os.listdir(d) if os.path.isdir(os.path.join(d, name))}
 
 
+def offline_answers(port: int, topic: str, partition: int) -> dict[str, tuple]:
+    """What each API that reads or writes one partition's log answers for it: (error code, the
+    offsets it names). For a partition of an offline log dir Kafka answers KAFKA_STORAGE_ERROR
+    (ReplicaManager.getPartitionOrError), never offsets it still has in memory."""
+    w = Wire(port)
+    try:
+        F = sub(1, "FetchTopic")
+        fetch = w.call(req(1, cluster_id=None, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+                           isolation_level=0, session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                           topics=[F(topic=topic, partitions=[F.FetchPartition(
+                               partition=partition, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                               log_start_offset=-1, partition_max_bytes=1 << 20)])]), 12)
+        f = fetch.responses[0].partitions[0]
+        out = {"fetch": (f.error_code, f.high_watermark, f.last_stable_offset, f.log_start_offset)}
+        L = sub(2, "ListOffsetsTopic")
+        for ts, name in ((-2, "list_offsets_earliest"), (-1, "list_offsets_latest"), (0, "list_offsets_by_time")):
+            lo = w.call(req(2, replica_id=-1, isolation_level=0, timeout_ms=5000, topics=[L(name=topic, partitions=[
+                L.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=ts,
+                                       max_num_offsets=1)])]), 7)
+            p = lo.topics[0].partitions[0]
+            out[name] = (p.error_code, p.offset)
+        E = sub(23, "OffsetForLeaderTopic")
+        ep = w.call(req(23, replica_id=-1, topics=[E(topic=topic, partitions=[
+            E.OffsetForLeaderPartition(partition=partition, current_leader_epoch=-1, leader_epoch=0)])]), 4)
+        p = ep.topics[0].partitions[0]
+        out["offset_for_leader_epoch"] = (p.error_code, p.end_offset)
+        D = sub(21, "DeleteRecordsTopic")
+        dr = w.call(req(21, topics=[D(name=topic, partitions=[D.DeleteRecordsPartition(
+            partition_index=partition, offset=0)])], timeout_ms=10000), 2)    # changes nothing
+        p = dr.topics[0].partitions[0]
+        out["delete_records"] = (p.error_code, p.low_watermark)
+        dp = w.call(req(61, topics=[sub(61, "TopicRequest")(name=topic, partition_indexes=[partition])]), 0)
+        p = dp.topics[0].partitions[0]
+        out["describe_producers"] = (p.error_code, len(p.active_producers))
+        M = sub(27, "WritableTxnMarker")
+        wm = w.call(req(27, markers=[M(producer_id=4242, producer_epoch=0, transaction_result=False,
+                                       topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
+                                       coordinator_epoch=0, transaction_version=0)]), 1)
+        out["write_txn_markers"] = (wm.markers[0].topics[0].partitions[0].error_code,)
+        dt = w.call(req(75, topics=[sub(75, "TopicRequest")(name=topic)], response_partition_limit=100,
+                        cursor=None), 0)
+        p = [p for p in dt.topics[0].partitions if p.partition_index == partition][0]
+        out["describe_topic_partitions"] = (p.leader_id, list(p.offline_replicas))
+        return out
+    finally:
+        w.close()
+
+
+def find_coordinator(port: int, group: str) -> int:
+    w = Wire(port)
+    try:
+        return w.call(req(10, key_type=0, coordinator_keys=[group]), 4).coordinators[0].error_code
+    finally:
+        w.close()
+
+
 def metric(b, name: str) -> float | None:
     with urllib.request.urlopen(f"{b.metrics_url}/metrics", timeout=10) as r:
         for line in r.read().decode().splitlines():
@@ -88,10 +147,11 @@ def test_an_io_error_takes_one_log_dir_offline_and_the_other_serves(start_broker
     d1, d2 = str(tmp_path / "disk1"), str(tmp_path / "disk2")
     # partitions are spread over the dirs in turn: doomed-1 lands in disk2 (checked below)
     monkeypatch.setenv("TEST_KOMPAKT_IO_ERROR", os.path.join(d2, "doomed-1", "0000"))
-    b = start_broker(config={"log.dirs": f"{d1},{d2}"})
+    b = start_broker(config={"log.dirs": f"{d1},{d2}", "offsets.topic.num.partitions": "4"})
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     for fut in admin.create_topics([NewTopic("kept", 2, 1), NewTopic("doomed", 2, 1)]).values():
         fut.result(30)
+    assert find_coordinator(b.port, "g") == 0               # creates __consumer_offsets in both dirs
     where = placement([d1, d2])
     bad_dir_parts = {n for n, d in where.items() if d == os.path.abspath(d2)}
     assert bad_dir_parts, where
@@ -108,6 +168,25 @@ def test_an_io_error_takes_one_log_dir_offline_and_the_other_serves(start_broker
     assert raw_produce(b.port, "kept", kept_good[0], b"y") == 0
     more = produce_all(b.bootstrap, "kept", kept_good[0], 20)
     assert len(more) == 20
+
+    # every API on one partition's log answers KAFKA_STORAGE_ERROR for it, none from memory ...
+    answers = offline_answers(b.port, "kept", kept_bad[0])
+    assert answers == {"fetch": (STORAGE_ERROR, -1, -1, -1),
+                       "list_offsets_earliest": (STORAGE_ERROR, -1), "list_offsets_latest": (STORAGE_ERROR, -1),
+                       "list_offsets_by_time": (STORAGE_ERROR, -1),
+                       "offset_for_leader_epoch": (STORAGE_ERROR, -1), "delete_records": (STORAGE_ERROR, -1),
+                       "describe_producers": (STORAGE_ERROR, 0), "write_txn_markers": (STORAGE_ERROR,),
+                       "describe_topic_partitions": (-1, [1])}, answers
+    # ... while a partition of the other dir answers them
+    served = offline_answers(b.port, "kept", kept_good[0])
+    assert served["fetch"][:2] == (0, 71) and served["list_offsets_latest"] == (0, 71), served
+    assert served["describe_producers"][0] == 0 and served["describe_topic_partitions"] == (1, [])
+    assert served["list_offsets_earliest"] == (0, 0) and served["delete_records"] == (0, 0)
+
+    # a group whose __consumer_offsets partition is offline has no coordinator (no leader)
+    groups = {where[f"__consumer_offsets-{group_partition(g, 4)}"]: g for g in ("g0", "g1", "g2", "g3", "g4", "g5")}
+    assert find_coordinator(b.port, groups[os.path.abspath(d2)]) == COORDINATOR_NOT_AVAILABLE
+    assert find_coordinator(b.port, groups[os.path.abspath(d1)]) == 0
 
     md = admin.list_topics(timeout=10).topics["kept"].partitions
     bad = md[kept_bad[0]]

@@ -5,7 +5,8 @@ config APIs, DescribeTopicPartitions) answer one result per topic, partition or 
 and a failure of one never fails the others. `ResultError` is that one failure (a Kafka error
 code and Kafka's message for it); `run_storage` runs a LogManager call in a thread and turns an
 OSError into KAFKA_STORAGE_ERROR for that one result; `invalid_topic_reason` and `is_internal`
-are Kafka's topic-name rules. Not an API module: handlers/__init__.py does not list it.
+are Kafka's topic-name rules; `log_or_error` is Kafka's getPartitionOrError for the APIs that
+read or write one partition's log. Not an API module: handlers/__init__.py does not list it.
 """
 from __future__ import annotations
 
@@ -44,6 +45,19 @@ async def run_storage(fn, *args):
     except OSError as exc:
         log.error("storage error in %s%r: %s", getattr(fn, "__name__", fn), args[:1], exc)
         raise KafkaStorageErrorError(f"Storage error: {exc}") from exc
+
+
+def log_or_error(log_manager, tp) -> tuple[object | None, ErrorCode]:
+    """(the partition's log, NONE), or (None, UNKNOWN_TOPIC_OR_PARTITION) for a partition this
+    broker does not have, or (None, KAFKA_STORAGE_ERROR) for one whose log dir is offline (Kafka's
+    ReplicaManager.getPartitionOrError: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch,
+    DeleteRecords, DescribeProducers and WriteTxnMarkers answer it, never values from memory)."""
+    plog = log_manager.get_log(tp)
+    if plog is None:
+        return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if plog.offline:
+        return None, ErrorCode.KAFKA_STORAGE_ERROR
+    return plog, ErrorCode.NONE
 
 
 def invalid_topic_reason(name: str | None) -> str | None:

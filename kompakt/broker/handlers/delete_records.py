@@ -2,7 +2,8 @@
 
 Behaviour (Kafka's ReplicaManager.deleteRecordsOnLocalLog + Partition.deleteRecordsOnLeader):
 * Internal topics: INVALID_TOPIC_EXCEPTION ("Cannot delete records of internal topic ...").
-* Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION.
+* Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; its log dir offline: KAFKA_STORAGE_ERROR
+  (nothing changes, not even the log start offset in memory).
 * A topic whose cleanup.policy lacks `delete` (compact-only): POLICY_VIOLATION, as Kafka — deleting
   a prefix of a compacted log would drop the latest value of keys.
 * offset -1 means the high watermark; any other negative offset, or one above the high watermark:
@@ -23,7 +24,7 @@ import logging
 
 from kafka.protocol.admin.topics import DeleteRecordsResponse
 
-from kompakt.broker.handlers._common import error_code_of, is_internal, run_storage
+from kompakt.broker.handlers._common import error_code_of, is_internal, log_or_error, run_storage
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
 from kompakt.broker.security.acl import Op, Res
@@ -49,9 +50,9 @@ async def _delete(ctx, topic: str, index: int, offset: int) -> PartitionResult:
         return _fail(index, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     if is_internal(topic):
         return _fail(index, ErrorCode.INVALID_TOPIC_EXCEPTION)
-    plog = ctx.log_manager.get_log(TopicPartition(topic, index))
+    plog, missing = log_or_error(ctx.log_manager, TopicPartition(topic, index))
     if plog is None:
-        return _fail(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _fail(index, missing)
     if not plog.config.delete:
         log.info("refusing DeleteRecords on %s-%d: cleanup.policy=%s has no 'delete'",
                  topic, index, ",".join(sorted(plog.config.cleanup_policy)))

@@ -4,12 +4,14 @@ Behaviour: for each requested partition, the producers its log remembers (produc
 same entries the `.snapshot` files hold): producer id and epoch, last sequence, last timestamp,
 coordinator epoch, and the first offset of its open transaction (-1 when none). Per partition:
 TOPIC_AUTHORIZATION_FAILED without READ on the topic, UNKNOWN_TOPIC_OR_PARTITION for a partition
-this broker does not have.
+this broker does not have, KAFKA_STORAGE_ERROR for one whose log dir is offline (Kafka's
+ReplicaManager.activeProducerState).
 """
 from __future__ import annotations
 
 from kafka.protocol.admin.transactions import DescribeProducersResponse
 
+from kompakt.broker.handlers._common import log_or_error
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode
 from kompakt.storage import TopicPartition
@@ -27,10 +29,12 @@ def _partition(ctx, topic: str, index: int, allowed: bool) -> PartitionResponse:
     if not allowed:
         return PartitionResponse(partition_index=index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                  error_message=None, active_producers=[])
-    lg = ctx.log_manager.get_log(TopicPartition(topic, index))
+    lg, missing = log_or_error(ctx.log_manager, TopicPartition(topic, index))
     if lg is None:
-        return PartitionResponse(partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                 error_message=f"This server does not host this topic-partition: {topic}-{index}",
+        message = (f"This server does not host this topic-partition: {topic}-{index}"
+                   if missing == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                   else f"Partition {topic}-{index} is in an offline log directory")
+        return PartitionResponse(partition_index=index, error_code=missing, error_message=message,
                                  active_producers=[])
     with lg.lock:
         entries = sorted(lg.producer_state.producers.values(), key=lambda e: e.producer_id)

@@ -10,7 +10,8 @@ Behaviour (Kafka's DescribeTopicPartitionsRequestHandler + KRaftMetadataCache):
 * Unknown requested topics: UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for illegal
   names) with a zero topic id; with an empty request list they simply do not exist.
 * Every partition: leader and only replica/ISR member is this node, leader epoch as Metadata (0),
-  ELR fields null. topic_authorized_operations: every topic operation (no authorizer).
+  ELR fields null; one whose log dir is offline has no leader (-1), an empty ISR and this node in
+  offline_replicas, as Metadata answers. topic_authorized_operations: every topic operation (no authorizer).
 
 Version notes: v0 only, flexible.
 
@@ -48,14 +49,19 @@ def _topic(name, code: ErrorCode, topic_id=ZERO_UUID, partitions=(), ops=TOPIC_A
                  partitions=list(partitions), topic_authorized_operations=ops)
 
 
-def _partition(index: int, node: int) -> Partition:
+def _partition(index: int, node: int, offline: bool) -> Partition:
+    if offline:   # as Metadata says (handlers/metadata.py): no leader, this node's replica offline
+        return Partition(error_code=0, partition_index=index, leader_id=-1, leader_epoch=LEADER_EPOCH,
+                         replica_nodes=[node], isr_nodes=[], eligible_leader_replicas=None,
+                         last_known_elr=None, offline_replicas=[node])
     return Partition(error_code=0, partition_index=index, leader_id=node, leader_epoch=LEADER_EPOCH,
                      replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=None,
                      last_known_elr=None, offline_replicas=[])
 
 
 async def handle(ctx, request) -> DescribeTopicPartitionsResponse:
-    topics_meta = ctx.log_manager.topics
+    lm = ctx.log_manager
+    topics_meta = lm.topics
     node = ctx.broker.node_id
     cursor = request.cursor
     cursor_topic = (cursor.topic_name or "") if cursor is not None else ""
@@ -98,7 +104,7 @@ async def handle(ctx, request) -> DescribeTopicPartitionsResponse:
         ops = (sum(1 << op for op in ctx.authorized_operations(Res.TOPIC, name)) if checked
                else TOPIC_AUTHORIZED_OPERATIONS)
         results.append(_topic(name, ErrorCode.NONE, meta.topic_id,
-                              (_partition(i, node) for i in range(start, upper)), ops))
+                              (_partition(i, node, lm.is_offline((name, i))) for i in range(start, upper)), ops))
         if upper < meta.partitions:
             next_cursor = Cursor(topic_name=name, partition_index=upper)
             break

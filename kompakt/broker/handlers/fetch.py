@@ -30,8 +30,8 @@ reads again.
 Authorization: each topic needs READ (else its partitions TOPIC_AUTHORIZATION_FAILED, Kafka's
 handleFetchRequest); no authorizer, no check.
 
-Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13),
-OFFSET_OUT_OF_RANGE when fetch_offset is below the log start offset or above the log end offset
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13), KAFKA_STORAGE_ERROR
+(high watermark, LSO, log start -1) when its log dir is offline, OFFSET_OUT_OF_RANGE when fetch_offset is below the log start offset or above the log end offset
 (the consumer then applies auto.offset.reset).
 
 Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens a session (fetch_session.py has
@@ -137,8 +137,13 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
             continue
         for index, offset, part_max in partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
-            if log_obj is None:
-                code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if log_obj is None or log_obj.offline:
+                if log_obj is not None:       # its log dir failed: no offsets from memory either
+                    code = ErrorCode.KAFKA_STORAGE_ERROR
+                elif version >= 13 and name is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_ID
+                else:
+                    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 # empty, never null, records: librdkafka refuses a null MessageSet ("invalid
                 # MessageSetSize -1") and would never see the error (Kafka sends MemoryRecords.EMPTY)
                 results.append(FetchPartitionResult(index, int(code), -1, -1, -1, None, -1, b""))

@@ -8,7 +8,8 @@ always resolves to us (node id and advertised host/port) - and, as Kafka does on
 `__consumer_offsets` is created if it does not exist yet (in a thread: the event loop goes on). A
 TRANSACTION key (1, a transactional id) resolves to us as well, after `__transaction_state` is
 created the same way. SHARE (2)
-keys are answered COORDINATOR_NOT_AVAILABLE: share groups are not implemented; any other key
+keys are answered COORDINATOR_NOT_AVAILABLE: share groups are not implemented; so is a key whose
+internal-topic partition is in an offline log dir (no leader: Kafka's getCoordinator); any other key
 type INVALID_REQUEST "Unknown coordinator type received: N" (Kafka's CoordinatorType.forId). Like Kafka, an empty
 group id is answered like any other key (JoinGroup rejects it later with INVALID_GROUP_ID).
 
@@ -53,6 +54,10 @@ async def _lookup(ctx, key: str, key_type: int) -> tuple[int, str | None]:
     except KafkaError as exc:
         log.warning("cannot create the coordinator's internal topic: %s", exc)
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)
+    partition = topic.partition_for(key)
+    if ctx.log_manager.is_offline((topic.name, partition)):
+        # the key's partition has no leader (its log dir failed): Kafka's getCoordinator answer
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic.name}-{partition} is in an offline log directory"
     return ErrorCode.NONE, None
 
 

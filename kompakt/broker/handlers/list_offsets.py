@@ -19,7 +19,8 @@ answered from one worker thread; the others (log start, high watermark: in memor
 
 Authorization: each topic needs DESCRIBE (else TOPIC_AUTHORIZATION_FAILED for its partitions).
 
-Errors: UNKNOWN_TOPIC_OR_PARTITION; a timestamp below -5 is INVALID_REQUEST (v1+ clients never send
+Errors: UNKNOWN_TOPIC_OR_PARTITION; KAFKA_STORAGE_ERROR for a partition whose log dir is offline
+(not the offsets it had in memory: Kafka's getPartitionOrException); a timestamp below -5 is INVALID_REQUEST (v1+ clients never send
 one); KafkaErrors from storage by their code.
 
 Version notes: Kafka 4 dropped v0 (old_style_offsets); v2 isolation level and throttle time;
@@ -33,6 +34,7 @@ import logging
 
 from kafka.protocol.consumer.offsets import ListOffsetsResponse
 
+from kompakt.broker.handlers._common import log_or_error
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode, InvalidRequestError, KafkaError
 from kompakt.storage import TopicPartition
@@ -100,10 +102,9 @@ def _answer(ctx, request, read_committed: bool) -> list:
                                         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                                         timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
-            log_obj = lm.get_log(TopicPartition(t.name, p.partition_index))
+            log_obj, missing = log_or_error(lm, TopicPartition(t.name, p.partition_index))
             if log_obj is None:
-                parts.append(_Partition(partition_index=p.partition_index,
-                                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                parts.append(_Partition(partition_index=p.partition_index, error_code=int(missing),
                                         timestamp=-1, offset=-1, leader_epoch=-1))
                 continue
             try:

@@ -4,7 +4,7 @@ Consumers (KIP-320) ask it after a leader change or on startup to check that the
 truncated below their position: "where does epoch E end?".
 
 Behaviour (Kafka's Partition.lastOffsetForLeaderEpoch + LeaderEpochFileCache.endOffsetFor):
-* Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION.
+* Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION; its log dir offline: KAFKA_STORAGE_ERROR.
 * current_leader_epoch (v2+): -1 skips the check; below the partition's leader epoch ->
   FENCED_LEADER_EPOCH; above -> UNKNOWN_LEADER_EPOCH. The leader epoch is the one Metadata
   reports (`LEADER_EPOCH`, 0: a single node never changes leader).
@@ -28,6 +28,7 @@ from bisect import bisect_right
 
 from kafka.protocol.consumer.offsets import OffsetForLeaderEpochResponse
 
+from kompakt.broker.handlers._common import log_or_error
 from kompakt.protocol.errors import ErrorCode
 from kompakt.storage import TopicPartition
 from kompakt.broker.security.acl import Op, Res
@@ -75,9 +76,9 @@ def _partition(ctx, topic: str, p) -> EpochEndOffset:
 
     if not ctx.authorize(Op.DESCRIBE, Res.TOPIC, topic):     # Kafka: DESCRIBE for a client's request
         return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    plog = ctx.log_manager.get_log(TopicPartition(topic, p.partition))
+    plog, missing = log_or_error(ctx.log_manager, TopicPartition(topic, p.partition))
     if plog is None:
-        return fail(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return fail(missing)
     current = p.current_leader_epoch
     if current != -1 and current < LEADER_EPOCH:
         return fail(ErrorCode.FENCED_LEADER_EPOCH)

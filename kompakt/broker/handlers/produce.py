@@ -29,7 +29,7 @@ transaction the coordinator must confirm the partition was added (KIP-890 part 1
 kompakt/broker/txn/verification.py: INVALID_TXN_STATE / TRANSACTION_ABORTABLE when not).
 
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13) when there is no such
-partition, INVALID_TOPIC_EXCEPTION for internal topics (`__consumer_offsets` is written by the
+partition, KAFKA_STORAGE_ERROR when its log dir is offline, INVALID_TOPIC_EXCEPTION for internal topics (`__consumer_offsets` is written by the
 group coordinator only), else the code of the KafkaError storage raised (CORRUPT_MESSAGE, INVALID_RECORD,
 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT,
 OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...), with its message in error_message
@@ -215,6 +215,10 @@ async def _produce(ctx, request, version: int):
             if log_obj is None:
                 parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if log_obj.offline:
+                parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR,
+                                     f"Partition {name}-{index} is in an offline log directory"))
                 continue
             guard = None
             producer = txn_verification.transactional_producer(records)

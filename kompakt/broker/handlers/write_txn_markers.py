@@ -8,7 +8,8 @@ this API is what administrators use to end a *hanging* transaction in a partitio
 AdminClient's `abortTransaction`). A marker written to a `__consumer_offsets` partition also
 completes the producer's pending transactional offsets there (as Kafka's onTransactionCompleted).
 
-Per partition: UNKNOWN_TOPIC_OR_PARTITION for a partition this broker does not have, else the
+Per partition: UNKNOWN_TOPIC_OR_PARTITION for a partition this broker does not have,
+KAFKA_STORAGE_ERROR for one whose log dir is offline, else the
 append's code: INVALID_PRODUCER_EPOCH (an epoch older than the partition knows),
 TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), KAFKA_STORAGE_ERROR. Needs ALTER on
 the cluster or CLUSTER_ACTION (else every partition CLUSTER_AUTHORIZATION_FAILED).
@@ -22,6 +23,7 @@ import time
 
 from kafka.protocol.producer.transaction import WriteTxnMarkersResponse
 
+from kompakt.broker.handlers._common import log_or_error
 from kompakt.broker.security.acl import Op
 from kompakt.broker.txn import markers
 from kompakt.protocol.errors import ErrorCode, KafkaError
@@ -38,8 +40,9 @@ PartitionResult = TopicResult.WritableTxnMarkerPartitionResult
 
 def _write(ctx, marker, topic: str, partition: int, commit: bool) -> int:
     tp = TopicPartition(topic, partition)
-    if ctx.log_manager.get_log(tp) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    plog, missing = log_or_error(ctx.log_manager, tp)
+    if plog is None:
+        return missing
     try:
         markers.append_marker(ctx.broker, tp, marker.producer_id, marker.producer_epoch, commit,
                               marker.coordinator_epoch, int(time.time() * 1000))
