@@ -160,7 +160,7 @@ def index_batch(batch: bytes, hdr, offset_map, start_offset: int, limit: int) ->
     rc = _LIB.km_index(data, len(data), HEADER_SIZE if data is batch else 0, hdr[H_COUNT], hdr[H_BASE_OFFSET],
                        start_offset, offset_map.address, offset_map.slots, limit, io)
     if rc < 0:
-        raise CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]} does not hold {hdr[H_COUNT]} valid records")
+        raise _corrupt(hdr)
     offset_map.size = io[0]
     offset_map.latest_offset = io[1]
     offset_map.probes += io[3]
@@ -279,12 +279,12 @@ def filter_batch(batch: bytes, hdr, offset_map, now_ms: int, delete_retention_ms
     count = hdr[H_COUNT]
     has_horizon = bool(attrs & DELETE_HORIZON_MASK)
     base_ts = hdr[H_BASE_TS]
+    if discard_records:   # data or control batch alike
+        if retain_empty:
+            return FilterResult(_rebuild(batch, hdr, b"", 0, attrs, base_ts, hdr[H_MAX_TS]),
+                                count, 0, 0, 0, False, False)
+        return FilterResult(None, count, 0, 0, 0, False, False)
     if attrs & CONTROL_MASK:
-        if discard_records:
-            if retain_empty:
-                return FilterResult(_rebuild(batch, hdr, b"", 0, attrs, base_ts, hdr[H_MAX_TS]),
-                                    count, 0, 0, 0, False, False)
-            return FilterResult(None, count, 0, 0, 0, False, False)
         if stamp_marker and not has_horizon:
             horizon = rules.delete_horizon(now_ms, delete_retention_ms)
             data = records_of(batch, hdr)
@@ -294,11 +294,6 @@ def filter_batch(batch: bytes, hdr, offset_map, now_ms: int, delete_retention_ms
             return FilterResult(out, count, count, 0, 0, False, True)
         return FilterResult(batch, count, count, 0, 0, True, False)
 
-    if discard_records:
-        if retain_empty:
-            return FilterResult(_rebuild(batch, hdr, b"", 0, attrs, base_ts, hdr[H_MAX_TS]),
-                                count, 0, 0, 0, False, False)
-        return FilterResult(None, count, 0, 0, 0, False, False)
     # The compiled filter probes the MD5 map's buffer itself; maps without one (the pipeline's
     # exact map) answer through get_many in the Python filter.
     last = hdr[H_BASE_OFFSET] + hdr[H_LAST_DELTA]
@@ -336,7 +331,7 @@ def _native_filter(batch, hdr, offset_map, removable, retain_empty, target_codec
     rc = _LIB.km_filter(data, len(data), p, count, hdr[H_BASE_OFFSET], offset_map.address, offset_map.slots,
                         offset_map.latest_offset, 1 if removable else 0, out, io)
     if rc < 0:
-        raise CorruptBatchError(f"batch at offset {hdr[H_BASE_OFFSET]} does not hold {count} valid records")
+        raise _corrupt(hdr)
     kept, tombstones, keyless, maxtd, outlen = io[0], io[1], io[2], io[3], io[4]
     offset_map.probes += io[5]
     offset_map.lookups += count

@@ -188,6 +188,12 @@ class _Mapped:
         if strict and pos != self.size:
             raise self.torn(pos)
 
+    def verified(self, pos: int, h, size: int):
+        """The bytes of the batch at pos (header h, `size` bytes), its CRC checked."""
+        raw = self.mm[pos:pos + size]
+        batch_ops.verify_crc(raw, h, f" in {self._f.name}")
+        return raw
+
     def torn(self, pos: int) -> batch_ops.CorruptBatchError:
         return batch_ops.CorruptBatchError(f"no whole batch at position {pos} of {self._f.name} "
                                            f"({self.size} bytes): corrupt batch length")
@@ -349,6 +355,34 @@ def read_txn_indexes(segments) -> dict:
 # ---------------------------------------------------------------------------------------------
 # the clean
 
+class _Pace:
+    """The pacing of the Python batch loops of both passes: check_done() every CHECK_EVERY batches
+    (and every RANGE_BUDGET bytes, Cleaner._progress), the throttle once per MiB of `chunk` (bytes
+    read, plus in pass 2 bytes written), and once more for the rest at done()."""
+
+    __slots__ = ("_cleaner", "_n", "chunk")
+
+    def __init__(self, cleaner):
+        self._cleaner = cleaner
+        self._n = 0
+        self.chunk = 0
+
+    def read(self, size: int) -> None:
+        """Before each batch of `size` bytes."""
+        c = self._cleaner
+        self._n += 1
+        if self._n % CHECK_EVERY == 0:
+            c.check_done()
+        c._progress(size)
+        self.chunk += size
+        if self.chunk >= 1 << 20:
+            c._throttle(self.chunk)
+            self.chunk = 0
+
+    def done(self) -> None:
+        self._cleaner._throttle(self.chunk)
+
+
 class Cleaner:
     """One worker's cleaner: its offset map, throttle, clock and abort check, reused across logs."""
 
@@ -486,9 +520,7 @@ class Cleaner:
 
     def _map_batches(self, f, batches, start: int, end: int, limit: int, markers, stats) -> bool:
         omap = self.offset_map
-        mm = f.mm
-        n = 0
-        chunk = 0
+        pace = _Pace(self)
         for pos, h in batches:
             last = h[H_BASE_OFFSET] + h[H_LAST_DELTA]
             if last < start:
@@ -496,17 +528,9 @@ class Cleaner:
             if h[H_BASE_OFFSET] >= end:
                 break
             size = h[H_LENGTH] + 12
-            n += 1
-            if n % CHECK_EVERY == 0:
-                self.check_done()
-            self._progress(size)
-            chunk += size
-            if chunk >= 1 << 20:
-                self._throttle(chunk)
-                chunk = 0
+            pace.read(size)
             stats.map_bytes_read += size
-            raw = mm[pos:pos + size]
-            batch_ops.verify_crc(raw, h, f" in {f._f.name}")
+            raw = f.verified(pos, h, size)
             if h[H_ATTRS] & CONTROL_MASK or _is_aborted(markers, h):
                 stats.map_messages_read += h[H_COUNT]
             else:
@@ -515,7 +539,7 @@ class Cleaner:
                 if full:
                     return True
             omap.update_latest_offset(last)
-        self._throttle(chunk)
+        pace.done()
         return False
 
     # pass 2 ------------------------------------------------------------------------------------
@@ -563,21 +587,11 @@ class Cleaner:
         return CleanedGroup(base, [s.base_offset for s in group], log_path, w.st[0])
 
     def _filter_batches(self, job, f, batches, w, markers, producers, txn_state, stats) -> None:
-        mm = f.mm
-        n = 0
-        chunk = 0
+        pace = _Pace(self)
         for pos, h in batches:
             size = h[H_LENGTH] + 12
-            n += 1
-            if n % CHECK_EVERY == 0:
-                self.check_done()
-            self._progress(size)
-            chunk += size
-            if chunk >= 1 << 20:
-                self._throttle(chunk)
-                chunk = 0
-            raw = mm[pos:pos + size]
-            batch_ops.verify_crc(raw, h, f" in {f._f.name}")
+            pace.read(size)
+            raw = f.verified(pos, h, size)
             res = self._filter(raw, h, markers, producers, txn_state, job.now_ms, job.delete_retention_ms,
                                job.first_uncleanable_offset, job.target_codec, job.group_horizon_offset)
             stats.messages_read += res.read
@@ -595,8 +609,8 @@ class Cleaner:
             w.write(data, last, bts)
             stats.messages_written += res.retained
             stats.bytes_written += len(data)
-            chunk += len(data)
-        self._throttle(chunk)
+            pace.chunk += len(data)   # written bytes count toward the throttle too
+        pace.done()
 
     def _filter_native(self, lib, job, f, w, markers, producers, txn_state, stats) -> None:
         st = w.st
