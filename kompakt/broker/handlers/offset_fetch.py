@@ -127,45 +127,35 @@ def _member_error(ctx, g, v) -> int:
     return 0
 
 
+def _groups(ctx, request, v, stable) -> list:
+    """v8+: one answer per requested group; v10 names topics by id, v8-9 by name."""
+    by_id = v >= FIRST_TOPIC_ID_VERSION
+    groups = []
+    for g in request.groups:
+        code = _group_error(ctx, g.group_id) or _member_error(ctx, g, v)
+        if code:
+            groups.append(Group(group_id=g.group_id, error_code=code, topics=[]))
+            continue
+        if by_id:
+            names = topic_names_by_id(ctx.log_manager)
+            rows = [({"topic_id": topic_id}, names.get(topic_id), parts)
+                    for topic_id, parts in _fetch_by_id(ctx, g.group_id, g.topics)]
+        else:
+            rows = [({"name": t}, t, parts) for t, parts in _fetch(ctx, g.group_id, g.topics)]
+        groups.append(Group(group_id=g.group_id, error_code=0, topics=[
+            GroupTopic(**key, partitions=[
+                GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
+                               metadata=m, error_code=code)
+                for p, o, e, m, code in _stable(ctx, g.group_id, name, parts, stable)])
+            for key, name, parts in rows]))
+    return groups
+
+
 async def handle(ctx, request):
     v = ctx.api_version
     stable = v >= 7 and bool(request.require_stable)
-    if v >= FIRST_TOPIC_ID_VERSION:
-        groups = []
-        for g in request.groups:
-            denied = _group_error(ctx, g.group_id)
-            if denied:
-                groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
-                continue
-            if code := _member_error(ctx, g, v):
-                groups.append(Group(group_id=g.group_id, error_code=code, topics=[]))
-                continue
-            names = {meta.topic_id: meta.name for meta in ctx.log_manager.topics.values()}
-            groups.append(Group(group_id=g.group_id, error_code=0, topics=[
-                GroupTopic(topic_id=topic_id, partitions=[
-                    GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                   metadata=m, error_code=code)
-                    for p, o, e, m, code in _stable(ctx, g.group_id, names.get(topic_id), parts, stable)])
-                for topic_id, parts in _fetch_by_id(ctx, g.group_id, g.topics)]))
-        return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
     if v >= 8:
-        groups = []
-        for g in request.groups:
-            denied = _group_error(ctx, g.group_id)
-            if denied:
-                groups.append(Group(group_id=g.group_id, error_code=denied, topics=[]))
-                continue
-            if code := _member_error(ctx, g, v):
-                groups.append(Group(group_id=g.group_id, error_code=code, topics=[]))
-                continue
-            rows = _fetch(ctx, g.group_id, g.topics)
-            groups.append(Group(group_id=g.group_id, error_code=0, topics=[
-                GroupTopic(name=t, partitions=[
-                    GroupPartition(partition_index=p, committed_offset=o, committed_leader_epoch=e,
-                                   metadata=m, error_code=code)
-                    for p, o, e, m, code in _stable(ctx, g.group_id, t, parts, stable)])
-                for t, parts in rows]))
-        return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=groups)
+        return OffsetFetchResponse(version=v, throttle_time_ms=0, groups=_groups(ctx, request, v, stable))
     topics = request.topics if v >= 2 else (request.topics or [])
     denied = _group_error(ctx, request.group_id)
     if denied:
