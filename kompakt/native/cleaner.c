@@ -30,36 +30,43 @@ static const uint8_t MD5_R[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7
 
 #define ROTL(x, c) (((x) << (c)) | ((x) >> (32 - (c))))
 
+/*
+ * MD5's 64 rounds on the state A, B, C, D and the message words M[16] in scope, in any type T with
+ * C's integer operators: uint32_t for one block (md5_block), the eight-lane vector v8u for eight
+ * (md5_x8_body). One text for both, so they cannot drift apart. Fully unrolled by the compiler:
+ * the round selection and message index fold to constants.
+ */
+#define MD5_ROUNDS(T)                                                                                  \
+    _Pragma("GCC unroll 64") for (int i = 0; i < 64; i++) {                                          \
+        T F;                                                                                           \
+        int g;                                                                                         \
+        if (i < 16) {                                                                                  \
+            F = (B & C) | (~B & D);                                                                    \
+            g = i;                                                                                     \
+        } else if (i < 32) {                                                                           \
+            F = (D & B) | (~D & C);                                                                    \
+            g = (5 * i + 1) & 15;                                                                      \
+        } else if (i < 48) {                                                                           \
+            F = B ^ C ^ D;                                                                             \
+            g = (3 * i + 5) & 15;                                                                      \
+        } else {                                                                                       \
+            F = C ^ (B | ~D);                                                                          \
+            g = (7 * i) & 15;                                                                          \
+        }                                                                                              \
+        F = F + A + MD5_K[i] + M[g];                                                                   \
+        A = D;                                                                                         \
+        D = C;                                                                                         \
+        C = B;                                                                                         \
+        B = B + ROTL(F, MD5_R[i]);                                                                     \
+    }
+
 static void md5_block(uint32_t s[4], const uint8_t *p) {
     uint32_t M[16];
     for (int i = 0; i < 16; i++)
         M[i] = (uint32_t)p[4 * i] | ((uint32_t)p[4 * i + 1] << 8) | ((uint32_t)p[4 * i + 2] << 16) |
                ((uint32_t)p[4 * i + 3] << 24);
     uint32_t A = s[0], B = s[1], C = s[2], D = s[3];
-    /* fully unrolled by the compiler: the round selection and message index fold to constants */
-#pragma GCC unroll 64
-    for (int i = 0; i < 64; i++) {
-        uint32_t F;
-        int g;
-        if (i < 16) {
-            F = (B & C) | (~B & D);
-            g = i;
-        } else if (i < 32) {
-            F = (D & B) | (~D & C);
-            g = (5 * i + 1) & 15;
-        } else if (i < 48) {
-            F = B ^ C ^ D;
-            g = (3 * i + 5) & 15;
-        } else {
-            F = C ^ (B | ~D);
-            g = (7 * i) & 15;
-        }
-        F = F + A + MD5_K[i] + M[g];
-        A = D;
-        D = C;
-        C = B;
-        B = B + ROTL(F, MD5_R[i]);
-    }
+    MD5_ROUNDS(uint32_t);
     s[0] += A;
     s[1] += B;
     s[2] += C;
@@ -96,8 +103,6 @@ void km_md5(const uint8_t *msg, int64_t len, uint8_t out[16]) {
  */
 typedef uint32_t v8u __attribute__((vector_size(32)));
 
-#define V_ROTL(x, c) (((x) << (c)) | ((x) >> (32 - (c))))
-
 static inline __attribute__((always_inline)) void md5_x8_body(const uint8_t *const msg[8], const int64_t len[8],
                                                               uint8_t out[8][16]) {
     uint32_t W[16][8];
@@ -118,29 +123,7 @@ static inline __attribute__((always_inline)) void md5_x8_body(const uint8_t *con
     v8u A = (v8u){0} + 0x67452301u, B = (v8u){0} + 0xefcdab89u, C = (v8u){0} + 0x98badcfeu,
         D = (v8u){0} + 0x10325476u;
     v8u A0 = A, B0 = B, C0 = C, D0 = D;
-#pragma GCC unroll 64
-    for (int i = 0; i < 64; i++) {
-        v8u F;
-        int g;
-        if (i < 16) {
-            F = (B & C) | (~B & D);
-            g = i;
-        } else if (i < 32) {
-            F = (D & B) | (~D & C);
-            g = (5 * i + 1) & 15;
-        } else if (i < 48) {
-            F = B ^ C ^ D;
-            g = (3 * i + 5) & 15;
-        } else {
-            F = C ^ (B | ~D);
-            g = (7 * i) & 15;
-        }
-        F = F + A + MD5_K[i] + M[g];
-        A = D;
-        D = C;
-        C = B;
-        B = B + V_ROTL(F, MD5_R[i]);
-    }
+    MD5_ROUNDS(v8u);
     A += A0;
     B += B0;
     C += C0;
