@@ -21,28 +21,14 @@ from kompakt.pipeline import reader as rd
 from kompakt.pipeline.adopt import StaleStagingError, adopt_staging
 from kompakt.pipeline.jobs.compact import compact
 from kompakt.protocol import records as R
+from tests.cleaner.conftest import Clock   # the cleaner tests' driven clock
 
 from .conftest import model_compact
 
 pytestmark = pytest.mark.spark
 
-T0 = 1_700_000_000_000
 N_KEYS = 240
 TINY_SLOTS = 60  # a map of 60 slots holds 54 keys per pass at load factor 0.9
-
-
-class Clock:
-    def __init__(self, ms=T0):
-        self.ms = ms
-
-    def time(self):
-        return self.ms / 1000.0
-
-    def monotonic(self):
-        return self.ms / 1000.0
-
-    def sleep(self, s):
-        self.ms += int(s * 1000)
 
 
 def _manager(log_dir, clock):
