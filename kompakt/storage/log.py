@@ -13,6 +13,23 @@ here completes its producer's transaction; an aborted one is written to the acti
 `.txnindex` (with the LSO it leaves) before the LSO moves past it, and `aborted_transactions`
 finds the ones a read_committed fetch must be told about.
 
+Rolls and the event loop: a roll creates files (three segment files and a producer snapshot:
+about 0.3-0.8 ms here, far more on a busy disk), which the broker's event loop must not wait for.
+An append says where its roll may happen (`roll=`): ROLL_HERE rolls in the calling thread (worker
+threads, tools); ROLL_ELSEWHERE raises RollRequired before anything changed (the bytes given are
+left as they came), so the produce handler runs the append again on the log writer
+(storage/log_writer.py); ROLL_LATER, for the synchronous appends on the loop that cannot wait
+(group and transaction coordinators, markers), appends into the due segment while it physically
+can (indexes not full, offsets and positions within int32) and has the `on_roll_due` hook (the
+LogManager: the log writer) roll it right after, once - so such a segment may end past
+segment.bytes or segment.ms by the appends that come before the writer rolls it (usually one
+batch: the loop serves other requests meanwhile), as a Kafka segment ends past segment.bytes when
+one batch is larger; offsets, order and contents are as Kafka's. A ROLL_LATER append that leaves
+an index full has the writer roll too (any next append would roll); one that cannot fit at all
+(full index, offsets or size past int32: only after the writer fell far behind) rolls in place.
+The roll still holds `lock` while it creates files, so an append on the loop that finds the writer
+rolling the same log waits for that one roll.
+
 Concurrency: every mutation takes `lock` (a threading.RLock). Reads take it too (they are short:
 an index lookup and one pread). `flush` collects the segments to sync under the lock and fsyncs
 outside it, in the caller's thread (the LogManager calls it from a worker thread), so appends on
@@ -50,12 +67,22 @@ from kompakt.protocol.txn_records import decode_marker
 
 log = logging.getLogger(__name__)
 
+# Where an append may roll the log (see module docstring).
+ROLL_HERE = "here"
+ROLL_ELSEWHERE = "elsewhere"
+ROLL_LATER = "later"
+
 # Special ListOffsets timestamps.
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
 LATEST_TIERED_TIMESTAMP = -5
+
+
+class RollRequired(Exception):
+    """An append with roll=ROLL_ELSEWHERE needs a new segment: nothing was appended; run it again
+    where a roll may happen (the log writer)."""
 
 
 @dataclass(slots=True)
@@ -130,6 +157,9 @@ class Log:
         self.on_segments_deleted: Callable[[list[S.LogSegment]], None] | None = None
         self.on_roll: Callable[["Log", int], None] | None = None
         self.on_io_error: Callable[["Log", OSError, str], None] | None = None
+        # Where a ROLL_LATER append's roll goes (the LogManager: the log writer); None: at once.
+        self.on_roll_due: Callable[["Log", int], None] | None = None
+        self._roll_pending = -1   # base offset of the segment the writer was asked to roll
         self.active_segment.roll_jitter_ms = config.random_segment_jitter()
 
     # ---- construction ----------------------------------------------------------------------------
@@ -208,14 +238,34 @@ class Log:
 
     # ---- append ----------------------------------------------------------------------------------
     def append_as_leader(self, records, *, leader_epoch: int = 0, origin: str = "client",
-                         verification_guard=None) -> AppendInfo:
+                         verification_guard=None, roll: str = ROLL_HERE) -> AppendInfo:
         """Validate one produced batch, assign offsets, append (Kafka's appendAsLeader).
 
         A transactional batch whose producer has no open transaction here must present the guard
         `start_verification` handed out (KIP-890: the coordinator confirmed the partition is in
         the transaction), else INVALID_TXN_STATE. A marker (origin "coordinator") completes its
-        producer's transaction; an aborted one is indexed before the LSO moves past it.
+        producer's transaction; an aborted one is indexed before the LSO moves past it. `roll`:
+        where a roll may happen (module docstring); ROLL_ELSEWHERE may raise RollRequired.
         """
+        if roll is ROLL_ELSEWHERE:
+            # validation patches a writable view's batch header in place (offsets, epoch,
+            # LogAppendTime; anything else it copies): keep the client's header so the append can
+            # run again from the same bytes
+            header = (bytes(records[:R.BATCH_OVERHEAD])
+                      if isinstance(records, memoryview) and not records.readonly else None)
+            try:
+                return self._append_as_leader(records, leader_epoch, origin, verification_guard, roll)
+            except RollRequired:
+                if header is not None:
+                    records[:len(header)] = header
+                raise
+        if roll is ROLL_LATER and self.on_roll_due is None:
+            roll = ROLL_HERE
+        return self._append_as_leader(records, leader_epoch, origin, verification_guard, roll)
+
+    def _append_as_leader(self, records, leader_epoch: int, origin: str, verification_guard,
+                          roll: str) -> AppendInfo:
+        due = -1
         with self.lock:
             self._check_open()
             now = self._now()
@@ -234,8 +284,13 @@ class Log:
                     return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
                                       dup.last_offset, -1, self.log_start_offset,
                                       dup.offset_delta + 1, 0, duplicate=True)
-            self._append_validated(vr.buffer, vr.first_offset, vr.last_offset, vr.max_timestamp,
-                                   vr.offset_of_max_timestamp, vr.records_count, now)
+            due = self._append_validated(vr.buffer, vr.first_offset, vr.last_offset, vr.max_timestamp,
+                                         vr.offset_of_max_timestamp, vr.records_count, now, roll)
+            if due >= 0:
+                if due == self._roll_pending:
+                    due = -1                   # the writer has this roll queued already
+                else:
+                    self._roll_pending = due
             if staged:
                 psm.apply(staged, self._next_offset)
             else:
@@ -247,6 +302,8 @@ class Log:
             info = AppendInfo(vr.first_offset, vr.last_offset, vr.max_timestamp,
                               vr.offset_of_max_timestamp, vr.log_append_time,
                               self.log_start_offset, vr.records_count, len(vr.buffer))
+        if due >= 0:
+            self.on_roll_due(self, due)
         self._maybe_flush_messages()
         return info
 
@@ -333,23 +390,30 @@ class Log:
                           key=lambda t: t[1])
 
     def _append_validated(self, buf, first: int, last: int, max_ts: int, offset_of_max: int,
-                          count: int, now: int) -> None:
+                          count: int, now: int, roll: str = ROLL_HERE) -> int:
+        """Append (rolling first if due, as `roll` allows); the base offset of a segment the
+        log writer must roll now (ROLL_LATER), else -1."""
+        due = -1
         try:
-            seg = self._maybe_roll(len(buf), first, last, max_ts, now)
+            seg = self._segments[-1]
+            if seg.should_roll(segment_bytes=self.config.segment_bytes,
+                               max_segment_ms=self.config.max_segment_ms(), messages_size=len(buf),
+                               max_timestamp_in_messages=max_ts, max_offset_in_messages=last,
+                               now_ms=now):
+                if roll is ROLL_ELSEWHERE:
+                    raise RollRequired(self._tp_str)
+                if roll is ROLL_LATER and _can_take(seg, last, len(buf)):
+                    due = seg.base_offset
+                else:
+                    seg = self.roll(first)
             seg.append(last, max_ts, offset_of_max, buf)
         except OSError as exc:
             raise self._io_failed(exc, f"appending to {self._tp_str}") from exc
         self._next_offset = last + 1
         self.unflushed_messages += count
-
-    def _maybe_roll(self, size: int, first: int, last: int, max_ts: int, now: int) -> S.LogSegment:
-        seg = self._segments[-1]
-        if seg.should_roll(segment_bytes=self.config.segment_bytes,
-                           max_segment_ms=self.config.max_segment_ms(), messages_size=size,
-                           max_timestamp_in_messages=max_ts, max_offset_in_messages=last,
-                           now_ms=now):
-            seg = self.roll(first)
-        return seg
+        if roll is ROLL_LATER and due < 0 and seg.indexes_full():
+            due = seg.base_offset          # any next append would roll: roll now, off the loop
+        return due
 
     def _maybe_flush_messages(self) -> None:
         if self.unflushed_messages >= self.config.flush_messages:
@@ -380,11 +444,29 @@ class Log:
             crash_point("segment_roll")
             self._segments.append(seg)
             self._bases.append(new_offset)
+            self._roll_pending = -1
             self.needs_flush_dir = True
             hook = self.on_roll
         if hook is not None:
             hook(self, new_offset)
         return seg
+
+    def roll_if_due(self, base_offset: int) -> bool:
+        """The roll a ROLL_LATER append left for the log writer: roll the active segment if it is
+        still the one at `base_offset` (a produce append may have rolled it first) and holds
+        something. An I/O error goes to the error hook (the next append tries again)."""
+        with self.lock:
+            active = self._segments[-1]
+            if self._roll_pending == base_offset:
+                self._roll_pending = -1
+            if self.closed or active.base_offset != base_offset or active.size == 0:
+                return False
+            try:
+                self.roll()
+            except OSError as exc:
+                log.warning("%s", self._io_failed(exc, f"rolling {self._tp_str}"))
+                return False
+            return True
 
     def _new_segment(self, base_offset: int) -> S.LogSegment:
         c = self.config
@@ -763,6 +845,13 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({_tp_name(self.tp)}, start={self.log_start_offset}, end={self._next_offset}, "
                 f"segments={len(self._segments)})")
+
+
+def _can_take(seg: S.LogSegment, last_offset: int, size: int) -> bool:
+    """Whether `seg` can hold `size` more bytes up to `last_offset` at all (ROLL_LATER appends
+    past segment.bytes / segment.ms; never past an index, a relative offset or an int32 position)."""
+    return (not seg.indexes_full() and seg.can_convert_to_relative_offset(last_offset)
+            and seg.size + size <= S.INT32_MAX)
 
 
 def _tp_name(tp) -> str:

@@ -61,7 +61,9 @@ from kompakt.storage.log_dirs import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FU
                                       parse_partition_dir, partition_dir_name, read_and_clear_clean_shutdown,
                                       unique_dir_name, unlock_dir, write_clean_shutdown)
 from kompakt.storage.faults import is_disk_full
+from kompakt.storage.log import ROLL_HERE, ROLL_LATER
 from kompakt.storage.log_tasks import DeletionQueue, LogTasks
+from kompakt.storage.log_writer import LogWriter
 from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
                                          random_topic_id, read_partition_metadata, uuid_to_str,
                                          validate_topic_name)
@@ -103,6 +105,7 @@ class LogManager:
         self._lock_fds: dict[str, int] = {}
         self._deletions = DeletionQueue()
         self._tasks = LogTasks(self._now)
+        self.writer = LogWriter()   # appends and rolls the event loop hands over (storage.log_writer)
         self._started = False
         self._shut_down = False
         self._stats = {"retention_deleted_segments_total": 0, "retention_deleted_bytes_total": 0,
@@ -178,11 +181,14 @@ class LogManager:
             listener(TopicPartition(*tp))
 
     def append_as_leader(self, tp, records, **kw):
-        """Append to a partition and wake fetch long-polls (a convenience over get_log)."""
+        """Append to a partition and wake fetch long-polls: the seam of the synchronous appends on
+        the event loop (group and transaction coordinators, markers), so there a roll it needs is
+        left to the log writer (Log.ROLL_LATER); elsewhere (no loop in this thread) it rolls here."""
         plog = self.get_log(tp)
         if plog is None:
             raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {tp[0]}-{tp[1]}")
-        info = plog.append_as_leader(records, **kw)
+        roll = ROLL_LATER if asyncio._get_running_loop() is not None else ROLL_HERE
+        info = plog.append_as_leader(records, roll=roll, **kw)
         self.notify_append(tp)
         return info
 
@@ -412,6 +418,7 @@ class LogManager:
     def _install_hooks(self, plog) -> None:
         plog.on_segments_deleted = lambda segs, _log=plog: self._schedule_segment_delete(_log, segs)
         plog.on_roll = self._on_roll
+        plog.on_roll_due = self._on_roll_due
         plog.on_io_error = lambda _log, exc, doing: self.handle_io_error(
             os.path.dirname(os.path.abspath(_log.dir)), exc, doing)
 
@@ -809,6 +816,12 @@ class LogManager:
                 removed += plog.remove_expired_producers(now)
         return removed
 
+    def _on_roll_due(self, plog, base_offset: int) -> None:
+        """A synchronous append on the loop left its log's roll for later (Log.ROLL_LATER): the
+        log writer rolls it, or this thread when there is no loop here."""
+        if not self.writer.run_later(plog, lambda: plog.roll_if_due(base_offset)):
+            plog.roll_if_due(base_offset)
+
     def _on_roll(self, plog, new_offset: int) -> None:
         """After a roll, flush the log up to the new segment in a worker (Kafka's roll hook)."""
         def flush_upto() -> None:
@@ -857,6 +870,7 @@ class LogManager:
                 self._unlock_dirs()
                 return
             self._shut_down = True
+            self.writer.shutdown()     # appends and rolls handed over finish before logs close
             threads = self.config["num.recovery.threads.per.data.dir"]
             errors = []
             for d in self.log_dirs:

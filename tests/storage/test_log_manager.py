@@ -406,8 +406,11 @@ async def test_background_tasks_run_retention_and_deletion(tmp_path, clock):
     m.start_background(asyncio.get_running_loop())
     try:
         await asyncio.to_thread(m.create_topic, "t", 1, {"retention.ms": "1"})
-        for i in range(9):
-            m.append_as_leader(("t", 0), batch(i))
+
+        def append_all():   # off the loop: the rolls happen in this thread, where Kafka's would
+            for i in range(9):
+                m.append_as_leader(("t", 0), batch(i))
+        await asyncio.to_thread(append_all)
         assert woken == [("t", 0)] * 9
         clock.ms += 100
         part = d / "t-0"
@@ -551,8 +554,11 @@ async def test_roll_flushes_the_previous_segment_in_the_background(tmp_path, clo
     m.start_background(asyncio.get_running_loop())
     try:
         await asyncio.to_thread(m.create_topic, "r", 1)
-        for i in range(4):  # the 4th batch rolls a new segment at offset 3
-            m.append_as_leader(("r", 0), batch(i))
+
+        def append_all():   # off the loop: the 4th batch rolls a new segment at offset 3 here
+            for i in range(4):
+                m.append_as_leader(("r", 0), batch(i))
+        await asyncio.to_thread(append_all)
         plog = m.get_log(("r", 0))
         for _ in range(500):
             if plog.recovery_point >= 3:

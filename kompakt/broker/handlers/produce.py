@@ -9,10 +9,12 @@ no copy here for a delete-policy topic.
 
 Threads: appends run on the event loop (a page-cache write and an index entry: tens of
 microseconds) except when the append would reach the log's `flush.messages` and so fsync inside
-Log.append_as_leader, or would fill the active segment and so roll it (create three files, snapshot
-the producer state): those run on one dedicated worker thread so the loop never waits on a disk
-sync or a file creation. While a log has appends queued there, its later appends queue behind them (one worker, FIFO),
-so a partition's appends keep arrival order (idempotent producers' sequences depend on it).
+Log.append_as_leader, or needs a roll (segment.bytes, segment.ms, a full index: the new segment's
+files and a producer snapshot are created; the loop's attempt raises RollRequired before anything
+changed): those run on the log writer (storage/log_writer.py, one thread) so the loop never waits
+on a disk sync or a file creation. While a log has work queued there, its later appends queue
+behind it (first in, first out), so a partition's appends keep arrival order (idempotent
+producers' sequences depend on it).
 
 acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and are answered after
 the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
@@ -49,12 +51,10 @@ Version notes:
 """
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import struct
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 from kompakt.broker.dispatch import CloseConnection
 from kompakt.broker.handlers._common import INTERNAL_TOPICS
@@ -65,6 +65,7 @@ from kompakt.protocol import codec
 from kompakt.protocol.records import BATCH_LENGTH_POS, LOG_OVERHEAD, RECORDS_COUNT_POS
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
+from kompakt.storage.log import ROLL_ELSEWHERE, RollRequired
 
 API_KEY = 0
 MIN_VERSION = 0
@@ -90,8 +91,6 @@ def _fail_all(request, code: int):
 
 
 _INT32 = struct.Struct(">i")
-_syncing_executor: ThreadPoolExecutor | None = None   # appends that fsync or roll, FIFO
-_queued: dict[object, int] = {}                       # log -> its appends queued on that executor
 
 
 def _record_count(records) -> int:
@@ -104,46 +103,31 @@ def _record_count(records) -> int:
     return n
 
 
-def _would_block(log_obj, records) -> bool:
-    """Whether the append fsyncs (flush.messages) or rolls the segment (segment.bytes; the rarer
-    rolls by segment.ms or a full index stay on the loop)."""
-    if records is None:
-        return False
-    if log_obj.active_segment.size + len(records) > log_obj.config.segment_bytes:
-        return True
+def _would_fsync(log_obj, records) -> bool:
+    """Whether the append reaches flush.messages and so fsyncs inside append_as_leader."""
     flush_messages = log_obj.config.flush_messages
-    if flush_messages >= LONG_MAX:
+    if flush_messages >= LONG_MAX or records is None:
         return False
     return log_obj.unflushed_messages + _record_count(records) >= flush_messages
-
-
-async def _append_syncing(log_obj, records, guard=None):
-    """append_as_leader on the syncing worker, in submission order for every log."""
-    global _syncing_executor
-    if _syncing_executor is None:
-        _syncing_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kompakt-produce-sync")
-    _queued[log_obj] = _queued.get(log_obj, 0) + 1
-    try:
-        return await asyncio.get_running_loop().run_in_executor(
-            _syncing_executor, functools.partial(log_obj.append_as_leader, records, verification_guard=guard))
-    finally:
-        left = _queued[log_obj] - 1
-        if left:
-            _queued[log_obj] = left
-        else:
-            del _queued[log_obj]
 
 
 async def _append(lm, log_obj, records, topic: str, metrics, guard=None):
     """Append one partition's bytes, wake long-polling fetches; returns the partition answer."""
     tp = log_obj.tp
-    if log_obj in _queued or _would_block(log_obj, records):
-        info = await _append_syncing(log_obj, records if records is not None else b"", guard)
-    else:
-        info = log_obj.append_as_leader(records if records is not None else b"", verification_guard=guard)
+    records = records if records is not None else b""
+    writer = lm.writer
+    info = None
+    if not writer.busy(log_obj) and not _would_fsync(log_obj, records):
+        try:
+            info = log_obj.append_as_leader(records, verification_guard=guard, roll=ROLL_ELSEWHERE)
+        except RollRequired:    # nothing changed: append again where the roll may create files
+            pass
+    if info is None:
+        info = await writer.run(log_obj, functools.partial(log_obj.append_as_leader, records,
+                                                           verification_guard=guard))
     lm.notify_append(tp)
     if metrics is not None:
-        metrics.record_produce(topic, len(records) if records is not None else 0, info.records_count)
+        metrics.record_produce(topic, len(records), info.records_count)
     return (tp.partition, 0, info.first_offset, info.log_append_time, log_obj.log_start_offset, None)
 
 
