@@ -9,7 +9,11 @@ Kafka clients match responses to requests by order as well as correlation id.
 Flow control (uvicorn's shape): at most `queued.max.requests` requests are in flight on this
 connection (frames beyond that wait, parsed later, in the reader) and reading pauses while that
 many are in flight or while the transport's write buffer is above its high-water mark
-(`pause_writing`); it resumes when both clear. A slow consumer throttles its own connection and
+(`pause_writing`); it resumes when both clear. Request memory (queued.max.request.bytes,
+broker/limits.py): a large frame's memory is asked for when its size prefix arrives, before its
+buffer is made and its body read (`_admit_large`, Kafka's memory pool); a small frame, already in
+the shared read buffer, when it is complete; either way a connection that gets none pauses
+reading until answers free some. A slow consumer throttles its own connection and
 nobody else's. Responses that finish in the same loop pass leave in one `writelines` (writev).
 A client over its byte-rate quota (broker/quotas) is muted the same way for the throttle time
 its answer carries (`throttle`): no new request is read or started until it ends.
@@ -93,6 +97,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._host = None                    # the client address counted by limits.admit
         self._held = None                    # a frame waiting for request memory (queued.max.request.bytes)
         self._charge = 0                     # request memory of the frame being started
+        self._precharged = 0                 # request memory taken for a large frame before its body is read
+        self._awaiting_memory = False        # a large frame's size is read, its memory not yet granted
+        if self.limits is not None:
+            self.reader.admit_large = self._admit_large
 
     # -- transport callbacks ---------------------------------------------------------------------
     def connection_made(self, transport) -> None:
@@ -129,7 +137,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.limits.release(self._host)
             self.limits.forget(self)
             self._held = None
-            held = sum(slot.nbytes for slot in self.pending)
+            held = sum(slot.nbytes for slot in self.pending) + self._precharged
+            self._precharged = 0
             if held:
                 self.limits.free(held)
         self.broker.connections.discard(self)
@@ -175,10 +184,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     if frame is None:
                         break
                 if limits is not None:
-                    if not limits.reserve(self, len(frame)):
+                    if self._precharged:     # a large frame: its memory was taken before its body was read
+                        self._charge, self._precharged = self._precharged, 0
+                    elif not limits.reserve(self, len(frame)):
                         self._held = frame   # resume_held() once answers free request memory
                         break
-                    self._charge = len(frame)
+                    else:
+                        self._charge = len(frame)
                     self._start(frame)
                     if self._charge:         # no slot took it (refused, or answered by closing)
                         charge, self._charge = self._charge, 0
@@ -350,7 +362,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if transport is None or self._closing:
             return
         should_pause = (self._write_paused or len(self.pending) >= self.max_in_flight
-                        or self._throttled is not None or self._held is not None)
+                        or self._throttled is not None or self._held is not None or self._awaiting_memory)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             transport.pause_reading()
@@ -411,6 +423,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.pause_reading()
         if not self.pending and not self._out and not self._tls_backlog:
             self.transport.close()
+
+    def _admit_large(self, size: int) -> bool:
+        """The FrameReader read a large frame's size and asks for its memory before making its
+        buffer (Kafka's memory pool: a request that cannot get memory is not read; reading
+        pauses, and resume_held asks again once answers free some)."""
+        if self.limits.reserve(self, size):
+            self._precharged = size
+            self._awaiting_memory = False
+            return True
+        self._awaiting_memory = True
+        return False
 
     def resume_held(self) -> None:
         """Request memory was freed (limits.free): start the held frame, on the next loop pass."""

@@ -13,8 +13,11 @@ the dynamic broker configs (max.connections* are dynamic in Kafka) apply to new 
   max.connections.per.ip.overrides  `host:n,host:n` per-address exceptions (Kafka's format)
   queued.max.request.bytes     (default -1: no limit) bytes of requests read and not yet answered,
                                across connections (Kafka's memory pool). A connection whose next
-                               request finds the pool used up stops reading (its request waits,
-                               parsed later) until answers free memory; as Kafka's non-strict pool,
+                               request finds the pool used up stops reading until answers free
+                               memory: a large request is asked for when its size prefix arrives
+                               and its body stays in the socket (protocol/framing.py admit_large);
+                               a small one, already in the read buffer, waits there, parsed
+                               later. As Kafka's non-strict pool,
                                a request is admitted whenever any memory is free, so one request
                                larger than the pool still goes through alone.
 Refusals are counted (`refused` by reason, exported as kompakt_broker_connections_refused_total)

@@ -20,6 +20,13 @@ to storage as views into it. When its request is answered the connection gives t
 (`recycle`) and the next large frame reuses it: no fresh megabyte (and its page faults) per
 produce request. At most `MAX_SPARES` buffers of at most `MAX_SPARE_BYTES` are kept.
 
+Request memory (Kafka's memory pool, queued.max.request.bytes): a large frame's own buffer is made
+only once `admit_large(size)` (given by the caller; None admits everything) says yes; while it
+says no, the size prefix stays unconsumed, nothing is made and `next_frame` returns None - the
+caller stops reading the socket until memory is freed, then calls `next_frame` again, which asks
+again. Small frames live in the shared buffer, which exists anyway; the caller accounts for them
+once complete.
+
 Invariants: a frame handed out holds exactly one request (no size prefix) and is never touched by
 the reader again until the caller recycles it, after which the caller must not use it or views
 of it. A size < 0 or > max_bytes raises `InvalidFrameError` before any of the frame is buffered;
@@ -47,11 +54,12 @@ class InvalidFrameError(Exception):
 class FrameReader:
     """Accumulates stream bytes and yields complete frames (payload without the size prefix)."""
 
-    __slots__ = ("max_bytes", "_initial", "_buf", "_view", "_start", "_end", "_large", "_large_view", "_large_fill",
-                 "_spares")
+    __slots__ = ("max_bytes", "admit_large", "_initial", "_buf", "_view", "_start", "_end", "_large", "_large_view",
+                 "_large_fill", "_spares")
 
-    def __init__(self, max_bytes: int = 104857600, initial: int = INITIAL_BUFFER):
+    def __init__(self, max_bytes: int = 104857600, initial: int = INITIAL_BUFFER, admit_large=None):
         self.max_bytes = max_bytes
+        self.admit_large = admit_large   # (size) -> bool, asked before a large frame's buffer is made
         self._initial = initial
         self._buf = bytearray()          # allocated on the first read: an idle connection holds none
         self._view = memoryview(self._buf)
@@ -117,7 +125,11 @@ class FrameReader:
             self._start = body + size
             return frame
         if size > LARGE_FRAME:
-            # give the frame its own buffer and move what we already have into it
+            # give the frame its own buffer (once there is memory for it) and move what we
+            # already have into it
+            admit = self.admit_large
+            if admit is not None and not admit(size):
+                return None
             have = avail - 4
             buf = self._spare(size)
             view = memoryview(buf)[:size]

@@ -296,3 +296,43 @@ async def test_tls_responses_are_encrypted_as_the_socket_drains_and_all_arrive_b
     assert bytes(resp.responses[0].partitions[0].records) == bytes(stored)
     assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""   # then closed
     writer.close()
+
+
+async def test_a_large_request_gets_its_memory_before_its_body_is_read(broker):
+    """queued.max.request.bytes as Kafka's memory pool: a connection whose next (large) request
+    finds the pool used up stops reading at its size prefix - no buffer is made for it, its body
+    stays in the socket - and goes on once an answer frees memory."""
+    from kafka.protocol.producer.produce import ProduceRequest
+    from kompakt.protocol.records import build_batch
+    from kompakt.storage import TopicPartition
+    b = await broker(**{"queued.max.request.bytes": "1"})
+    b.log_manager.create_topic("t", 1, {})
+    a_reader, a_writer = await connect(b)
+    a_writer.write(long_poll("t", 1, 600_000))             # parked: holds the whole pool
+    await a_writer.drain()
+    while not any(c.in_flight for c in b.connections):
+        await asyncio.sleep(0.005)
+    TD = ProduceRequest.TopicProduceData
+    produce = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[TD(
+        name="t", partition_data=[TD.PartitionProduceData(index=0, records=build_batch([(b"k", b"v" * 300_000)]))])])
+    big = frame(produce, 9, 2)
+    assert len(big) > 300_000
+    b_reader, b_writer = await connect(b)
+    b_writer.write(big)
+    for _ in range(int(DEADLINE_S / 0.005)):
+        waiting = [c for c in b.connections if c._awaiting_memory]
+        if waiting:
+            break
+        await asyncio.sleep(0.005)
+    [conn] = waiting
+    assert conn._reading_paused and conn._held is None and conn.reader._large is None   # nothing made for it
+    assert conn.reader.buffered < len(big) - 4                                            # its body is not read
+    assert b.limits.queued_bytes < len(big)
+    b.log_manager.append_as_leader(TopicPartition("t", 0), build_batch([(b"wake", b"up")]))   # the fetch answers ...
+    assert await read_correlation(a_reader) == 1
+    assert await read_correlation(b_reader) == 2                                           # ... and the produce goes on
+    assert b.log_manager.get_log(TopicPartition("t", 0)).log_end_offset == 2
+    while b.limits.queued_bytes:
+        await asyncio.sleep(0.005)
+    a_writer.close()
+    b_writer.close()
