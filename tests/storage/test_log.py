@@ -9,6 +9,7 @@ from kompakt.config.topic_config import LogConfig
 from kompakt.protocol import records as R
 from kompakt.protocol.errors import CorruptMessageError, InvalidRecordError, OffsetOutOfRangeError
 from kompakt.storage import Log, TopicPartition
+from kompakt.storage.log import ROLL_ELSEWHERE, ROLL_LATER, RollRequired
 
 
 def cfg(**kw) -> LogConfig:
@@ -345,3 +346,57 @@ def test_close_waits_for_a_flush_in_flight(logdir, monkeypatch):
     lg.close()
     t.join()
     assert errors == [] and log_fd in synced
+
+
+def test_roll_later_appends_into_the_due_segment_and_leaves_one_roll_to_the_hook(logdir):
+    """ROLL_LATER (the loop's synchronous appends): no file is created in the append; the hook is
+    asked once per due segment; roll_if_due rolls it once, and not a segment already rolled."""
+    lg = Log.open(logdir, cfg(internal_segment_bytes=600))
+    asked = []
+    lg.on_roll_due = lambda _log, base: asked.append(base)
+    while not asked:
+        lg.append_as_leader(batch(2), roll=ROLL_LATER)
+    assert lg.num_segments == 1 and lg.active_segment.size > 600
+    lg.append_as_leader(batch(2), roll=ROLL_LATER)            # still due: not asked again
+    assert asked == [0] and lg.num_segments == 1
+    end = lg.log_end_offset
+    assert lg.roll_if_due(0) and lg.num_segments == 2 and lg.active_segment.base_offset == end
+    assert not lg.roll_if_due(0) and lg.num_segments == 2   # done already
+    assert lg.append_as_leader(batch(1), roll=ROLL_LATER).first_offset == end
+    lg.close()
+
+
+def test_a_roll_left_for_later_does_nothing_once_the_log_is_closed(logdir):
+    """A roll queued on the log writer for a log deleted (or whose dir failed) meanwhile creates no
+    file in its directory."""
+    lg = Log.open(logdir, cfg(internal_segment_bytes=600))
+    asked = []
+    lg.on_roll_due = lambda _log, base: asked.append(base)
+    while not asked:
+        lg.append_as_leader(batch(2), roll=ROLL_LATER)
+    files = sorted(os.listdir(logdir))
+    lg.close_handlers()                                       # what deletion and a failed dir do
+    assert not lg.roll_if_due(asked[0])
+    assert sorted(os.listdir(logdir)) == files
+
+
+def test_roll_elsewhere_changes_nothing_and_the_same_bytes_append_afterwards(logdir):
+    """ROLL_ELSEWHERE (the produce handler on the loop): RollRequired before anything changed,
+    the client's batch header restored (validation patches offsets in place), so the same view
+    appends as it came on the log writer."""
+    lg = Log.open(logdir, cfg(internal_segment_bytes=600))
+    while True:
+        frame = bytearray(batch(2))
+        original = bytes(frame)
+        view = memoryview(frame)
+        end, size = lg.log_end_offset, lg.active_segment.size
+        try:
+            lg.append_as_leader(view, roll=ROLL_ELSEWHERE)
+        except RollRequired:
+            break
+    assert end > 0 and bytes(frame) == original
+    assert lg.log_end_offset == end and lg.active_segment.size == size and lg.num_segments == 1
+    info = lg.append_as_leader(view)                          # where the roll may happen
+    assert info.first_offset == end and lg.num_segments == 2
+    assert [h.base_offset for h in batches_of(lg.read(end, 10_000).records)] == [end]
+    lg.close()
