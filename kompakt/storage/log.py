@@ -13,22 +13,22 @@ here completes its producer's transaction; an aborted one is written to the acti
 `.txnindex` (with the LSO it leaves) before the LSO moves past it, and `aborted_transactions`
 finds the ones a read_committed fetch must be told about.
 
-Rolls and the event loop: a roll creates files (three segment files and a producer snapshot:
-a median 0.13 ms here, 4 ms at worst of 300, far more on a busy disk), which the broker's event
-loop must not wait for. An append says where its roll may happen (`roll=`): ROLL_HERE rolls in the calling thread (worker
-threads, tools); ROLL_ELSEWHERE raises RollRequired before anything changed (the bytes given are
-left as they came), so the produce handler runs the append again on the log writer
-(storage/log_writer.py); ROLL_LATER, for the synchronous appends on the loop that cannot wait
-(group and transaction coordinators, markers), appends into the due segment while it physically
-can (indexes not full, offsets and positions within int32) and has the `on_roll_due` hook (the
-LogManager: the log writer) roll it right after, once - so such a segment may end past
-segment.bytes or segment.ms by the appends that come before the writer rolls it (usually one
-batch: the loop serves other requests meanwhile), as a Kafka segment ends past segment.bytes when
-one batch is larger; offsets, order and contents are as Kafka's. A ROLL_LATER append that leaves
-an index full has the writer roll too (any next append would roll); one that cannot fit at all
-(full index, offsets or size past int32: only after the writer fell far behind) rolls in place.
-The roll still holds `lock` while it creates files, so an append on the loop that finds the writer
-rolling the same log waits for that one roll.
+Rolls and the event loop: a roll creates files (three segment files and a producer snapshot: a
+median 0.13 ms here, 4 ms at worst of 300, far more on a busy disk), which the broker's event loop
+must not wait for. An append says where its roll may happen (`roll=`): ROLL_HERE rolls in the
+calling thread (worker threads, tools); ROLL_ELSEWHERE raises RollRequired before anything changed
+(the bytes given are left as they came), so the produce handler runs the append again on the log
+writer (storage/log_writer.py); ROLL_LATER, for the synchronous appends on the loop that cannot
+wait (group and transaction coordinators, markers), appends into the due segment while it
+physically can (indexes not full, offsets and positions within int32) and has the `on_roll_due`
+hook (the LogManager: the log writer) roll it right after, once - so such a segment may end past
+segment.bytes or segment.ms by the appends that come before the writer rolls it (usually one batch:
+the loop serves other requests meanwhile), as a Kafka segment ends past segment.bytes when one
+batch is larger; offsets, order and contents are as Kafka's. A ROLL_LATER append that leaves an
+index full has the writer roll too (any next append would roll); one that cannot fit at all (full
+index, offsets or size past int32: only after the writer fell far behind) rolls in place. The roll
+still holds `lock` while it creates files, so an append on the loop that finds the writer rolling
+the same log waits for that one roll.
 
 Concurrency: every mutation takes `lock` (a threading.RLock). Reads take it too (they are short:
 an index lookup and one pread). `flush` collects the segments to sync under the lock and fsyncs
