@@ -43,7 +43,8 @@ def read_manifest(staging_dir: str) -> dict:
         with open(path) as f:
             manifest = json.load(f)
     except FileNotFoundError:
-        raise StaleStagingError(f"{staging_dir} has no {MANIFEST}: the compaction did not finish") from None
+        raise StaleStagingError(f"{staging_dir} has no {MANIFEST}: the compaction did not finish, or found "
+                                f"nothing to compact (only the active segment); nothing to adopt") from None
     for key in ("topic", "partition", "start", "end", "source_segments", "segments"):
         if key not in manifest:
             raise StaleStagingError(f"{path} lacks {key!r}")
