@@ -279,6 +279,9 @@ def test_cli_wraps_the_api(kbroker, topic, capsys):
 
     r = admin("partitions", url=f"http://127.0.0.1:{free_port()}")
     assert r.returncode == 2 and "cannot reach the Kompakt admin API" in r.stderr
+    # ready exits 1 (unhealthy) when unreachable too: Docker reserves a HEALTHCHECK's exit 2
+    r = admin("ready", url=f"http://127.0.0.1:{free_port()}")
+    assert r.returncode == 1 and "cannot reach the Kompakt admin API" in r.stderr
     # the installed entry point, as the container HEALTHCHECK runs it
     r = kompakt_admin(url, "ready")
     assert r.returncode == 0, r.stderr

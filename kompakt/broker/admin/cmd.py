@@ -5,7 +5,8 @@ resume, cleaner, transactions, adopt, count, whatif, ready — the container HEA
 Uses only the standard library (urllib), so it starts fast and needs no event loop.
 
 Exit status: 0 success; 1 the API answered an error (its message is printed); 2 the API could not be
-reached (the message says which URL and how to point elsewhere). `compact` follows a 202 answer by
+reached (the message says which URL and how to point elsewhere), except `ready`, which exits 1 then
+(Docker reserves a HEALTHCHECK's exit 2). `compact` follows a 202 answer by
 polling the job's status URL until the clean ends, unless `--no-follow`.
 """
 from __future__ import annotations
@@ -268,7 +269,10 @@ def _table(args: argparse.Namespace, path: str, query: str, field: str, printer)
 def _run(args: argparse.Namespace) -> int:
     a = args.action
     if a == "ready":
-        status, body = request(args.url, "GET", "/ready", timeout=min(args.timeout, 5.0))
+        try:
+            status, body = request(args.url, "GET", "/ready", timeout=min(args.timeout, 5.0))
+        except AdminError as exc:  # Docker reserves HEALTHCHECK exit 2: unreachable is "not ready", 1
+            raise AdminError(str(exc), 1) from None
         if status != 200:
             raise AdminError(f"not ready: {(body or {}).get('message', status)}")
         if args.json:
