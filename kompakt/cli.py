@@ -14,7 +14,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("kompakt.broker.serve_cmd", "run the broker"),
     "dump-log": ("kompakt.storage.dump_log", "print .log/.index/.timeindex/checkpoint files like kafka-dump-log.sh"),
     "admin": ("kompakt.broker.admin.cmd", "talk to a running broker's admin HTTP API"),
-    "pipeline": ("kompakt.pipeline.cli", "PySpark jobs over log dirs: audit, snapshot, compact, verify"),
+    "pipeline": ("kompakt.pipeline.cli", "PySpark jobs over log dirs: audit, snapshot, compact, whatif, verify"),
     "compact-adopt": ("kompakt.pipeline.adopt_cmd", "offline: adopt a pipeline-compacted partition (broker stopped)"),
 }
 
