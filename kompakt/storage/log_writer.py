@@ -13,10 +13,10 @@ producers' sequences depend on it). Log.lock still makes each append, roll and f
 partition's only writer while it runs. Work handed over is never cancelled: a request whose
 connection closed meanwhile still has its append run (and answered to nobody), as Kafka's.
 
-Threads: `run`, `run_later` and `busy` are called on the event loop (the queued counts are the
-loop's alone; the thread reports completion with call_soon_threadsafe); `shutdown` from the thread
-that shuts the LogManager down: it finishes what is queued, and afterwards (or when no loop runs)
-`run` runs its work in the caller's thread and `run_later` declines. The thread is made on first
+Threads: `run`, `submit`, `run_later` and `busy` are called on the event loop (the queued counts
+are the loop's alone; the thread reports completion with call_soon_threadsafe); `shutdown` from
+the thread that shuts the LogManager down: it finishes what is queued, and afterwards `run` and
+`submit` run their work in the caller's thread and `run_later` declines. The thread is made on first
 use: a broker that never rolls or fsyncs on behalf of the loop never starts it.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +45,22 @@ class LogWriter:
 
     async def run(self, plog, fn: Callable[[], Any]) -> Any:
         """Run fn (work on `plog`) on the writer thread, after what is queued; its result."""
+        return await self.submit(plog, fn)
+
+    def submit(self, plog, fn: Callable[[], Any]) -> Awaitable[Any]:
+        """Hand fn (work on `plog`) over now, at the call, and return an awaitable of its result:
+        a caller with several logs' work (a produce request's partitions) hands them all over
+        before it waits, so none of its later partitions is overtaken meanwhile by another
+        request's append on the loop. After shutdown fn runs here, now."""
         cf = self._submit(plog, fn)
         if cf is None:                           # shut down: the logs are closing anyway
-            return fn()
+            cf = Future()
+            try:
+                cf.set_result(fn())
+            except Exception as exc:             # noqa: BLE001 - the awaiting caller gets it
+                cf.set_exception(exc)
         # shield: cancelling the awaiting request must not cancel (or reorder) the append
-        return await asyncio.shield(asyncio.wrap_future(cf))
+        return asyncio.shield(asyncio.wrap_future(cf))
 
     def run_later(self, plog, fn: Callable[[], Any]) -> bool:
         """Queue fn (work on `plog`, nobody waits for it) from the event loop; False when called

@@ -336,3 +336,38 @@ async def test_a_large_request_gets_its_memory_before_its_body_is_read(broker):
         await asyncio.sleep(0.005)
     a_writer.close()
     b_writer.close()
+
+
+async def test_pipelined_produces_keep_each_partitions_order_when_one_waits_on_the_log_writer(broker):
+    """Requests of one connection run concurrently; a partition's appends must still follow
+    arrival order. The first request's append to a flush.messages=1 topic goes to the log writer:
+    its append to the second topic must not be overtaken by the next request's (Kafka answers a
+    connection's requests one at a time)."""
+    from kafka.protocol.producer.produce import ProduceRequest
+    from kafka.protocol.producer.produce import ProduceResponse
+    from kompakt.protocol.records import build_batch, decode_records, iter_batches
+    from kompakt.storage import TopicPartition
+    b = await broker()
+    b.log_manager.create_topic("synced", 1, {"flush.messages": "1"})   # every append fsyncs: the writer's
+    b.log_manager.create_topic("plain", 1, {})
+    TD = ProduceRequest.TopicProduceData
+
+    def produce(parts):
+        return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+            TD(name=t, partition_data=[TD.PartitionProduceData(index=0, records=build_batch([(b"k", v)]))])
+            for t, v in parts])
+
+    reader, writer = await connect(b)
+    writer.write(frame(produce([("synced", b"s1"), ("plain", b"first")]), 9, 1)
+                 + frame(produce([("plain", b"second")]), 9, 2))
+    answers = {}
+    for _ in range(2):
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))[0]
+        resp = ProduceResponse.decode(await reader.readexactly(size), version=9, header=True)
+        answers[resp.header.correlation_id] = {t.name: t.partition_responses[0].base_offset for t in resp.responses}
+    plog = b.log_manager.get_log(TopicPartition("plain", 0))
+    data = bytes(plog.read(0, 1 << 20).records)
+    values = [r.value for pos, hdr in iter_batches(data) for r in decode_records(data, pos, hdr)]
+    assert values == [b"first", b"second"]
+    assert answers == {1: {"synced": 0, "plain": 0}, 2: {"plain": 1}}
+    writer.close()

@@ -14,7 +14,9 @@ files and a producer snapshot are created; the loop's attempt raises RollRequire
 changed): those run on the log writer (storage/log_writer.py, one thread) so the loop never waits
 on a disk sync or a file creation. While a log has work queued there, its later appends queue
 behind it (first in, first out), so a partition's appends keep arrival order (idempotent
-producers' sequences depend on it).
+producers' sequences depend on it). A request hands all its partitions over (or appends them)
+before it waits for any: requests of one connection run concurrently, and a later one must not
+append to this one's later partitions first.
 
 acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and are answered after
 the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
@@ -111,24 +113,40 @@ def _would_fsync(log_obj, records) -> bool:
     return log_obj.unflushed_messages + _record_count(records) >= flush_messages
 
 
-async def _append(lm, log_obj, records, topic: str, metrics, guard=None):
-    """Append one partition's bytes, wake long-polling fetches; returns the partition answer."""
-    tp = log_obj.tp
+def _append(lm, log_obj, records, topic: str, metrics, guard=None):
+    """Append one partition's bytes on the loop, or hand them to the log writer: the partition
+    answer, or (handed over already) an awaitable of it. Nothing here awaits, so a request's
+    partitions are all appended or queued before another request's appends run (_produce)."""
     records = records if records is not None else b""
     writer = lm.writer
-    info = None
     if not writer.busy(log_obj) and not _would_fsync(log_obj, records):
         try:
             info = log_obj.append_as_leader(records, verification_guard=guard, roll=ROLL_ELSEWHERE)
         except RollRequired:    # nothing changed: append again where the roll may create files
             pass
-    if info is None:
-        info = await writer.run(log_obj, functools.partial(log_obj.append_as_leader, records,
-                                                           verification_guard=guard))
+        else:
+            return _appended(lm, log_obj, records, topic, metrics, info)
+    return writer.submit(log_obj, functools.partial(log_obj.append_as_leader, records, verification_guard=guard))
+
+
+def _appended(lm, log_obj, records, topic: str, metrics, info):
+    """Wake long-polling fetches; the partition answer."""
+    tp = log_obj.tp
     lm.notify_append(tp)
     if metrics is not None:
         metrics.record_produce(topic, len(records), info.records_count)
     return (tp.partition, 0, info.first_offset, info.log_append_time, log_obj.log_start_offset, None)
+
+
+def _append_failed(ctx, metrics, name: str, index: int, exc: Exception):
+    """The partition answer of an append that raised."""
+    if isinstance(exc, KafkaError):
+        if metrics is not None:
+            metrics.record_error("Produce", exc.code)
+        log.debug("produce to %s-%d from %s failed: %s", name, index, ctx.client_id, exc)
+        return _failed(index, exc.code, exc.message)
+    log.error("produce to %s-%d failed on disk: %s", name, index, exc)
+    return _failed(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
 
 
 async def handle(ctx, request):
@@ -178,6 +196,7 @@ async def _produce(ctx, request, version: int):
         return _fail_all(request, refused)
     by_id = None
     responses = []
+    handed = []     # (parts, position, awaitable, ...) of the appends handed to the log writer
     for topic in request.topics:
         name = topic.name
         if version >= 13:
@@ -212,14 +231,23 @@ async def _produce(ctx, request, version: int):
                     parts.append(_failed(index, *failure))
                     continue
             try:
-                parts.append(await _append(lm, log_obj, records, name, metrics, guard))
-            except KafkaError as exc:
-                if metrics is not None:
-                    metrics.record_error("Produce", exc.code)
-                log.debug("produce to %s-%d from %s failed: %s", name, index, ctx.client_id, exc)
-                parts.append(_failed(index, exc.code, exc.message))
-            except OSError as exc:
-                log.error("produce to %s-%d failed on disk: %s", name, index, exc)
-                parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc)))
+                answer = _append(lm, log_obj, records, name, metrics, guard)
+            except (KafkaError, OSError) as exc:
+                answer = _append_failed(ctx, metrics, name, index, exc)
+            if not isinstance(answer, tuple):
+                handed.append((parts, len(parts), answer, log_obj, records, name, index))
+            parts.append(answer)
         responses.append((topic.name if version < 13 else None, topic.topic_id, parts))
+    # Only now wait for the appends handed to the log writer: had we waited partition by
+    # partition, a later request on this connection could append on the loop to one of this
+    # request's later partitions first (out of arrival order: idempotent sequences break).
+    try:
+        for parts, i, pending, log_obj, records, name, index in handed:
+            try:
+                parts[i] = _appended(lm, log_obj, records, name, metrics, await pending)
+            except (KafkaError, OSError) as exc:
+                parts[i] = _append_failed(ctx, metrics, name, index, exc)
+    finally:                # cancelled (the connection closed): the appends still run, unawaited
+        for _, _, pending, *_ in handed:
+            pending.cancel()
     return responses
