@@ -11,8 +11,8 @@ the dynamic broker configs (max.connections* are dynamic in Kafka) apply to new 
   max.connections.per.ip       (default 2147483647) open connections from one client address; one
                                more is closed at once, as Kafka does (TooManyConnectionsException)
   max.connections.per.ip.overrides  `host:n,host:n` per-address exceptions (Kafka's format)
-  queued.max.request.bytes     (default -1: no limit) bytes of requests read and not yet answered,
-                               across connections (Kafka's memory pool). A connection whose next
+  queued.max.request.bytes     (default -1; 0 or less: no limit, as Kafka) bytes of requests
+                               read and not yet answered, across connections (Kafka's memory pool). A connection whose next
                                request finds the pool used up stops reading until answers free
                                memory: a large request is asked for when its size prefix arrives
                                and its body stays in the socket (protocol/framing.py admit_large);
@@ -96,8 +96,8 @@ class Limits:
     def reserve(self, conn, nbytes: int) -> bool:
         """Take `nbytes` for a request about to start; False (and `conn` queued to be resumed) when
         the pool has nothing free."""
-        cap = self.config.get("queued.max.request.bytes")
-        if cap is None or cap < 0 or self.queued_bytes < cap:
+        cap = self._pool_bytes()
+        if cap is None or self.queued_bytes < cap:
             self.queued_bytes += nbytes
             return True
         if conn not in self._waiting:
@@ -107,9 +107,14 @@ class Limits:
     def free(self, nbytes: int) -> None:
         """An answered (or abandoned) request gives its bytes back; waiting connections go on."""
         self.queued_bytes -= nbytes
-        cap = self.config.get("queued.max.request.bytes")
-        while self._waiting and (cap is None or cap < 0 or self.queued_bytes < cap):
+        cap = self._pool_bytes()
+        while self._waiting and (cap is None or self.queued_bytes < cap):
             self._waiting.popleft().resume_held()
+
+    def _pool_bytes(self) -> int | None:
+        """The pool's size; None for no pool (Kafka makes one only when the key is > 0)."""
+        cap = self.config.get("queued.max.request.bytes")
+        return cap if cap is not None and cap > 0 else None
 
     def forget(self, conn) -> None:
         try:

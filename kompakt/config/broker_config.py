@@ -135,7 +135,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        min=0),
     _k("max.connections.per.ip.overrides", "string", "", "Per-address limits: host:n,host:n."),
     _k("queued.max.request.bytes", "long", -1, "Bytes of requests read and not yet answered, across "
-       "connections, before connections stop reading (-1: no limit).", min=-1),
+       "connections, before connections stop reading (0 or less: no limit).", min=-1),
     _k("shutdown.timeout.ms", "long", 10000, "Time graceful shutdown waits for in-flight requests.", min=0),
     # --- metrics / admin ---
     _k("metrics.port", "int", 9644, "Port of the HTTP admin API and /metrics (0 disables).", min=0, max=65535),

@@ -371,3 +371,13 @@ async def test_pipelined_produces_keep_each_partitions_order_when_one_waits_on_t
     assert values == [b"first", b"second"]
     assert answers == {1: {"synced": 0, "plain": 0}, 2: {"plain": 1}}
     writer.close()
+
+
+async def test_queued_max_request_bytes_0_is_no_limit_as_kafka(broker):
+    """Kafka makes a memory pool only when queued.max.request.bytes > 0 (SocketServer): 0 is no
+    limit, not a pool that never has memory."""
+    b = await broker(**{"queued.max.request.bytes": "0"})
+    reader, writer = await connect(b)
+    writer.write(frame(ApiVersionsRequest(version=0), 0, 7))
+    assert await read_correlation(reader) == 7
+    writer.close()
