@@ -7,9 +7,11 @@ Partitions (a fresh broker and log dir per count): create one topic of P partiti
 create); broker RSS before and after (KiB per idle partition); produce `--records` records of
 100 B with one confluent-kafka producer spreading them round-robin over the P partitions (acks=all,
 linger.ms=5: librdkafka puts many partitions in each Produce request) -> rec/s; then start-up time
-to the first Metadata answer after a clean stop (SIGTERM) and after a crash (SIGKILL), and the
-broker's open file descriptors. The goal at 10 000 partitions: throughput >= half the
-1-partition figure, clean-stop start < 5 s, < 20 KiB RSS per idle partition.
+to the first Metadata answer after a clean stop (SIGTERM) and after a crash (SIGKILL), the time a
+clean stop takes (SIGTERM to exit, right after the produce: every partition has unflushed data and
+a new producer snapshot to write), and the broker's open file descriptors. The goal at 10 000
+partitions: throughput >= half the 1-partition figure, clean-stop start < 5 s, < 20 KiB RSS per
+idle partition.
 
 Connections (one broker, one topic of 8 partitions): N TCP connections from one asyncio client,
 each a closed loop of Produce v3 requests (acks=1, one batch of 100 records of 100 B, to partition
@@ -60,7 +62,7 @@ class Broker:
         self.bootstrap = f"127.0.0.1:{self.port}"
 
     def start(self) -> float:
-        cmd = [sys.executable, "-m", "kompakt", "serve", "--log-level", "WARNING",
+        cmd = [sys.executable, "-m", "kompakt", "serve", "--log-level", os.environ.get("KLOG", "WARNING"),
                "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                "--override", f"log.dirs={self.dir}/data", "--override", "metrics.port=0",
                "--override", "num.partitions=1", "--override", "offsets.topic.num.partitions=1"]
@@ -73,9 +75,12 @@ class Broker:
             time.sleep(0.01)
         return time.monotonic() - t0
 
-    def stop(self, kill: bool = False) -> None:
+    def stop(self, kill: bool = False) -> float:
+        """Seconds from the signal to the process's exit."""
+        t0 = time.monotonic()
         self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
         self.proc.wait(300)
+        return time.monotonic() - t0
 
     def fds(self) -> int:
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
@@ -236,7 +241,7 @@ def partitions_run(p: int, n: int) -> dict:
         java_rps = produce_java_shaped(b.port, "scale", p, n)
         java_cpu_us = (cpu_s(b.proc.pid) - c0) / n * 1e6
         fds = b.fds()
-        b.stop()
+        stop_s = b.stop()              # every partition written since the start: flush + snapshot each
         clean_start = b.start()
         time.sleep(2.0)
         rss_restart = rss_mib(b.proc.pid)
@@ -246,7 +251,8 @@ def partitions_run(p: int, n: int) -> dict:
         return dict(partitions=p, create_s=create_s, rss_mib=rss1, kib_per_partition=(rss1 - rss0) * 1024 / p,
                     rss_restart_mib=rss_restart, idle_cpu=idle_cpu, rps=n / secs, broker_cpu=cpu / secs,
                     java_rps=java_rps, java_cpu_us=java_cpu_us, librdkafka_cpu_us=cpu / n * 1e6,
-                    fds=fds, first_start=first_start, clean_start=clean_start, crash_start=crash_start)
+                    fds=fds, first_start=first_start, clean_start=clean_start, crash_start=crash_start,
+                    stop_s=stop_s)
     finally:
         b.remove()
 
@@ -373,7 +379,8 @@ def main() -> None:
         print("partitions {partitions:>6}: create {create_s:.1f} s, RSS {rss_mib:.0f} MiB ({kib_per_partition:.1f} "
               "KiB/partition), idle CPU {idle_cpu:.1%}, produce {java_rps:,.0f} rec/s Java-shaped ({java_cpu_us:.2f} broker CPU-us/rec), "
               "{rps:,.0f} rec/s librdkafka (broker CPU {broker_cpu:.0%}, {librdkafka_cpu_us:.2f} us/rec), fds {fds}, "
-              "start after clean stop {clean_start:.2f} s, after crash {crash_start:.2f} s".format(**r), flush=True)
+              "clean stop {stop_s:.2f} s, start after clean stop {clean_start:.2f} s, after crash {crash_start:.2f} s"
+              .format(**r), flush=True)
     crow = connections_run([int(x) for x in args.connections.split(",") if x], args.seconds) \
         if args.connections else []
     gb = None
@@ -403,14 +410,14 @@ def write(args, prow, crow, gb, load0, load1) -> None:
                   "linger.ms=5, acks=all).\n",
                   "| partitions | create s | RSS MiB | KiB per idle partition | idle CPU | Java-shaped rec/s "
                   "| vs 1 partition | broker CPU-us per record | librdkafka rec/s | vs 1 partition "
-                  "| broker CPU-us per record | open fds | start after clean stop s | start after crash s |",
-                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| broker CPU-us per record | open fds | clean stop s | start after clean stop s | start after crash s |",
+                  "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for r in prow:
             lines.append(f"| {r['partitions']:,} | {r['create_s']:.1f} | {r['rss_mib']:.0f} | {r['kib_per_partition']:.1f} "
                          f"| {r['idle_cpu']:.1%} "
                          f"| {r['java_rps']:,.0f} | {r['java_rps'] / java_one:.2f} | {r['java_cpu_us']:.2f} "
                          f"| {r['rps']:,.0f} | {r['rps'] / one:.2f} | {r['librdkafka_cpu_us']:.2f} | {r['fds']:,} "
-                         f"| {r['clean_start']:.2f} | {r['crash_start']:.2f} |")
+                         f"| {r['stop_s']:.2f} | {r['clean_start']:.2f} | {r['crash_start']:.2f} |")
     if crow:
         lines += ["", f"Connections: N connections, each a closed loop of Produce v3 (acks=1, 100 records of 100 B) for "
                       f"{args.seconds:.0f} s, one asyncio client process.\n",

@@ -784,24 +784,30 @@ class Log:
                     self.unflushed_messages = max(0, self.unflushed_messages - flushed_messages)
                 self.last_flush_time = self._now()
 
-    def close(self) -> None:
-        """Snapshot producer state, then close (trim indexes, fsync) every segment.
+    def close(self, sync_snapshot: bool = True) -> str | None:
+        """Snapshot producer state (only when it moved since the last snapshot, as Kafka), then
+        close (trim indexes, fsync) every segment.
 
-        Waits for a flush in flight (it clears the segments' dirty flags before its fsyncs, so a
-        close beside it would skip the fsync and close the descriptors under it).
+        sync_snapshot=False leaves the new snapshot unsynced and returns its path: the caller
+        syncs it (`producer_state.sync_snapshot`) before anything may rely on it (the LogManager
+        writes every partition's snapshot first, then syncs them together). Waits for a flush in
+        flight (it clears the segments' dirty flags before its fsyncs, so a close beside it would
+        skip the fsync and close the descriptors under it).
         """
         with self._flush_lock, self.lock:
             if self.closed:
-                return
+                return None
             self.producer_state.map_end_offset = self._next_offset
+            written = None
             try:
-                self.producer_state.take_snapshot()
+                written = self.producer_state.take_snapshot(sync=sync_snapshot)
             except OSError as exc:
                 log.warning("%s: could not write producer snapshot: %s", self.dir, exc)
             for seg in self._segments:
                 seg.close()
             self.recovery_point = self._next_offset
             self.closed = True
+            return None if sync_snapshot else written
 
     def close_handlers(self) -> None:
         """Close file descriptors without flushing (the directory is being deleted)."""

@@ -37,6 +37,7 @@ methods (startup, shutdown, cleanup_logs, flush_*, checkpoint_*, create/delete) 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import shutil
@@ -64,11 +65,18 @@ from kompakt.storage.faults import is_disk_full
 from kompakt.storage.log import ROLL_HERE, ROLL_LATER
 from kompakt.storage.log_tasks import DeletionQueue, LogTasks
 from kompakt.storage.log_writer import LogWriter
+from kompakt.storage.producer_state import sync_snapshot
 from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
                                          random_topic_id, read_partition_metadata, uuid_to_str,
                                          validate_topic_name)
 
 log = logging.getLogger(__name__)
+
+# Shutdown's passes (flush every log, close it writing its producer snapshot, sync the snapshots)
+# only wait on the disk: they run this many at a time per dir (at least
+# num.recovery.threads.per.data.dir), so the disk merges their work. Two at a time, with a sync
+# inside each close, 10 000 partitions took 3.7-4.6 s to shut down on a 2-vCPU VM.
+SHUTDOWN_SYNC_THREADS = 16
 
 _KNOWN_ROOT_FILES = {LOCK_FILE, CLEAN_SHUTDOWN_FILE, META_PROPERTIES_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
                      LOG_START_OFFSET_CHECKPOINT_FILE, "cleaner-offset-checkpoint",
@@ -253,6 +261,11 @@ class LogManager:
             t0 = _time.monotonic()
             self._create_and_validate_dirs()
             self._lock_dirs()
+            # Loading keeps ~30 objects per partition alive and makes little garbage: with the cyclic
+            # GC on, every 25% of growth triggered a full collection over all of them (six at
+            # 10 000 partitions, 1.3 s). It runs once, at the end.
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
             try:
                 self._load_meta_properties()
                 self._store = self._find_store()
@@ -263,6 +276,10 @@ class LogManager:
                 self._close_logs_quietly()
                 self._unlock_dirs()
                 raise
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+                    gc.collect()
             self._started = True
             self._stats["startup_seconds"] = _time.monotonic() - t0
             log.info("loaded %d logs in %d topics from %s in %.2f s", len(self._logs), len(self._topics),
@@ -308,9 +325,11 @@ class LogManager:
     def _scan_dir(self, d: str) -> list[tuple[str, TopicPartition]]:
         """Partition dirs to load; queue `-delete` dirs; report foreign entries."""
         found = []
-        for name in sorted(os.listdir(d)):
+        with os.scandir(d) as it:     # entry types come with the read: no stat per partition dir
+            listing = sorted((e.name, e.is_dir()) for e in it)
+        for name, is_dir in listing:
             path = os.path.join(d, name)
-            if os.path.isdir(path):
+            if is_dir:
                 if name.endswith(DELETE_DIR_SUFFIX):
                     self._queue_dir_delete(path, "left over from a deletion before the last shutdown")
                     continue
@@ -873,14 +892,11 @@ class LogManager:
             self.writer.shutdown()     # appends and rolls handed over finish before logs close
             threads = self.config["num.recovery.threads.per.data.dir"]
             errors = []
+            t0 = _time.monotonic()
+            snapshots = 0
             for d in self.log_dirs:
                 dir_errors = []
-                logs = self._logs_in_dir(d)
-                with ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"log-closing-{d}") as pool:
-                    futures = {pool.submit(self._flush_and_close, plog): tp for tp, plog in logs.items()}
-                for fut, tp in futures.items():
-                    if fut.exception() is not None:
-                        dir_errors.append(f"{tp.topic}-{tp.partition}: {fut.exception()}")
+                snapshots += self._close_logs_in_dir(d, threads, dir_errors)
                 try:
                     self._write_checkpoints_for_dir(d)
                     if not dir_errors:  # a log that did not close cleanly is recovered next start
@@ -892,12 +908,40 @@ class LogManager:
             if errors:
                 log.error("unclean log shutdown (next start recovers): %s", "; ".join(errors))
             else:
-                log.info("shut down %d logs cleanly", len(self._logs))
+                log.info("shut down %d logs cleanly in %.2f s (%d producer snapshots written)",
+                         len(self._logs), _time.monotonic() - t0, snapshots)
 
-    @staticmethod
-    def _flush_and_close(plog) -> None:
-        plog.flush()
-        plog.close()
+    def _close_logs_in_dir(self, d: str, threads: int, errors: list) -> int:
+        """Flush and close every log of `d` (Kafka's flush(true) then close), adding a line to
+        `errors` per log that failed; returns how many producer snapshots were written.
+
+        Three passes over one pool of max(threads, SHUTDOWN_SYNC_THREADS): flush every log; close
+        every flushed log, its producer snapshot written but not synced; then sync those
+        snapshots. Every pass only waits on the disk (fsyncs, file creations), so many at once let
+        the disk merge them; and the first snapshot sync commits the file creations of all, where
+        a sync inside each close paid one commit per partition. The caller writes the
+        clean-shutdown marker only after this returned without errors: every snapshot it relies
+        on is durable by then. (The index trims at close are not synced: loading drops an index's
+        zero tail.)"""
+        logs = self._logs_in_dir(d)
+        with ThreadPoolExecutor(max_workers=max(threads, SHUTDOWN_SYNC_THREADS),
+                                thread_name_prefix=f"log-closing-{d}") as pool:
+            def each(fn, items) -> list:
+                futures = [(pool.submit(fn, item), tp) for item, tp in items]
+                done = []
+                for fut, tp in futures:
+                    if fut.exception() is not None:
+                        errors.append(f"{tp.topic}-{tp.partition}: {fut.exception()}")
+                    else:
+                        done.append((fut.result(), tp))
+                return done
+            def flush(plog):
+                plog.flush()
+                return plog
+            flushed = each(flush, ((plog, tp) for tp, plog in logs.items()))
+            written = each(lambda plog: plog.close(sync_snapshot=False), flushed)
+            synced = each(sync_snapshot, [(path, tp) for path, tp in written if path is not None])
+        return len(synced)
 
     def _close_logs_quietly(self) -> None:
         for plog in list(self._logs.values()):

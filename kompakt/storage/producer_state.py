@@ -43,6 +43,14 @@ Entries are written sorted by producer id. Loading picks the newest snapshot at 
 end offset, skips expired producers, and deletes a snapshot that fails its CRC (then tries the
 previous one); the log then replays the batches after the snapshot's offset.
 
+Which snapshot files exist is listed once, when the manager is made (the loader hands over what
+its directory scan found), and kept in memory from then on, as Kafka's `snapshots` map: every
+snapshot is written or deleted through this class. A snapshot is taken only at an offset past the
+last one taken or loaded (Kafka's takeSnapshot: "if not a new offset, then it is not worth taking
+another snapshot"), so closing a log that did not change since its last snapshot, or an empty
+log, writes and syncs nothing. `write_snapshot` / `sync_snapshot` split a synced take in two so
+the LogManager can write every partition's snapshot first and sync them afterwards, many at once.
+
 Invariants: `map_end_offset` is the offset after the last batch applied; each entry keeps at most
 `NUM_BATCHES_TO_RETAIN` batches, oldest first; nothing here mutates on a failed check.
 """
@@ -52,6 +60,7 @@ import logging
 import os
 import struct
 import time as _time
+from bisect import insort
 from dataclasses import dataclass, field
 
 import crc32c as _crc32c
@@ -197,6 +206,16 @@ def decode_snapshot(data: bytes, path: str = "<bytes>") -> list[ProducerStateEnt
     return out
 
 
+def sync_snapshot(path: str) -> None:
+    """fsync a snapshot written by `write_snapshot` (its data; the name came by rename, which a
+    crash may undo: loading then uses the previous snapshot, as after a torn write)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def list_snapshot_offsets(dir: str) -> list[int]:
     out = []
     try:
@@ -212,15 +231,21 @@ def list_snapshot_offsets(dir: str) -> list[int]:
 
 
 class ProducerStateManager:
-    """Producer id -> ProducerStateEntry for one partition (see module docstring)."""
+    """Producer id -> ProducerStateEntry for one partition (see module docstring).
 
-    def __init__(self, dir: str, *, producer_id_expiration_ms: int = 86_400_000, time=_time):
+    `snapshot_offsets`: the offsets of the `.snapshot` files in `dir` when the caller has just
+    listed it (the loader's scan); None lists the directory here."""
+
+    def __init__(self, dir: str, *, producer_id_expiration_ms: int = 86_400_000, time=_time,
+                 snapshot_offsets=None):
         self.dir = dir
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self._time = time
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset = 0
+        self._snapshots: list[int] = sorted(snapshot_offsets) if snapshot_offsets is not None \
+            else list_snapshot_offsets(dir)
         self.ongoing: dict[int, int] = {}            # open transactions: first offset -> producer id
         self._first_undecided: int | None = None     # min(ongoing), kept up to date
         self.verification: dict[int, object] = {}    # producer id -> guard of a pending verification
@@ -417,42 +442,56 @@ class ProducerStateManager:
 
     # ---- snapshots -----------------------------------------------------------------------------
     def take_snapshot(self, sync: bool = True) -> str | None:
-        """Write `<map_end_offset>.snapshot` unless one exists for that offset already."""
+        """Write `<map_end_offset>.snapshot` when map_end_offset is past the last snapshot taken
+        or loaded (else nothing: Kafka's takeSnapshot). Returns the path written, or None."""
+        path = self.write_snapshot()
+        if path is not None and sync:
+            sync_snapshot(path)
+        return path
+
+    def write_snapshot(self) -> str | None:
+        """take_snapshot without its fsync (the caller syncs the path, `sync_snapshot`)."""
         offset = self.map_end_offset
-        path = snapshot_file(self.dir, offset)
-        if os.path.exists(path) and offset == self.last_snapshot_offset:
+        if offset <= self.last_snapshot_offset:
             return None
+        path = snapshot_file(self.dir, offset)
         tmp = path + ".tmp"
         data = encode_snapshot(list(self.producers.values()))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             os.write(fd, data)
-            if sync:
-                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
         self.last_snapshot_offset = offset
+        if offset not in self._snapshots:
+            insort(self._snapshots, offset)
         return path
 
-    def latest_snapshot_offset(self) -> int | None:
-        offsets = list_snapshot_offsets(self.dir)
-        return offsets[-1] if offsets else None
+    def snapshot_offsets(self) -> list[int]:
+        return list(self._snapshots)
 
-    def load(self, log_start_offset: int, log_end_offset: int, now_ms: int | None = None) -> int:
-        """Forget everything, delete snapshots outside (log start, log end], load the newest one
-        (its open transactions become `ongoing` again).
+    def latest_snapshot_offset(self) -> int | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    def load(self, log_start_offset: int, log_end_offset: int | None, now_ms: int | None = None,
+             replay_to: int | None = None) -> int:
+        """Forget everything, delete snapshots outside [log start, log end], load the newest one
+        at or below `replay_to` (default: the log end; its open transactions become `ongoing`
+        again). Newer snapshots up to the log end stay: they describe the same batches the replay
+        from the loaded one goes through. log_end_offset None: not known yet (the loader
+        recovers the log after this; `load_done` then drops the snapshots past its end).
 
         Returns the offset replay must start from (the snapshot's offset, else log_start_offset).
         """
         now = int(self._time.time() * 1000) if now_ms is None else now_ms
+        upto = min(o for o in (replay_to, log_end_offset) if o is not None) \
+            if replay_to is not None or log_end_offset is not None else None
         self.producers.clear()
         self.verification.clear()
         self._rebuild_ongoing()
-        for off in list_snapshot_offsets(self.dir):
-            if off > log_end_offset or off < log_start_offset:
-                self._delete_snapshot(off)
-        for off in reversed(list_snapshot_offsets(self.dir)):
+        self.load_done(log_start_offset, log_end_offset)
+        for off in reversed([o for o in self._snapshots if upto is None or o <= upto]):
             path = snapshot_file(self.dir, off)
             try:
                 with open(path, "rb") as f:
@@ -471,7 +510,34 @@ class ProducerStateManager:
         self.map_end_offset = self.last_snapshot_offset = log_start_offset
         return log_start_offset
 
+    def load_done(self, log_start_offset: int, log_end_offset: int | None) -> None:
+        """Delete the snapshots outside [log start, log end] (None: no upper bound)."""
+        for off in list(self._snapshots):
+            if off < log_start_offset or (log_end_offset is not None and off > log_end_offset):
+                self._delete_snapshot(off)
+
+    def replayed_to(self, offset: int) -> None:
+        """The batches up to `offset` were replayed after `load`. A snapshot kept at exactly that
+        offset that holds this very state (byte for byte what taking one now would write) counts
+        as the last one taken, so the next take skips; one that differs (corrupt, stale) is
+        deleted and the next take writes it again."""
+        self.map_end_offset = offset
+        if offset in self._snapshots and offset > self.last_snapshot_offset:
+            try:
+                with open(snapshot_file(self.dir, offset), "rb") as f:
+                    same = f.read() == encode_snapshot(list(self.producers.values()))
+            except OSError:
+                same = False
+            if same:
+                self.last_snapshot_offset = offset
+            else:
+                self._delete_snapshot(offset)
+
     def _delete_snapshot(self, offset: int) -> None:
+        if offset in self._snapshots:
+            self._snapshots.remove(offset)
+        if offset == self.last_snapshot_offset:
+            self.last_snapshot_offset = -1   # gone: the next take writes one even at this offset
         try:
             os.unlink(snapshot_file(self.dir, offset))
         except FileNotFoundError:
@@ -481,7 +547,7 @@ class ProducerStateManager:
         """Keep snapshots at segment base offsets plus the newest stray one above all segments."""
         bases = set(segment_base_offsets)
         max_base = max(bases) if bases else None
-        strays = [off for off in list_snapshot_offsets(self.dir) if off not in bases]
+        strays = [off for off in self._snapshots if off not in bases]
         for off in strays[:-1]:
             self._delete_snapshot(off)
         if strays and max_base is not None and strays[-1] < max_base:
@@ -491,7 +557,7 @@ class ProducerStateManager:
         self.producers.clear()
         self.verification.clear()
         self._rebuild_ongoing()
-        for off in list_snapshot_offsets(self.dir):
+        for off in list(self._snapshots):
             self._delete_snapshot(off)
         self.map_end_offset = self.last_snapshot_offset = offset
 

@@ -105,12 +105,17 @@ def test_state_survives_reopen_via_snapshot_and_replay(tmp_path, clean):
     again.close()
 
 
-def test_corrupt_snapshot_is_deleted_and_state_rebuilt_from_the_log(tmp_path):
-    d = str(tmp_path / "p-0")
+def _closed_log(d, batches):
+    """A log of `batches` one-record batches of producer 5 (epoch 0), closed: snapshot at its end."""
     lg = Log.open(d, cfg())
-    for seq in range(3):
+    for seq in range(batches):
         lg.append_as_leader(pbatch(5, 0, seq))
     lg.close()
+
+
+def test_corrupt_snapshot_is_deleted_and_state_rebuilt_from_the_log(tmp_path):
+    d = str(tmp_path / "p-0")
+    _closed_log(d, 3)
     path = snapshot_file(d, 3)
     with open(path, "r+b") as f:
         f.seek(12)
@@ -140,3 +145,40 @@ def test_known_epoch_without_batches_expects_sequence_zero(tmp_path):
     assert dup is None and staged[8].last_seq == 0
     with pytest.raises(InvalidProducerEpochError):          # coordinator appends are fenced too
         psm.check_batches([(R.read_header(pbatch(8, 1, 0)), 0, 0, None)], origin="coordinator")
+
+
+def _snapshots(d):
+    return sorted(n for n in os.listdir(d) if n.endswith(".snapshot"))
+
+
+def test_snapshot_only_at_a_new_offset(tmp_path):
+    # Kafka's takeSnapshot: nothing for an empty log, nothing when the state did not move since
+    # the last snapshot taken or loaded (a close after a restart without appends writes nothing).
+    d = str(tmp_path / "p-0")
+    lg = Log.open(d, cfg())
+    lg.close()
+    assert _snapshots(d) == []
+    lg = Log.open(d, cfg())
+    lg.append_as_leader(pbatch(5, 0, 0, n=3))
+    lg.close()
+    assert _snapshots(d) == ["00000000000000000003.snapshot"]
+    before = os.stat(snapshot_file(d, 3))
+    lg = Log.open(d, cfg())
+    assert lg.producer_state.take_snapshot() is None
+    lg.close()
+    after = os.stat(snapshot_file(d, 3))
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)   # not rewritten
+
+
+def test_snapshot_files_are_listed_once_and_tracked(tmp_path):
+    d = str(tmp_path / "p-0")
+    lg = Log.open(d, cfg(internal_segment_bytes=400))
+    for seq in range(12):
+        lg.append_as_leader(pbatch(5, 1, seq))
+    psm = lg.producer_state
+    assert [snapshot_file(d, o) for o in psm.snapshot_offsets()] == \
+        [os.path.join(d, n) for n in _snapshots(d)]
+    lg.delete_segments(lg.segments[:1])
+    lg.close()
+    assert [snapshot_file(d, o) for o in psm.snapshot_offsets()] == \
+        [os.path.join(d, n) for n in _snapshots(d)]
