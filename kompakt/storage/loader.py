@@ -22,19 +22,23 @@ Steps, in order (each is safe to repeat if the process dies while doing it):
      segment files whose base offset falls in [smallest swap base, largest swap next offset) are
      deleted (they are what the swap replaces), and the `.swap` suffix is dropped.
 4. Open every segment; an index that is missing or fails its sanity check is rebuilt from the
-   `.log` (LogSegment.recover).
+   `.log` (LogSegment.recover). Segments step 5 recovers are not checked: it rebuilds them anyway.
 5. Unclean shutdown (no clean-shutdown marker): every segment from the one holding the recovery
    point onwards is recovered: batches validated (size, magic, CRC32C, monotonic offsets), indexes
-   rebuilt, the segment truncated at its first invalid batch, and every later segment deleted.
+   rebuilt (an index equal to the rebuilt one is left as it is), the segment truncated at its first
+   invalid batch, and every later segment deleted. As Kafka's recoverSegment, the producer state
+   is loaded first (the newest snapshot at or below the first recovered segment, then the batches
+   up to it) and fed the recovered batches, which rewrites their `.txnindex`.
 6. Offsets: next offset from the last segment; log start = max(checkpoint, first base offset).
    A log end offset below the log start checkpoint means the tail was lost: every segment is
    deleted and the log restarts empty at the checkpoint (offsets are never handed out twice).
    Recovery point = log end offset after a clean shutdown, else min(checkpoint, log end offset).
 7. Leader-epoch cache loaded and clipped to [log start, log end]; producer state loaded from the
    newest snapshot at or below the log end offset and the batches after it replayed (open
-   transactions and markers included). Every segment recovered in steps 4-5 also gets its
-   `.txnindex` rebuilt: replay then starts at a snapshot at or below the first such segment
-   (newer snapshots are deleted), and the aborted transactions its markers complete are written.
+   transactions and markers included). A segment step 4 rebuilt also gets its `.txnindex`
+   rebuilt: replay then starts at a snapshot at or below it. Snapshots past the log end are
+   deleted; newer ones up to it stay (Kafka deletes and rewrites them), and one at the log end is
+   kept as the last snapshot taken only if it holds exactly the replayed state.
 """
 from __future__ import annotations
 
@@ -152,9 +156,13 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     """Load (and repair) the partition directory `dir`; see the module docstring for the steps.
     stored_topic_id: partition.metadata's id as the caller just read it (the LogManager's start-up
     check), so the file is not read twice."""
-    if not os.path.isdir(dir):
+    try:
+        with os.scandir(dir) as it:   # step 2's directory read, done first: it also says whether dir exists
+            entries = sorted((e.name, e.is_file()) for e in it)
+    except FileNotFoundError:
         os.makedirs(dir, exist_ok=True)
         fsync_dir(os.path.dirname(os.path.abspath(dir)))  # the new partition dir must survive a crash
+        entries = []
     repairs: list[str] = []
 
     def repaired(msg: str) -> None:
@@ -175,43 +183,42 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     elif stored_id is None:
         write_partition_metadata(dir, topic_id)
 
-    # 2. leftovers (one directory read; the entry types come with it, no stat per file)
-    with os.scandir(dir) as it:
-        entries = sorted((e.name, e.is_file()) for e in it)
+    # 2. leftovers (one directory read, above; the entry types come with it, no stat per file)
     names = {name for name, _ in entries}
     cleaned_bases: list[int] = []
     swap_bases: list[int] = []
     log_bases: set[int] = set()
+    snapshot_offsets: list[int] = []
     for name, is_file in entries:
-        path = os.path.join(dir, name)
         if not is_file:
             log.info("%s: ignoring foreign entry %s", dir, name)
             continue
-        if name.endswith(S.DELETED_SUFFIX):
-            _unlink(path)
-            names.discard(name)
-            repaired(f"deleted leftover {name}")
-        elif name.endswith(".tmp"):
-            _unlink(path)
-            names.discard(name)
-            repaired(f"deleted temporary file {name}")
-        elif name.endswith(S.CLEANED_SUFFIX) and _is_segment_name(name):
-            if name.endswith(S.LOG_SUFFIX + S.CLEANED_SUFFIX):
-                cleaned_bases.append(S.offset_from_filename(name))
-            _unlink(path)
-            names.discard(name)
-            repaired(f"deleted unfinished cleaner output {name}")
-        elif name.endswith(S.SWAP_SUFFIX) and _is_segment_name(name):
-            if name.endswith(S.LOG_SUFFIX + S.SWAP_SUFFIX):
-                swap_bases.append(S.offset_from_filename(name))
-        elif _is_segment_name(name) and name.endswith(S.LOG_SUFFIX):
+        seg_name = _is_segment_name(name)
+        if seg_name and name.endswith(S.LOG_SUFFIX):
             log_bases.add(S.offset_from_filename(name))
-        elif _is_segment_name(name) and name.endswith(S.SNAPSHOT_SUFFIX):
-            pass
-        elif _is_segment_name(name) and name.endswith(_SEGMENT_EXTS):
+        elif seg_name and name.endswith(S.SNAPSHOT_SUFFIX):
+            snapshot_offsets.append(S.offset_from_filename(name))
+        elif seg_name and name.endswith(_SEGMENT_EXTS):
             pass  # index files: checked against their .log below
         elif name in _KNOWN_FILES:
             pass
+        elif name.endswith(S.DELETED_SUFFIX):
+            _unlink(os.path.join(dir, name))
+            names.discard(name)
+            repaired(f"deleted leftover {name}")
+        elif name.endswith(".tmp"):
+            _unlink(os.path.join(dir, name))
+            names.discard(name)
+            repaired(f"deleted temporary file {name}")
+        elif seg_name and name.endswith(S.CLEANED_SUFFIX):
+            if name.endswith(S.LOG_SUFFIX + S.CLEANED_SUFFIX):
+                cleaned_bases.append(S.offset_from_filename(name))
+            _unlink(os.path.join(dir, name))
+            names.discard(name)
+            repaired(f"deleted unfinished cleaner output {name}")
+        elif seg_name and name.endswith(S.SWAP_SUFFIX):
+            if name.endswith(S.LOG_SUFFIX + S.SWAP_SUFFIX):
+                swap_bases.append(S.offset_from_filename(name))
         else:
             log.warning("%s: foreign file %s left alone", dir, name)
 
@@ -252,23 +259,34 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
 
     # orphan index files (and index .swap files whose .log.swap is gone)
     for name in sorted(names):
-        if _is_segment_name(name) and name.endswith(S.SWAP_SUFFIX):
+        if not _is_segment_name(name):
+            continue
+        if name.endswith(S.SWAP_SUFFIX):
             _unlink(os.path.join(dir, name))
             repaired(f"deleted orphaned swap file {name}")
-        elif _is_segment_name(name) and name.endswith((S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)):
+        elif name.endswith((S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)):
             if S.offset_from_filename(name) not in log_bases:
                 _unlink(os.path.join(dir, name))
                 names.discard(name)
                 repaired(f"deleted orphaned index file {name}")
 
-    # 4. open segments, rebuilding missing or corrupt indexes
+    # 4. open segments, rebuilding missing or corrupt indexes. After an unclean shutdown the
+    # segments from the one holding the recovery point on are recovered in step 5 anyway (indexes
+    # rebuilt from the .log): their indexes are not checked first.
     cache = LeaderEpochFileCache(dir)
     segments = []
-    rebuild_txn: set[int] = set()   # segments whose .txnindex step 7 rewrites
-    for base in sorted(log_bases):
+    rebuild_txn: set[int] = set()   # segments step 4 rebuilt: their .txnindex is rewritten by the replay
+    bases = sorted(log_bases)
+    recover_from = None             # first base offset step 5 recovers
+    if not had_clean_shutdown and bases:
+        recover_from = max((b for b in bases if b <= recovery_point_checkpoint), default=bases[0])
+    for base in bases:
         prefix = S.filename_prefix(base)
-        missing = prefix + S.INDEX_SUFFIX not in names or prefix + S.TIME_INDEX_SUFFIX not in names
         seg = _open_segment(dir, base, config, time)
+        segments.append(seg)
+        if recover_from is not None and base >= recover_from:
+            continue
+        missing = prefix + S.INDEX_SUFFIX not in names or prefix + S.TIME_INDEX_SUFFIX not in names
         reason = "missing index" if missing else None
         if reason is None:
             try:
@@ -280,19 +298,25 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
             rebuild_txn.add(base)
             repaired(f"rebuilt indexes of segment {S.filename_prefix(base)} ({reason})"
                      + (f", truncated {truncated} bytes" if truncated else ""))
-        segments.append(seg)
 
-    # 5. unclean shutdown: recover from the recovery point
-    if not had_clean_shutdown and segments:
-        start = 0
-        for i, seg in enumerate(segments):
-            if seg.base_offset <= recovery_point_checkpoint:
-                start = i
-        i = start
+    # 5. unclean shutdown: recover from the recovery point (the last segment keeps its indexes
+    # preallocated: it stays the active one). As Kafka's recoverSegment, the producer state is first
+    # brought to the start of the first recovered segment (the newest snapshot at or below it, or
+    # below a segment step 4 rebuilt, then the batches up to it); the recovered batches feed it as
+    # they are validated, which rebuilds their `.txnindex` in the same read.
+    psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms, time=time,
+                               snapshot_offsets=snapshot_offsets)
+    psm.remove_stray_snapshots(bases)
+    if recover_from is not None:
+        start = max(log_start_offset_checkpoint or 0, segments[0].base_offset)
+        replay_from = psm.load(start, None, replay_to=min(rebuild_txn | {recover_from}))
+        replay_producer_state(segments, psm, replay_from, recover_from, cache, rebuild_txn)
+        i = next(j for j, seg in enumerate(segments) if seg.base_offset == recover_from)
         while i < len(segments):
             seg = segments[i]
-            truncated = seg.recover(leader_epoch_cache=cache)
-            rebuild_txn.add(seg.base_offset)
+            last = i == len(segments) - 1
+            truncated = seg.recover(psm, leader_epoch_cache=cache,
+                                    index_size=config.segment_index_bytes if last else None)
             if truncated:
                 repaired(f"recovered segment {S.filename_prefix(seg.base_offset)}: truncated "
                          f"{truncated} bytes at the first invalid batch")
@@ -307,12 +331,16 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
     if log_start_offset_checkpoint is None:
         log_start_offset_checkpoint = 0
     wiped = False
-    if segments and segments[-1].read_next_offset() < log_start_offset_checkpoint:
+    # the log end: a segment step 5 just recovered knows it (and its max timestamp) already
+    recovered_last = recover_from is not None and segments and segments[-1].base_offset >= recover_from
+    if segments:
+        next_offset = segments[-1].recovered_next_offset if recovered_last else segments[-1].read_next_offset()
+    if segments and next_offset < log_start_offset_checkpoint:
         # Kafka's deleteSegmentsIfLogStartGreaterThanLogEnd: the tail up to the checkpointed log
         # start is gone (files deleted, or unflushed data lost after DeleteRecords/retention moved
         # the start). Offsets below it were handed out already, so the log restarts empty at the
         # log start offset instead of assigning them again.
-        repaired(f"log end offset {segments[-1].read_next_offset()} is below the log start offset "
+        repaired(f"log end offset {next_offset} is below the log start offset "
                  f"{log_start_offset_checkpoint}: deleted every segment, the log restarts there")
         for seg in segments:
             seg.delete()
@@ -324,31 +352,38 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
         if getattr(config, "preallocate", False):
             first.preallocate(config.segment_bytes)
         segments.append(first)
+        recovered_last = False
     active = segments[-1]
     active.resize_indexes(config.segment_index_bytes)
-    active.reload_max_timestamp()  # a log copied from a live broker lacks the final time entry
-    next_offset = active.read_next_offset()
+    if not recovered_last:
+        active.reload_max_timestamp()  # a log copied from a live broker lacks the final time entry
+        next_offset = active.read_next_offset()
     log_start = max(log_start_offset_checkpoint, segments[0].base_offset)
     recovery_point = next_offset if had_clean_shutdown else min(recovery_point_checkpoint, next_offset)
 
-    # 7. leader epochs and producer state
+    # 7. leader epochs and producer state (after an unclean shutdown step 5 brought the producer
+    # state to the log end already)
     cache.truncate_from_end(next_offset, keep_current=True)
     cache.truncate_from_start(log_start)
-    psm = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms, time=time)
     if wiped:
         psm.truncate_fully_and_start_at(log_start)
-    psm.remove_stray_snapshots([s.base_offset for s in segments])
-    rebuild_txn &= {s.base_offset for s in segments}
-    # A segment whose .txnindex is rebuilt is replayed from its start, with the transactions open
-    # there: from a snapshot at or below it (newer ones go, as Kafka's truncateAndReload does).
-    replay_to_snapshot = min(rebuild_txn) if rebuild_txn else next_offset
-    replay_from = psm.load(log_start, replay_to_snapshot)
-    if (psm.latest_snapshot_offset() is None and had_clean_shutdown and len(segments) > 2
-            and not rebuild_txn):
-        # No snapshot at all (e.g. logs written before snapshots existed): like Kafka, only the
-        # last two segments are scanned instead of the whole log.
-        replay_from = max(replay_from, segments[-2].base_offset)
-    replay_producer_state(segments, psm, replay_from, next_offset, cache, rebuild_txn)
+    elif recover_from is not None:
+        psm.load_done(log_start, next_offset)
+    else:
+        rebuild_txn &= {s.base_offset for s in segments}
+        # A segment whose .txnindex is rebuilt is replayed from its start, with the transactions
+        # open there: from a snapshot at or below it. Kafka deletes the newer ones
+        # (truncateAndReload) and writes a snapshot at the log end again after the replay; here
+        # those up to the log end stay, and one at the log end spares the next close a write.
+        replay_to_snapshot = min(rebuild_txn) if rebuild_txn else next_offset
+        replay_from = psm.load(log_start, next_offset, replay_to=replay_to_snapshot)
+        if (psm.latest_snapshot_offset() is None and had_clean_shutdown and len(segments) > 2
+                and not rebuild_txn):
+            # No snapshot at all (e.g. logs written before snapshots existed): like Kafka, only the
+            # last two segments are scanned instead of the whole log.
+            replay_from = max(replay_from, segments[-2].base_offset)
+        replay_producer_state(segments, psm, replay_from, next_offset, cache, rebuild_txn)
+    psm.replayed_to(next_offset)
     return LoadedLog(segments, next_offset, log_start, recovery_point, psm, cache, topic_id, repairs)
 
 

@@ -106,8 +106,11 @@ class SparseIndex:
         self._cols: tuple | None = None
         self._peeked: dict[int, bytes] = {}   # entries _peek_entry read while unloaded
         self._closed = False
-        new = not os.path.exists(path) or os.path.getsize(path) == 0
-        if new:
+        try:
+            self._length = os.stat(path).st_size
+        except FileNotFoundError:
+            self._length = 0
+        if self._length == 0:
             if max_index_size < self.entry_size:
                 raise ValueError(f"Invalid max index size {max_index_size} for {path}: "
                                  f"must be at least {self.entry_size}")
@@ -116,8 +119,6 @@ class SparseIndex:
                 if writable:
                     os.ftruncate(fd, self._length)
             self._cols = self._empty_columns()
-        else:
-            self._length = os.path.getsize(path)
 
     def _file(self):
         """A descriptor for one operation, closed after it (see the module docstring)."""
@@ -204,14 +205,61 @@ class SparseIndex:
         if new_length == self._length:
             return False
         if self.writable:
-            with self._file() as fd:
-                os.ftruncate(fd, new_length)
+            if self._closed:
+                raise ValueError(f"index {self.path} is closed")
+            try:
+                os.truncate(self.path, new_length)   # one call: no descriptor to open and close
+            except FileNotFoundError:
+                with self._file() as fd:             # (re)created, as a write through _file would
+                    os.ftruncate(fd, new_length)
             self._dirty = True
         self._length = new_length
         return True
 
     def trim_to_valid_size(self) -> None:
         self.resize(len(self._rel) * self.entry_size)
+
+    def rebuild(self, cols: tuple, size: int | None = None) -> bool:
+        """Replace every entry by `cols` (columns as `_parse` returns them), the file then `size`
+        bytes long (None: trimmed to the entries; never shorter than them): what a reset, the
+        appends and a resize would leave (recovery's rebuild), but the file is read once and only
+        what differs is written. An index that survived a crash intact (the usual case) is not
+        written at all. True when the file changed."""
+        es = self.entry_size
+        new = self._pack(cols)
+        n = len(new) // es
+        length = max(round_down(size, es) if size is not None else 0, n * es)
+        changed = False
+        with self._file() as fd:
+            old = os.pread(fd, min(self._length, _data_end(fd, self._length)), 0) if self._length else b""
+            old = old[:-(-len(old.rstrip(b"\x00")) // es) * es]   # whole entries, zero tail dropped
+            if old.startswith(new):
+                same = n
+            elif new.startswith(old):
+                same = len(old) // es
+            else:
+                same = 0
+            if self.writable:
+                current = max(self._length, len(new))
+                if same < n:
+                    os.pwrite(fd, new[same * es:], same * es)
+                    changed = True
+                if len(old) > len(new):
+                    os.ftruncate(fd, len(new))   # zero the stale entries: a crash must not bring them back
+                    current = len(new)
+                    changed = True
+                if current != length:
+                    os.ftruncate(fd, length)
+                    changed = True
+        self._cols = cols
+        self._peeked = {}
+        self._length = length
+        if changed:
+            self._dirty = True
+        return changed
+
+    def _pack(self, cols: tuple) -> bytes:
+        raise NotImplementedError
 
     def _write_entry(self, packed: bytes) -> None:
         """Write one entry after the last (called before the columns take it)."""
@@ -283,6 +331,15 @@ class OffsetIndex(SparseIndex):
     @property
     def _pos(self) -> array:
         return self._columns()[1]
+
+    def _pack(self, cols: tuple) -> bytes:
+        rel, pos = cols
+        pairs = array("i", bytes(len(rel) * ENTRY_SIZE))
+        pairs[0::2] = rel
+        pairs[1::2] = pos
+        if _LITTLE:
+            pairs.byteswap()
+        return pairs.tobytes()
 
     def sanity_check(self, log_size: int | None = None) -> None:
         """Raise CorruptIndexError if the file cannot be this segment's index (reads one entry

@@ -36,11 +36,12 @@ import os
 import struct
 import threading
 import time as _time
+from array import array
 
 from kompakt.protocol import records as R
 from kompakt.protocol.txn_records import decode_marker
 from kompakt.storage.faults import check_io
-from kompakt.storage.offset_index import INT32_MAX, IndexOffsetOverflowError, OffsetIndex
+from kompakt.storage.offset_index import INT32_MAX, IndexOffsetOverflowError, OffsetIndex, round_down
 from kompakt.storage.time_index import NO_TIMESTAMP, TimeIndex
 from kompakt.storage.txn_index import AbortedTxn, TransactionIndex
 
@@ -160,6 +161,7 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self.created = int(self._time.time() * 1000)
         self._dirty = False  # bytes written since the last flush
+        self.recovered_next_offset: int | None = None   # set by recover()
 
     # ---- construction ----------------------------------------------------------------------------
     @classmethod
@@ -450,7 +452,7 @@ class LogSegment:
         self.time_index.sanity_check()
         self.txn_index.sanity_check()
 
-    def recover(self, producer_state=None, leader_epoch_cache=None) -> int:
+    def recover(self, producer_state=None, leader_epoch_cache=None, index_size: int | None = None) -> int:
         """Validate every batch, rebuild both indexes, truncate at the first invalid batch.
 
         A batch is valid when its length is at least the header size, it lies within the file,
@@ -459,16 +461,21 @@ class LogSegment:
         Producer state and the leader-epoch cache (if given) are fed every valid batch; with a
         producer state (holding the transactions open at this segment's base offset) the
         `.txnindex` is rebuilt too, from the markers that complete aborted transactions.
+        The index entries are collected in memory and written once (`SparseIndex.rebuild`: an
+        index the crash left intact is not rewritten); the index files end trimmed to their
+        entries, or `index_size` bytes long (the active segment's preallocation).
         """
-        self.offset_index.reset()
-        self.time_index.reset()
         aborted: list[AbortedTxn] = []
-        self.resize_indexes(self.max_index_size)
+        max_offset_entries = round_down(self.max_index_size, 8) // 8
+        max_time_entries = round_down(self.max_index_size, 12) // 12 - 1   # one slot kept for the final entry
+        off_rel, off_pos = array("i"), array("i")
+        time_ts, time_rel = array("q"), array("i")
         valid_bytes = 0
         last_index_entry = 0
-        self.max_timestamp_so_far = NO_TIMESTAMP
-        self.offset_of_max_timestamp_so_far = self.base_offset
-        next_expected = self.base_offset
+        max_ts = NO_TIMESTAMP
+        offset_of_max_ts = self.base_offset
+        base = self.base_offset
+        next_expected = base
         reason = None
         size = self.size
         pos = 0
@@ -504,19 +511,29 @@ class LogSegment:
                 if reason is not None:
                     break
                 bpos = pos + p
-                if hdr.max_timestamp > self.max_timestamp_so_far:
-                    self.max_timestamp_so_far = hdr.max_timestamp
-                    self.offset_of_max_timestamp_so_far = hdr.last_offset
+                last = hdr.last_offset
+                if hdr.max_timestamp > max_ts:
+                    max_ts = hdr.max_timestamp
+                    offset_of_max_ts = last
                 if bpos - last_index_entry > self.index_interval_bytes:
-                    self.offset_index.append(hdr.last_offset, bpos)
-                    self.time_index.maybe_append(self.max_timestamp_so_far,
-                                                 self.offset_of_max_timestamp_so_far)
+                    # as OffsetIndex.append / TimeIndex.maybe_append would (Kafka's recover)
+                    if len(off_rel) >= max_offset_entries:
+                        raise ValueError(f"Attempt to append to a full index (size = {len(off_rel)}) "
+                                         f"{self.offset_index.path}.")
+                    off_rel.append(last - base)
+                    off_pos.append(bpos)
+                    if len(time_ts) >= max_time_entries:
+                        raise ValueError(f"Attempt to append to a full time index (size = "
+                                         f"{len(time_ts)}) {self.time_index.path}.")
+                    if max_ts > (time_ts[-1] if time_ts else NO_TIMESTAMP):
+                        time_ts.append(max_ts)
+                        time_rel.append(offset_of_max_ts - base)
                     last_index_entry = bpos
                 if leader_epoch_cache is not None and hdr.partition_leader_epoch >= 0:
                     leader_epoch_cache.assign(hdr.partition_leader_epoch, hdr.base_offset)
                 if producer_state is not None:
                     replay_batch(producer_state, buf, p, hdr, aborted)
-                next_expected = hdr.last_offset + 1
+                next_expected = last + 1
                 valid_bytes = bpos + bsize
                 p += bsize
             if reason is None:
@@ -533,14 +550,19 @@ class LogSegment:
             os.ftruncate(self._fd, valid_bytes)
             self.size = valid_bytes
             self._dirty = True
-        self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
-                                     skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        if max_ts > (time_ts[-1] if time_ts else NO_TIMESTAMP):   # the final entry (skips the full check)
+            time_ts.append(max_ts)
+            time_rel.append(offset_of_max_ts - base)
+        self.max_timestamp_so_far = max_ts
+        self.offset_of_max_timestamp_so_far = offset_of_max_ts
+        self.max_index_size = self.max_index_size if index_size is None else index_size
+        self.offset_index.rebuild((off_rel, off_pos), index_size)
+        self.time_index.rebuild((time_ts, time_rel), index_size)
         if producer_state is not None:
             self.txn_index.write_all(aborted)
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
         self._rolling_based_timestamp = None
+        self.recovered_next_offset = next_expected   # the loader's log end, without another scan
         return truncated
 
     # ---- truncation ------------------------------------------------------------------------------

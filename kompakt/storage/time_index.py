@@ -70,6 +70,16 @@ class TimeIndex(SparseIndex):
     def _ts(self) -> array:
         return self._columns()[0]
 
+    def _pack(self, cols: tuple) -> bytes:
+        ts, rel = array("q", cols[0]), array("i", cols[1])
+        if _LITTLE:
+            ts.byteswap()
+            rel.byteswap()
+        out = bytearray(len(ts) * ENTRY_SIZE)
+        _scatter(out, ts.tobytes(), 0, 8)
+        _scatter(out, rel.tobytes(), 8, 4)
+        return bytes(out)
+
     def sanity_check(self) -> None:
         """Kafka's checks; reads the first and last entries only when the index is not loaded."""
         if self._length % ENTRY_SIZE:
@@ -138,6 +148,12 @@ class TimeIndex(SparseIndex):
         self._write_entry(_ENTRY.pack(timestamp, rel))
         self._ts.append(timestamp)
         self._rel.append(rel)
+
+
+def _scatter(out: bytearray, column: bytes, start: int, width: int) -> None:
+    """The inverse of `_gather`: lay `column`'s `width`-byte fields into every 12-byte entry."""
+    for j in range(width):
+        out[start + j::ENTRY_SIZE] = column[j::width]
 
 
 def _gather(raw: bytes, start: int, width: int) -> bytes:

@@ -339,3 +339,33 @@ def test_garbage_metadata_files_do_not_stop_the_load(tmp_path):
     assert text.startswith("0\n") and text.endswith("\n2 12\n")   # rewritten in Kafka's format
     assert [k for _, k in values(lg)][:2] == [b"key-0", b"key-1"]
     lg.close()
+
+
+def test_crash_recovery_rewrites_only_indexes_that_differ(tmp_path):
+    # Recovery rebuilds every index of the segments past the recovery point; an index the crash
+    # left intact is not written again, a damaged one is rewritten to exactly the rebuilt entries
+    # (the active one keeps its preallocated length, an old one is trimmed).
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    before = values(lg)
+    segs = lg.segments
+    files = [S.index_file(d, s.base_offset) for s in segs] + [S.time_index_file(d, s.base_offset) for s in segs]
+    lg.close()
+    good = {p: open(p, "rb").read() for p in files}
+    damaged = S.index_file(d, segs[1].base_offset)
+    with open(damaged, "r+b") as f:          # a stale extra entry past the real ones, one wrong entry
+        f.seek(0)
+        f.write(b"\x00\x00\x00\x01\x00\x00\x00\x07")
+        f.seek(0, os.SEEK_END)
+        f.write(b"\x00\x00\x00\x09\x00\x00\x7f\x00")
+    stamps = {p: os.stat(p).st_mtime_ns for p in files}
+    again = Log.open(d, CFG, had_clean_shutdown=False, recovery_point=0)
+    assert values(again) == before
+    active = again.active_segment
+    grown = {S.index_file(d, active.base_offset), S.time_index_file(d, active.base_offset)}
+    for p in files:
+        if p != damaged and p not in grown:
+            assert os.stat(p).st_mtime_ns == stamps[p], p      # intact: untouched
+    assert os.path.getsize(S.index_file(d, active.base_offset)) == CFG.segment_index_bytes // 8 * 8
+    again.close()
+    assert {p: open(p, "rb").read() for p in files} == good    # trimmed again at close, equal bytes

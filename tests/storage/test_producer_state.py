@@ -182,3 +182,28 @@ def test_snapshot_files_are_listed_once_and_tracked(tmp_path):
     lg.close()
     assert [snapshot_file(d, o) for o in psm.snapshot_offsets()] == \
         [os.path.join(d, n) for n in _snapshots(d)]
+
+
+@pytest.mark.parametrize("kept", ["intact", "stale"])
+def test_crash_recovery_keeps_a_snapshot_of_the_same_state(tmp_path, kept):
+    # After a crash the active segment is replayed from its start (its .txnindex is rebuilt); a
+    # snapshot at the log end that holds that very state stays and counts as taken (the next close
+    # writes none), one that differs is deleted and written again at close.
+    d = str(tmp_path / "p-0")
+    _closed_log(d, 4)
+    path = snapshot_file(d, 4)
+    if kept == "stale":
+        with open(path, "wb") as f:
+            f.write(encode_snapshot([ProducerStateEntry(9, 3)]))
+    before = os.stat(path)
+    again = Log.open(d, cfg(), had_clean_shutdown=False, recovery_point=4)
+    assert again.append_as_leader(pbatch(5, 0, 3)).duplicate
+    if kept == "intact":
+        assert again.producer_state.last_snapshot_offset == 4 and os.path.exists(path)
+    else:
+        assert not os.path.exists(path)
+    again.close()
+    entries = decode_snapshot(open(path, "rb").read())
+    assert [e.producer_id for e in entries] == [5] and entries[0].last_seq == 3
+    if kept == "intact":
+        assert os.stat(path).st_mtime_ns == before.st_mtime_ns
