@@ -308,10 +308,16 @@ def _flag(request: web.Request, name: str) -> bool:
 async def get_partition(request: web.Request) -> web.Response:
     broker = _broker(request)
     tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
-    view = partition_view(broker, tp, lg, detail=True)
-    if _flag(request, "count"):
-        view["records"] = await asyncio.to_thread(count_records, lg)
-    return web.json_response(view)
+    count = _flag(request, "count")
+
+    def build() -> dict[str, Any]:
+        # off the loop as the list is: each segment's largest timestamp and mtime may read the disk
+        view = partition_view(broker, tp, lg, detail=True)
+        if count:
+            view["records"] = count_records(lg)
+        return view
+
+    return web.json_response(await asyncio.to_thread(build))
 
 
 class Jobs:
