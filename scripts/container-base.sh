@@ -5,7 +5,8 @@
 #   eval "$(scripts/container-base.sh)"      # exports KOMPAKT_BASE_IMAGE and CONTAINERS_CONF
 #   podman build --format docker --isolation chroot --network host \
 #       --build-arg BASE="$KOMPAKT_BASE_IMAGE" -f docker/Dockerfile -t kompakt .
-#   podman run --init --network host --health-interval disable kompakt   (no systemd: no health timers)
+#   podman run --init --network host --health-interval disable -e KOMPAKT_ADMIN_API_TOKEN=... kompakt
+#       (no systemd: no health timers; the image binds the admin API to 0.0.0.0, so it needs a token)
 #
 # Steps, each skipped when its result exists (so CI pays debootstrap once per machine/cache):
 #   1. containers.conf in the cache dir: runc, cgroupfs, file events, host network and ulimits below
