@@ -537,8 +537,8 @@ class LiveCollector:
         for state, n in sorted(stats.get("consumer_groups_by_state", {}).items()):
             consumer.add_metric([state], n)
         yield consumer
-        yield GaugeMetricFamily(CONSUMER_GROUP_MEMBERS, "Members of all consumer-protocol groups.",
-                                value=stats.get("consumer_group_members", 0))
+        yield GaugeMetricFamily(CONSUMER_GROUP_MEMBERS, "Members of all consumer-protocol groups. Kafka: none "
+                                "(sum of ConsumerGroupDescribe members).", value=stats.get("consumer_group_members", 0))
         yield GaugeMetricFamily(GROUP_COMMITTED_OFFSETS, "Committed offsets held in memory. Kafka: "
                                 "kafka.coordinator.group:type=GroupMetadataManager,name=NumOffsets.",
                                 value=stats.get("offsets", 0))

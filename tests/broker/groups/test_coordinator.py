@@ -410,6 +410,9 @@ async def test_metrics_export_group_figures(env):
         assert "kompakt_group_committed_offsets 3.0" in text
         assert "kompakt_group_offset_commits_total 3.0" in text
         assert "kompakt_group_rebalances_total 1.0" in text
+        # docs/operations.md: every help text names the Kafka metric (or says "Kafka: none")
+        helps = [line for line in text.splitlines() if line.startswith("# HELP kompakt_")]
+        assert helps and [line for line in helps if "Kafka" not in line] == []
     finally:
         await c.stop()
 
