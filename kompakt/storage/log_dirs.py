@@ -162,14 +162,13 @@ def load_meta_properties(dirs: list[str], configured_cluster_id: str | None,
 
 
 def read_and_clear_clean_shutdown(d: str) -> bool:
-    """Whether the dir's last shutdown was clean; the marker is deleted at once (KAFKA-10471)."""
+    """Whether the dir's last shutdown was clean; the marker is deleted at once (KAFKA-10471).
+    The LogManager logs the outcome once it knows how many logs the dir holds."""
     marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
     if not os.path.exists(marker):
-        log.info("no clean shutdown marker in %s: recovering unflushed segments", d)
         return False
     os.unlink(marker)
     fsync_dir(d)
-    log.info("clean shutdown marker found in %s: skipping recovery", d)
     return True
 
 

@@ -366,7 +366,12 @@ class LogManager:
                 log_starts = OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).read()
                 pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"log-recovery-{d}")
                 pools.append(pool)
-                for path, tp in self._scan_dir(d):
+                found = self._scan_dir(d)
+                if found:          # Kafka's two lines; a new, empty dir has nothing to recover or skip
+                    log.info("%s %d logs in %s since %s", "skipping recovery of" if clean else "recovering",
+                             len(found), d, "a clean shutdown marker was found" if clean
+                             else "no clean shutdown marker was found (unflushed segments are checked)")
+                for path, tp in found:
                     load, stored_id = self._should_load(path, tp)
                     if not load:
                         continue
