@@ -263,7 +263,7 @@ class LogCleaner:
         d["uncleanable_reason"] = view["uncleanable_reason"]
         d["compacted"] = bool(lg.config.compact)
         try:
-            cp = self.manager.all_cleaner_checkpoints().get(tp)
+            cp = self.manager.cleaner_checkpoint(tp)
             fd, fu, _ = cleanable_offsets(lg, cp, now_ms(self.time))
             ltc = make_log_to_clean(tp, lg, fd, fu)
             d.update(dirty_ratio=ltc.cleanable_ratio, cleaner_point=fd, first_dirty_offset=fd,

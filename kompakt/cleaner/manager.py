@@ -291,7 +291,7 @@ class LogCleanerManager:
                     if lg is None:
                         continue
                     ltc = make_log_to_clean(tp, lg, *cleanable_offsets(
-                        lg, self.all_cleaner_checkpoints().get(tp), now_ms(self.time))[:2])
+                        lg, self.cleaner_checkpoint(tp), now_ms(self.time))[:2])
                     total += ltc.cleanable_bytes
                 sizes[d] = total
         return counts, sizes
@@ -316,6 +316,16 @@ class LogCleanerManager:
             for d in self.checkpoint_files:
                 out.update(self._read_dir(d))
         return out
+
+    def cleaner_checkpoint(self, tp) -> int | None:
+        """all_cleaner_checkpoints().get(tp) without copying every partition's checkpoint (a
+        scrape asks this for each compacted partition: the copy made it quadratic)."""
+        tp = _tp(tp)
+        found = None
+        with self.lock:
+            for d in self.checkpoint_files:
+                found = self._read_dir(d).get(tp, found)   # a later dir wins, as in the merged dict
+        return found
 
     def update_checkpoints(self, log_dir: str, partition_to_update=None, partition_to_remove=None) -> None:
         log_dir = os.path.abspath(log_dir)

@@ -127,3 +127,5 @@ def test_truncation_moves_checkpoint_down(logs, mgr):
     assert mgr.all_cleaner_checkpoints()[("t", 0)] == 1
     mgr.maybe_truncate_checkpoint(("t", 0), 2)                     # never moves it up
     assert mgr.all_cleaner_checkpoints()[("t", 0)] == 1
+    # the single-partition lookup a scrape uses answers as the merged dict does
+    assert mgr.cleaner_checkpoint(("t", 0)) == 1 and mgr.cleaner_checkpoint(("t", 9)) is None
