@@ -104,3 +104,22 @@ def test_partition_labels_false_folds_into_topics(storage):
     assert s[("kompakt_cleaner_partition_dirty_ratio", lbl("cmp"))] == max(
         per_partition[("kompakt_cleaner_partition_dirty_ratio", lbl("cmp", p))] for p in (0, 1))
     assert s[("kompakt_cleaner_partition_paused", lbl("cmp"))] == 1  # number of paused partitions
+
+
+@pytest.mark.parametrize("partition_labels", [True, False])
+def test_promtool_accepts_the_partition_families(storage, partition_labels):
+    # The per-partition families are written as text by TextGauge, not by prometheus-client.
+    import shutil
+    import subprocess
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool missing: apt-get install prometheus (scripts/test.sh does)"
+    manager, cleaner = storage
+    append(manager, "cmp", 0, 30)
+    m = Metrics(partition_labels=partition_labels, process_metrics=False)
+    m.attach(types.SimpleNamespace(log_manager=manager, cleaner=cleaner, ready=True))
+    body = m.render()
+    assert b"# TYPE kompakt_log_end_offset gauge\n" in body and b"# TYPE kompakt_cleaner_partition_dirty_ratio gauge\n" in body
+    if partition_labels:   # labels sorted by name, as prometheus-client writes them
+        assert b'\nkompakt_log_end_offset{partition="0",topic="cmp"} 30.0\n' in body
+    result = subprocess.run([promtool, "check", "metrics"], input=body, capture_output=True, timeout=30)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
