@@ -22,7 +22,7 @@ Two kinds of figures:
 2. State that lives in other objects (log sizes and offsets, cleaner state): read at scrape time by
    `LiveCollector` from the broker's `log_manager` and `cleaner`, so the hot path pays nothing.
    It reads, never locks: a scrape must not wait for a cleaner swap holding a log's lock. Its
-   per-partition families (~14 series per partition) are written as exposition text by
+   per-partition families (~16 series per partition) are written as exposition text by
    `TextGauge` after the registry's output, not through prometheus-client's samples.
 
 What LiveCollector reads (duck-typed; dicts or objects with these attribute names both work):
@@ -508,12 +508,13 @@ class LiveCollector:
             log.exception("collecting authentication metrics failed")
 
     def partition_text(self) -> str:
-        """The per-partition families (log figures, cleaner figures per compacted log), as
-        exposition text written directly (`TextGauge`): at 10 000 partitions they are ~14
-        series per partition, and prometheus-client's Sample objects, label checks and escaping
-        took most of a scrape's time."""
+        """The per-partition families (log figures, open transactions, cleaner figures per
+        compacted log), as exposition text written directly (`TextGauge`): at 10 000 partitions
+        they are ~16 series per partition, and prometheus-client's Sample objects, label checks
+        and escaping took most of a scrape's time."""
         out = []
-        for what, families in (("log", self._collect_logs), ("cleaner partition", self._collect_cleaner_partitions)):
+        for what, families in (("log", self._collect_logs), ("log transaction", self._collect_log_transactions),
+                               ("cleaner partition", self._collect_cleaner_partitions)):
             try:
                 out.extend(fam.text() for fam in families())
             except Exception:  # a scrape must never take the broker down or lose the other families
@@ -644,15 +645,14 @@ class LiveCollector:
             yield GaugeMetricFamily(TRANSACTIONS_PENDING_OFFSETS, "Group offsets committed inside open "
                                     "transactions (visible once they commit). Kafka: none.",
                                     value=pending.pending_count())
-        yield from self._collect_log_transactions()
 
     def _collect_log_transactions(self) -> Iterable[Any]:
         labels = self._labels()
-        lag = GaugeMetricFamily(LOG_LSO_LAG, "High watermark minus last stable offset: records an open "
+        lag = TextGauge(LOG_LSO_LAG, "High watermark minus last stable offset: records an open "
                                 "transaction keeps from read_committed consumers (maximum over partitions "
                                 "without partition labels). Kafka: kafka.cluster:type=Partition,"
                                 "name=LastStableOffsetLag.", labels=labels)
-        ongoing = GaugeMetricFamily(LOG_ONGOING_TRANSACTIONS, "Transactions open in the partition (summed "
+        ongoing = TextGauge(LOG_ONGOING_TRANSACTIONS, "Transactions open in the partition (summed "
                                     "over partitions without partition labels). Kafka: none.", labels=labels)
         per_topic: dict[str, list[int]] = {}
         for tp, lg in self._logs():
@@ -662,8 +662,9 @@ class LiveCollector:
             except Exception:
                 continue
             if self.partition_labels:
-                lag.add_metric([tp[0], str(tp[1])], values[0])
-                ongoing.add_metric([tp[0], str(tp[1])], values[1])
+                lv = label_text(labels, [tp[0], str(tp[1])])
+                lag.add(lv, values[0])
+                ongoing.add(lv, values[1])
             else:
                 acc = per_topic.setdefault(tp[0], [0, 0])
                 acc[0] = max(acc[0], values[0])
