@@ -793,20 +793,26 @@ class Log:
         writes every partition's snapshot first, then syncs them together). Waits for a flush in
         flight (it clears the segments' dirty flags before its fsyncs, so a close beside it would
         skip the fsync and close the descriptors under it).
+
+        A snapshot that cannot be written still lets the segments close, then raises (Kafka's
+        close: the snapshot keeps the next start off the no-snapshot shortcut, so the LogManager
+        must not write the clean-shutdown marker without it).
         """
         with self._flush_lock, self.lock:
             if self.closed:
                 return None
             self.producer_state.map_end_offset = self._next_offset
-            written = None
+            written = failed = None
             try:
                 written = self.producer_state.take_snapshot(sync=sync_snapshot)
             except OSError as exc:
-                log.warning("%s: could not write producer snapshot: %s", self.dir, exc)
+                failed = exc
             for seg in self._segments:
                 seg.close()
             self.recovery_point = self._next_offset
             self.closed = True
+            if failed is not None:
+                raise OSError(failed.errno, f"{self.dir}: could not write producer snapshot: {failed}")
             return None if sync_snapshot else written
 
     def close_handlers(self) -> None:

@@ -100,6 +100,32 @@ def test_meta_properties_and_clean_shutdown_marker(tmp_path, manager):
     assert not (d / CLEAN_SHUTDOWN_FILE).exists()  # removed at once: a crash while loading is unclean
 
 
+
+def test_a_producer_snapshot_that_fails_at_shutdown_leaves_no_clean_marker(tmp_path, manager, caplog):
+    # Kafka's UnifiedLog.close: the snapshot at close is taken so that the next start cannot hit
+    # the no-snapshot shortcut; a failed write fails the close, and the dir gets no clean-shutdown
+    # marker (the next start recovers it). The other logs still close and the dir is unlocked.
+    d = tmp_path / "logs"
+    m = manager(d)
+    m.create_topic("x", 2)
+    tp = TopicPartition("x", 0)
+    for seq in range(3):
+        m.append_as_leader(tp, R.build_batch([(b"k", b"v", [], T0)], base_timestamp=T0,
+                                             producer_id=5, producer_epoch=0, base_sequence=seq))
+    m.append_as_leader(TopicPartition("x", 1), batch(0))
+    end = m.get_log(tp).log_end_offset
+    os.mkdir(d / "x-0" / ("%020d.snapshot.tmp" % end))   # the snapshot's temp file cannot be created
+    with caplog.at_level(logging.ERROR):
+        m.shutdown()
+    assert not (d / CLEAN_SHUTDOWN_FILE).exists()
+    assert "x-0" in caplog.text and "unclean log shutdown" in caplog.text
+    assert os.path.exists(d / "x-1" / ("%020d.snapshot" % 1))   # the other log closed as usual
+    os.rmdir(d / "x-0" / ("%020d.snapshot.tmp" % end))
+    m2 = manager(d)                                            # not left locked
+    assert m2.had_clean_shutdown == {str(d): False}
+    assert m2.append_as_leader(tp, R.build_batch([(b"k", b"v", [], T0)], base_timestamp=T0,
+                                                 producer_id=5, producer_epoch=0, base_sequence=2)).duplicate
+
 def test_inconsistent_meta_properties_refuse_to_start(tmp_path, manager):
     d = tmp_path / "logs"
     manager(d).shutdown()
