@@ -224,7 +224,7 @@ class SparseIndex:
         bytes long (None: trimmed to the entries; never shorter than them): what a reset, the
         appends and a resize would leave (recovery's rebuild), but the file is read once and only
         what differs is written. An index that survived a crash intact (the usual case) is not
-        written at all. True when the file changed."""
+        written at all, but still synced by the next flush. True when the file changed."""
         es = self.entry_size
         new = self._pack(cols)
         n = len(new) // es
@@ -254,7 +254,9 @@ class SparseIndex:
         self._cols = cols
         self._peeked = {}
         self._length = length
-        if changed:
+        if self.writable:
+            # synced at the next flush even when nothing was written: after a crash the bytes read
+            # back may be only in the page cache of the process that died
             self._dirty = True
         return changed
 

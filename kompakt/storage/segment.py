@@ -549,7 +549,10 @@ class LogSegment:
                         self.log_path, valid_bytes, reason or "incomplete batch", truncated)
             os.ftruncate(self._fd, valid_bytes)
             self.size = valid_bytes
-            self._dirty = True
+        # The next flush syncs what was recovered, changed or not (Kafka's flush forces every file):
+        # after a crash these bytes may be only in the page cache of the process that died, and that
+        # flush moves the recovery point past them (shutdown's, the clean-shutdown marker).
+        self._dirty = True
         if max_ts > (time_ts[-1] if time_ts else NO_TIMESTAMP):   # the final entry (skips the full check)
             time_ts.append(max_ts)
             time_rel.append(offset_of_max_ts - base)

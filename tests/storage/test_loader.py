@@ -369,3 +369,28 @@ def test_crash_recovery_rewrites_only_indexes_that_differ(tmp_path):
     assert os.path.getsize(S.index_file(d, active.base_offset)) == CFG.segment_index_bytes // 8 * 8
     again.close()
     assert {p: open(p, "rb").read() for p in files} == good    # trimmed again at close, equal bytes
+
+
+def test_crash_recovery_leaves_the_recovered_files_for_the_next_flush_to_sync(tmp_path, monkeypatch):
+    # After a crash the files read back may be only in the page cache of the process that died
+    # (kill -9): recovery validated them, but only a flush makes them durable. The next flush moves
+    # the recovery point past them (and shutdown's flush precedes the clean-shutdown marker), so it
+    # must fsync every recovered .log and index, changed or not, as Kafka's flush forces them.
+    d = str(tmp_path / "t-0")
+    fill(d, 40).close()
+    again = Log.open(d, CFG, had_clean_shutdown=False, recovery_point=0)
+    synced = set()
+    for name in ("fsync", "fdatasync"):
+        real = getattr(os, name)
+
+        def record(fd, real=real):
+            synced.add(os.readlink(f"/proc/self/fd/{fd}"))
+            return real(fd)
+        monkeypatch.setattr(os, name, record)
+    again.flush()
+    monkeypatch.undo()
+    assert again.recovery_point == again.log_end_offset
+    for seg in again.segments:
+        for path in (seg.log_path, S.index_file(d, seg.base_offset), S.time_index_file(d, seg.base_offset)):
+            assert os.path.realpath(path) in synced, path
+    again.close()
