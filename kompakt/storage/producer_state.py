@@ -244,6 +244,7 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset = 0
+        self._kept_unsynced: int | None = None       # see replayed_to
         self._snapshots: list[int] = sorted(snapshot_offsets) if snapshot_offsets is not None \
             else list_snapshot_offsets(dir)
         self.ongoing: dict[int, int] = {}            # open transactions: first offset -> producer id
@@ -443,7 +444,8 @@ class ProducerStateManager:
     # ---- snapshots -----------------------------------------------------------------------------
     def take_snapshot(self, sync: bool = True) -> str | None:
         """Write `<map_end_offset>.snapshot` when map_end_offset is past the last snapshot taken
-        or loaded (else nothing: Kafka's takeSnapshot). Returns the path written, or None."""
+        or loaded (else nothing: Kafka's takeSnapshot). Returns the path written (or the one
+        `replayed_to` kept, still to sync), or None."""
         path = self.write_snapshot()
         if path is not None and sync:
             sync_snapshot(path)
@@ -453,6 +455,9 @@ class ProducerStateManager:
         """take_snapshot without its fsync (the caller syncs the path, `sync_snapshot`)."""
         offset = self.map_end_offset
         if offset <= self.last_snapshot_offset:
+            if offset == self._kept_unsynced:        # nothing to write, but the caller syncs it
+                self._kept_unsynced = None
+                return snapshot_file(self.dir, offset)
             return None
         path = snapshot_file(self.dir, offset)
         tmp = path + ".tmp"
@@ -519,8 +524,9 @@ class ProducerStateManager:
     def replayed_to(self, offset: int) -> None:
         """The batches up to `offset` were replayed after `load`. A snapshot kept at exactly that
         offset that holds this very state (byte for byte what taking one now would write) counts
-        as the last one taken, so the next take skips; one that differs (corrupt, stale) is
-        deleted and the next take writes it again."""
+        as the last one taken, so the next take skips its write but still returns its path to be
+        synced (after a crash its bytes may be only in the page cache of the process that died);
+        one that differs (corrupt, stale) is deleted and the next take writes it again."""
         self.map_end_offset = offset
         if offset in self._snapshots and offset > self.last_snapshot_offset:
             try:
@@ -529,13 +535,15 @@ class ProducerStateManager:
             except OSError:
                 same = False
             if same:
-                self.last_snapshot_offset = offset
+                self.last_snapshot_offset = self._kept_unsynced = offset
             else:
                 self._delete_snapshot(offset)
 
     def _delete_snapshot(self, offset: int) -> None:
         if offset in self._snapshots:
             self._snapshots.remove(offset)
+        if offset == self._kept_unsynced:
+            self._kept_unsynced = None
         if offset == self.last_snapshot_offset:
             self.last_snapshot_offset = -1   # gone: the next take writes one even at this offset
         try:

@@ -207,3 +207,16 @@ def test_crash_recovery_keeps_a_snapshot_of_the_same_state(tmp_path, kept):
     assert [e.producer_id for e in entries] == [5] and entries[0].last_seq == 3
     if kept == "intact":
         assert os.stat(path).st_mtime_ns == before.st_mtime_ns
+
+
+def test_a_snapshot_kept_after_a_crash_is_synced_before_a_clean_close_relies_on_it(tmp_path):
+    # The snapshot at the log end kept at a crash start may be only in the page cache of the
+    # process that died (written by a shutdown killed before its sync pass). The close that
+    # skips writing it again must still hand it over to be synced before the clean marker.
+    d = str(tmp_path / "p-0")
+    _closed_log(d, 4)
+    again = Log.open(d, cfg(), had_clean_shutdown=False, recovery_point=4)
+    assert again.producer_state.last_snapshot_offset == 4
+    assert again.close(sync_snapshot=False) == snapshot_file(d, 4)
+    clean = Log.open(d, cfg())                              # vouched for by the marker: nothing to sync
+    assert clean.close(sync_snapshot=False) is None
