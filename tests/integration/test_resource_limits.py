@@ -171,8 +171,11 @@ def test_two_thousand_idle_and_two_hundred_slow_loris_beside_a_producer(start_br
     loris = []
     for i in range(200):
         s = connect(b.port, f"127.1.{i // 250}.{1 + i % 250}")
+        # taken before the send: the broker's idle clock starts when it reads these bytes, so no
+        # correct close comes earlier than this + connections.max.idle.ms, however late we run
+        sent_at = time.monotonic()
         s.sendall(struct.pack(">i", 100) + API_VERSIONS_V0[:6])     # half a frame, then nothing
-        loris.append((s, time.monotonic()))
+        loris.append((s, sent_at))
     crowded = _throughput(b.bootstrap, 3.0)
     rss_crowded = _rss_kb(b.pid)
     assert metric(b, "kompakt_broker_connections") >= 2200
