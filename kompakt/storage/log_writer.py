@@ -13,10 +13,10 @@ producers' sequences depend on it). Log.lock still makes each append, roll and f
 partition's only writer while it runs. Work handed over is never cancelled: a request whose
 connection closed meanwhile still has its append run (and answered to nobody), as Kafka's.
 
-Threads: `run`, `submit`, `run_later` and `busy` are called on the event loop (the queued counts
+Threads: `submit`, `run_later` and `busy` are called on the event loop (the queued counts
 are the loop's alone; the thread reports completion with call_soon_threadsafe); `shutdown` from
-the thread that shuts the LogManager down: it finishes what is queued, and afterwards `run` and
-`submit` run their work in the caller's thread and `run_later` declines. The thread is made on first
+the thread that shuts the LogManager down: it finishes what is queued, and afterwards `submit`
+runs its work in the caller's thread and `run_later` declines. The thread is made on first
 use: a broker that never rolls or fsyncs on behalf of the loop never starts it.
 """
 from __future__ import annotations
@@ -42,10 +42,6 @@ class LogWriter:
     def busy(self, plog) -> bool:
         """Whether `plog` has work queued or running here (its next appends must follow it)."""
         return plog in self._queued
-
-    async def run(self, plog, fn: Callable[[], Any]) -> Any:
-        """Run fn (work on `plog`) on the writer thread, after what is queued; its result."""
-        return await self.submit(plog, fn)
 
     def submit(self, plog, fn: Callable[[], Any]) -> Awaitable[Any]:
         """Hand fn (work on `plog`) over now, at the call, and return an awaitable of its result:

@@ -26,14 +26,13 @@ async def test_a_cancelled_waiter_leaves_its_work_queued_and_the_log_busy_until_
     writer = LogWriter()
     gate = threading.Event()
     ran = []
-    first = asyncio.ensure_future(writer.run("L", lambda: (gate.wait(DEADLINE_S), ran.append(1))))
-    await asyncio.sleep(0)              # handed over
+    first = writer.submit("L", lambda: (gate.wait(DEADLINE_S), ran.append(1)))   # handed over at the call
     assert writer.busy("L") and not writer.busy("M")
     first.cancel()                      # e.g. the request's connection closed
     with pytest.raises(asyncio.CancelledError):
         await first
     assert writer.busy("L")             # still in the thread: the next append must follow it
-    second = asyncio.ensure_future(writer.run("L", lambda: (ran.append(2), threading.get_ident())[1]))
+    second = writer.submit("L", lambda: (ran.append(2), threading.get_ident())[1])
     gate.set()
     thread = await second
     assert ran == [1, 2] and thread != threading.get_ident()
@@ -54,7 +53,7 @@ async def test_shutdown_finishes_queued_work_then_work_runs_in_the_callers_threa
     await stopping
     assert ran == ["slow", "next"]
     assert not writer.run_later("L", lambda: ran.append("late"))   # the caller runs it itself
-    assert await writer.run("L", threading.get_ident) == threading.get_ident()
+    assert await writer.submit("L", threading.get_ident) == threading.get_ident()
     assert ran == ["slow", "next"]
 
 
