@@ -196,6 +196,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("group.min.session.timeout.ms", "int", 6000, "Smallest session.timeout.ms a member may ask.", min=0),
     _k("group.max.session.timeout.ms", "int", 1800000, "Largest session.timeout.ms a member may ask.", min=0),
     _k("group.max.size", "int", INT_MAX, "Members per group.", min=1),
+    _k("group.coordinator.rebalance.protocols", "list", ["classic", "consumer"],
+       "Rebalance protocols the group coordinator speaks: classic (JoinGroup/SyncGroup) must be "
+       "listed; without consumer, ConsumerGroupHeartbeat and ConsumerGroupDescribe answer "
+       "UNSUPPORTED_VERSION as Kafka 4 does (share and streams are Kafka's names for group types "
+       "Kompakt does not have: accepted, with a warning).",
+       choices=("classic", "consumer", "share", "streams")),
     # consumer-protocol (KIP-848) groups
     _k("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval given to consumer-protocol members.", min=1),
     _k("group.consumer.min.heartbeat.interval.ms", "int", 5000, "Smallest group.consumer.heartbeat.interval.ms.", min=1),

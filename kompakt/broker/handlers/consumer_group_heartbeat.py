@@ -4,7 +4,10 @@ Behaviour (groups/consumer/heartbeat.py has the coordinator's side): a member jo
 then heartbeats every `group.consumer.heartbeat.interval.ms` with its epoch; the coordinator
 answers with the member's epoch and, when it changed or the request was a full one, the
 partitions the member may use now (server-side assignment, `group.consumer.assignors`). Epoch -1
-leaves; -2 is a static member leaving to come back. Errors: GROUP_AUTHORIZATION_FAILED (no READ on
+leaves; -2 is a static member leaving to come back. Errors: UNSUPPORTED_VERSION (no message)
+when `consumer` is not in group.coordinator.rebalance.protocols - before any authorization, as
+Kafka's KafkaApis does; the API stays in ApiVersions, as Kafka keeps it there, and clients
+report that the broker does not support the consumer protocol -, GROUP_AUTHORIZATION_FAILED (no READ on
 the group), TOPIC_AUTHORIZATION_FAILED (a subscribed topic the principal may not DESCRIBE),
 INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION (v1), GROUP_ID_NOT_FOUND (no such
 group, or a classic one), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID,
@@ -17,7 +20,7 @@ requires the member to choose its id (KIP-1082).
 """
 from __future__ import annotations
 
-from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest
+from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest, consumer_protocol_enabled
 from kompakt.broker.groups.member import client_host
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode
@@ -38,6 +41,8 @@ def _error(v, code, message=None):
 
 async def handle(ctx, request):
     v = ctx.api_version
+    if not consumer_protocol_enabled(ctx.config):     # checked before any ACL, as Kafka does
+        return _error(v, ErrorCode.UNSUPPORTED_VERSION)
     if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
         return _error(v, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     names = request.subscribed_topic_names

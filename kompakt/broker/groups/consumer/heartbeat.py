@@ -98,8 +98,27 @@ def configured_assignors(config) -> list[str]:
     return [n for n in names if n]
 
 
+def consumer_protocol_enabled(config) -> bool:
+    """Kafka's KafkaApis.isConsumerGroupProtocolEnabled: `consumer` is among
+    group.coordinator.rebalance.protocols (Kafka also needs its new coordinator and a finalized
+    group.version >= 1; Kompakt always has both). Without it ConsumerGroupHeartbeat and
+    ConsumerGroupDescribe answer UNSUPPORTED_VERSION before any authorization, and no
+    consumer-protocol group can come to exist."""
+    return "consumer" in config["group.coordinator.rebalance.protocols"]
+
+
 def check_consumer_group_config(config) -> None:
-    """Kafka's GroupCoordinatorConfig checks of the group.consumer.* keys (ConfigError)."""
+    """Kafka's GroupCoordinatorConfig checks of the group.consumer.* keys and of
+    group.coordinator.rebalance.protocols (KafkaConfig: the classic protocol cannot be disabled);
+    ConfigError, which stops the start with the message."""
+    protocols = config["group.coordinator.rebalance.protocols"]
+    if "classic" not in protocols:
+        raise ConfigError("Disabling the 'classic' protocol is not supported: "
+                          f"group.coordinator.rebalance.protocols={','.join(protocols)} must list classic")
+    for other in ("share", "streams"):
+        if other in protocols:
+            log.warning("group.coordinator.rebalance.protocols lists %r: Kompakt has no %s groups, "
+                        "so it is accepted and has no effect", other, other)
     def between(key, lo, hi):
         if not config[lo] <= config[key] <= config[hi]:
             raise ConfigError(f"{key} must be between {lo} ({config[lo]}) and {hi} ({config[hi]}), "
