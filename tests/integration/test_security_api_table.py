@@ -251,3 +251,34 @@ def test_each_api_checks_the_operation_kafkas_table_names(table, principal):
         assert fetched.groups[0].topics[0].partitions[0].committed_offset == 1
     finally:
         admin.close()
+
+
+def test_metadata_cluster_operations_need_describe_on_the_cluster(table):
+    """Metadata v8-10 fills the cluster's authorized operations only for a principal with DESCRIBE
+    on the cluster, else 0 (Kafka's handleTopicMetadataRequest), as DescribeCluster does: gina,
+    given IDEMPOTENT_WRITE on the cluster but not DESCRIBE, must not learn her cluster rights here."""
+    _, port = table
+    admin = login(port, "admin")
+    C = field(30, "creations")
+    grant = dict(resource_type=RES_CLUSTER, resource_name="kafka-cluster", resource_pattern_type=LITERAL,
+                 principal="User:gina", host="*", operation=12, permission_type=ALLOW)     # IDEMPOTENT_WRITE
+    assert [r.error_code for r in admin.call(req(30, creations=[C(**grant)]), 3).results] == [0]
+    try:
+        gina = login(port, "gina")
+        try:
+            md = gina.call(req(3, topics=[], allow_auto_topic_creation=False,
+                               include_cluster_authorized_operations=True,
+                               include_topic_authorized_operations=False), 10)
+            assert not md.authorized_operations, md.authorized_operations
+        finally:
+            gina.close()
+        md = admin.call(req(3, topics=[], allow_auto_topic_creation=False, include_cluster_authorized_operations=True,
+                            include_topic_authorized_operations=False), 10)
+        assert OP_DESCRIBE in md.authorized_operations and 12 in md.authorized_operations   # a super user: all
+    finally:
+        F = field(31, "filters")
+        deleted = admin.call(req(31, filters=[F(resource_type_filter=RES_CLUSTER, resource_name_filter="kafka-cluster",
+                                                pattern_type_filter=LITERAL, principal_filter="User:gina",
+                                                host_filter="*", operation=12, permission_type=ALLOW)]), 3)
+        assert [len(r.matching_acls) for r in deleted.filter_results] == [1]
+        admin.close()

@@ -15,7 +15,8 @@ Authorization (Kafka's handleTopicMetadataRequest): topics the principal may not
 left out of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (without
 saying whether they exist); auto-creating a named topic needs CREATE on the cluster or on the
 topic, else TOPIC_AUTHORIZATION_FAILED. `authorized_operations` (topic: v8+, cluster: v8-10) are
-filled when the request asks for them.
+filled when the request asks for them; the cluster's only for a principal with DESCRIBE on the
+cluster (0 otherwise, as Kafka and DescribeCluster).
 
 Version notes:
 - v0: an empty topic list means every topic; v1+: null means every topic, empty means none.
@@ -67,6 +68,15 @@ def _topic_response(ctx, meta, error_code=0, with_ops=False):
 def _error_topic(code, name=None, topic_id=None):
     return _Topic(error_code=int(code), name=name, topic_id=topic_id, is_internal=False, partitions=[],
                   authorized_operations=None)
+
+
+def _cluster_operations(ctx, request, version: int):
+    """v8-10 when asked: the cluster's operations for a principal with DESCRIBE on it, else the
+    empty set (Kafka answers 0 rather than tell a non-describer its cluster rights); None (the
+    schema's default, -2147483648) when not asked."""
+    if not (8 <= version <= 10 and request.include_cluster_authorized_operations):
+        return None
+    return ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME) if ctx.authorize_cluster(Op.DESCRIBE) else set()
 
 
 async def _auto_create(ctx, name: str):
@@ -148,7 +158,6 @@ async def handle(ctx, request):
         cluster_id=ctx.broker.cluster_id,
         controller_id=ctx.broker.node_id,
         topics=out,
-        authorized_operations=(ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME)
-                               if 8 <= version <= 10 and request.include_cluster_authorized_operations else None),
+        authorized_operations=_cluster_operations(ctx, request, version),
         error_code=0,
     )
