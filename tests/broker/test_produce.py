@@ -230,9 +230,10 @@ async def test_appends_that_roll_the_segment_run_off_the_loop_and_keep_their_ord
 
 
 async def test_authorization_transactional_id_then_topic(h):
-    """Kafka's handleProduceRequest: a transactional id needs WRITE on it (else every partition
-    TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then each topic WRITE (TOPIC_AUTHORIZATION_FAILED,
-    whether it exists or not); nothing is appended either way."""
+    """Kafka's handleProduceRequest: transactional records need WRITE on the transactional id
+    (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED; plain records under an id are
+    not checked against it), then each topic WRITE (TOPIC_AUTHORIZATION_FAILED, whether it exists
+    or not); nothing is appended when refused."""
     from kompakt.broker.security.acl import AclBinding, Op, PatternType, PermissionType, Res
     from kompakt.broker.security.authorizer import Authorizer
     h.create("t", 1)
@@ -241,8 +242,10 @@ async def test_authorization_transactional_id_then_topic(h):
     def allow(rtype, name, op):
         return AclBinding(rtype, name, PatternType.LITERAL, "User:ANONYMOUS", "*", op, PermissionType.ALLOW)
     az.create([allow(Res.TOPIC, "t", Op.WRITE)])
-    assert (await produce(h, "t", batch(), transactional_id="tx")).error_code == 53
+    txn_batch = batch(producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True)
+    assert (await produce(h, "t", txn_batch, transactional_id="tx")).error_code == 53
+    assert (await produce(h, "t", batch(), transactional_id="tx")).error_code == 0   # plain records
     az.create([allow(Res.TRANSACTIONAL_ID, "tx", Op.WRITE)])
-    assert (await produce(h, "missing", batch(), transactional_id="tx")).error_code == 29
+    assert (await produce(h, "missing", txn_batch, transactional_id="tx")).error_code == 29
     assert (await produce(h, "t", batch())).error_code == 0                  # WRITE on the topic
-    assert h.lm.get_log(TopicPartition("t", 0)).log_end_offset == 1
+    assert h.lm.get_log(TopicPartition("t", 0)).log_end_offset == 2

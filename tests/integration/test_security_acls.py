@@ -16,7 +16,9 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    NewTopic, ResourcePatternType, ResourceType)
 
 from conftest import BrokerProcess, free_port
+from kompakt.protocol.records import build_batch
 from security_support import PLAIN_JAAS, TIMEOUT_S, Pki, mtls_config
+from wire_support import Wire, req, sub
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -175,6 +177,27 @@ def test_transactional_id_needs_write(acl_broker):
     q.produce("acl-txn", b"y", on_delivery=lambda err, _msg: errors.append(err))
     q.flush(TIMEOUT_S)
     assert errors == [None]
+
+
+def test_transactional_id_is_checked_only_for_transactional_records(acl_broker):
+    """Kafka's handleProduceRequest checks WRITE on the request's transactional id only when it
+    carries transactional records: plain records under an id dave may not use are written (dave
+    has WRITE on the topic); transactional ones are refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED."""
+    T = sub(0, "TopicProduceData")
+
+    def produce(records):
+        return req(0, transactional_id="dave-forbidden", acks=-1, timeout_ms=5000, topic_data=[
+            T(name="acl-txn", partition_data=[T.PartitionProduceData(index=0, records=records)])])
+    w = Wire(int(acl_broker.sasl_bootstrap.rsplit(":", 1)[1]))
+    try:
+        w.plain_login("dave", "dave-pw")
+        plain = w.call(produce(build_batch([(None, b"plain-under-an-id")])), 9)
+        assert plain.responses[0].partition_responses[0].error_code == 0
+        txn = w.call(produce(build_batch([(None, b"t")], producer_id=1, producer_epoch=0, base_sequence=0,
+                                         is_transactional=True)), 9)
+        assert txn.responses[0].partition_responses[0].error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    finally:
+        w.close()
 
 
 def test_non_super_user_cannot_manage_acls(acl_broker):

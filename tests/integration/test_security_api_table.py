@@ -77,9 +77,13 @@ def codes(response) -> list[int]:
 # -- requests (name -> (request, version)) and the error code that carries the authorization answer ----------
 
 def produce(txn=None):
+    """A plain batch, or with `txn` a transactional one (Kafka checks WRITE on the request's
+    transactional id only for transactional records)."""
     T = sub(0, "TopicProduceData")
+    records = (build_batch([(None, b"x")]) if txn is None else
+               build_batch([(None, b"x")], producer_id=1, producer_epoch=0, base_sequence=0, is_transactional=True))
     return req(0, transactional_id=txn, acks=1, timeout_ms=5000, topic_data=[
-        T(name=TOPIC, partition_data=[T.PartitionProduceData(index=0, records=build_batch([(None, b"x")]))])])
+        T(name=TOPIC, partition_data=[T.PartitionProduceData(index=0, records=records)])])
 
 
 def commit():

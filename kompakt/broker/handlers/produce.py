@@ -22,8 +22,9 @@ acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and a
 the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
 of telling a client that reads no responses); anything else is INVALID_REQUIRED_ACKS.
 
-Authorization (Kafka's KafkaApis.handleProduceRequest): a transactional id needs WRITE on it
-(else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED); each topic needs WRITE (else its
+Authorization (Kafka's KafkaApis.handleProduceRequest): a request with transactional records
+needs WRITE on its transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
+plain records under an id are not checked against it, as Kafka); each topic needs WRITE (else its
 partitions TOPIC_AUTHORIZATION_FAILED, whether or not it exists). No authorizer: no checks.
 
 Transactions: a transactional batch needs the request's transactional id (else
@@ -157,6 +158,7 @@ async def handle(ctx, request):
     elif acks not in _VALID_ACKS:
         responses = _fail_all(request, ErrorCode.INVALID_REQUIRED_ACKS)
     elif (ctx.authorizer is not None and request.transactional_id is not None
+          and txn_verification.has_transactional_records(request)
           and not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id)):
         responses = _fail_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     else:

@@ -10,7 +10,7 @@ used, so the log's rule holds).
 
 Request-level checks first (KafkaApis.handleProduceRequest): transactional batches need a
 transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition; WRITE on it is
-checked by produce.py for every request that names one) and may come from one producer id only
+checked by produce.py when the request has transactional records, `has_transactional_records`) and may come from one producer id only
 (else INVALID_PRODUCER_ID_MAPPING).
 
 The coordinator's answers as Produce gives them (Kafka's translation for clients):
@@ -44,6 +44,13 @@ def transactional_producer(records) -> tuple[int, int] | None:
         return None
     pid, epoch = _PRODUCER.unpack_from(records, 43)
     return (pid, epoch) if pid >= 0 else None
+
+
+def has_transactional_records(request) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: some partition's first batch is transactional
+    (only then does Produce check WRITE on the request's transactional id)."""
+    return any(r is not None and len(r) > _ATTRS_LOW and r[_ATTRS_LOW] & TRANSACTIONAL
+               for t in request.topics for _, r in t.partitions)
 
 
 def request_error(request) -> ErrorCode | None:
