@@ -305,6 +305,54 @@ async def test_offsets_in_a_transaction(h):
     assert h.broker.groups.offsets["grp"][("a", 0)].offset == 5
 
 
+async def test_a_commit_marker_waits_for_the_offsets_load(h):
+    """A COMMIT marker for __consumer_offsets is not written while the group coordinator loads that
+    topic (Kafka's completeTransaction fails COORDINATOR_LOAD_IN_PROGRESS, answered to the
+    transaction coordinator as NOT_LEADER_OR_FOLLOWER, which retries): the load reads the log in a
+    thread and installs the pending offsets afterwards, so a marker landing in between would
+    complete nothing and leave the offsets pending forever. Meanwhile the transaction stays
+    PrepareCommit (CONCURRENT_TRANSACTIONS); the retry once loaded makes the offsets visible."""
+    from kompakt.broker.groups.coordinator import GroupCoordinator
+    _, pid, epoch = await init(h)
+    r = await h.call(AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
+                                            group_id="grp"), 3)
+    assert r.error_code == E_NONE
+    Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    r = await h.call(TxnOffsetCommitRequest(
+        transactional_id="tx", group_id="grp", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+        member_id="", group_instance_id=None, topics=[Topic(name="a", partitions=[Topic.TxnOffsetCommitRequestPartition(
+            partition_index=0, committed_offset=7, committed_leader_epoch=-1, committed_metadata="")])]), 3)
+    assert r.topics[0].partitions[0].error_code == E_NONE
+    group_partition = h.broker.groups.topic.partition_for("grp")
+    await h.broker.groups.stop()                          # the group coordinator restarts: loading
+    groups = h.broker.groups = GroupCoordinator(h.broker, time_ms=h.clock)
+    await groups.start(background=True)
+    assert groups.loading
+    # a consumer's group was not read yet: not ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID but
+    # COORDINATOR_LOAD_IN_PROGRESS (retriable; COORDINATOR_NOT_AVAILABLE before v2), nothing written
+    offsets_log = log_of(h, "__consumer_offsets", group_partition)
+    end_before = offsets_log.log_end_offset
+    for version, code in ((3, 14), (1, 15)):
+        r = await h.call(TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="grp", producer_id=pid, producer_epoch=epoch, generation_id=3,
+            member_id="m-1", group_instance_id=None, topics=[Topic(name="a", partitions=[
+                Topic.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=8, committed_leader_epoch=-1,
+                                                      committed_metadata="")])]), version)
+        assert r.topics[0].partitions[0].error_code == code, version
+    assert offsets_log.log_end_offset == end_before
+    assert await end(h, pid, epoch, True) == E_NONE
+    assert markers(h, "__consumer_offsets", group_partition) == []     # not while loading
+    assert h.broker.txn.txns["tx"].state == TxnState.PREPARE_COMMIT
+    assert await end(h, pid, epoch, True) == E_CONCURRENT
+    await groups._load_task
+    assert groups.txn_offsets.has_pending("grp", ("a", 0))             # loaded: still pending
+    h.broker.txn.retry_markers()
+    assert markers(h, "__consumer_offsets", group_partition) == [(pid, epoch, T.COMMIT)]
+    assert h.broker.txn.txns["tx"].state == TxnState.COMPLETE_COMMIT
+    assert groups.fetch_offsets("grp", None)[("a", 0)].offset == 7
+    assert not groups.txn_offsets.has_pending("grp", ("a", 0))
+
+
 async def test_deleting_offsets_drops_pending_transactional_ones(h):
     # Kafka 4 (OffsetMetadataManager): DeleteGroups / OffsetDelete / a deleted topic tombstone a
     # partition whose offset is only pending in a transaction, and the tombstone ends the pending

@@ -14,7 +14,9 @@ plain commit appended after a transactional one for the same partition is not ov
 the transaction commits later (`on_offsets_committed` marks the pending entry superseded); on
 replay the record offsets decide.
 
-Validation (Kafka's validateOffsetCommit for transactional commits): an unknown group is created
+While __consumer_offsets loads: COORDINATOR_LOAD_IN_PROGRESS, nothing appended (the group's
+generation and members are not known yet). Validation (Kafka's validateOffsetCommit for
+transactional commits): an unknown group is created
 as a simple group when generation_id < 0, else ILLEGAL_GENERATION; with a member id, generation
 or instance id the member must exist (UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID) and the generation
 match (ILLEGAL_GENERATION); unlike plain commits, no member is needed in a non-empty group.
@@ -97,6 +99,8 @@ class TxnOffsets:
                partitions: list[tuple[str, int, int, int, str | None]], api_version: int) -> dict:
         """{(topic, partition): code} for (topic, partition, offset, leader epoch, metadata)."""
         tps = [(t, p) for t, p, *_ in partitions]
+        if self.gc.loading:         # the group is not read yet: its generation and members unknown
+            return {tp: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS for tp in tps}
         try:
             self._validate(group_id, generation_id, member_id, group_instance_id)
         except KafkaError as exc:

@@ -11,7 +11,9 @@ completes the producer's pending transactional offsets there (as Kafka's onTrans
 Per partition: UNKNOWN_TOPIC_OR_PARTITION for a partition this broker does not have,
 KAFKA_STORAGE_ERROR for one whose log dir is offline, else the
 append's code: INVALID_PRODUCER_EPOCH (an epoch older than the partition knows),
-TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), KAFKA_STORAGE_ERROR. Needs ALTER on
+TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch), KAFKA_STORAGE_ERROR,
+NOT_LEADER_OR_FOLLOWER for a `__consumer_offsets` partition while the group coordinator still
+loads it (Kafka's translation of COORDINATOR_LOAD_IN_PROGRESS; retry). Needs ALTER on
 the cluster or CLUSTER_ACTION (else every partition CLUSTER_AUTHORIZATION_FAILED).
 
 Version notes: v0 was removed in Kafka 4; v1 flexible; v2 adds the transaction version (read,

@@ -13,7 +13,9 @@ Outcomes per partition (Kafka's TransactionMarkerRequestCompletionHandler):
   * partition gone (topic deleted)           -> done: nothing left to mark
   * INVALID_PRODUCER_EPOCH /
     TRANSACTION_COORDINATOR_FENCED           -> done: a newer epoch already ended it there
-  * anything else (storage errors)           -> left for a retry; the transaction stays Prepare*
+  * anything else (storage errors,
+    NOT_LEADER_OR_FOLLOWER: a __consumer_offsets
+    partition still loading)                 -> left for a retry; the transaction stays Prepare*
 
 Crash points (kompakt/storage/faults.py, tests only): `txn_marker_written` after each marker (arm
 `txn_marker_written:2` to die between the second and third).
@@ -23,7 +25,7 @@ from __future__ import annotations
 import logging
 
 from kompakt.protocol import txn_records as tr
-from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.protocol.errors import ErrorCode, KafkaError, NotLeaderOrFollowerError
 from kompakt.storage import TopicPartition
 from kompakt.storage.faults import crash_point
 
@@ -69,11 +71,17 @@ def append_marker(broker, tp: TopicPartition, producer_id: int, producer_epoch: 
                   coordinator_epoch: int, now_ms: int) -> None:
     """One COMMIT/ABORT marker into `tp` (raises the append's KafkaError / OSError); in a
     `__consumer_offsets` partition the producer's pending transactional offsets there are then
-    made visible or dropped (Kafka's onTransactionCompleted). WriteTxnMarkers uses it too."""
+    made visible or dropped (Kafka's onTransactionCompleted), and while the group coordinator is
+    still loading that topic nothing is written: NotLeaderOrFollowerError, retried (Kafka's
+    answer to its transaction coordinator then). WriteTxnMarkers uses it too."""
+    groups = getattr(broker, "groups", None) if tp.topic == OFFSETS_TOPIC else None
+    if groups is not None and groups.loading:
+        # the load reads the log in a thread, then installs the pending offsets: a marker landing
+        # in between would complete nothing (Kafka: COORDINATOR_LOAD_IN_PROGRESS, which
+        # WriteTxnMarkers answers NOT_LEADER_OR_FOLLOWER so that the coordinator retries)
+        raise NotLeaderOrFollowerError(f"{tp.topic}-{tp.partition} is loading: marker not written yet")
     batch = tr.marker_batch(producer_id, producer_epoch, tr.COMMIT if commit else tr.ABORT,
                             coordinator_epoch, now_ms)
     broker.log_manager.append_as_leader(tp, batch, origin="coordinator")
-    if tp.topic == OFFSETS_TOPIC:
-        txn_offsets = getattr(getattr(broker, "groups", None), "txn_offsets", None)
-        if txn_offsets is not None:
-            txn_offsets.complete(producer_id, tp.partition, commit)
+    if groups is not None:
+        groups.txn_offsets.complete(producer_id, tp.partition, commit)
