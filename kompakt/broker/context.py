@@ -23,7 +23,7 @@ state that a handler could leak into another request.
 """
 from __future__ import annotations
 
-from kompakt.broker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Res
+from kompakt.broker.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Op, Res
 from kompakt.broker.security.session import PLAIN_SESSION
 
 
@@ -78,6 +78,13 @@ class RequestContext:
             return True
         session = self.session
         return az.authorize(session.principal, session.client_host, op, resource_type, name)
+
+    def topic_describe_check(self):
+        """With an authorizer, `topic -> may this principal DESCRIBE it?` (what a KIP-848 regex
+        resolution triggered by this request applies to each matching topic); None without one."""
+        if getattr(self.broker, "authorizer", None) is None:
+            return None
+        return lambda topic: self.authorize(Op.DESCRIBE, Res.TOPIC, topic)
 
     def authorize_cluster(self, op: int) -> bool:
         return self.authorize(op, Res.CLUSTER, CLUSTER_NAME)

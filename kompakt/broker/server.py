@@ -95,6 +95,10 @@ class Broker:
             self.cleaner = LogCleaner(config, self.log_manager, time=time_source)
             self.log_manager.cleaner = self.cleaner
 
+        from kompakt.broker.groups.group_configs import GroupConfigs
+        from kompakt.broker.state_files import GROUP_CONFIGS_FILE
+        self.group_configs = GroupConfigs(config, StateFile(config.log_dirs[0], GROUP_CONFIGS_FILE))
+        self.group_configs.load()
         from kompakt.broker.groups.coordinator import GroupCoordinator
         self.groups = GroupCoordinator(self)
 

@@ -87,8 +87,13 @@ async def test_errors_per_resource(h):
         R(resource_type=TOPIC, resource_name="bad/name", configuration_keys=None),
         R(resource_type=BROKER, resource_name="7", configuration_keys=None),
         R(resource_type=BROKER, resource_name="x", configuration_keys=None),
+        R(resource_type=16, resource_name="client-metrics", configuration_keys=None),   # CLIENT_METRICS
+        R(resource_type=GROUP, resource_name="", configuration_keys=None),
         R(resource_type=GROUP, resource_name="g", configuration_keys=None))
-    assert [r.error_code for r in results] == [3, 17, 42, 42, 42]
+    assert [r.error_code for r in results] == [3, 17, 42, 42, 42, 42, 0]
+    assert results[5].error_message == "Group name must not be empty"
+    assert [(c.name, c.value) for c in results[6].configs] == [
+        ("consumer.session.timeout.ms", "45000"), ("consumer.heartbeat.interval.ms", "5000")]
     assert "expected 1 or empty string" in results[2].error_message
 
 

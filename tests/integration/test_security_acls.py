@@ -310,3 +310,62 @@ def test_mutual_tls_principal_comes_from_the_certificate(acl_broker, tmp_path):
     _wait(admin.create_acls([AclBinding(ResourceType.TOPIC, "acl-hidden", LITERAL, principal, "*",
                                         AclOperation.DESCRIBE, ALLOW)]))
     assert "acl-hidden" in AdminClient(mtls(*zed)).list_topics(timeout=TIMEOUT_S).topics
+
+
+def _first_assignment(proc, user: str, group: str, pattern: str) -> list[str]:
+    """The topics the broker assigns `user`'s member (the admin's ConsumerGroupDescribe: the
+    client itself drops topics it cannot see in Metadata, so its own view proves nothing)."""
+    admin = AdminClient(conf(proc, "admin"))
+    c = Consumer(conf(proc, user, **{"group.id": group, "group.protocol": "consumer",
+                                     "auto.offset.reset": "earliest"}))
+    try:
+        c.subscribe([pattern])
+        for _ in range(120):
+            msg = c.poll(0.25)
+            assert msg is None or not msg.error(), msg.error()
+            if c.assignment():
+                [member] = admin.describe_consumer_groups([group])[group].result(TIMEOUT_S).members
+                return sorted({tp.topic for tp in member.assignment.topic_partitions})
+        raise AssertionError(f"{user}'s member got no assignment")
+    finally:
+        c.close()
+
+
+def test_regex_subscription_resolves_only_to_topics_the_member_may_describe(acl_broker):
+    """KIP-848 regexes are resolved by the broker in the context of the member whose heartbeat
+    triggered the resolution (Kafka's filterTopicDescribeAuthorizedTopics): alice (READ, hence
+    DESCRIBE, on acl-read only) is assigned acl-read alone; the super user gets every match."""
+    assert _first_assignment(acl_broker, "alice", "alice-group", "^acl-.*") == ["acl-read"]
+    assert _first_assignment(acl_broker, "admin", "admin-regex", "^acl-.*") == ["acl-hidden", "acl-read", "acl-txn"]
+
+
+def test_group_config_resources_need_describe_and_alter_configs_on_the_group(acl_broker):
+    """DescribeConfigs / IncrementalAlterConfigs of a GROUP resource: DESCRIBE_CONFIGS /
+    ALTER_CONFIGS on that group, else GROUP_AUTHORIZATION_FAILED (Kafka's ConfigHelper and
+    ControllerApis)."""
+    from wire_support import Wire, field, req
+    admin = AdminClient(conf(acl_broker, "admin"))           # kept: a dropped client cancels its futures
+    _wait(admin.create_acls([AclBinding(ResourceType.GROUP, "alice-conf", LITERAL, "User:alice", "*",
+                                        AclOperation.DESCRIBE_CONFIGS, ALLOW)]))
+    port = int(acl_broker.sasl_bootstrap.rsplit(":", 1)[1])
+
+    def call(user: str, alter: bool) -> int:
+        w = Wire(port)
+        w.plain_login(user, f"{user}-pw")
+        if alter:
+            op = field(44, "resources", "configs")(name="consumer.session.timeout.ms", config_operation=0,
+                                                   value="50000")
+            return w.call(req(44, resources=[field(44, "resources")(
+                resource_type=32, resource_name="alice-conf", configs=[op])], validate_only=False), 1
+            ).responses[0].error_code
+        return w.call(req(32, resources=[field(32, "resources")(
+            resource_type=32, resource_name="alice-conf", configuration_keys=None)],
+            include_synonyms=False, include_documentation=False), 4).results[0].error_code
+    GROUP_AUTHORIZATION_FAILED = KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert call("bob", alter=False) == GROUP_AUTHORIZATION_FAILED
+    assert call("alice", alter=False) == 0
+    assert call("alice", alter=True) == GROUP_AUTHORIZATION_FAILED
+    _wait(admin.create_acls([AclBinding(ResourceType.GROUP, "alice-conf", LITERAL, "User:alice", "*",
+                                        AclOperation.ALTER_CONFIGS, ALLOW)]))
+    assert call("alice", alter=True) == 0
+    assert call("bob", alter=True) == GROUP_AUTHORIZATION_FAILED

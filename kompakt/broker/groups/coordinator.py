@@ -40,6 +40,7 @@ from kompakt.broker.groups.consumer.group import ConsumerGroup, ConsumerGroupSta
 from kompakt.broker.groups.consumer.heartbeat import ConsumerGroupHeartbeat, check_consumer_group_config
 from kompakt.broker.groups.consumer.migration import GroupMigration
 from kompakt.broker.groups.group import ClassicGroup, GroupEvent, GroupState
+from kompakt.broker.groups.group_configs import GroupConfigs
 from kompakt.broker.groups.member import ClassicMember
 from kompakt.broker.groups.membership import (  # noqa: F401  (JoinRequest re-exported for handlers)
     ClassicMembership, GroupDescription, JoinRequest, JoinResult, SyncResult, complete_future,
@@ -62,6 +63,8 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
         self.broker = broker
         self.config = broker.config
         check_consumer_group_config(self.config)
+        # per-group consumer.* overrides (group_configs.py); in memory for a broker without one
+        self.group_configs = getattr(broker, "group_configs", None) or GroupConfigs(self.config)
         self.time_ms = time_ms or (lambda: int(_time.time() * 1000))
         self.groups: dict[str, ClassicGroup] = {}
         # KIP-848 groups (consumer/); a group id is in `groups` or here, never both

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kompakt.broker.groups.group import ClassicGroup, GroupEvent, GroupState
 from kompakt.broker.groups.member import EMPTY_ASSIGNMENT, ClassicMember
@@ -103,6 +104,8 @@ class JoinRequest:
     client_id: str
     client_host: str
     api_version: int
+    # With an authorizer: may the member's principal DESCRIBE the topic? (a consumer group's regexes)
+    describable: Callable[[str], bool] | None = None
 
 
 @dataclass

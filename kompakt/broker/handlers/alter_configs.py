@@ -15,6 +15,11 @@ Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.l
   values and refused changes (e.g. log.cleaner.threads more than doubled) answer INVALID_REQUEST
   with Kafka's message; accepted ones are persisted and applied live before we answer. Broker
   name checks as in DescribeConfigs.
+* GROUP (32): the given configs replace the group's whole set of KIP-848 group configs
+  (groups/group_configs.py: consumer.session.timeout.ms, consumer.heartbeat.interval.ms),
+  validated against the broker's group.consumer.min/max.* bounds (INVALID_CONFIG with Kafka's
+  message; an empty group name INVALID_REQUEST), persisted, and used from each member's next
+  heartbeat. Kafka's controller takes GROUP in this legacy API too.
 * BROKER_LOGGER: only IncrementalAlterConfigs changes loggers (as in Kafka): INVALID_REQUEST.
 * validate_only: every check, nothing changed.
 * Alters (this API and IncrementalAlterConfigs) run one resource at a time (`config_lock`), so
@@ -34,7 +39,8 @@ import weakref
 from kafka.protocol.admin.configs import AlterConfigsResponse
 
 from kompakt.broker.handlers._common import ResultError, check_config_access, error_code_of, run_storage
-from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, RESOURCE_TYPE_NAMES, TOPIC,
+from kompakt.broker.groups.group_configs import GroupConfigError, check_group_name
+from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, GROUP, RESOURCE_TYPE_NAMES, TOPIC,
                                                       check_broker_name, topic_meta)
 from kompakt.config import topic_config
 from kompakt.config.dynamic import CLUSTER_DEFAULT, PER_BROKER, DynamicConfigError
@@ -113,6 +119,25 @@ async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], valid
     log.info("topic %s configs are now %s (client %s)", name, new_configs or "default", ctx.client_id)
 
 
+async def alter_group(ctx, name: str, build, validate_only: bool) -> None:
+    """A GROUP resource (groups/group_configs.py): `build(current overrides) -> new overrides`,
+    validated as a whole against the broker's group.consumer.* bounds and, unless validating
+    only, persisted and used from the members' next heartbeats before we answer. Refusals are
+    INVALID_CONFIG with Kafka's message (INVALID_REQUEST for an empty group name)."""
+    group_configs = ctx.groups.group_configs
+    try:
+        check_group_name(name)
+        new = build(group_configs.overrides(name))
+        if validate_only:
+            group_configs.validate(name, new)
+        else:
+            await group_configs.alter(name, new)
+            log.info("group %s configs altered by client %s", name, ctx.client_id)
+    except GroupConfigError as exc:
+        code = ErrorCode.INVALID_REQUEST if exc.invalid_request else ErrorCode.INVALID_CONFIG
+        raise ResultError(code, str(exc)) from None
+
+
 async def _alter_one(ctx, resource, validate_only: bool) -> None:
     rtype, name = resource.resource_type, resource.resource_name
     check_keys(resource.configs, lambda c: True)
@@ -123,6 +148,10 @@ async def _alter_one(ctx, resource, validate_only: bool) -> None:
         # the legacy API replaces the resource's whole dynamic set: keys not listed are removed
         await alter_broker(ctx, name, lambda _current: {c.name: c.value for c in resource.configs},
                            validate_only)
+    elif rtype == GROUP:
+        # the legacy API replaces the group's whole set, as for the other resources
+        await alter_group(ctx, name, lambda _current: {c.name: c.value for c in resource.configs},
+                          validate_only)
     elif rtype == BROKER_LOGGER:
         raise ResultError(ErrorCode.INVALID_REQUEST,
                           "AlterConfigs does not change BROKER_LOGGER resources; use IncrementalAlterConfigs")

@@ -8,7 +8,9 @@ leaves; -2 is a static member leaving to come back. Errors: UNSUPPORTED_VERSION 
 when `consumer` is not in group.coordinator.rebalance.protocols - before any authorization, as
 Kafka's KafkaApis does; the API stays in ApiVersions, as Kafka keeps it there, and clients
 report that the broker does not support the consumer protocol -, GROUP_AUTHORIZATION_FAILED (no READ on
-the group), TOPIC_AUTHORIZATION_FAILED (a subscribed topic the principal may not DESCRIBE),
+the group), TOPIC_AUTHORIZATION_FAILED (a subscribed topic the principal may not DESCRIBE; a
+regex resolves only to topics the principal of the member whose heartbeat triggered the
+resolution may DESCRIBE, as Kafka's GroupMetadataManager does),
 INVALID_REQUEST, UNSUPPORTED_ASSIGNOR, INVALID_REGULAR_EXPRESSION (v1), GROUP_ID_NOT_FOUND (no such
 group, or a classic one), UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, FENCED_INSTANCE_ID,
 UNRELEASED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED, COORDINATOR_LOAD_IN_PROGRESS while
@@ -60,7 +62,7 @@ async def handle(ctx, request):
         subscribed_topic_names=None if names is None else list(names),
         subscribed_topic_regex=request.subscribed_topic_regex if v >= 1 else None,
         server_assignor=request.server_assignor, owned=owned, client_id=ctx.client_id or "",
-        client_host=client_host(ctx.peer), api_version=v))
+        client_host=client_host(ctx.peer), api_version=v, describable=ctx.topic_describe_check()))
     if result.error:
         return _error(v, result.error, result.message)
     assignment = None

@@ -15,7 +15,12 @@ Behaviour (Kafka's ConfigHelper.describeConfigs):
   not our id -> INVALID_REQUEST with Kafka's message.
 * BROKER_LOGGER (8): the broker's Python loggers (`kompakt.*`) with their levels, source
   DYNAMIC_BROKER_LOGGER_CONFIG; IncrementalAlterConfigs can change them.
-* Other types (GROUP, CLIENT_METRICS): INVALID_REQUEST "Unsupported resource type".
+* GROUP (32), KIP-848's dynamic group configs (groups/group_configs.py): every group key
+  (consumer.session.timeout.ms, consumer.heartbeat.interval.ms) with the group's override, source
+  GROUP_CONFIG (8), else the broker's group.consumer.* value, source DEFAULT_CONFIG - Kafka's
+  ConfigHelper.createGroupConfigEntry; a synonym list of that one entry; any group name, existing
+  or not. An empty name -> INVALID_REQUEST "Group name must not be empty".
+* Other types (CLIENT_METRICS): INVALID_REQUEST "Unsupported resource type".
 * `configuration_keys` null or empty: all keys; otherwise only those (unknown names are skipped).
 * Sensitive keys answer value null, is_sensitive true (Kafka's maybeSensitive): password-typed keys,
   also behind a `listener.name.<l>.` prefix, and custom keys, whose type cannot be known.
@@ -53,6 +58,7 @@ GROUP = 32
 RESOURCE_TYPE_NAMES = {TOPIC: "TOPIC", BROKER: "BROKER", BROKER_LOGGER: "BROKER_LOGGER",
                        CLIENT_METRICS: "CLIENT_METRICS", GROUP: "GROUP"}
 SOURCE_DYNAMIC_BROKER_LOGGER_CONFIG = 6
+SOURCE_GROUP_CONFIG = 8
 LOGGER_PREFIX = "kompakt"
 
 Result = DescribeConfigsResponse.DescribeConfigsResult
@@ -218,8 +224,25 @@ def describe_resource(ctx, resource, synonyms: bool, docs: bool) -> list[Row]:
     if rtype == BROKER_LOGGER:
         check_broker_name(name, ctx.config.node_id, allow_empty=False)
         return _logger_rows(keys, docs)
+    if rtype == GROUP:
+        return _group_rows(ctx.groups.group_configs, name, keys, synonyms, docs)
     raise ResultError(ErrorCode.INVALID_REQUEST,
                       f"Unsupported resource type: {RESOURCE_TYPE_NAMES.get(rtype, rtype)}")
+
+
+def _group_rows(group_configs, name: str, keys, synonyms: bool, docs: bool) -> list[Row]:
+    if not name:
+        raise ResultError(ErrorCode.INVALID_REQUEST, "Group name must not be empty")
+    rows = []
+    for key, value, overridden in group_configs.describe(name):
+        if keys is not None and key.name not in keys:
+            continue
+        source = SOURCE_GROUP_CONFIG if overridden else topic_config.SOURCE_DEFAULT_CONFIG
+        rows.append(Row(name=key.name, value=str(value), read_only=False, config_source=source,
+                        is_default=not overridden, is_sensitive=False,
+                        synonyms=[Synonym(name=key.name, value=str(value), source=source)] if synonyms else [],
+                        config_type=topic_config.CONFIG_TYPES["int"], documentation=key.doc if docs else None))
+    return rows
 
 
 async def handle(ctx, request) -> DescribeConfigsResponse:

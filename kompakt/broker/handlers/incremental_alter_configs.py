@@ -18,6 +18,11 @@ Behaviour (Kafka's ConfigAdminManager + ConfigurationControlManager.incrementalA
   that layer of dynamic broker configs (config/dynamic.py; APPEND/SUBTRACT on list keys, starting
   from the layer's value or the key's default), validated, persisted and applied live; refusals
   as in alter_configs (INVALID_REQUEST with Kafka's message).
+* GROUP (32): SET / DELETE of the KIP-848 group configs (consumer.session.timeout.ms,
+  consumer.heartbeat.interval.ms; groups/group_configs.py), starting from the group's current
+  overrides; the result validated as a whole against the broker's group.consumer.min/max.*
+  bounds (INVALID_CONFIG with Kafka's message; APPEND/SUBTRACT INVALID_CONFIG: no list keys),
+  persisted, and used from each member's next heartbeat.
 * BROKER_LOGGER (name = node.id): SET a logger's level (TRACE, DEBUG, INFO, WARN, ERROR, FATAL,
   OFF, or Python's names), DELETE resets it to inherit from its parent; APPEND/SUBTRACT are
   INVALID_REQUEST. Only `root` and `kompakt.*` loggers; others -> INVALID_CONFIG.
@@ -32,10 +37,11 @@ import logging
 from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 
 from kompakt.broker.handlers._common import ResultError
-from kompakt.broker.handlers.alter_configs import (alter_broker, alter_resources, apply_topic_configs,
+from kompakt.broker.groups.group_configs import GROUP_KEYS
+from kompakt.broker.handlers.alter_configs import (alter_broker, alter_group, alter_resources, apply_topic_configs,
                                                    check_keys)
-from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, LOGGER_PREFIX, RESOURCE_TYPE_NAMES,
-                                                      TOPIC, check_broker_name, topic_meta)
+from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, GROUP, LOGGER_PREFIX,
+                                                      RESOURCE_TYPE_NAMES, TOPIC, check_broker_name, topic_meta)
 from kompakt.config import topic_config
 from kompakt.config.broker_config import BROKER_KEYS
 from kompakt.protocol.errors import ErrorCode
@@ -106,6 +112,15 @@ def new_broker_configs(current: dict[str, str], ops) -> dict[str, str]:
     return apply_ops(current, ops, list_value)
 
 
+def new_group_configs(current: dict[str, str], ops) -> dict[str, str]:
+    """A group's overrides after `ops`: every group key is an int, so APPEND/SUBTRACT are refused."""
+    def list_value(name, result, verb):
+        if name not in GROUP_KEYS:
+            raise ResultError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
+        raise ResultError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+    return apply_ops(current, ops, list_value)
+
+
 def _check_ops(configs) -> None:
     for c in configs:
         if c.config_operation not in OP_NAMES:
@@ -153,6 +168,9 @@ async def _alter_one(ctx, resource, validate_only: bool) -> None:
     elif rtype == BROKER:
         await alter_broker(ctx, name, lambda current: new_broker_configs(current, resource.configs),
                            validate_only)
+    elif rtype == GROUP:
+        await alter_group(ctx, name, lambda current: new_group_configs(current, resource.configs),
+                          validate_only)
     elif rtype == BROKER_LOGGER:
         _alter_loggers(ctx, name, resource.configs, validate_only)
     else:

@@ -50,7 +50,7 @@ async def handle(ctx, request):
         rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else -1,
         client_id=ctx.client_id or "",
         client_host=client_host(ctx.peer),
-        api_version=version))
+        api_version=version, describable=ctx.topic_describe_check()))
     return JoinGroupResponse(
         version=version, throttle_time_ms=0, error_code=result.error,
         generation_id=result.generation_id,

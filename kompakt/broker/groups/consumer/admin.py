@@ -112,8 +112,8 @@ class ConsumerGroupAdmin:
     def _schedule_consumer_sessions(self) -> None:
         """After a load (Kafka's onLoaded): every member must heartbeat within its session
         timeout; a member asked to revoke must do so within its rebalance timeout."""
-        session = self.config["group.consumer.session.timeout.ms"]
         for group in self.consumer_groups.values():
+            session = self.group_configs.session_timeout_ms(group.group_id)
             for member in group.members.values():
                 gid, mid = group.group_id, member.member_id
                 timeout = member.classic.session_timeout_ms if member.classic is not None else session

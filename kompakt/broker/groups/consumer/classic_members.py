@@ -112,7 +112,7 @@ class ClassicMembersOfConsumerGroups:
         ids = topic_ids(self.broker.log_manager)
         owned = [(ids[t], p) for t, p in subscription.owned_partitions.items() if t in ids]
         previous = group.static_members.get(req.group_instance_id) if req.group_instance_id else None
-        reconciled, _ = self._update_member(group, member, updated, replaced, owned, recs)
+        reconciled, _ = self._update_member(group, member, updated, replaced, owned, recs, req.describable)
         result = JoinResult(member_id=member_id, generation_id=reconciled.member_epoch,
                             protocol_type=CONSUMER_PROTOCOL_TYPE,
                             protocol_name=updated.classic.protocol_name)

@@ -15,16 +15,18 @@ One heartbeat does, in order (each step's records go into one batch, appended to
     for a replaced static member) at the epoch the coordinator gave it, or the previous one with
     a subset of its partitions (a lost answer), else FENCED_MEMBER_EPOCH;
  3. update the member's subscription (record type 5 when it changed); re-resolve regexes when due
-    (type 16); recompute the subscribed topics' metadata (type 4); bump the group epoch (type 3)
+    (type 16; with an authorizer, only to topics this member's principal may DESCRIBE); recompute the subscribed topics' metadata (type 4); bump the group epoch (type 3)
     when the group is new, a subscription or the subscribed topics changed;
  4. when the group epoch is ahead of the assignment epoch, run the assignor and write the members'
     changed targets (type 7) and the new assignment epoch (type 6);
  5. reconcile this member one step towards its target (reconcile.py; type 8 when it moved): keep
     what stays, revoke what goes (the member keeps its epoch until it reports the revocation, and
     is fenced if that takes longer than its rebalance timeout), add what is free.
- 6. answer with the member id, its epoch, `group.consumer.heartbeat.interval.ms`, and the
-    partitions it may use now when the request was a full one (epoch 0, or every field sent) or
-    they changed; restart its session timer (`group.consumer.session.timeout.ms`).
+ 6. answer with the member id, its epoch, the group's heartbeat interval, and the partitions
+    it may use now when the request was a full one (epoch 0, or every field sent) or they
+    changed; restart its session timer with the group's session timeout (the group's
+    `consumer.heartbeat.interval.ms` / `consumer.session.timeout.ms` configs, else the broker's
+    `group.consumer.*`: group_configs.py).
 
 Leaving: epoch -1 (or -2 of a dynamic member) fences the member: tombstones of its current
 assignment, target assignment and subscription (and of its regex if it was the last to use it),
@@ -44,6 +46,7 @@ import base64
 import logging
 import uuid
 from dataclasses import dataclass
+from typing import Callable
 
 from kompakt.broker.groups.consumer import assignors, records as R, regex as rx
 from kompakt.broker.groups.consumer.group import ConsumerGroup, Record
@@ -80,6 +83,8 @@ class HeartbeatRequest:
     client_id: str
     client_host: str
     api_version: int
+    # With an authorizer: may this member's principal DESCRIBE the topic? (regex resolution)
+    describable: Callable[[str], bool] | None = None
 
 
 @dataclass
@@ -214,28 +219,30 @@ class ConsumerGroupHeartbeat:
                                     else member.subscribed_topic_regex),
             client_id=req.client_id, client_host=req.client_host,
             classic=None)      # (a classic member heartbeating this way now speaks this protocol)
-        reconciled, new_member = self._update_member(group, member, updated, replaced, req.owned, recs)
+        reconciled, new_member = self._update_member(group, member, updated, replaced, req.owned, recs,
+                                                     req.describable)
 
         self._append_consumer_records(group, raw, recs, pre)
         if pre:
             self._after_upgrade(group, pre)
         self._after_update(group, member, reconciled, replaced)
-        self._schedule(("cg-session", gid, member_id), self.config["group.consumer.session.timeout.ms"],
+        self._schedule(("cg-session", gid, member_id), self.group_configs.session_timeout_ms(gid),
                        self._expire_consumer_member, gid, member_id, "its session expired")
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1 and req.owned is not None
             and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
         changed = reconciled.assigned != member.assigned or new_member
         return HeartbeatResult(member_id=member_id, member_epoch=reconciled.member_epoch,
-                               heartbeat_interval_ms=self.config["group.consumer.heartbeat.interval.ms"],
+                               heartbeat_interval_ms=self.group_configs.heartbeat_interval_ms(gid),
                                assignment=dict(reconciled.assigned) if (full or changed) else None)
 
     def _update_member(self, group: ConsumerGroup, member: ConsumerGroupMember,
                        updated: ConsumerGroupMember, replaced: str | None, owned,
-                       recs: list[Record]) -> tuple[ConsumerGroupMember, bool]:
+                       recs: list[Record], describable=None) -> tuple[ConsumerGroupMember, bool]:
         """Steps 3-5 of a heartbeat (or of a classic member's JoinGroup): record the member's
         change, bump the group epoch when subscriptions changed, compute a new target assignment
         when the epoch moved, and reconcile the member one step with what it reports it `owns`.
+        `describable` (with an authorizer) filters a regex resolution this request triggers.
         Returns (the reconciled member, whether it is new to the group)."""
         gid, member_id = group.group_id, updated.member_id
         bump = group.group_epoch == 0
@@ -246,7 +253,8 @@ class ConsumerGroupHeartbeat:
                 bump = True
         members_after = {mid: m for mid, m in group.members.items() if mid != replaced}
         members_after[member_id] = updated
-        resolved, regex_bump = self._update_regexes(group, member, updated, members_after, recs, self.time_ms())
+        resolved, regex_bump = self._update_regexes(group, member, updated, members_after, recs, self.time_ms(),
+                                                    describable)
         bump |= regex_bump
         unchanged = (not new_member and replaced is None and not recs
                      and updated.subscription() == member.subscription())
@@ -394,9 +402,13 @@ class ConsumerGroupHeartbeat:
     # ============================================================ subscriptions and regexes
 
     def _update_regexes(self, group: ConsumerGroup, member: ConsumerGroupMember,
-                        updated: ConsumerGroupMember, members_after: dict, recs: list, now: int):
+                        updated: ConsumerGroupMember, members_after: dict, recs: list, now: int,
+                        describable=None):
         """Records for regex changes and resolutions; returns (regex -> topics to use now,
-        whether the group epoch must be bumped)."""
+        whether the group epoch must be bumped). A resolution keeps only the topics that the
+        principal of the member whose request triggered it may DESCRIBE (`describable`, set when
+        an authorizer is on): Kafka's refreshRegularExpressions / filterTopicDescribeAuthorizedTopics
+        resolve every regex of the group in that member's request context."""
         old, new = member.subscribed_topic_regex, updated.subscribed_topic_regex
         bump = require_refresh = False
         before = group.subscribed_regexes()
@@ -425,6 +437,13 @@ class ConsumerGroupHeartbeat:
             return resolved, bump
         group.regex_topics = topic_names
         fresh = rx.resolve(regexes, topic_names)
+        if describable is not None:
+            matched = set().union(*fresh.values())
+            denied = {t for t in matched if not describable(t)}
+            if denied:
+                log.info("consumer group %s: regex resolution leaves out %d topic(s) that member %s "
+                         "may not describe", group.group_id, len(denied), updated.member_id)
+                fresh = {regex: topics - denied for regex, topics in fresh.items()}
         for regex, topics in fresh.items():
             known = group.resolved_regexes.get(regex)
             # The version Kafka stores is its metadata image offset; ours is the refresh time.
