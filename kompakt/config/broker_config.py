@@ -116,6 +116,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("node.id", "int", 1, "This broker's id (also the controller id).", min=0),
     _k("broker.id", "int", None, "Legacy synonym of node.id.", min=-1),
     _k("cluster.id", "string", None, "Cluster id; generated and stored in meta.properties when unset."),
+    _k("broker.rack", "string", None, "This broker's rack, told to clients in Metadata and DescribeCluster "
+       "(client-side rack-aware assignors, KIP-881); every partition's one replica is on it."),
     _k("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Listeners, NAME://host:port."),
     _k("advertised.listeners", "list", None, "Listeners advertised to clients (default: listeners)."),
     _k("log.dirs", "list", None, "Directories holding partition logs."),

@@ -55,7 +55,7 @@ async def handle(ctx, request) -> DescribeClusterResponse:
     broker = ctx.broker
     host, port = advertised(ctx)
     node = DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port,
-                                                         rack=None, is_fenced=False)
+                                                         rack=ctx.config["broker.rack"], is_fenced=False)
     operations = None
     if request.include_cluster_authorized_operations:      # Kafka: the set only for a describer, else 0
         operations = (ctx.authorized_operations(Res.CLUSTER, CLUSTER_NAME)

@@ -20,7 +20,7 @@ cluster (0 otherwise, as Kafka and DescribeCluster).
 
 Version notes:
 - v0: an empty topic list means every topic; v1+: null means every topic, empty means none.
-- v1 adds rack, controller_id and is_internal; v2 cluster_id; v3 throttle_time_ms; v5 offline
+- v1 adds rack (`broker.rack`, null when unset), controller_id and is_internal; v2 cluster_id; v3 throttle_time_ms; v5 offline
   replicas; v7 leader epoch; v8-10 authorized operations (we answer -2147483648, "not asked");
   v9 flexible; v10 topic ids (request topics may name a topic by id only); v13 top-level error.
 """
@@ -154,7 +154,7 @@ async def handle(ctx, request):
     return MetadataResponse(
         version=version,
         throttle_time_ms=0,
-        brokers=[_Broker(node_id=ctx.broker.node_id, host=host, port=port, rack=None)],
+        brokers=[_Broker(node_id=ctx.broker.node_id, host=host, port=port, rack=ctx.config["broker.rack"])],
         cluster_id=ctx.broker.cluster_id,
         controller_id=ctx.broker.node_id,
         topics=out,
