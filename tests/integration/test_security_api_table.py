@@ -257,16 +257,48 @@ def test_each_api_checks_the_operation_kafkas_table_names(table, principal):
         admin.close()
 
 
+def _cluster_acl(admin: Wire, user: str, operation: int, create: bool) -> None:
+    """Create (or delete) an ALLOW of `operation` on the cluster for `user`."""
+    acl = dict(resource_type=RES_CLUSTER, resource_name="kafka-cluster", principal=f"User:{user}", host="*",
+               operation=operation, permission_type=ALLOW)
+    if create:
+        C = field(30, "creations")
+        assert [r.error_code for r in admin.call(req(30, creations=[C(resource_pattern_type=LITERAL, **acl)]),
+                                                 3).results] == [0]
+        return
+    F = field(31, "filters")
+    deleted = admin.call(req(31, filters=[F(resource_type_filter=RES_CLUSTER, resource_name_filter="kafka-cluster",
+                                            pattern_type_filter=LITERAL, principal_filter=acl["principal"],
+                                            host_filter="*", operation=operation, permission_type=ALLOW)]), 3)
+    assert [len(r.matching_acls) for r in deleted.filter_results] == [1]
+
+
+def test_offset_for_leader_epoch_accepts_cluster_action(table):
+    """Kafka's handleOffsetForLeaderEpochRequest: CLUSTER_ACTION on the cluster (a broker's
+    right; the API began inter-broker) lets every topic through, else DESCRIBE per topic (KIP-320)."""
+    _, port = table
+    admin = login(port, "admin")
+    build, version, code_of, eve_code, _ = TABLE["OffsetForLeaderEpoch"]
+    eve = login(port, "eve")
+    try:
+        assert code_of(eve.call(build(), version)) == eve_code == TOPIC_DENIED
+        _cluster_acl(admin, "eve", 9, create=True)                       # CLUSTER_ACTION
+        try:
+            assert code_of(eve.call(build(), version)) == 0
+        finally:
+            _cluster_acl(admin, "eve", 9, create=False)
+    finally:
+        eve.close()
+        admin.close()
+
+
 def test_metadata_cluster_operations_need_describe_on_the_cluster(table):
     """Metadata v8-10 fills the cluster's authorized operations only for a principal with DESCRIBE
     on the cluster, else 0 (Kafka's handleTopicMetadataRequest), as DescribeCluster does: gina,
     given IDEMPOTENT_WRITE on the cluster but not DESCRIBE, must not learn her cluster rights here."""
     _, port = table
     admin = login(port, "admin")
-    C = field(30, "creations")
-    grant = dict(resource_type=RES_CLUSTER, resource_name="kafka-cluster", resource_pattern_type=LITERAL,
-                 principal="User:gina", host="*", operation=12, permission_type=ALLOW)     # IDEMPOTENT_WRITE
-    assert [r.error_code for r in admin.call(req(30, creations=[C(**grant)]), 3).results] == [0]
+    _cluster_acl(admin, "gina", 12, create=True)                        # IDEMPOTENT_WRITE
     try:
         gina = login(port, "gina")
         try:
@@ -280,9 +312,5 @@ def test_metadata_cluster_operations_need_describe_on_the_cluster(table):
                             include_topic_authorized_operations=False), 10)
         assert OP_DESCRIBE in md.authorized_operations and 12 in md.authorized_operations   # a super user: all
     finally:
-        F = field(31, "filters")
-        deleted = admin.call(req(31, filters=[F(resource_type_filter=RES_CLUSTER, resource_name_filter="kafka-cluster",
-                                                pattern_type_filter=LITERAL, principal_filter="User:gina",
-                                                host_filter="*", operation=12, permission_type=ALLOW)]), 3)
-        assert [len(r.matching_acls) for r in deleted.filter_results] == [1]
+        _cluster_acl(admin, "gina", 12, create=False)
         admin.close()

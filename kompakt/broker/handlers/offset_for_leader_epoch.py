@@ -20,7 +20,9 @@ Behaviour (Kafka's Partition.lastOffsetForLeaderEpoch + LeaderEpochFileCache.end
 Version notes: v0-1 are below Kafka 4's floor; v2 adds current_leader_epoch; v3 replica_id
 (consumers send -1, followers do not exist here); v4 flexible.
 
-Authorization: DESCRIBE on each topic (else TOPIC_AUTHORIZATION_FAILED).
+Authorization (Kafka's handleOffsetForLeaderEpochRequest): CLUSTER_ACTION on the cluster (the
+API began inter-broker) lets every topic through; else DESCRIBE on each topic, as a consumer
+checking for truncation needs (KIP-320), else TOPIC_AUTHORIZATION_FAILED.
 """
 from __future__ import annotations
 
@@ -69,12 +71,12 @@ def end_offset_for(entries: list[tuple[int, int]], requested: int, log_end_offse
     return epochs[higher - 1], entries[higher][1]
 
 
-def _partition(ctx, topic: str, p) -> EpochEndOffset:
+def _partition(ctx, topic: str, p, cluster_action: bool) -> EpochEndOffset:
     def fail(code: ErrorCode) -> EpochEndOffset:
         return EpochEndOffset(error_code=int(code), partition=p.partition,
                               leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_EPOCH_OFFSET)
 
-    if not ctx.authorize(Op.DESCRIBE, Res.TOPIC, topic):     # Kafka: DESCRIBE for a client's request
+    if not (cluster_action or ctx.authorize(Op.DESCRIBE, Res.TOPIC, topic)):
         return fail(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     plog, missing = log_or_error(ctx.log_manager, TopicPartition(topic, p.partition))
     if plog is None:
@@ -90,6 +92,8 @@ def _partition(ctx, topic: str, p) -> EpochEndOffset:
 
 
 async def handle(ctx, request) -> OffsetForLeaderEpochResponse:
-    topics = [TopicResult(topic=t.topic, partitions=[_partition(ctx, t.topic, p) for p in t.partitions])
+    cluster_action = ctx.authorize_cluster(Op.CLUSTER_ACTION)
+    topics = [TopicResult(topic=t.topic,
+                          partitions=[_partition(ctx, t.topic, p, cluster_action) for p in t.partitions])
               for t in request.topics]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
