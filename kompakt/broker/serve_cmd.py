@@ -9,7 +9,8 @@ Configuration layers, lowest first: Kafka's defaults with an embedded single-nod
 log.dirs), then `--override` pairs (BrokerConfig.load).
 
 Exit codes: 0 after a graceful shutdown, 1 when start-up fails (bad config, port in use, log dir
-locked by another broker) with the reason on stderr, 130 on a second signal during shutdown.
+locked by another broker) with the reason on stderr, 2 for a bad argument (argparse's code; a
+bad --log-level too), 130 on a second signal during shutdown.
 """
 from __future__ import annotations
 
@@ -53,7 +54,11 @@ def raise_fd_limit() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    _configure_logging(args.log_level, args.log_format)
+    try:
+        _configure_logging(args.log_level, args.log_format)
+    except ValueError as exc:   # --log-level LOUD, or a bad KOMPAKT_LOG_LEVEL / KOMPAKT_LOG_FORMAT
+        print(f"kompakt serve: {exc}", file=sys.stderr)
+        return 2
     raise_fd_limit()
     from kompakt.config.broker_config import BrokerConfig, ConfigError
     try:

@@ -7,7 +7,8 @@ Uses only the standard library (urllib), so it starts fast and needs no event lo
 Exit status: 0 success; 1 the API answered an error (its message is printed); 2 the API could not be
 reached (the message says which URL and how to point elsewhere), except `ready`, which exits 1 then
 (Docker reserves a HEALTHCHECK's exit 2). `compact` follows a 202 answer by
-polling the job's status URL until the clean ends, unless `--no-follow`.
+polling the job's status URL until the clean ends, unless `--no-follow`; `--roll` rolls the active
+segment first (`?roll=true`).
 """
 from __future__ import annotations
 
@@ -65,6 +66,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _tp_args(p)
     p.add_argument("--wait", type=float, default=5.0, help="seconds the broker waits before answering 202")
     p.add_argument("--no-follow", action="store_true", help="do not poll a 202 job until it ends")
+    p.add_argument("--roll", action="store_true",
+                   help="roll the active segment first, so everything written so far is cleanable "
+                        "(the active segment is never cleaned)")
     p = sub.add_parser("count", help="exact number of records a consumer reading from the start would get")
     p.add_argument("topic")
     p.add_argument("partition", type=int, nargs="?", help="one partition (default: every partition, summed)")
@@ -114,6 +118,12 @@ def request(base: str, method: str, path: str, body: Any = None, timeout: float 
         reason = getattr(exc, "reason", exc)
         raise AdminError(f"cannot reach the Kompakt admin API at {base} ({reason}); is the broker running, "
                          f"and is --url (or $KOMPAKT_ADMIN_URL) its metrics.host:metrics.port?", 2) from None
+
+
+def _check_url(url: str) -> None:
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise AdminError(f"--url must look like http://host:port or https://host:port, not {url!r}", 2)
 
 
 def _decode(raw: bytes) -> Any:
@@ -245,12 +255,17 @@ def _whatif(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_connection(getattr(args, "token", None), getattr(args, "cacert", None))
     try:
+        _check_url(args.url)
+        try:
+            configure_connection(getattr(args, "token", None), getattr(args, "cacert", None))
+        except OSError as exc:   # a missing or unreadable --cacert file (ssl.SSLError is an OSError)
+            raise AdminError(f"cannot use --cacert {args.cacert}: {exc}", 2) from None
         return _run(args)
     except AdminError as exc:
         print(f"kompakt admin: {exc}", file=sys.stderr)
-        return exc.exit_code
+        # Docker reserves a HEALTHCHECK's exit 2: for `ready` anything that is not ready exits 1
+        return 1 if args.action == "ready" else exc.exit_code
 
 
 def _table(args: argparse.Namespace, path: str, query: str, field: str, printer) -> int:
@@ -269,10 +284,7 @@ def _table(args: argparse.Namespace, path: str, query: str, field: str, printer)
 def _run(args: argparse.Namespace) -> int:
     a = args.action
     if a == "ready":
-        try:
-            status, body = request(args.url, "GET", "/ready", timeout=min(args.timeout, 5.0))
-        except AdminError as exc:  # Docker reserves HEALTHCHECK exit 2: unreachable is "not ready", 1
-            raise AdminError(str(exc), 1) from None
+        status, body = request(args.url, "GET", "/ready", timeout=min(args.timeout, 5.0))
         if status != 200:
             raise AdminError(f"not ready: {(body or {}).get('message', status)}")
         if args.json:
@@ -296,7 +308,8 @@ def _run(args: argparse.Namespace) -> int:
         body = _check(*request(args.url, "POST", _tp_path(args, "/adopt"),
                                {"staging_dir": os.path.abspath(args.staging_dir)}, timeout=args.timeout))
     elif a == "compact":
-        status, body = request(args.url, "POST", _tp_path(args, f"/compact?wait={args.wait:g}"),
+        roll = "&roll=true" if args.roll else ""
+        status, body = request(args.url, "POST", _tp_path(args, f"/compact?wait={args.wait:g}{roll}"),
                                timeout=max(args.timeout, args.wait + 10))
         body = _check(status, body)
         if status == 202 and not args.no_follow:
