@@ -664,6 +664,10 @@ def run(args, out=None, err=None) -> int:
         if not args.json:
             print(f"Dumping {path}", file=out)
         if kind not in DUMPERS:
+            if not os.path.exists(path):   # a mistyped path is an error, not a file to skip
+                print(f"Cannot dump {path}: no such file or directory", file=err)
+                status = 1
+                continue
             print(f"Ignoring unknown file {path}", file=err)
             continue
         emit = (lambda line: None) if args.json else (lambda line: print(line, file=out))

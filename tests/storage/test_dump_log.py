@@ -182,6 +182,10 @@ def test_snapshot(tmp_path):
 def test_missing_file_is_an_error(tmp_path):
     code, _, err = run(tmp_path / "00000000000000000000.log")
     assert code == 1 and "Cannot dump" in err
+    # a mistyped partition dir (no suffix to go by) is an error too, not an "unknown file" skipped
+    code, _, err = run(tmp_path / "users-0")
+    assert code == 1 and f"Cannot dump {tmp_path}/users-0: no such file or directory" in err
+    assert "Ignoring" not in err
 
 
 def test_cli_entry(segment):
