@@ -5,7 +5,7 @@ type; `BrokerConfig.load()` layers, lowest first: defaults, the properties file 
 `EMBEDDED_PROPERTIES`: what Kafka's shipped server.properties sets), `KOMPAKT_*`
 environment variables (`KOMPAKT_LOG_DIRS` -> `log.dirs`: strip the prefix, lower-case, `_` -> `.`),
 then `--override key=value` pairs. Keys a single node has no use for (KRaft quorum, replication,
-inter-broker, SASL...) are accepted and logged as ignored; unknown keys are logged too, never fatal.
+inter-broker, SASL...) are accepted and logged as ignored; unknown keys are logged at WARNING, never fatal.
 
 Dynamic layers (Kafka's DynamicBrokerConfig, kept and persisted by config/dynamic.py) sit on
 top: `cfg[key]` is the per-broker dynamic value, else the cluster-default dynamic value, else the
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
@@ -330,8 +331,12 @@ def loggable(values) -> dict:
     return {k: "[hidden]" if is_sensitive(k) else v for k, v in dict(values).items()}
 
 
+_PROPERTY_LINE = re.compile(r"([^=:\s]*)\s*[=:]?\s*(.*)$", re.DOTALL)
+
+
 def read_properties(path: str) -> dict[str, str]:
-    """Parse a Java .properties file (`key=value` or `key: value`, `#`/`!` comments, `\\` continuations)."""
+    """Parse a Java .properties file (`key=value`, `key: value` or `key value`, `#`/`!` comments,
+    `\\` continuations)."""
     props: dict[str, str] = {}
     with open(path, encoding="utf-8") as fh:
         pending = ""
@@ -346,13 +351,10 @@ def read_properties(path: str) -> dict[str, str]:
             pending = ""
             if not line:
                 continue
-            for i, ch in enumerate(line):
-                if ch in "=:":
-                    key, value = line[:i].strip(), line[i + 1:].strip()
-                    break
-            else:
-                key, value = line, ""
-            props[key] = value
+            # java.util.Properties: the key ends at the first '=', ':' or whitespace; whitespace,
+            # then one '=' or ':', then whitespace separate it from the value ("key value" is valid)
+            key, value = _PROPERTY_LINE.match(line).group(1, 2)
+            props[key] = value.strip()
     return props
 
 
@@ -414,8 +416,12 @@ class BrokerConfig:
         spec = BROKER_KEYS.get(key)
         if spec is None:
             self.ignored.append(key)
-            why = "not used by a single-node broker" if _ignored(key) else "unknown key"
-            log.info("ignoring configuration %s (%s)", key, why)   # never its value: it may be a secret
+            # never its value: it may be a secret. An unknown key is likely a typo, so it is a
+            # WARNING, as Kafka's "were supplied but are not used yet"; a cluster key is routine.
+            if _ignored(key):
+                log.info("ignoring configuration %s (not used by a single-node broker)", key)
+            else:
+                log.warning("ignoring configuration %s (unknown key: misspelt?)", key)
             return
         self._static[key] = spec.parse(raw)
         self.originals[key] = str(raw)

@@ -1,5 +1,7 @@
 """BrokerConfig.load's layers: Kafka's code defaults, the properties file or the embedded one, env, overrides."""
-from kompakt.config.broker_config import BROKER_KEYS, EMBEDDED_PROPERTIES, BrokerConfig
+import logging
+
+from kompakt.config.broker_config import BROKER_KEYS, EMBEDDED_PROPERTIES, BrokerConfig, read_properties
 
 DELAY = "group.initial.rebalance.delay.ms"
 
@@ -23,3 +25,22 @@ def test_a_properties_file_replaces_the_embedded_layer(tmp_path):
 def test_environment_and_overrides_sit_above_the_embedded_layer():
     assert BrokerConfig.load(environ={"KOMPAKT_GROUP_INITIAL_REBALANCE_DELAY_MS": "250"})[DELAY] == 250
     assert BrokerConfig.load(overrides=[f"{DELAY}=100"], environ={})[DELAY] == 100
+
+
+def test_properties_separators_are_javas(tmp_path):
+    # java.util.Properties ends a key at '=', ':' or whitespace: a file Kafka reads parses the same
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions 3\nlog.dirs:/data\nlog.cleaner.threads = 2\n"
+                    "sasl.jaas.config=a required \\\n    user_alice=\"x=y\";\nstray line of text\n")
+    props = read_properties(str(path))
+    assert props == {"num.partitions": "3", "log.dirs": "/data", "log.cleaner.threads": "2",
+                     "sasl.jaas.config": 'a required user_alice="x=y";', "stray": "line of text"}
+
+
+def test_an_unknown_key_is_a_warning_without_its_value(caplog):
+    caplog.set_level(logging.INFO, logger="kompakt.config.broker_config")
+    cfg = BrokerConfig.load(overrides=["log.retention.hour=1", "controller.quorum.voters=secret-ish"], environ={})
+    assert cfg.ignored == ["log.retention.hour", "controller.quorum.voters"]
+    levels = {r.getMessage().split()[2]: r.levelno for r in caplog.records}
+    assert levels == {"log.retention.hour": logging.WARNING, "controller.quorum.voters": logging.INFO}
+    assert "secret-ish" not in caplog.text
