@@ -287,6 +287,20 @@ def test_cli_wraps_the_api(kbroker, topic, capsys):
     assert r.returncode == 0, r.stderr
 
 
+def test_cli_compact_roll_cleans_what_the_active_segment_held(kbroker, topic, capsys):
+    # a few small records all in the active segment: without --roll nothing is cleanable
+    produce(kbroker.bootstrap, topic, [(b"k%d" % (i % 2), b"v%d" % i) for i in range(6)])
+    admin = CliRun(capsys, kbroker.metrics_url)
+    r = admin("--json", "compact", topic, "0")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stats"]["cleaned"] is False        # the active segment is never cleaned
+    r = admin("--json", "compact", "--roll", topic, "0")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["stats"]["end_offset"] == 6
+    r = admin("count", topic, "0")
+    assert r.returncode == 0 and r.stdout.splitlines()[-1] == "total: 2 records"
+
+
 def make_compacted_staging(partition_dir: str, staging: str, topic: str, partition: int,
                            closed: list[dict], end: int) -> dict:
     """What `kompakt pipeline compact` leaves behind, made without Spark: the closed segments'
