@@ -156,21 +156,23 @@ def _fmt(value: Any, spec: str = "") -> str:
     return format(value, spec) if spec else str(value)
 
 
-def print_table(header: tuple, rows: list, out=sys.stdout) -> None:
+def print_table(header: tuple, rows: list, out=None) -> None:
+    # out=None, not sys.stdout: a default bound at import would outlive a redirected stdout
+    out = out or sys.stdout
     rows = [header] + rows
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for r in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip(), file=out)
 
 
-def print_transactions(txns: list[dict[str, Any]], out=sys.stdout) -> None:
+def print_transactions(txns: list[dict[str, Any]], out=None) -> None:
     print_table(("TRANSACTIONAL-ID", "STATE", "PRODUCER", "EPOCH", "TIMEOUT-MS", "STARTED", "PARTITIONS"),
                 [(t["transactional_id"], t["state"], str(t["producer_id"]), str(t["producer_epoch"]),
                   str(t["timeout_ms"]), _fmt_time_ms(t["start_time_ms"]) if t["start_time_ms"] >= 0 else "-",
                   ",".join(t["partitions"]) or "-") for t in txns], out)
 
 
-def print_partitions(parts: list[dict[str, Any]], out=sys.stdout) -> None:
+def print_partitions(parts: list[dict[str, Any]], out=None) -> None:
     header = ("TOPIC", "PART", "POLICY", "START", "END", "LSO", "TXNS", "BYTES", "SEGS", "DIRTY", "LAST-CLEAN",
               "STATE")
     rows = []
@@ -187,7 +189,8 @@ def print_partitions(parts: list[dict[str, Any]], out=sys.stdout) -> None:
     print_table(header, rows, out)
 
 
-def print_mapping(data: Any, out=sys.stdout, indent: str = "") -> None:
+def print_mapping(data: Any, out=None, indent: str = "") -> None:
+    out = out or sys.stdout
     if isinstance(data, dict):
         for key, value in data.items():
             if isinstance(value, (dict, list)) and value:
