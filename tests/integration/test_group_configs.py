@@ -169,3 +169,16 @@ def test_group_session_timeout_fences_a_killed_confluent_member_and_survives_res
     gbroker.restart()
     assert describe(gbroker.port, group) == {"consumer.session.timeout.ms": ("2000", GROUP_CONFIG),
                                              "consumer.heartbeat.interval.ms": ("200", GROUP_CONFIG)}
+
+
+def test_confluent_admin_alters_and_describes_a_group_resource(gbroker):
+    """librdkafka 2.16's admin sends its GROUP resource type as Kafka's ConfigResource GROUP (32)."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
+    res = ConfigResource(ResourceType.GROUP, "gc-cf", incremental_configs=[ConfigEntry(
+        "consumer.session.timeout.ms", "30000", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([res])[res].result(30)
+    entries = admin.describe_configs([ConfigResource(ResourceType.GROUP, "gc-cf")])
+    got = next(iter(entries.values())).result(30)
+    assert {k: (e.value, int(e.source)) for k, e in got.items()} == {
+        "consumer.session.timeout.ms": ("30000", GROUP_CONFIG), "consumer.heartbeat.interval.ms": ("5000", DEFAULT_CONFIG)}
