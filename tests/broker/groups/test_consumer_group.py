@@ -6,6 +6,7 @@ in __consumer_offsets and their reload, and what the classic and offset APIs see
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -13,6 +14,7 @@ from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest
 from kompakt.broker.groups.consumer.member import MemberState
 from kompakt.broker.groups.offsets_topic import OFFSETS_TOPIC
 from kompakt.protocol import consumer_group_records as cgr
+from kompakt.protocol import consumer_protocol as cp
 from kompakt.protocol import group_records as gr
 from kompakt.protocol.errors import ErrorCode as EC
 from kompakt.protocol.errors import KafkaError
@@ -224,6 +226,29 @@ async def test_regex_subscription_follows_new_topics(cgc):
     assert c.consumer_groups[G].resolved_regexes["t|u"][0] == frozenset({"t", "u"})
     keys = [k for k, _ in log_records(c.broker, G) if k["type"] == "consumer_group_regular_expression"]
     assert keys and keys[0]["regex"] == "t|u"
+
+
+async def test_regex_resolution_keeps_what_the_triggering_member_may_describe(cgc):
+    """Kafka's filterTopicDescribeAuthorizedTopics: every regex of the group is resolved in the
+    context of the member whose request triggered the resolution - a heartbeat, or a classic
+    member's JoinGroup into the consumer group."""
+    c = cgc
+
+    def only(*allowed):
+        return lambda topic: topic in allowed
+    r = c.consumer_group_heartbeat(dataclasses.replace(
+        HeartbeatRequest(G, "a", 0, None, None, 30_000, [], "t|u|v", None, [], "client", "/127.0.0.1", 1),
+        describable=only("t")))
+    assert parts(r, c) == {("t", p) for p in range(6)}
+    assert c.consumer_groups[G].resolved_regexes["t|u|v"][0] == frozenset({"t"})
+    # a new topic and the batching interval passed: the next request resolves again, in its context
+    c.broker.log_manager.create_topic("v", 1, {})
+    c.time_ms.now += 11_000
+    sub = cp.encode_subscription(cp.Subscription(["u"], None, {}, -1, None, 1))
+    joined = await c.join_group(dataclasses.replace(
+        join_req(member_id="classic-1", group=G, protocols=(("range", sub),)), describable=only("t", "v")))
+    assert joined.error == 0, joined
+    assert c.consumer_groups[G].resolved_regexes["t|u|v"][0] == frozenset({"t", "v"})
 
 
 async def test_last_member_of_a_regex_leaving_tombstones_its_resolution(cgc):
