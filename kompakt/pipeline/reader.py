@@ -174,7 +174,9 @@ def find_partitions(paths, topics=None, partitions=None) -> list[PartitionDir]:
             cands = [p for p in (_partition_of(os.path.join(parent, n)) for n in sorted(os.listdir(parent))
                                  if _is_partition_dir(os.path.join(parent, n))) if p.topic == topic]
             if not cands:
-                raise FileNotFoundError(f"no partition dirs of topic {topic!r} in {parent}")
+                # say both readings of PATH: a mistyped log dir ("kompakt-dta") is the likelier one
+                raise FileNotFoundError(f"{path} does not exist, nor is it <log dir>/<topic>: "
+                                        f"{parent or '.'} holds no partition dir of a topic {topic!r}")
         for p in cands:
             if topics is not None and p.topic not in topics:
                 continue

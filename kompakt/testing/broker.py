@@ -24,6 +24,7 @@ through the admin API (`POST .../compact?roll=true`) for a subprocess.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -61,6 +62,16 @@ class StoredRecord(NamedTuple):
     value: bytes | None
     headers: tuple
     timestamp: int
+
+
+@contextlib.contextmanager
+def _quiet_imports():
+    """Import Kompakt's broker or protocol modules without their DeprecationWarnings: kafka-python
+    builds its schema classes at import with importlib.resources calls Python 3.11+ deprecates
+    (230 lines in a user's test report in subprocess mode); not the user's business."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        yield
 
 
 def _free_port() -> int:
@@ -109,10 +120,7 @@ class KompaktBroker:
         return self
 
     def _start_inprocess(self) -> None:
-        with warnings.catch_warnings():
-            # kafka-python builds its schema classes at import with importlib.resources calls that
-            # Python 3.11+ deprecates: not the user's business, keep them out of their test report
-            warnings.simplefilter("ignore", DeprecationWarning)
+        with _quiet_imports():
             import kompakt.broker.server  # noqa: F401
         try:
             import uvloop
@@ -211,7 +219,8 @@ class KompaktBroker:
         """CreateTopics over the Kafka protocol; `compacted=True` sets cleanup.policy=compact.
         Raises RuntimeError with the broker's message when it refuses (TOPIC_ALREADY_EXISTS, a bad
         config...)."""
-        from kafka.protocol.admin.topics import CreateTopicsRequest
+        with _quiet_imports():
+            from kafka.protocol.admin.topics import CreateTopicsRequest
         configs = dict(config or {})
         if compacted:
             configs.setdefault("cleanup.policy", "compact")
@@ -229,7 +238,8 @@ class KompaktBroker:
 
     def _call(self, request, version: int):
         """One request on a fresh connection; the decoded response."""
-        from kompakt.protocol import codec
+        with _quiet_imports():
+            from kompakt.protocol import codec
         request.API_VERSION = version
         request.with_header(correlation_id=next(self._correlation), client_id="kompakt-testing")
         with socket.create_connection(("127.0.0.1", self.port), timeout=30) as sock:
@@ -285,7 +295,8 @@ class KompaktBroker:
     def records(self, topic: str, partition: int = 0) -> list[StoredRecord]:
         """Every record of the partition's segment files, in offset order (control batches of
         transactions left out): what a consumer reading from the start would get, as stored."""
-        from kompakt.protocol.records import decode_records, iter_batches, record_timestamp
+        with _quiet_imports():
+            from kompakt.protocol.records import decode_records, iter_batches, record_timestamp
         out = []
         for path in self.segment_files(topic, partition):
             data = path.read_bytes()

@@ -30,8 +30,11 @@ def test_find_partitions_accepts_log_dir_partition_dir_and_topic(tmp_path):
     assert [(p.topic, p.partition) for p in rd.find_partitions(str(tmp_path / "orders"))] == [("orders", 0), ("orders", 1)]
     assert [p.partition for p in rd.find_partitions(str(tmp_path / "users-x-3"))] == [3]
     assert rd.find_partitions(str(tmp_path), topics={"orders"}, partitions={1})[0].partition == 1
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(FileNotFoundError) as e:
         rd.find_partitions(str(tmp_path / "nope"))
+    # a mistyped log dir reads as one: the message names the path as given first
+    assert str(e.value) == (f"{tmp_path}/nope does not exist, nor is it <log dir>/<topic>: "
+                            f"{tmp_path} holds no partition dir of a topic 'nope'")
 
 
 def test_splits_cut_at_index_boundaries_cover_every_record_once(tmp_path):

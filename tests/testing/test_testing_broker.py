@@ -2,6 +2,8 @@
 tests/integration/test_testing_plugin.py): it lives on a thread of its own and leaves nothing
 behind, it answers Kafka clients at once, and it stops cleanly."""
 import asyncio
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -104,3 +106,20 @@ def test_records_carry_the_timestamp_a_consumer_sees(tmp_path):
         assert before <= appended.timestamp <= int(time.time() * 1000)
     finally:
         broker.stop()
+
+
+def test_subprocess_mode_puts_no_deprecation_warning_in_the_users_report(tmp_path):
+    # kafka-python's schema classes warn at import on Python 3.11+; the helpers that import them
+    # in the test process (create_topic, records) must keep that out of a user's test report
+    script = (
+        "from kompakt.testing.broker import start_broker\n"
+        f"b = start_broker({str(tmp_path)!r}, mode='subprocess')\n"
+        "try:\n"
+        "    b.create_topic('t', compacted=True)\n"
+        "    print(len(b.records('t')))\n"
+        "finally:\n"
+        "    b.stop()\n")
+    proc = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", script],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "0"

@@ -94,7 +94,10 @@ class AdminHandle:
         self.runner = web.AppRunner(self.app, handle_signals=False, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
         await self.runner.setup()
         await web.SockSite(self.runner, self.sock, ssl_context=self.ssl_context).start()
-        log.info("admin API and /metrics listening on %s", self.url)
+        # the bound address as it is (self.url names loopback for 0.0.0.0, which would hide from
+        # an operator that the API is reachable from outside)
+        log.info("admin API and /metrics listening on %s://%s:%d", "https" if self.ssl_context else "http",
+                 self.host, self.port)
         return self
 
     def __await__(self):
