@@ -269,7 +269,7 @@ def test_cli_wraps_the_api(kbroker, topic, capsys):
     assert r.returncode == 1 and "is paused" in r.stderr
     assert admin("resume", topic, "0").returncode == 0
     r = admin("resume", topic, "0")
-    assert r.returncode == 1 and "error 409" in r.stderr and f"{topic}-0" in r.stderr
+    assert r.returncode == 1 and "error 409" in r.stderr and f"{topic}-0: it is not paused" in r.stderr
     r = admin("partition", "nosuch", "0")
     assert r.returncode == 1 and "unknown topic 'nosuch'" in r.stderr
     r = admin("--json", "cleaner")
@@ -299,6 +299,11 @@ def test_cli_compact_roll_cleans_what_the_active_segment_held(kbroker, topic, ca
     assert json.loads(r.stdout)["stats"]["end_offset"] == 6
     r = admin("count", topic, "0")
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "total: 2 records"
+    r = admin("partitions", "--topic", topic)     # an idle partition's STATE is "-", not "None"
+    assert r.returncode == 0 and [line.split()[-1] for line in r.stdout.splitlines()[1:]] == ["-", "-"]
+    assert admin("pause", topic, "1").returncode == 0
+    r = admin("partitions", "--topic", topic)
+    assert [line.split()[-1] for line in r.stdout.splitlines()[1:]] == ["-", "Paused(1)"]
 
 
 def make_compacted_staging(partition_dir: str, staging: str, topic: str, partition: int,

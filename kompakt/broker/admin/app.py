@@ -426,7 +426,10 @@ async def resume(request: web.Request) -> web.Response:
         if kafka_error_of(exc) is not None:
             raise
         # Kafka's resumeCleaning raises IllegalStateException when the partition is not paused.
-        raise ApiError(409, "not_paused", f"cannot resume cleaning of {tp[0]}-{tp[1]}: {exc}") from exc
+        # Say it in the operator's words; the state machine's own message is for the log.
+        log.debug("resume of %s-%d refused: %s", tp[0], tp[1], exc)
+        raise ApiError(409, "not_paused", f"cannot resume cleaning of {tp[0]}-{tp[1]}: it is not paused "
+                                          f"(each pause is undone by one resume)") from exc
     log.info("cleaning of %s-%s resumed through the admin API", tp[0], tp[1])
     return web.json_response({"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)})
 

@@ -172,6 +172,14 @@ def print_transactions(txns: list[dict[str, Any]], out=None) -> None:
                   ",".join(t["partitions"]) or "-") for t in txns], out)
 
 
+def _state(cleaner: dict[str, Any]) -> str:
+    """The cleaning state for the table: "-" for the idle state (the API's "None"), "disabled"."""
+    if cleaner.get("enabled") is False:
+        return "disabled"
+    state = cleaner.get("state")
+    return "-" if state in (None, "None") else str(state)
+
+
 def print_partitions(parts: list[dict[str, Any]], out=None) -> None:
     header = ("TOPIC", "PART", "POLICY", "START", "END", "LSO", "TXNS", "BYTES", "SEGS", "DIRTY", "LAST-CLEAN",
               "STATE")
@@ -185,7 +193,7 @@ def print_partitions(parts: list[dict[str, Any]], out=None) -> None:
                      _fmt(p.get("segment_count")),
                      _fmt(c.get("dirty_ratio"), ".2f") if c.get("dirty_ratio") is not None else "-",
                      _fmt_time_ms(c.get("last_clean_time_ms")),
-                     str(c.get("state") or ("disabled" if c.get("enabled") is False else "-"))))
+                     _state(c)))
     print_table(header, rows, out)
 
 
