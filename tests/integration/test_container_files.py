@@ -95,6 +95,7 @@ def test_sasl_ssl_overlay_starts_a_secured_broker(tmp_path):
     pem = tmp_path / "server.pem"
     trustme.CA().issue_cert("localhost").private_key_and_cert_chain_pem.write_to_path(str(pem))
     args = overlay["kompakt"]["command"]
+    assert not any("password" in a for a in args)   # secrets in the environment, not in `ps`
     overrides = [v.replace("/etc/kompakt/certs/server.pem", str(pem)) for k, v in zip(args[::2], args[1::2])]
     env = {k: v.replace("${KOMPAKT_ADMIN_API_TOKEN:-change-me-kompakt-admin}", "t")
            for k, v in {**base, **overlay["kompakt"]["environment"]}.items()}
