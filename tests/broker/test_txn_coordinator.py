@@ -196,6 +196,23 @@ async def test_error_codes(h):
     assert log_of(h, "a").log_end_offset == 0
 
 
+async def test_one_producer_id_and_epoch_per_produce_request(h):
+    """Kafka's ReplicaManager.appendRecords: the transactional batches of one Produce request must
+    share one (producer id, epoch), else every partition INVALID_PRODUCER_ID_MAPPING and nothing
+    is appended (two epochs of one producer id as well as two producer ids)."""
+    _, pid, epoch = await init(h)
+    assert await add(h, pid, epoch, [("a", 0), ("a", 1)]) == {("a", 0): 0, ("a", 1): 0}
+
+    def txn_batch(p, e):
+        return R.build_batch([(b"k", b"v")], producer_id=p, producer_epoch=e, base_sequence=0, is_transactional=True)
+    for other in ((pid, epoch + 1), (pid + 1, epoch)):
+        r = await h.call(ProduceRequest(transactional_id="tx", acks=-1, timeout_ms=1000, topic_data=[
+            TD(name="a", partition_data=[PD(index=0, records=txn_batch(pid, epoch)),
+                                         PD(index=1, records=txn_batch(*other))])]), 9)
+        assert [p.error_code for p in r.responses[0].partition_responses] == [E_ID_MAPPING, E_ID_MAPPING], other
+    assert log_of(h, "a", 0).log_end_offset == 0 and log_of(h, "a", 1).log_end_offset == 0
+
+
 async def test_internal_topics_that_cannot_be_created_answer_coordinator_not_available(h):
     # a topic whose name collides with __transaction_state / __consumer_offsets ('.' and '_')
     # makes their creation fail: an error code on the wire, never a closed connection

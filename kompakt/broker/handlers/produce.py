@@ -28,8 +28,8 @@ plain records under an id are not checked against it, as Kafka); each topic need
 partitions TOPIC_AUTHORIZATION_FAILED, whether or not it exists). No authorizer: no checks.
 
 Transactions: a transactional batch needs the request's transactional id (else
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole request; batches of two producer ids:
-INVALID_PRODUCER_ID_MAPPING), and before the producer's first write to a partition in a
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole request; batches of two producer ids, or of two
+epochs of one: INVALID_PRODUCER_ID_MAPPING), and before the producer's first write to a partition in a
 transaction the coordinator must confirm the partition was added (KIP-890 part 1,
 kompakt/broker/txn/verification.py: INVALID_TXN_STATE / TRANSACTION_ABORTABLE when not).
 

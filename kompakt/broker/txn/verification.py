@@ -10,8 +10,9 @@ used, so the log's rule holds).
 
 Request-level checks first (KafkaApis.handleProduceRequest): transactional batches need a
 transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition; WRITE on it is
-checked by produce.py when the request has transactional records, `has_transactional_records`) and may come from one producer id only
-(else INVALID_PRODUCER_ID_MAPPING).
+checked by produce.py when the request has transactional records, `has_transactional_records`)
+and must share one producer id and epoch (else INVALID_PRODUCER_ID_MAPPING, Kafka's
+ReplicaManager.appendRecords).
 
 The coordinator's answers as Produce gives them (Kafka's translation for clients):
     TRANSACTION_ABORTABLE            INVALID_TXN_STATE before Produce v11 ("Partition was not added
@@ -60,7 +61,7 @@ def request_error(request) -> ErrorCode | None:
         return None
     if request.transactional_id is None:        # (WRITE on a given id: produce.handle checks it)
         return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    if len({pid for pid, _ in pids}) > 1:
+    if len(pids) > 1:                           # two producer ids, or two epochs of one
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
     return None
 
