@@ -121,6 +121,9 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "(client-side rack-aware assignors, KIP-881); every partition's one replica is on it."),
     _k("listeners", "list", ["PLAINTEXT://127.0.0.1:9092"], "Listeners, NAME://host:port."),
     _k("advertised.listeners", "list", None, "Listeners advertised to clients (default: listeners)."),
+    _k("controller.listener.names", "list", None,
+       "KRaft controller listeners (Kafka's shipped server.properties names CONTROLLER): a single node "
+       "has no controller quorum, so these entries of listeners are not bound."),
     _k("log.dirs", "list", None, "Directories holding partition logs."),
     _k("log.dir", "string", "./kompakt-data", "Log directory used when log.dirs is unset."),
     _k("num.partitions", "int", 1, "Partitions of auto-created topics.", min=1),

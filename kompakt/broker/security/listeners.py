@@ -12,6 +12,7 @@ first (`...plain.sasl.jaas.config`, `...scram-sha-512.connections.max.reauth.ms`
 A listener name missing from the map is an error when the map is set explicitly (Kafka's "No
 security protocol defined for listener"); with Kafka's default map in force, an unmapped name
 is served as PLAINTEXT with a warning (older Kompakt configs name listeners INTERNAL/EXTERNAL).
+Listeners named in `controller.listener.names` (KRaft's CONTROLLER) are not bound.
 """
 from __future__ import annotations
 
@@ -89,9 +90,16 @@ class Listener:
 def configured_listeners(config) -> list[Listener]:
     proto_map = parse_protocol_map(config["listener.security.protocol.map"])
     explicit = config.is_set("listener.security.protocol.map")
+    # Kafka's shipped KRaft server.properties lists CONTROLLER://:9093 among its listeners; it
+    # carries controller RPCs, never client traffic, and a single node has no quorum to serve
+    controller = {n.strip().upper() for n in config["controller.listener.names"] or ()}
     out: list[Listener] = []
     for spec in config["listeners"]:
         name, host, port = parse_listener(spec)
+        if name in controller:
+            log.info("listener %s (controller.listener.names) is not bound: a single node has no KRaft "
+                     "controller quorum", name)
+            continue
         protocol = proto_map.get(name)
         if protocol is None:
             if explicit:
@@ -102,4 +110,6 @@ def configured_listeners(config) -> list[Listener]:
         if any(existing.name == name for existing in out):
             raise ConfigError(f"Each listener must have a different name; {name} appears twice in listeners")
         out.append(Listener(name, host, port, protocol, config))
+    if not out:
+        raise ConfigError("listeners has no listener for Kafka clients: every entry is in controller.listener.names")
     return out

@@ -221,6 +221,15 @@ def test_listener_map():
                                            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT"}))
 
 
+def test_kafkas_kraft_controller_listener_is_not_bound():
+    # Kafka 4's shipped config/server.properties (combined broker + controller)
+    cfg = BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
+                        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"})
+    assert [(lst.name, lst.port) for lst in configured_listeners(cfg)] == [("PLAINTEXT", 9092)]
+    with pytest.raises(ConfigError, match="no listener for Kafka clients"):
+        configured_listeners(BrokerConfig({"listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}))
+
+
 def test_tls_configuration_errors(tmp_path, caplog):
     import trustme
     ca = trustme.CA()
