@@ -54,8 +54,10 @@ def write_markers(broker, meta, commit: bool, now_ms: int) -> set:
                 log.info("transaction %s: marker for %s-%d not needed (%s)", meta.transactional_id,
                          topic, partition, ErrorCode(exc.code).name)
                 continue
-            log.warning("transaction %s: writing the %s marker to %s-%d failed (%s); will retry",
-                        meta.transactional_id, "COMMIT" if commit else "ABORT", topic, partition, exc)
+            # (a __consumer_offsets partition still loading is expected after a start: no warning)
+            log.log(logging.DEBUG if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER else logging.WARNING,
+                    "transaction %s: writing the %s marker to %s-%d failed (%s); will retry",
+                    meta.transactional_id, "COMMIT" if commit else "ABORT", topic, partition, exc)
             left.add((topic, partition))
             continue
         except OSError as exc:
