@@ -341,23 +341,29 @@ def read_properties(path: str) -> dict[str, str]:
     """Parse a Java .properties file (`key=value`, `key: value` or `key value`, `#`/`!` comments,
     `\\` continuations)."""
     props: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
+    with open(path, "rb") as fh:
+        data = fh.read()
+    if b"\0" in data:   # an executable, an archive, a keystore given by mistake
+        raise ConfigError(f"{path} is not a properties file (it holds binary data)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:   # what java.util.Properties.load(InputStream), and so Kafka, reads
+        text = data.decode("latin-1")
+    pending = ""
+    for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):   # Java's line ends
+        if not pending and line.lstrip().startswith(("#", "!")):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1].lstrip()
+            continue
+        line = (pending + line.lstrip()).strip()
         pending = ""
-        for raw in fh:
-            line = raw.rstrip("\n").rstrip("\r")
-            if not pending and line.lstrip().startswith(("#", "!")):
-                continue
-            if line.endswith("\\") and not line.endswith("\\\\"):
-                pending += line[:-1].lstrip()
-                continue
-            line = (pending + line.lstrip()).strip()
-            pending = ""
-            if not line:
-                continue
-            # java.util.Properties: the key ends at the first '=', ':' or whitespace; whitespace,
-            # then one '=' or ':', then whitespace separate it from the value ("key value" is valid)
-            key, value = _PROPERTY_LINE.match(line).group(1, 2)
-            props[key] = value.strip()
+        if not line:
+            continue
+        # java.util.Properties: the key ends at the first '=', ':' or whitespace; whitespace,
+        # then one '=' or ':', then whitespace separate it from the value ("key value" is valid)
+        key, value = _PROPERTY_LINE.match(line).group(1, 2)
+        props[key] = value.strip()
     return props
 
 

@@ -131,7 +131,7 @@ def load_meta_properties(dirs: list[str], configured_cluster_id: str | None,
         if os.path.exists(path):
             try:
                 found[d] = read_properties(path)
-            except (OSError, UnicodeDecodeError) as exc:
+            except (OSError, ValueError) as exc:   # unreadable, or binary (read_properties' ConfigError)
                 raise LogDirError(f"Cannot read {path}: {exc}") from None
     cluster_ids = {p.get("cluster.id") for p in found.values() if p.get("cluster.id")}
     if len(cluster_ids) > 1:

@@ -1,7 +1,9 @@
 """BrokerConfig.load's layers: Kafka's code defaults, the properties file or the embedded one, env, overrides."""
 import logging
 
-from kompakt.config.broker_config import BROKER_KEYS, EMBEDDED_PROPERTIES, BrokerConfig, read_properties
+import pytest
+
+from kompakt.config.broker_config import BROKER_KEYS, EMBEDDED_PROPERTIES, BrokerConfig, ConfigError, read_properties
 
 DELAY = "group.initial.rebalance.delay.ms"
 
@@ -44,3 +46,14 @@ def test_an_unknown_key_is_a_warning_without_its_value(caplog):
     levels = {r.getMessage().split()[2]: r.levelno for r in caplog.records}
     assert levels == {"log.retention.hour": logging.WARNING, "controller.quorum.voters": logging.INFO}
     assert "secret-ish" not in caplog.text
+
+
+def test_a_binary_or_latin1_properties_file(tmp_path):
+    binary = tmp_path / "server.jks"
+    binary.write_bytes(b"\xfe\xed\xfe\xed\x00\x00\x00\x02")
+    with pytest.raises(ConfigError, match=f"{binary} is not a properties file \\(it holds binary data\\)"):
+        BrokerConfig.load(str(binary), environ={})
+    # Latin-1 is what java.util.Properties reads from a stream: a comment with an e-acute is fine
+    latin1 = tmp_path / "server.properties"
+    latin1.write_bytes("# r\u00e9glages\r\nnum.partitions=3\r\n".encode("latin-1"))
+    assert BrokerConfig.load(str(latin1), environ={})["num.partitions"] == 3

@@ -49,7 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"admin API base URL (default $KOMPAKT_ADMIN_URL, else http://127.0.0.1:"
                              f"$KOMPAKT_METRICS_PORT, else {DEFAULT_URL})")
     parser.add_argument("--token", default=default_token(),
-                        help="admin API token (admin.api.token) for state-changing calls (default $KOMPAKT_ADMIN_TOKEN)")
+                        help="admin API token (admin.api.token) for state-changing calls (default $KOMPAKT_ADMIN_TOKEN, "
+                             "else $KOMPAKT_ADMIN_API_TOKEN)")
     parser.add_argument("--cacert", default=os.environ.get("KOMPAKT_ADMIN_CACERT"),
                         help="PEM CA file to verify an https:// admin API (default $KOMPAKT_ADMIN_CACERT)")
     parser.add_argument("--json", action="store_true", help="print the API's JSON answer")

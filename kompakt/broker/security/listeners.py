@@ -111,5 +111,7 @@ def configured_listeners(config) -> list[Listener]:
             raise ConfigError(f"Each listener must have a different name; {name} appears twice in listeners")
         out.append(Listener(name, host, port, protocol, config))
     if not out:
-        raise ConfigError("listeners has no listener for Kafka clients: every entry is in controller.listener.names")
+        raise ConfigError("listeners has no listener for Kafka clients: "
+                          + ("every entry is in controller.listener.names" if config["listeners"] else
+                             "it is empty (give at least one, e.g. PLAINTEXT://127.0.0.1:9092)"))
     return out

@@ -226,8 +226,10 @@ def test_kafkas_kraft_controller_listener_is_not_bound():
     cfg = BrokerConfig({"listeners": "PLAINTEXT://:9092,CONTROLLER://:9093", "controller.listener.names": "CONTROLLER",
                         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"})
     assert [(lst.name, lst.port) for lst in configured_listeners(cfg)] == [("PLAINTEXT", 9092)]
-    with pytest.raises(ConfigError, match="no listener for Kafka clients"):
+    with pytest.raises(ConfigError, match="no listener for Kafka clients: every entry is in controller"):
         configured_listeners(BrokerConfig({"listeners": "CONTROLLER://:9093", "controller.listener.names": "CONTROLLER"}))
+    with pytest.raises(ConfigError, match="no listener for Kafka clients: it is empty"):
+        configured_listeners(BrokerConfig({"listeners": ""}))
 
 
 def test_tls_configuration_errors(tmp_path, caplog):
