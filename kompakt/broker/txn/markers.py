@@ -77,7 +77,7 @@ def append_marker(broker, tp: TopicPartition, producer_id: int, producer_epoch: 
     still loading that topic nothing is written: NotLeaderOrFollowerError, retried (Kafka's
     answer to its transaction coordinator then). WriteTxnMarkers uses it too."""
     groups = getattr(broker, "groups", None) if tp.topic == OFFSETS_TOPIC else None
-    if groups is not None and groups.loading:
+    if getattr(groups, "loading", False):
         # the load reads the log in a thread, then installs the pending offsets: a marker landing
         # in between would complete nothing (Kafka: COORDINATOR_LOAD_IN_PROGRESS, which
         # WriteTxnMarkers answers NOT_LEADER_OR_FOLLOWER so that the coordinator retries)
@@ -85,5 +85,6 @@ def append_marker(broker, tp: TopicPartition, producer_id: int, producer_epoch: 
     batch = tr.marker_batch(producer_id, producer_epoch, tr.COMMIT if commit else tr.ABORT,
                             coordinator_epoch, now_ms)
     broker.log_manager.append_as_leader(tp, batch, origin="coordinator")
-    if groups is not None:
-        groups.txn_offsets.complete(producer_id, tp.partition, commit)
+    txn_offsets = getattr(groups, "txn_offsets", None)
+    if txn_offsets is not None:
+        txn_offsets.complete(producer_id, tp.partition, commit)
