@@ -102,6 +102,13 @@ def run(args) -> int:
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"kompakt pipeline {args.job}: {e}", file=sys.stderr)
         return 1
+    except ImportError as e:
+        if (e.name or "").split(".")[0] not in ("pyspark", "pyarrow"):
+            raise
+        # `pip install .` leaves the spark extra out: say how to get it, not a traceback
+        print(f"kompakt pipeline {args.job}: needs PySpark ({e}); install it with "
+              f"pip install 'kompakt[spark]' (from a checkout: pip install '.[spark]'; Java 17 too)", file=sys.stderr)
+        return 1
 
 
 def _run(args, t0: float) -> int:

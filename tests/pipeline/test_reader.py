@@ -156,3 +156,16 @@ def test_light_path_agrees_with_full_decode(tmp_path):
         full = [tuple(getattr(r, c) for c in cols) for r in rd.iter_split_records(s)]
         light = [tuple(getattr(r, c) for c in cols) for r in rd.iter_split_records(s, light=True)]
         assert light == full and full
+
+
+def test_a_job_without_pyspark_says_how_to_install_it(tmp_path, monkeypatch, capsys):
+    # `pip install .` leaves the spark extra out; the job must say so instead of a traceback
+    import sys
+
+    from kompakt.cli import main
+    write_partition(str(tmp_path), "orders", 0, keyed_batches(5, 5))
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    assert main(["pipeline", "audit", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kompakt pipeline audit: needs PySpark (") and "pip install 'kompakt[spark]'" in err
