@@ -310,7 +310,7 @@ def segment_bases(m, tp):
     return [s.base_offset for s in m.get_log(tp).segments]
 
 
-def test_retention_by_time_never_the_active_segment(tmp_path, manager, clock):
+def test_retention_by_time_takes_an_expired_active_segment_too(tmp_path, manager, clock):
     d = tmp_path / "logs"
     m = manager(d, log_segment_delete_delay_ms=1000)
     m.create_topic("t", 1, {"retention.ms": "10000"})
@@ -321,10 +321,18 @@ def test_retention_by_time_never_the_active_segment(tmp_path, manager, clock):
     clock.ms = T0 + 12_500  # segment [0,3) is 10.5 s old (largest ts T0+2000)
     assert m.cleanup_logs() == 1
     assert segment_bases(m, tp) == [3, 6, 9] and m.get_log(tp).log_start_offset == 3
-    clock.ms = T0 + 10**9  # everything is old: the active segment still stays
+    clock.ms = T0 + 19_500  # [3,6) and [6,9) expired, the active [9,12) (largest ts T0+11000) not
     assert m.cleanup_logs() == 2
     assert segment_bases(m, tp) == [9] and m.get_log(tp).log_end_offset == 12
     assert m.get_log(tp).read(9, 10_000).records  # still readable
+    # everything is old: Kafka's UnifiedLog.deletableSegments takes the active segment too, rolling
+    # a new empty one first, so a topic nobody writes to any more still loses its data
+    clock.ms = T0 + 10**9
+    assert m.cleanup_logs() == 1
+    plog = m.get_log(tp)
+    assert segment_bases(m, tp) == [12] and plog.log_start_offset == plog.log_end_offset == 12
+    assert not plog.read(12, 10_000).records
+    assert m.cleanup_logs() == 0  # the empty active segment is never deleted
 
 
 def test_retention_by_size_and_log_start(manager, clock):
@@ -367,7 +375,7 @@ def test_retention_of_compact_delete_topic_with_a_cleaner(tmp_path, clock):
         m.create_topic("cd", 1, {"cleanup.policy": "compact,delete", "retention.ms": "100"})
         fill(m, ("cd", 0), 9)
         clock.ms += 1000
-        assert m.cleanup_logs() == 2
+        assert m.cleanup_logs() == 3  # the expired active segment too (Kafka's deletableSegments)
         status = m.cleaner.partition_status(TopicPartition("cd", 0))
         assert status is None or "Paused" not in str(status)  # paused around the deletion, resumed after
     finally:
@@ -380,12 +388,12 @@ def test_deleted_segments_are_unlinked_after_the_delay(tmp_path, manager, clock)
     m.create_topic("t", 1, {"retention.ms": "1"})
     fill(m, ("t", 0), 6)
     clock.ms += 10
-    assert m.cleanup_logs() == 1
+    assert m.cleanup_logs() == 2  # both segments expired, the active one included
     part = d / "t-0"
     deleted = sorted(n for n in os.listdir(part) if n.endswith(".deleted"))
-    assert "00000000000000000000.log.deleted" in deleted
+    assert "00000000000000000000.log.deleted" in deleted and "00000000000000000003.log.deleted" in deleted
     assert m.run_due_segment_deletions(clock.ms + 1999) == 0
-    assert m.run_due_segment_deletions(clock.ms + 2000) == 1
+    assert m.run_due_segment_deletions(clock.ms + 2000) == 2
     assert not any(n.endswith(".deleted") for n in os.listdir(part))
 
 
@@ -448,12 +456,12 @@ async def test_background_tasks_run_retention_and_deletion(tmp_path, clock):
         while time.monotonic() < deadline:
             names = os.listdir(part)
             if not any(n.startswith("00000000000000000000") for n in names) and \
-                    m.get_log(("t", 0)).log_start_offset == 6 and \
+                    m.get_log(("t", 0)).log_start_offset == 9 and \
                     OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read():
                 break
             await asyncio.sleep(0.01)
         assert not any(n.startswith("00000000000000000000") for n in os.listdir(part))
-        assert m.get_log(("t", 0)).log_start_offset == 6
+        assert m.get_log(("t", 0)).log_start_offset == 9  # every segment expired, the active one too
     finally:
         await m.stop_background()
         await asyncio.to_thread(m.shutdown)
@@ -495,8 +503,8 @@ def test_stats_count_retention_flushes_and_deletions(manager, clock):
     deleted = m.cleanup_logs()
     m.run_due_segment_deletions()
     st = m.stats()
-    assert st["retention_deleted_segments_total"] == deleted == 1
-    assert st["retention_deleted_bytes_total"] == 270 and st["deleted_segments_unlinked_total"] == 1
+    assert st["retention_deleted_segments_total"] == deleted == 2  # the expired active segment too
+    assert st["retention_deleted_bytes_total"] == 540 and st["deleted_segments_unlinked_total"] == 2
     assert st["flushes_total"] == 1 and st["offline_log_dirs"] == 0 and st["startup_seconds"] > 0
 
 
@@ -615,9 +623,9 @@ def test_log_manager_metrics_are_exported(manager, clock):
     metrics = Metrics(process_metrics=False)
     metrics.attach(types.SimpleNamespace(log_manager=m, cleaner=None, ready=True))
     text = metrics.render().decode()
-    assert "kompakt_log_retention_deleted_segments_total 1.0" in text
-    assert "kompakt_log_retention_deleted_bytes_total 270.0" in text
-    assert 'kompakt_log_manager_pending_deletions{kind="segment"} 1.0' in text
+    assert "kompakt_log_retention_deleted_segments_total 2.0" in text   # the expired active segment too
+    assert "kompakt_log_retention_deleted_bytes_total 540.0" in text
+    assert 'kompakt_log_manager_pending_deletions{kind="segment"} 2.0' in text
     assert "kompakt_log_manager_offline_dirs 0.0" in text
     promtool = shutil.which("promtool")
     if promtool:

@@ -20,6 +20,19 @@ def segs(*specs):
     return [Seg(*s) for s in specs]
 
 
+# (gap to the next base offset, size, largest timestamp) of 1-12 segments
+SEGMENT_SPECS = st.lists(st.tuples(st.integers(1, 50), st.integers(0, 1000), st.integers(0, 10_000)),
+                         min_size=1, max_size=12)
+
+
+def from_spec(spec):
+    base, out = 0, []
+    for gap, size, ts in spec:
+        out.append(Seg(base, size, ts))
+        base += gap
+    return out
+
+
 S = segs((0, 100, 1000), (10, 100, 2000), (20, 100, 3000), (30, 50, 4000))  # last = active
 
 
@@ -84,14 +97,11 @@ def test_plan_order_and_policy():
                               log_start_offset=0, high_watermark=40, now_ms=10**9)
 
 
-@given(st.lists(st.tuples(st.integers(1, 50), st.integers(0, 1000), st.integers(0, 10_000)), min_size=1, max_size=12),
+@given(SEGMENT_SPECS,
        st.integers(-1, 2000), st.integers(-1, 10_000), st.integers(0, 600), st.integers(0, 20_000),
        st.integers(0, 600))
 def test_plan_invariants(spec, retention_bytes, retention_ms, hw, now, log_start):
-    base, segments = 0, []
-    for gap, size, ts in spec:
-        segments.append(Seg(base, size, ts))
-        base += gap
+    segments = from_spec(spec)
     plan = plan_retention(segments, compact=False, delete=True, retention_ms=retention_ms,
                           retention_bytes=retention_bytes, log_start_offset=log_start,
                           high_watermark=hw, now_ms=now)
@@ -100,4 +110,42 @@ def test_plan_invariants(spec, retention_bytes, retention_ms, hw, now, log_start
     assert len(chosen) < len(segments)  # the active segment survives
     if chosen:
         assert segments[len(chosen)].base_offset <= hw  # log start never passes the high watermark
+        assert plan.new_log_start_offset == segments[len(chosen)].base_offset
+
+
+def test_an_expired_active_segment_goes_too_when_the_log_end_is_given():
+    # Kafka's UnifiedLog.deletableSegments: the active segment is a candidate (upper bound: the log
+    # end offset) unless it is empty; Log.delete_segments rolls a new one before deleting it
+    assert [s.base_offset for s in retention_ms_breached(S, 1, 10**9, 40, log_end_offset=40)] == [0, 10, 20, 30]
+    assert [s.base_offset for s in retention_size_breached(S, 0, 40, log_end_offset=40)] == [0, 10, 20, 30]
+    assert [s.base_offset for s in retention_size_breached(S, 50, 40, log_end_offset=40)] == [0, 10, 20]
+    # the active segment's upper bound above the high watermark: it stays
+    assert [s.base_offset for s in retention_ms_breached(S, 1, 10**9, 35, log_end_offset=40)] == [0, 10, 20]
+    # an empty active segment is never chosen
+    empty_active = segs((0, 100, 1000), (10, 0, 0))
+    assert [s.base_offset for s in retention_ms_breached(empty_active, 1, 10**9, 10, log_end_offset=10)] == [0]
+    # the log-start rule never takes the active segment (it has no next segment)
+    assert [s.base_offset for s in log_start_breached(S, 40, 40)] == [0, 10, 20]
+    plan = plan_retention(S, compact=False, delete=True, retention_ms=1, retention_bytes=-1,
+                          log_start_offset=0, high_watermark=40, now_ms=10**9, log_end_offset=40)
+    assert [s.base_offset for s in plan.segments] == [0, 10, 20, 30] and plan.new_log_start_offset == 40
+    plan = plan_retention(S, compact=True, delete=False, retention_ms=1, retention_bytes=0,
+                          log_start_offset=0, high_watermark=40, now_ms=10**9, log_end_offset=40)
+    assert not plan   # compact-only: no size or time rule
+
+
+@given(SEGMENT_SPECS,
+       st.integers(-1, 2000), st.integers(-1, 10_000), st.integers(0, 20_000), st.integers(0, 600),
+       st.integers(0, 60))
+def test_plan_invariants_with_the_active_segment(spec, retention_bytes, retention_ms, now, log_start, tail):
+    segments = from_spec(spec)
+    leo = segments[-1].base_offset + tail
+    plan = plan_retention(segments, compact=False, delete=True, retention_ms=retention_ms,
+                          retention_bytes=retention_bytes, log_start_offset=min(log_start, leo),
+                          high_watermark=leo, now_ms=now, log_end_offset=leo)
+    chosen = plan.segments
+    assert chosen == segments[:len(chosen)]
+    if len(chosen) == len(segments):
+        assert segments[-1].size > 0 and plan.new_log_start_offset == leo
+    elif chosen:
         assert plan.new_log_start_offset == segments[len(chosen)].base_offset
