@@ -14,7 +14,8 @@ means every file in it, sorted):
   .index        "offset: O position: P" (stops at the zero tail of a preallocated index);
                 --verify-index-only checks each entry against the log; --index-sanity-check runs
                 the startup sanity check.
-  .timeindex    "timestamp: T offset: O", same two options.
+  .timeindex    "timestamp: T offset: O", same two options; a preallocated, still all-zero one
+                (a live broker's active segment) is "empty", like the .index.
   .snapshot     producer-state entries, as Kafka prints them.
   .txnindex     aborted transactions: version producerId firstOffset lastOffset lastStableOffset.
   checkpoints   recovery-point-offset-checkpoint, log-start-offset-checkpoint,
@@ -486,6 +487,12 @@ def dump_time_index(path: str, name: str, opts, problems: _Problems, emit) -> di
                      f"timestamp is {entries[-1][0]} which is less than the first timestamp {entries[0][0]}.")
         result["sanity_check"] = "passed" if error is None else error
         emit(f"{path} passed sanity check." if error is None else error)
+        return result
+    # The active segment's time index is preallocated with zeros until its first entry: read as
+    # an entry it is a "timestamp mismatch" on every live partition, so it is empty, as .index is.
+    if len(data) > _TIDX.size and not any(data):
+        result["empty"] = True
+        emit(f"{path} is empty.")
         return result
     batches: dict[int, int] = {}
     log_path = _sibling(path, name, ".log")

@@ -121,6 +121,16 @@ def test_empty_preallocated_index(tmp_path):
     assert out.splitlines()[1] == f"{tmp_path}/00000000000000000100.index is empty."
 
 
+def test_preallocated_time_index_of_a_live_partition_is_empty(segment):
+    # a running broker's active segment: .timeindex all zeros until its first entry; dumping the
+    # partition must not report a timestamp mismatch or an offset missing from the log
+    d, *_ = segment
+    (d / "00000000000000000000.timeindex").write_bytes(b"\x00" * 12 * 100)
+    code, out, err = run(d / "00000000000000000000.timeindex")
+    assert code == 0 and out.splitlines()[1] == f"{d}/00000000000000000000.timeindex is empty."
+    assert err == ""
+
+
 def test_checkpoints_and_directory(tmp_path):
     OffsetCheckpointFile(str(tmp_path / "recovery-point-offset-checkpoint")).write({("orders", 0): 42})
     LeaderEpochCheckpointFile(str(tmp_path / "leader-epoch-checkpoint")).write([(0, 0), (2, 17)])
