@@ -370,6 +370,39 @@ async def test_a_commit_marker_waits_for_the_offsets_load(h):
     assert not groups.txn_offsets.has_pending("grp", ("a", 0))
 
 
+async def test_a_restart_finishes_a_prepare_abort_and_the_lso_outlives_a_deleted_first_batch(h):
+    """Probes of this review: (1) PrepareAbort written, no marker yet, coordinator restarted: the
+    load writes the ABORT markers and completes the transaction; (2) records deleted past an open
+    transaction's first batch: the LSO is the log start (Kafka's max(first unstable, log start)),
+    read_committed returns nothing there, and the abort then lists the transaction (its first
+    offset below the log start) for the batches that remain."""
+    from kompakt.broker.txn.coordinator import TransactionCoordinator
+    _, pid, epoch = await init(h)
+    await add(h, pid, epoch, [("a", 0), ("b", 0)])
+    assert await produce(h, pid, epoch, 0) == E_NONE
+    assert await produce(h, pid, epoch, 0, topic="b") == E_NONE
+    coordinator = h.broker.txn
+    coordinator._persist(coordinator.txns["tx"].prepare_end(False, h.clock()))    # as a crash leaves it
+    assert markers(h, "a") == [] and log_of(h, "a").last_stable_offset == 0
+    await coordinator.stop()
+    restarted = h.broker.txn = TransactionCoordinator(h.broker, time_ms=h.clock)
+    restarted.topic.time_ms = h.clock
+    await restarted.start()
+    assert restarted.txns["tx"].state == TxnState.COMPLETE_ABORT
+    assert markers(h, "a") == [(pid, epoch, T.ABORT)] and markers(h, "b") == [(pid, epoch, T.ABORT)]
+    assert log_of(h, "a").last_stable_offset == 2
+    # (2) a second transaction, three batches at offsets 2-4, records deleted up to 4
+    await add(h, pid, epoch, [("a", 0)])
+    for seq in (1, 2, 3):
+        assert await produce(h, pid, epoch, seq) == E_NONE
+    lg = log_of(h, "a")
+    lg.delete_records(4)
+    assert (lg.log_start_offset, lg.last_stable_offset) == (4, 4)
+    assert await fetch_a0(h, 1, offset=4) == ([], 4, [])
+    assert await end(h, pid, epoch, False) == E_NONE
+    assert await fetch_a0(h, 1, offset=4) == ([4], 6, [(pid, 2)])
+
+
 async def test_deleting_offsets_drops_pending_transactional_ones(h):
     # Kafka 4 (OffsetMetadataManager): DeleteGroups / OffsetDelete / a deleted topic tombstone a
     # partition whose offset is only pending in a transaction, and the tombstone ends the pending
