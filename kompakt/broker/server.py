@@ -171,10 +171,14 @@ class Broker:
             # cyclic GC's scans so collections stay short on the request path.
             self._warmer.add_done_callback(lambda _: gc.freeze())
         self.ready = True
-        log.info("Kompakt broker %s ready in %.2fs: listening on %s, advertising %s:%s, cluster id %s, "
+        # every listener's advertised address: an operator checks these against advertised.listeners
+        advertised = ", ".join(f"{h}:{p}" for h, p in self.advertised_by_listener.values()) \
+            if len(self.advertised_by_listener) == 1 else \
+            ", ".join(f"{n} {h}:{p}" for n, (h, p) in self.advertised_by_listener.items())
+        log.info("Kompakt broker %s ready in %.2fs: listening on %s, advertising %s, cluster id %s, "
                  "%d logs in %s", self.node_id, time.monotonic() - t0,
                  ", ".join(f"{n}://{h or '0.0.0.0'}:{p} ({self._protocol_of(n)})" for n, h, p in self.bound),
-                 *self.advertised, self.cluster_id, len(self.log_manager.all_logs()),
+                 advertised, self.cluster_id, len(self.log_manager.all_logs()),
                  ",".join(self.config.log_dirs))
 
     async def _bind(self, loop) -> None:

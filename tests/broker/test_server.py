@@ -43,6 +43,17 @@ async def test_start_stop_writes_the_clean_shutdown_marker(tmp_path):
     await b.stop()                                   # idempotent
 
 
+async def test_the_start_line_names_every_listeners_advertised_address(tmp_path, caplog):
+    caplog.set_level("INFO", logger="kompakt.broker.server")
+    b = Broker(config(tmp_path, listeners="PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+                      **{"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,OTHER:PLAINTEXT",
+                         "advertised.listeners": "PLAINTEXT://a.example:9092,OTHER://b.example:9093"}))
+    await b.start()
+    await b.stop()
+    (line,) = [r.getMessage() for r in caplog.records if " ready in " in r.getMessage()]
+    assert "advertising PLAINTEXT a.example:9092, OTHER b.example:9093, cluster id" in line
+
+
 def test_the_brokers_own_state_files_are_not_foreign_to_the_log_dir_scan(tmp_path, caplog):
     # no "foreign file" warning at every start for files the broker itself keeps in the log dir
     # (ACLs, SCRAM credentials, the producer id block, ...), and still one for a file nobody owns
