@@ -104,6 +104,19 @@ def test_serve_reports_a_port_in_use(tmp_path):
         assert serve_cmd.run(args) == 1
 
 
+def test_serve_with_a_log_dir_that_is_a_file(tmp_path, capsys):
+    not_a_dir = tmp_path / "data"
+    not_a_dir.write_text("")
+    parser = ArgumentParser()
+    serve_cmd.add_arguments(parser)
+    args = parser.parse_args(["--override", f"log.dirs={not_a_dir}", "--override", "metrics.port=0",
+                              "--override", "listeners=PLAINTEXT://127.0.0.1:0"])
+    assert serve_cmd.run(args) == 1
+    err = capsys.readouterr().err
+    assert f"log dir {not_a_dir} is unusable" in err and "None of the specified log dirs" in err
+    assert "kompakt-broker-configs.json" not in err          # not an error about a file inside it
+
+
 def test_kompakt_serve_with_properties_file_env_and_sigterm(tmp_path):
     """The real command: a server.properties file, a KOMPAKT_* variable over it, an --override over
     both; SIGTERM exits 0 after a clean shutdown."""

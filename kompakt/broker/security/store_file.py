@@ -40,8 +40,8 @@ def read_json(path: str):
     try:
         with open(path, "rb") as fh:
             raw = fh.read()
-    except FileNotFoundError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):   # no file, or its log dir is not a dir (the
+        return None                                    # log dir check then says so, by name)
     try:
         doc = json.loads(raw)
         body = doc["body"]
