@@ -406,17 +406,26 @@ class BrokerConfig:
         """Defaults <- properties file (or, without one, EMBEDDED_PROPERTIES) <- KOMPAKT_*
         environment <- key=value overrides."""
         layered: dict[str, Any] = {}
-        layered.update(read_properties(path) if path else EMBEDDED_PROPERTIES)
+        source: dict[str, str] = {}      # where each key was set, for the message of a bad value
+        for key, value in (read_properties(path) if path else EMBEDDED_PROPERTIES).items():
+            layered[key], source[key] = value, (path or "the embedded defaults")
         env = os.environ if environ is None else environ
         for name, value in env.items():
             if name.startswith(cls.ENV_PREFIX) and name not in CLI_ENV_VARS:
-                layered[name[len(cls.ENV_PREFIX):].lower().replace("_", ".")] = value
+                key = name[len(cls.ENV_PREFIX):].lower().replace("_", ".")
+                layered[key], source[key] = value, f"${name}"
         for item in overrides:
             if "=" not in item:
                 raise ConfigError(f"Override {item!r} is not of the form key=value")
             key, value = item.split("=", 1)
-            layered[key.strip()] = value.strip()
-        return cls(layered)
+            layered[key.strip()], source[key.strip()] = value.strip(), "--override"
+        config = cls()
+        for key, raw in layered.items():
+            try:
+                config.set(key, raw)
+            except ConfigError as exc:   # a stale KOMPAKT_* variable is easy to forget: name the layer
+                raise ConfigError(f"{exc} (set by {source[key]})") from None
+        return config
 
     def set(self, key: str, raw: Any) -> None:
         if key.startswith("listener.name."):

@@ -57,3 +57,14 @@ def test_a_binary_or_latin1_properties_file(tmp_path):
     latin1 = tmp_path / "server.properties"
     latin1.write_bytes("# r\u00e9glages\r\nnum.partitions=3\r\n".encode("latin-1"))
     assert BrokerConfig.load(str(latin1), environ={})["num.partitions"] == 3
+
+
+def test_a_bad_value_names_the_layer_that_set_it(tmp_path):
+    path = tmp_path / "server.properties"
+    path.write_text("num.partitions=three\n")
+    with pytest.raises(ConfigError, match=f"num.partitions.* \\(set by {path}\\)$"):
+        BrokerConfig.load(str(path), environ={})
+    with pytest.raises(ConfigError, match="metrics.port.* \\(set by \\$KOMPAKT_METRICS_PORT\\)$"):
+        BrokerConfig.load(environ={"KOMPAKT_METRICS_PORT": "abc"})
+    with pytest.raises(ConfigError, match="metrics.port.* \\(set by --override\\)$"):
+        BrokerConfig.load(overrides=["metrics.port=abc"], environ={"KOMPAKT_METRICS_PORT": "1"})
