@@ -50,7 +50,7 @@ import traceback
 
 from kompakt.broker.dispatch import CloseConnection, ProtocolViolation
 from kompakt.broker.fetch_wait import Parked
-from kompakt.broker.security.session import Session
+from kompakt.broker.security.session import Session, java_host_address
 from kompakt.protocol.framing import FrameReader, InvalidFrameError
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer)
         client_host = peer[0] if isinstance(peer, tuple) and peer else ""
-        self.session.client_host = client_host
+        self.session.client_host = java_host_address(client_host)     # as Kafka's ACL hosts name it
         if self.limits is not None:
             if self.limits.admit(client_host) is not None:   # max.connections(.per.ip): logged there
                 self._closing = True
@@ -119,7 +119,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.broker.metrics is not None:
             self.broker.metrics.connection_opened()
         if self.security is not None and (self.security.sasl is not None or self.security.ssl_context is not None):
-            session = self.security.open_session(transport, client_host, self.peer, self.close_when_idle)
+            session = self.security.open_session(transport, self.session.client_host, self.peer,
+                                                 self.close_when_idle)
             if session is None:
                 self.abort()
             else:

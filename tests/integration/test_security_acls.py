@@ -18,7 +18,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from conftest import BrokerProcess, free_port
 from kompakt.protocol.records import build_batch
 from security_support import PLAIN_JAAS, TIMEOUT_S, Pki, mtls_config
-from wire_support import Wire, req, sub
+from wire_support import Wire, field, req, sub
 
 ALLOW, DENY = AclPermissionType.ALLOW, AclPermissionType.DENY
 LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
@@ -198,6 +198,51 @@ def test_transactional_id_is_checked_only_for_transactional_records(acl_broker):
         assert txn.responses[0].partition_responses[0].error_code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     finally:
         w.close()
+
+
+def _free_port_v6() -> int:
+    import socket
+    with socket.socket(socket.AF_INET6) as s:
+        s.bind(("::1", 0))
+        return s.getsockname()[1]
+
+
+def test_acl_hosts_match_ipv6_clients_as_kafka_writes_them(tmp_path):
+    """StandardAuthorizer matches an ACL's host against the client's InetAddress.getHostAddress():
+    for IPv6 the full form without zero compression (`0:0:0:0:0:0:0:1`, not `::1`). A DENY for
+    alice from ::1 written that way refuses her produce over an IPv6 listener (the DENY was
+    skipped before: `::1` != `0:0:0:0:0:0:0:1`, and her ALLOW from any host let her in)."""
+    v6_port = _free_port_v6()
+    proc = BrokerProcess(tmp_path / "broker", {
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,V6:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN_JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin", "num.partitions": "1",
+    })
+    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},V6://[::1]:{v6_port}"
+    proc.start()
+    try:
+        admin = Wire(v6_port, host="::1")
+        admin.plain_login("admin", "admin-pw")
+        CT = sub(19, "CreatableTopic")
+        created = admin.call(req(19, topics=[CT(name="v6", num_partitions=1, replication_factor=1, assignments=[],
+                                                 configs=[])], timeout_ms=10000, validate_only=False), 7)
+        assert created.topics[0].error_code == 0
+        C = field(30, "creations")
+        acl = dict(resource_type=2, resource_name="v6", resource_pattern_type=3, principal="User:alice", operation=4)
+        allow = C(host="*", permission_type=3, **acl)                              # ALLOW WRITE from anywhere
+        deny = C(host="0:0:0:0:0:0:0:1", permission_type=2, **acl)                 # DENY WRITE from ::1
+        assert [r.error_code for r in admin.call(req(30, creations=[allow, deny]), 3).results] == [0, 0]
+        admin.close()
+        T = sub(0, "TopicProduceData")
+        alice = Wire(v6_port, host="::1")
+        alice.plain_login("alice", "alice-pw")
+        r = alice.call(req(0, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+            T(name="v6", partition_data=[T.PartitionProduceData(index=0, records=build_batch([(None, b"x")]))])]), 9)
+        alice.close()
+        assert r.responses[0].partition_responses[0].error_code == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        proc.stop()
 
 
 def test_non_super_user_cannot_manage_acls(acl_broker):
