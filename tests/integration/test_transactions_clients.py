@@ -218,3 +218,7 @@ def test_admin_api_and_cli_show_transactions_and_lso(broker):
     [part] = get(f"/v1/partitions?topic={names['a']}")["partitions"][1:]
     assert part["last_stable_offset"] == part["log_end_offset"] == 2 and part["ongoing_transactions"] == []
     assert get("/v1/transactions?state=CompleteCommit")["counters"]["committed_total"] >= 1
+    # a misspelt state is a 400 naming the states, not an empty list
+    bad = subprocess.run([sys.executable, "-m", "kompakt", "admin", "--url", broker.metrics_url,
+                          "transactions", "--state", "Comitted"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and "error 400: unknown transaction state 'Comitted'; one of Empty, Ongoing" in bad.stderr

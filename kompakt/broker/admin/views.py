@@ -17,6 +17,7 @@ import os
 from typing import Any, Mapping
 
 from kompakt.broker.metrics import log_size
+from kompakt.broker.txn.state import TxnState
 
 log = logging.getLogger(__name__)
 
@@ -251,6 +252,10 @@ def transactions_view(broker: Any, state: str | None = None) -> dict[str, Any]:
     txn = getattr(broker, "txn", None)
     if txn is None or not getattr(txn, "active", False):
         raise ApiError(503, "not_ready", "the transaction coordinator has not loaded yet; retry when /ready answers 200")
+    names = [s.kafka_name for s in TxnState]
+    if state is not None and state.lower() not in {n.lower() for n in names}:
+        # a misspelt filter must not read as "no transactions"
+        raise ApiError(400, "bad_state", f"unknown transaction state {state!r}; one of {', '.join(names)}")
     out = []
     for tid, meta in sorted(dict(txn.txns).items()):
         name = meta.state.kafka_name
