@@ -433,6 +433,12 @@ def java_string_hash(s: str) -> int:
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
+def java_string_length(s: str) -> int:
+    """Java's String.length(): UTF-16 code units (an astral character counts 2), what Kafka
+    compares offset.metadata.max.bytes with, despite the name."""
+    return len(s) + sum(1 for ch in s if ord(ch) > 0xFFFF)
+
+
 def partition_for(group_id: str, num_partitions: int) -> int:
     """The __consumer_offsets partition of a group: Utils.abs(groupId.hashCode()) % partitions
     (Utils.abs maps Integer.MIN_VALUE to 0, unlike Math.abs)."""

@@ -403,6 +403,39 @@ async def test_a_restart_finishes_a_prepare_abort_and_the_lso_outlives_a_deleted
     assert await fetch_a0(h, 1, offset=4) == ([4], 6, [(pid, 2)])
 
 
+async def test_commit_metadata_is_measured_in_utf16_units_as_java(h):
+    """offset.metadata.max.bytes (4096) bounds Java's String.length() of the metadata (UTF-16 code
+    units: Kafka's OffsetMetadataManager.isMetadataInvalid), not its UTF-8 bytes: 2000 euro signs
+    (6000 bytes) are accepted by OffsetCommit and TxnOffsetCommit; 2049 emoji (4098 units) and 4097
+    ASCII letters are OFFSET_METADATA_TOO_LARGE."""
+    from kafka.protocol.consumer.group import OffsetCommitRequest
+    E_TOO_LARGE = 12
+    _, pid, epoch = await init(h)
+    assert (await h.call(AddOffsetsToTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch,
+                                                group_id="grp"), 3)).error_code == E_NONE
+
+    async def txn_commit(metadata):
+        Topic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+        r = await h.call(TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="grp", producer_id=pid, producer_epoch=epoch, generation_id=-1,
+            member_id="", group_instance_id=None, topics=[Topic(name="a", partitions=[
+                Topic.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=3, committed_leader_epoch=-1,
+                                                      committed_metadata=metadata)])]), 3)
+        return r.topics[0].partitions[0].error_code
+
+    async def commit(metadata):
+        Topic = OffsetCommitRequest.OffsetCommitRequestTopic
+        r = await h.call(OffsetCommitRequest(
+            group_id="plain", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            retention_time_ms=-1, topics=[Topic(name="a", partitions=[Topic.OffsetCommitRequestPartition(
+                partition_index=0, committed_offset=3, committed_leader_epoch=-1, commit_timestamp=-1,
+                committed_metadata=metadata)])]), 8)
+        return r.topics[0].partitions[0].error_code
+    for metadata, code in (("\u20ac" * 2000, E_NONE), ("\U0001F600" * 2049, E_TOO_LARGE), ("x" * 4097, E_TOO_LARGE),
+                           ("x" * 4096, E_NONE)):
+        assert (await txn_commit(metadata), await commit(metadata)) == (code, code), (len(metadata), code)
+
+
 async def test_deleting_offsets_drops_pending_transactional_ones(h):
     # Kafka 4 (OffsetMetadataManager): DeleteGroups / OffsetDelete / a deleted topic tombstone a
     # partition whose offset is only pending in a transaction, and the tombstone ends the pending

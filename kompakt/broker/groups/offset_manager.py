@@ -57,7 +57,7 @@ class OffsetManager:
             if topic not in topics:   # Kafka checks the topic only, not the partition
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            if len(metadata.encode("utf-8")) > max_metadata:
+            if gr.java_string_length(metadata) > max_metadata:
                 codes[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             commit_at = commit_ts if commit_ts is not None and commit_ts >= 0 else now

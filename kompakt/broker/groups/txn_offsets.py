@@ -112,7 +112,7 @@ class TxnOffsets:
         accepted: dict[tuple[str, int], OffsetAndMetadata] = {}
         for topic, partition, offset, epoch, metadata in partitions:
             metadata = metadata or ""
-            if len(metadata.encode("utf-8")) > max_metadata:
+            if gr.java_string_length(metadata) > max_metadata:
                 codes[(topic, partition)] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             accepted.pop((topic, partition), None)

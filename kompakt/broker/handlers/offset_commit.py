@@ -12,7 +12,8 @@ A KIP-848 (consumer-protocol) group checks the member instead (ConsumerGroup.val
 epoch -1 only while it has no members, else the member must exist (UNKNOWN_MEMBER_ID), commit
 with v9+ (UNSUPPORTED_VERSION) and send its current member epoch (STALE_MEMBER_EPOCH).
 Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, OFFSET_METADATA_TOO_LARGE when
-the metadata exceeds offset.metadata.max.bytes. A commit also counts as a heartbeat.
+the metadata is longer than offset.metadata.max.bytes in Java's String.length() (UTF-16 code
+units, as Kafka counts it; not bytes). A commit also counts as a heartbeat.
 Kept and returned by OffsetFetch: offset, leader epoch, metadata, commit time, expire time.
 
 Version notes: v1 per-partition commit_timestamp; v2-4 retention_time_ms (-1 = broker default;
