@@ -378,8 +378,9 @@ def _put_nullable_string(out: bytearray, s: str | None, compact: bool) -> None:
 
 def encode_produce_response(correlation_id: int, version: int, topics, throttle_time_ms: int = 0) -> bytes:
     """ProduceResponse v0-v13, framed. `topics`: [(name, topic_id, [(index, error_code, base_offset,
-    log_append_time_ms, log_start_offset, error_message)])]. Record errors are always empty and the
-    v10+ tagged fields (current leader, node endpoints) are never sent: we are always the leader."""
+    log_append_time_ms, log_start_offset, error_message[, record_errors])])], record_errors
+    [(batch_index, message)] (v8+). The v10+ tagged fields (current leader, node endpoints) are
+    never sent: we are always the leader."""
     flex = version >= 9
     out = bytearray(FRAME_AND_CORRELATION.pack(0, correlation_id))
     if flex:
@@ -391,14 +392,20 @@ def encode_produce_response(correlation_id: int, version: int, topics, throttle_
         else:
             _put_string(out, name, flex)
         _put_array_len(out, len(partitions), flex)
-        for index, error_code, base_offset, append_time, log_start, message in partitions:
+        for index, error_code, base_offset, append_time, log_start, message, *rest in partitions:
             out += _PRODUCE_PART.pack(index, error_code, base_offset)
             if version >= 2:
                 out += INT64.pack(append_time)
             if version >= 5:
                 out += INT64.pack(log_start)
             if version >= 8:
-                _put_array_len(out, 0, flex)            # record_errors: none
+                record_errors = rest[0] if rest else ()
+                _put_array_len(out, len(record_errors), flex)
+                for batch_index, reason in record_errors:
+                    out += INT32.pack(batch_index)
+                    _put_nullable_string(out, reason, flex)
+                    if flex:
+                        out.append(0)                   # the RecordError's tagged fields
                 _put_nullable_string(out, message, flex)
             if flex:
                 out.append(0)

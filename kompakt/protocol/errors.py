@@ -148,6 +148,8 @@ class KafkaError(Exception):
     """An error with a Kafka error code; `str(exc)` is the message for the wire's error_message."""
 
     code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+    # Produce v8+ record_errors: [(index of the record in its batch, message)] (Kafka's RecordError)
+    record_errors: list = []
 
     def __init__(self, message: str | None = None):
         super().__init__(message or self.code.name)

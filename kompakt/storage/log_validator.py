@@ -80,11 +80,6 @@ def _level(config, codec: int) -> int | None:
     return None
 
 
-def _check_timestamp(ts: int, now: int, before: int, after: int, offset: int) -> None:
-    if ts == R.NO_TIMESTAMP:
-        return
-    if now - ts > before or ts - now > after:
-        raise record_check.timestamp_error(ts, offset, now, before, after)
 
 
 def _writable_view(records) -> bool:
@@ -104,13 +99,17 @@ def _check_records(records, hdr, config, check_ts: bool, now_ms: int, before: in
         except R.CorruptRecordError as exc:
             raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {exc}") from None
     lat = hdr.timestamp_type == R.TIMESTAMP_LOG_APPEND_TIME
-    c = record_check.check(data, pos, hdr.records_count, require_key=config.compact and not hdr.is_control,
-                           check_timestamps=check_ts, log_append_time=lat, base_ts=hdr.base_timestamp,
-                           fixed_ts=hdr.max_timestamp, now=now_ms, before=before, after=after)
+    rules = dict(require_key=config.compact and not hdr.is_control, check_timestamps=check_ts,
+                 log_append_time=lat, base_ts=hdr.base_timestamp, fixed_ts=hdr.max_timestamp, now=now_ms,
+                 before=before, after=after)
+    c = record_check.check(data, pos, hdr.records_count, **rules)
     if c.status != record_check.OK:
+        errors = None
+        if c.status != record_check.CORRUPT:   # Kafka lists every rejected record, not the first
+            errors = record_check.all_record_errors(data, pos, hdr.records_count, **rules)
         raise record_check.error_for(c, tp=tp, count=hdr.records_count, base_ts=hdr.base_timestamp,
                                      fixed_ts=hdr.max_timestamp, log_append_time=lat, first_offset=first,
-                                     now=now_ms, before=before, after=after)
+                                     now=now_ms, before=before, after=after, errors=errors)
     return c.nonsequential
 
 
@@ -193,8 +192,10 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
                 recs = R.decode_records(records, 0, hdr)
             except (R.CorruptRecordError, ValueError, EOFError) as exc:
                 raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {exc}") from None
-    elif check_ts:
-        _check_timestamp(hdr.max_timestamp, now_ms, LONG_MAX, after, first + hdr.last_offset_delta)
+    elif check_ts and hdr.max_timestamp != R.NO_TIMESTAMP and hdr.max_timestamp - now_ms > after:
+        # only message.timestamp.after.max.ms can fail: the batch's max timestamp says whether any
+        # record does; if so, walk the records to list each one, as Kafka does
+        _check_records(records, hdr, config, check_ts, now_ms, before, after, first, tp)
 
     if recompress:
         buf = bytearray(R.build_batch(

@@ -5,7 +5,8 @@ read (compacted topics need a key on every record; CreateTime topics with a fini
 message.timestamp.before.max.ms check every timestamp). `check(data, pos, count, ...)` walks the
 records in data[pos:] without copying them and answers a `Check` (status, index, detail,
 nonsequential); `error_for(...)` turns a failed check into the KafkaError the produce response
-carries. Both implementations give the same `Check` for every input (tests/storage/
+carries: as Kafka's LogValidator, every rejected record is listed (`record_errors`, found by
+`all_record_errors`, the pure-Python walk, on the error path only) under Kafka's summary message. Both implementations give the same `Check` for every input (tests/storage/
 test_record_check.py compares them over every codec, random and corrupt batches); `_LIB` selects
 (None: Python), tests set it.
 
@@ -73,21 +74,54 @@ def _pointer(data):
 
 
 def error_for(c: Check, *, tp: str, count: int, base_ts: int, fixed_ts: int, log_append_time: bool,
-              first_offset: int, now: int, before: int, after: int):
-    """The KafkaError a failed Check raises (the same words as before the checks were compiled)."""
+              first_offset: int, now: int, before: int, after: int, errors: list | None = None):
+    """The KafkaError a failed Check raises. A corrupt batch: CORRUPT_MESSAGE. Record errors
+    (`errors`: every (index, status, timestamp delta) of the batch, all_record_errors; default:
+    the Check's one) raise Kafka's RecordValidationException: INVALID_TIMESTAMP when one is a
+    timestamp, else INVALID_RECORD, with `record_errors` [(index in the batch, message)]."""
     if c.status == CORRUPT:
         where = (f"{count} records are followed by more bytes" if c.detail == TRAILING
                  else f"record {c.index} of {count}: {REASONS.get(c.detail, 'malformed')}")
         return CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {where}")
-    if c.status == KEYLESS:
-        return InvalidRecordError(f"Compacted topic cannot accept message without key in topic partition {tp}")
-    ts = fixed_ts if log_append_time else base_ts + c.detail
-    return timestamp_error(ts, first_offset + c.index, now, before, after)
+    found = errors or [(c.index, c.status, c.detail)]
+    listed = []
+    for index, status, td in found:
+        if status == KEYLESS:
+            listed.append((index, f"Compacted topic cannot accept message without key in topic partition {tp}"))
+        else:
+            ts = fixed_ts if log_append_time else base_ts + td
+            listed.append((index, timestamp_message(ts, first_offset + index, now, before, after)))
+    return rejected(listed, any(status == TIMESTAMP for _, status, _ in found))
 
 
-def timestamp_error(ts: int, offset: int, now: int, before: int, after: int) -> InvalidTimestampError:
-    return InvalidTimestampError(f"Timestamp {ts} of message with offset {offset} is out of range. The "
-                                 f"timestamp should be within [{now - before}, {now + after}]")
+def rejected(listed: list, timestamps: bool):
+    """Kafka's LogValidator.processRecordErrors: the error for a batch whose records `listed`
+    [(index in the batch, message)] were rejected, carrying them as `record_errors`."""
+    if timestamps:
+        exc = InvalidTimestampError("One or more records have been rejected due to invalid timestamp")
+    else:
+        shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in listed[:3])
+        exc = InvalidRecordError(f"One or more records have been rejected due to {len(listed)} record errors "
+                                 f"in total, and only showing the first three errors at most: [{shown}]")
+    exc.record_errors = listed
+    return exc
+
+
+def timestamp_message(ts: int, offset: int, now: int, before: int, after: int) -> str:
+    return (f"Timestamp {ts} of message with offset {offset} is out of range. The "
+            f"timestamp should be within [{now - before}, {now + after}]")
+
+
+def all_record_errors(data, pos: int, count: int, *, require_key: bool, check_timestamps: bool,
+                      log_append_time: bool = False, base_ts: int = 0, fixed_ts: int = -1, now: int = 0,
+                      before: int = 0, after: int = 0) -> list:
+    """Every record error of the batch, [(index, KEYLESS or TIMESTAMP, timestamp delta)] (Kafka lists
+    them all); the pure-Python walk, for the error path of a batch `check` refused."""
+    flags = ((F_REQUIRE_KEY if require_key else 0) | (F_CHECK_TIMESTAMPS if check_timestamps else 0)
+             | (F_LOG_APPEND_TIME if log_append_time else 0))
+    found: list = []
+    _py_check(data, pos, count, flags, base_ts, fixed_ts, now, before, after, found)
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,7 +154,7 @@ def _skip(q: int, rec_end: int, n: int) -> int:
     return q + n
 
 
-def _py_check(d, p, count, flags, base_ts, fixed_ts, now, before, after) -> Check:
+def _py_check(d, p, count, flags, base_ts, fixed_ts, now, before, after, collect=None) -> Check:
     end = len(d)
     first_err = OK
     err_index = err_td = 0
@@ -157,13 +191,19 @@ def _py_check(d, p, count, flags, base_ts, fixed_ts, now, before, after) -> Chec
                 raise _Corrupt(SIZE_MISMATCH)
             if od != i:
                 nonseq = True
-            if first_err == OK:
+            if first_err == OK or collect is not None:
+                err = OK
                 if flags & F_REQUIRE_KEY and kl < 0:
-                    first_err, err_index = KEYLESS, i
+                    err = KEYLESS
                 elif flags & F_CHECK_TIMESTAMPS:
                     ts = fixed_ts if flags & F_LOG_APPEND_TIME else base_ts + td
                     if ts != -1 and (now - ts > before or ts - now > after):
-                        first_err, err_index, err_td = TIMESTAMP, i, td
+                        err = TIMESTAMP
+                if err != OK:
+                    if first_err == OK:
+                        first_err, err_index, err_td = err, i, td
+                    if collect is not None:
+                        collect.append((i, err, td))
             p = rec_end
             i += 1
         if p != end:

@@ -242,3 +242,23 @@ def test_undecompressable_payload_is_corrupt(impl):
     with pytest.raises(KafkaError, match="cannot decompress") as exc:
         validate_and_assign(bytes(data), next_offset=0, config=cfg(cleanup_policy="compact"), now_ms=NOW)
     assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("codec", [0, 4], ids=["none", "zstd"])
+def test_every_rejected_record_is_listed(impl, codec):
+    """Kafka's LogValidator lists each rejected record (index in the batch, reason), not the first."""
+    compact = cfg(cleanup_policy="compact")
+    keyless = R.build_batch([(None, b"1", None, NOW), (b"b", b"2", None, NOW), (None, b"3", None, NOW)],
+                            compression=codec)
+    with pytest.raises(KafkaError) as exc:
+        validate_and_assign(keyless, next_offset=9, config=compact, now_ms=NOW, topic_partition="c-0")
+    assert exc.value.code == 87
+    reason = "Compacted topic cannot accept message without key in topic partition c-0"
+    assert exc.value.record_errors == [(0, reason), (2, reason)]
+    assert str(exc.value).startswith("One or more records have been rejected due to 2 record errors in total")
+    late = R.build_batch([(b"a", b"1", None, NOW + 10**9), (b"b", b"2", None, NOW)], compression=codec)
+    with pytest.raises(KafkaError) as exc:
+        validate_and_assign(late, next_offset=0, config=cfg(message_timestamp_after_max_ms=1000), now_ms=NOW)
+    assert exc.value.code == 32    # INVALID_TIMESTAMP
+    assert [i for i, _ in exc.value.record_errors] == [0]
+    assert exc.value.record_errors[0][1].startswith(f"Timestamp {NOW + 10**9} of message with offset 0 ")

@@ -38,7 +38,8 @@ partition, KAFKA_STORAGE_ERROR when its log dir is offline, INVALID_TOPIC_EXCEPT
 group coordinator only), else the code of the KafkaError storage raised (CORRUPT_MESSAGE, INVALID_RECORD,
 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP, UNSUPPORTED_FOR_MESSAGE_FORMAT,
 OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, ...), with its message in error_message
-(v8+).
+(v8+); records the validator rejects (no key on a compacted topic, a timestamp out of range) are
+each listed in record_errors (v8+: index in the batch, reason) under Kafka's summary message.
 
 Quota (producer_byte_rate, broker/quotas; one attribute test when no such quota is set): the
 request's size is recorded after the appends; a client over its quota gets throttle_time_ms in
@@ -84,9 +85,10 @@ def decode(header, frame):
     return codec.decode_produce(header, frame)
 
 
-def _failed(index: int, code: int, message: str | None = None):
-    """A partition answer: (index, error_code, base_offset, log_append_time, log_start_offset, message)."""
-    return (index, int(code), -1, -1, -1, message)
+def _failed(index: int, code: int, message: str | None = None, record_errors=()):
+    """A partition answer: (index, error_code, base_offset, log_append_time, log_start_offset,
+    message, record_errors [(index in the batch, message)])."""
+    return (index, int(code), -1, -1, -1, message, record_errors)
 
 
 def _fail_all(request, code: int):
@@ -136,7 +138,7 @@ def _appended(lm, log_obj, records, topic: str, metrics, info):
     lm.notify_append(tp)
     if metrics is not None:
         metrics.record_produce(topic, len(records), info.records_count)
-    return (tp.partition, 0, info.first_offset, info.log_append_time, log_obj.log_start_offset, None)
+    return (tp.partition, 0, info.first_offset, info.log_append_time, log_obj.log_start_offset, None, ())
 
 
 def _append_failed(ctx, metrics, name: str, index: int, exc: Exception):
@@ -145,7 +147,7 @@ def _append_failed(ctx, metrics, name: str, index: int, exc: Exception):
         if metrics is not None:
             metrics.record_error("Produce", exc.code)
         log.debug("produce to %s-%d from %s failed: %s", name, index, ctx.client_id, exc)
-        return _failed(index, exc.code, exc.message)
+        return _failed(index, exc.code, exc.message, exc.record_errors)
     log.error("produce to %s-%d failed on disk: %s", name, index, exc)
     return _failed(index, ErrorCode.KAFKA_STORAGE_ERROR, str(exc))
 
@@ -169,7 +171,7 @@ async def handle(ctx, request):
         throttle_ms = _record_quota(ctx, quota)
     if acks == 0:
         for name, topic_id, partitions in responses:
-            for index, code, _, _, _, message in partitions:
+            for index, code, _, _, _, message, _ in partitions:
                 if code:
                     raise CloseConnection(
                         f"acks=0 produce to {name or topic_id}-{index} failed with "
