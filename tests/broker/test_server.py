@@ -29,6 +29,9 @@ def test_parse_listener():
     for bad in ("127.0.0.1:9092", "PLAINTEXT://host", "PLAINTEXT://host:port"):
         with pytest.raises(ConfigError, match="NAME://host:port"):
             parse_listener(bad)
+    with pytest.raises(ConfigError, match="port 70000 is out of range"):   # not bound as 70000 % 65536
+        parse_listener("PLAINTEXT://127.0.0.1:70000")
+    assert parse_listener("PLAINTEXT://127.0.0.1:65535")[2] == 65535
 
 
 async def test_start_stop_writes_the_clean_shutdown_marker(tmp_path):

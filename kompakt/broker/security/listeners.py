@@ -34,6 +34,8 @@ def parse_listener(spec: str) -> tuple[str, str, int]:
     host, sep, port = rest.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"Invalid listener {spec!r}: expected NAME://host:port")
+    if int(port) > 65535:   # the socket layer would take it modulo 65536 (70000 -> 4464)
+        raise ConfigError(f"Invalid listener {spec!r}: port {port} is out of range (0-65535)")
     host = host.strip("[]")
     return name.strip().upper(), host, int(port)
 
