@@ -367,9 +367,14 @@ def read_properties(path: str) -> dict[str, str]:
     return props
 
 
-# KOMPAKT_* variables read by the command line, not broker configuration keys.
+# KOMPAKT_* variables read by the command line or the project's scripts, not broker configuration
+# keys: `eval "$(scripts/container-base.sh)"` (docs/operations.md) leaves KOMPAKT_BASE_IMAGE in the
+# shell, and a broker started there must not warn about an unknown key "base.image".
 CLI_ENV_VARS = frozenset({"KOMPAKT_CONFIG", "KOMPAKT_LOG_FORMAT", "KOMPAKT_LOG_LEVEL", "KOMPAKT_ADMIN_URL",
-                          "KOMPAKT_ADMIN_TOKEN", "KOMPAKT_ADMIN_CACERT"})
+                          "KOMPAKT_ADMIN_TOKEN", "KOMPAKT_ADMIN_CACERT",
+                          "KOMPAKT_BASE_IMAGE", "KOMPAKT_CONTAINER_CACHE",      # scripts/container-base.sh
+                          "KOMPAKT_ADMIN_PASSWORD",                             # docker/compose.sasl-ssl.yml
+                          "KOMPAKT_BENCH_DIR"})                                 # bench/bench_storage.py
 
 
 # What `kompakt serve` runs on when no properties file is given: the values Kafka's own shipped

@@ -68,3 +68,11 @@ def test_a_bad_value_names_the_layer_that_set_it(tmp_path):
         BrokerConfig.load(environ={"KOMPAKT_METRICS_PORT": "abc"})
     with pytest.raises(ConfigError, match="metrics.port.* \\(set by --override\\)$"):
         BrokerConfig.load(overrides=["metrics.port=abc"], environ={"KOMPAKT_METRICS_PORT": "1"})
+
+
+def test_the_projects_own_variables_are_not_config_keys(caplog):
+    # `eval "$(scripts/container-base.sh)"` exports KOMPAKT_BASE_IMAGE into the operator's shell
+    caplog.set_level(logging.INFO, logger="kompakt.config.broker_config")
+    cfg = BrokerConfig.load(environ={"KOMPAKT_BASE_IMAGE": "localhost/kompakt-base:bookworm",
+                                     "KOMPAKT_ADMIN_TOKEN": "t", "KOMPAKT_LOG_CLEANER_THREADS": "2"})
+    assert cfg.ignored == [] and caplog.records == [] and cfg["log.cleaner.threads"] == 2
