@@ -20,7 +20,8 @@ uncleanable, the cleanable range is [first dirty, first uncleanable) where first
 min(last stable offset, active segment base, base of the first segment younger than
 min.compaction.lag.ms); ratio = cleanable bytes / (clean bytes + cleanable bytes); eligible when
 ratio > min.cleanable.dirty.ratio or when max.compaction.lag.ms is exceeded (and something is
-cleanable); the largest ratio wins.
+cleanable); the largest ratio wins. `dirtiest_ratio` (max-dirty-percent) is the largest ratio of
+every non-empty log considered, eligible or not (Kafka's dirtiestLogCleanableRatio).
 
 Invariants: a partition is handed to a worker only after GRAB succeeded under the lock; the
 checkpoint only moves forward through `done_cleaning` (after the swap), and backward only through
@@ -391,11 +392,13 @@ class LogCleanerManager:
                     candidates.append(ltc)
             self.last_selection = selection
             self.max_compaction_delay_ms = max_delay
+            # Kafka's dirtiestLogCleanableRatio (max-dirty-percent): over every non-empty log
+            # considered, before the min.cleanable.dirty.ratio filter
+            self.dirtiest_ratio = max((c.cleanable_ratio for c in selection.values() if c.total_bytes > 0),
+                                      default=0.0)
             best = filthiest(candidates)
             if best is None:
-                self.dirtiest_ratio = 0.0
                 return None
-            self.dirtiest_ratio = best.cleanable_ratio
             self._apply(best.tp, S.GRAB)
             return best
 

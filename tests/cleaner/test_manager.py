@@ -46,7 +46,9 @@ def test_ratio_threshold_and_max_compaction_lag(logs, mgr, clock):
     fill(lg, [b"k"], 2)
     mgr.update_checkpoints(logs.log_dir, partition_to_update=(("t", 0), 1))   # ratio 0.5
     assert mgr.grab_filthiest_compacted_log() is None
-    assert mgr.dirtiest_ratio == 0.0
+    # Kafka's dirtiestLogCleanableRatio (max-dirty-percent): the largest ratio of every non-empty
+    # compacted log, eligible or not, so an operator sees how close the log is to its threshold
+    assert mgr.dirtiest_ratio == 0.5
     logs.manager.alter_topic_config("t", {"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.9",
                                           "max.compaction.lag.ms": str(HOUR)})
     lg = logs.manager.get_log(("t", 0))
@@ -129,3 +131,20 @@ def test_truncation_moves_checkpoint_down(logs, mgr):
     assert mgr.all_cleaner_checkpoints()[("t", 0)] == 1
     # the single-partition lookup a scrape uses answers as the merged dict does
     assert mgr.cleaner_checkpoint(("t", 0)) == 1 and mgr.cleaner_checkpoint(("t", 9)) is None
+
+
+def test_max_dirty_ratio_counts_logs_below_their_threshold(logs, mgr):
+    """Kafka computes dirtiestLogCleanableRatio before the min.cleanable.dirty.ratio filter: a log
+    at 0.75 below its threshold of 0.9 outranks the eligible one at 0.5 in max-dirty-percent, while
+    the eligible one is still the one cleaned."""
+    high = logs.create("high", min_cleanable_dirty_ratio="0.9")
+    low = logs.create("low", min_cleanable_dirty_ratio="0.1")
+    fill(high, [b"k"], 4)
+    fill(low, [b"k"], 2)
+    mgr.update_checkpoints(logs.log_dir, partition_to_update=(("high", 0), 1))   # 3 of 4 dirty
+    mgr.update_checkpoints(logs.log_dir, partition_to_update=(("low", 0), 1))    # 1 of 2 dirty
+    ltc = mgr.grab_filthiest_compacted_log()
+    assert ltc.tp == ("low", 0) and ltc.cleanable_ratio == 0.5
+    assert mgr.dirtiest_ratio == 0.75
+    assert mgr.grab_filthiest_compacted_log() is None          # "low" is in progress, "high" below 0.9
+    assert mgr.dirtiest_ratio == 0.75
