@@ -24,7 +24,8 @@ Per log dir: `.lock`, `meta.properties`, `.kafka_cleanshutdown` (formats in stor
 partition dirs `<topic>-<n>/` (storage.log.Log) and their `-delete` / `-stray` renames
 (storage.log_dirs); in the first dir only, `kompakt-topics.json` (storage.topic_store).
 
-Crash rules: topic create saves the store before making dirs (startup creates missing partitions);
+Crash rules: topic create saves the store before making dirs (startup creates missing partitions,
+unless a log dir is offline: then they stay offline, see `_unloaded`);
 delete saves the store (topic gone, id remembered as deleted) before renaming dirs `-delete`
 (startup deletes dirs of deleted ids); the partition dir rename to `-delete` is atomic and
 startup finishes the deletion. Retention/truncation of a compacted log run between
@@ -107,6 +108,10 @@ class LogManager:
         self._config_cache: dict | None = None   # see _shared_config
         self._offline_lock = threading.Lock()
         self._logs: dict[TopicPartition, Any] = {}
+        # partitions of the topic store not found on disk at start-up while a log dir was offline:
+        # their log is most likely in that dir, so none is created elsewhere (Kafka's getOrCreateLog
+        # refuses a not-new log while a dir is offline); they answer KAFKA_STORAGE_ERROR
+        self._unloaded: set[TopicPartition] = set()
         self._topics: dict[str, TopicMeta] = {}
         self._deleted_topic_ids: set[uuid.UUID] = set()
         self._store: TopicStore | None = None
@@ -132,8 +137,11 @@ class LogManager:
         return {tp: plog for tp, plog in list(self._logs.items()) if not plog.offline}
 
     def is_offline(self, tp) -> bool:
-        plog = self._logs.get(TopicPartition(*tp))
-        return plog is not None and plog.offline
+        """Whether the partition exists but its log dir is offline (failed since start, or offline
+        at start-up with the partition's log not found in the live dirs)."""
+        tp = TopicPartition(*tp)
+        plog = self._logs.get(tp)
+        return plog.offline if plog is not None else tp in self._unloaded
 
     # ---- log dir failure ---------------------------------------------------------------------------
     def handle_io_error(self, d: str, exc: BaseException, doing: str) -> None:
@@ -194,6 +202,8 @@ class LogManager:
         left to the log writer (Log.ROLL_LATER); elsewhere (no loop in this thread) it rolls here."""
         plog = self.get_log(tp)
         if plog is None:
+            if self.is_offline(tp):
+                raise KafkaStorageErrorError(f"{tp[0]}-{tp[1]} is in an offline log directory")
             raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {tp[0]}-{tp[1]}")
         roll = ROLL_LATER if asyncio._get_running_loop() is not None else ROLL_HERE
         info = plog.append_as_leader(records, roll=roll, **kw)
@@ -474,13 +484,21 @@ class LogManager:
         for topic, meta in sorted(self._topics.items()):
             missing = [TopicPartition(topic, p) for p in range(meta.partitions)
                        if TopicPartition(topic, p) not in self._logs]
+            if missing and self.offline_dirs:
+                self._unloaded.update(missing)
+                log.error("partitions %s are not in the live log dirs and log dirs %s are offline: "
+                          "they are offline (KAFKA_STORAGE_ERROR), not created empty elsewhere, until "
+                          "the broker restarts with those dirs back", ", ".join(f"{t}-{p}" for t, p in missing),
+                          ", ".join(self.offline_dirs))
+                continue
             for tp in missing:
                 self._repaired(f"{topic}-{tp.partition}: in the topic store but not on disk; created empty")
             if missing:
                 self._create_logs(missing, meta)
         live_ids = {m.topic_id for m in self._topics.values()}
         lingering = self._deleted_topic_ids - live_ids
-        if lingering:  # every dir of a deleted id was queued for deletion by _should_load
+        if lingering and not self.offline_dirs:  # every dir of a deleted id was queued for deletion
+            # by _should_load (a dir offline now may still hold some: keep the ids until it returns)
             self._deleted_topic_ids = set()
             changed = True
         if changed:
@@ -661,16 +679,19 @@ class LogManager:
                 self._topics[name] = meta
                 self._deleted_topic_ids.discard(meta.topic_id)
                 raise
-            dirs = set()
+            dirs, unreachable = set(), False
             for p in range(meta.partitions):  # step 2
                 tp = TopicPartition(name, p)
                 plog = self._logs.pop(tp, None)
                 if plog is None:
+                    unreachable |= tp in self._unloaded
+                    self._unloaded.discard(tp)
                     continue
                 dirs.add(os.path.dirname(os.path.abspath(plog.dir)))
                 self._delete_partition_log(tp, plog)
-            self._deleted_topic_ids.discard(meta.topic_id)  # every dir is now `-delete`
-            self._save_store()
+            if not unreachable:   # else a dir offline now holds some: the id stays deleted for its return
+                self._deleted_topic_ids.discard(meta.topic_id)  # every dir is now `-delete`
+                self._save_store()
             for d in dirs:
                 self._write_checkpoints_for_dir(d)
             log.info("deleted topic %s (id %s)", name, uuid_to_str(meta.topic_id))

@@ -631,3 +631,33 @@ def test_log_manager_metrics_are_exported(manager, clock):
     if promtool:
         result = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=30)
         assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+
+
+def test_partitions_of_a_dir_offline_at_start_stay_offline_and_a_deletion_waits_for_its_return(tmp_path, manager):
+    """Kafka's getOrCreateLog refuses a not-new log while a dir is offline: a partition of the
+    topic store missing from the live dirs is offline (KAFKA_STORAGE_ERROR), never created empty
+    in another dir; a topic deleted meanwhile stays deleted when the dir returns."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    m = manager(a, b)
+    m.create_topic("x", 2)
+    m.create_topic("y", 2)
+    where = {tp: os.path.dirname(p.dir) for tp, p in m.all_logs().items()}
+    lost = [tp for tp, d in where.items() if d == str(b)]
+    assert {tp.topic for tp in lost} == {"x", "y"}, where
+    m.shutdown()
+    os.rename(b, tmp_path / "b.away")
+    b.write_text("not a dir")
+    m2 = manager(a, b)
+    for tp in lost:
+        assert m2.get_log(tp) is None and m2.is_offline(tp)
+        assert not (a / f"{tp.topic}-{tp.partition}").exists()
+    with pytest.raises(Exception) as err:
+        m2.append_as_leader(lost[0], R.build_batch([(b"k", b"v")]))
+    assert getattr(err.value, "code", None) == ErrorCode.KAFKA_STORAGE_ERROR
+    m2.delete_topic("y")
+    m2.shutdown()
+    b.unlink()
+    os.rename(tmp_path / "b.away", b)
+    m3 = manager(a, b)
+    assert "y" not in m3.topics and not any(tp.topic == "y" for tp in m3.all_logs())
+    assert m3.get_log(next(tp for tp in lost if tp.topic == "x")) is not None

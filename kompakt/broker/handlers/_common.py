@@ -53,9 +53,9 @@ def log_or_error(log_manager, tp) -> tuple[object | None, ErrorCode]:
     ReplicaManager.getPartitionOrError: Produce, Fetch, ListOffsets, OffsetForLeaderEpoch,
     DeleteRecords, DescribeProducers and WriteTxnMarkers answer it, never values from memory)."""
     plog = log_manager.get_log(tp)
-    if plog is None:
+    if plog is None and not log_manager.is_offline(tp):
         return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-    if plog.offline:
+    if plog is None or plog.offline:
         return None, ErrorCode.KAFKA_STORAGE_ERROR
     return plog, ErrorCode.NONE
 

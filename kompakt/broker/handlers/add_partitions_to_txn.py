@@ -72,7 +72,7 @@ def _one(ctx, tid: str, pid: int, epoch: int, topics, verify_only: bool, client:
     for topic, partition in wanted:
         if client and (is_internal(topic) or not ctx.authorize(Op.WRITE, Res.TOPIC, topic)):
             failed[(topic, partition)] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif lm.get_log(TopicPartition(topic, partition)) is None:
+        elif lm.get_log(TopicPartition(topic, partition)) is None and not lm.is_offline((topic, partition)):
             failed[(topic, partition)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         else:
             ok.append((topic, partition))

@@ -138,7 +138,8 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
         for index, offset, part_max in partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
             if log_obj is None or log_obj.offline:
-                if log_obj is not None:       # its log dir failed: no offsets from memory either
+                if log_obj is not None or (name is not None and lm.is_offline((name, index))):
+                    # its log dir failed (or was offline at start-up): no offsets from memory either
                     code = ErrorCode.KAFKA_STORAGE_ERROR
                 elif version >= 13 and name is None:
                     code = ErrorCode.UNKNOWN_TOPIC_ID

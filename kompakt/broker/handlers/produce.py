@@ -219,11 +219,11 @@ async def _produce(ctx, request, version: int):
             continue
         for index, records in topic.partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
-            if log_obj is None:
+            if log_obj is None and not (name is not None and lm.is_offline((name, index))):
                 parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            if log_obj.offline:
+            if log_obj is None or log_obj.offline:
                 parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR,
                                      f"Partition {name}-{index} is in an offline log directory"))
                 continue

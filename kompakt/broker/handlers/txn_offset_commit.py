@@ -65,7 +65,7 @@ async def handle(ctx, request):
             tp = (t.name, p.partition_index)
             if not allowed:
                 codes[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif lm.get_log(TopicPartition(*tp)) is None:
+            elif lm.get_log(TopicPartition(*tp)) is None and not lm.is_offline(tp):
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 parts.append((t.name, p.partition_index, p.committed_offset,

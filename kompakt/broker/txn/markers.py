@@ -10,12 +10,16 @@ transactional offsets visible (commit) or drop them (abort) (Kafka's onTransacti
 
 Outcomes per partition (Kafka's TransactionMarkerRequestCompletionHandler):
   * written                                  -> done
-  * partition gone (topic deleted)           -> done: nothing left to mark
+  * partition gone (topic deleted)           -> done: nothing left to mark (a partition whose log
+                                                dir is offline is not gone: KAFKA_STORAGE_ERROR)
   * INVALID_PRODUCER_EPOCH /
     TRANSACTION_COORDINATOR_FENCED           -> done: a newer epoch already ended it there
-  * anything else (storage errors,
-    NOT_LEADER_OR_FOLLOWER: a __consumer_offsets
-    partition still loading)                 -> left for a retry; the transaction stays Prepare*
+  * anything else (storage errors, an offline
+    log dir, NOT_LEADER_OR_FOLLOWER: a
+    __consumer_offsets partition still
+    loading)                                 -> left for a retry; the transaction stays Prepare*
+                                                (Kafka queues a partition without a leader and
+                                                retries; only a deleted topic's are skipped)
 
 Crash points (kompakt/storage/faults.py, tests only): `txn_marker_written` after each marker (arm
 `txn_marker_written:2` to die between the second and third).
@@ -43,7 +47,7 @@ def write_markers(broker, meta, commit: bool, now_ms: int) -> set:
     left = set()
     for topic, partition in sorted(meta.partitions):
         tp = TopicPartition(topic, partition)
-        if lm.get_log(tp) is None:
+        if lm.get_log(tp) is None and not lm.is_offline(tp):
             log.info("transaction %s: partition %s-%d is gone; no marker needed", meta.transactional_id,
                      topic, partition)
             continue
@@ -54,8 +58,10 @@ def write_markers(broker, meta, commit: bool, now_ms: int) -> set:
                 log.info("transaction %s: marker for %s-%d not needed (%s)", meta.transactional_id,
                          topic, partition, ErrorCode(exc.code).name)
                 continue
-            # (a __consumer_offsets partition still loading is expected after a start: no warning)
-            log.log(logging.DEBUG if exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER else logging.WARNING,
+            # (a __consumer_offsets partition still loading is expected after a start, and an
+            # offline log dir was reported once when it went: no warning every second)
+            quiet = exc.code == ErrorCode.NOT_LEADER_OR_FOLLOWER or lm.is_offline(tp)
+            log.log(logging.DEBUG if quiet else logging.WARNING,
                     "transaction %s: writing the %s marker to %s-%d failed (%s); will retry",
                     meta.transactional_id, "COMMIT" if commit else "ABORT", topic, partition, exc)
             left.add((topic, partition))
