@@ -54,7 +54,7 @@ class OffsetManager:
         for topic, partition, offset, epoch, metadata, commit_ts in partitions:
             tp = (topic, partition)
             metadata = metadata or ""
-            if topic not in topics:   # Kafka checks the topic only, not the partition
+            if topic not in topics:   # the handler filtered these already; kept for direct callers
                 codes[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             if gr.java_string_length(metadata) > max_metadata:

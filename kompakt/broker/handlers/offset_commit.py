@@ -11,7 +11,10 @@ the records are appended. Who may commit (Kafka's ClassicGroup.validateOffsetCom
 A KIP-848 (consumer-protocol) group checks the member instead (ConsumerGroup.validateOffsetCommit):
 epoch -1 only while it has no members, else the member must exist (UNKNOWN_MEMBER_ID), commit
 with v9+ (UNSUPPORTED_VERSION) and send its current member epoch (STALE_MEMBER_EPOCH).
-Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic, OFFSET_METADATA_TOO_LARGE when
+Per partition: UNKNOWN_TOPIC_OR_PARTITION for an unknown topic or a partition the topic lacks,
+decided here before the coordinator sees the request, as Kafka's KafkaApis does (so the group
+checks never overwrite it, and a request naming only such partitions is answered at once
+without creating a group); OFFSET_METADATA_TOO_LARGE when
 the metadata is longer than offset.metadata.max.bytes in Java's String.length() (UTF-16 code
 units, as Kafka counts it; not bytes). A commit also counts as a heartbeat.
 Kept and returned by OffsetFetch: offset, leader epoch, metadata, commit time, expire time.
@@ -30,7 +33,7 @@ from __future__ import annotations
 
 from kafka.protocol.consumer.group import OffsetCommitResponse
 
-from kompakt.broker.handlers._common import topic_names_by_id
+from kompakt.broker.handlers._common import missing_part, topic_names_by_id
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.broker.security.acl import Op, Res
 
@@ -53,10 +56,14 @@ async def handle(ctx, request):
     denied = set() if ctx.authorizer is None else {n for n in names if n is not None and
                                                     not ctx.authorize(Op.READ, Res.TOPIC, n)}
     parts = []
+    unknown = set()   # (name, partition) of a topic or partition that does not exist
     for t, name in zip(request.topics, names):
         if name is None or name in denied or not group_ok:
             continue
         for p in t.partitions:
+            if missing_part(ctx.log_manager, name, p.partition_index):
+                unknown.add((name, p.partition_index))
+                continue
             parts.append((name, p.partition_index, p.committed_offset,
                           p.committed_leader_epoch if v >= 6 else -1,
                           p.committed_metadata, p.commit_timestamp if v == 1 else -1))
@@ -78,6 +85,8 @@ async def handle(ctx, request):
                                 error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED if not group_ok
                                 else ErrorCode.UNKNOWN_TOPIC_ID if name is None
                                 else ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in denied
+                                else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                                if (name, p.partition_index) in unknown
                                 else code_of((name, p.partition_index)))
                       for p in t.partitions]
         topics.append(Topic(topic_id=t.topic_id, partitions=partitions) if v >= FIRST_TOPIC_ID_VERSION
