@@ -18,13 +18,9 @@ FT = OffsetFetchRequest.OffsetFetchRequestTopic
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     from conftest import BrokerProcess
-    proc = BrokerProcess(tmp_path_factory.mktemp("review8"), GROUP_BROKER)
-    proc.start()
+    proc = BrokerProcess(tmp_path_factory.mktemp("review8"), GROUP_BROKER).start()
     yield proc
-    try:
-        proc.stop()
-    except RuntimeError:
-        proc.kill()
+    proc.kill()
 
 
 @pytest.fixture
