@@ -55,8 +55,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kompakt.protocol import records as R
-from kompakt.protocol.errors import (CorruptMessageError, InvalidRecordError, KafkaStorageErrorError,
-                                     OffsetOutOfRangeError)
+from kompakt.protocol.errors import (CorruptMessageError, InvalidProducerEpochError, InvalidRecordError,
+                                     KafkaStorageErrorError, OffsetOutOfRangeError)
 from kompakt.storage import loader as L
 from kompakt.storage import segment as S
 from kompakt.storage.checkpoint import fsync_dir
@@ -361,13 +361,21 @@ class Log:
         psm.complete_txn(done)
 
     # ---- transactions ------------------------------------------------------------------------------
-    def start_verification(self, producer_id: int):
-        """The guard for a transactional append whose producer has no open transaction here, or
-        None when it has one (KIP-890 part 1; see producer_state.py)."""
+    def start_verification(self, producer_id: int, producer_epoch: int):
+        """The guard for a transactional append whose producer epoch has no open transaction
+        here, or None when it has one (KIP-890 part 1; see producer_state.py). An epoch older than
+        the partition's is refused at once, InvalidProducerEpochError, before the coordinator is
+        asked (Kafka 4's maybeStartTransactionVerification)."""
         with self.lock:
-            if self.producer_state.has_ongoing_transaction(producer_id):
+            psm = self.producer_state
+            entry = psm.producers.get(producer_id)
+            if entry is not None and producer_epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"Epoch of producer {producer_id} is {producer_epoch}, which is smaller than the "
+                    f"last seen epoch {entry.producer_epoch}")
+            if psm.has_ongoing_transaction(producer_id, producer_epoch):
                 return None
-            return self.producer_state.start_verification(producer_id)
+            return psm.start_verification(producer_id)
 
     def aborted_transactions(self, fetch_offset: int, upper_bound_offset: int) -> list:
         """AbortedTxn entries overlapping [fetch_offset, upper_bound_offset): the segment holding

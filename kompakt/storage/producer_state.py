@@ -18,7 +18,7 @@ log then writes the aborted ones to the segment's `.txnindex` with `last_stable_
 calls `complete_txn`. The first offset of the oldest open transaction is the first unstable
 offset, which bounds the partition's last stable offset. A marker of a producer with no open
 transaction (an empty transaction) completes nothing. Verification (KIP-890 part 1): before the
-first transactional batch of a transaction the broker asks the coordinator and holds a fresh
+first transactional batch of a transaction (one open at another epoch does not count) the broker asks the coordinator and holds a fresh
 guard object from `start_verification`; the append must present that very guard, and a marker
 for the producer drops it (a verification that raced with the end of the transaction is stale).
 
@@ -291,7 +291,8 @@ class ProducerStateManager:
                 self._check_epoch(entry, hdr.producer_epoch)
                 if origin == "client":
                     self._check_sequence(entry, hdr.producer_epoch, hdr.base_sequence)
-                if (hdr.is_transactional and entry.current_txn_first_offset < 0
+                open_here = entry.current_txn_first_offset >= 0 and entry.producer_epoch == hdr.producer_epoch
+                if (hdr.is_transactional and not open_here
                         and (verification_guard is None
                              or self.verification.get(pid) is not verification_guard)):
                     raise InvalidTxnStateError("Record was not part of an ongoing transaction")
@@ -385,9 +386,12 @@ class ProducerStateManager:
             log.warning("completed transaction %s was not open in %s", completed, self.dir)
         self._first_undecided = min(self.ongoing) if self.ongoing else None
 
-    def has_ongoing_transaction(self, producer_id: int) -> bool:
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether `producer_epoch` of the producer has a transaction open here (Kafka 4's
+        hasOngoingTransaction(producerId, producerEpoch): one opened by another epoch does not
+        count, so a batch of a newer epoch is verified, never merged into it unasked)."""
         e = self.producers.get(producer_id)
-        return e is not None and e.current_txn_first_offset >= 0
+        return e is not None and e.current_txn_first_offset >= 0 and e.producer_epoch == producer_epoch
 
     def start_verification(self, producer_id: int) -> object:
         """The guard a transactional append must present when its producer has no open

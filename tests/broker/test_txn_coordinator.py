@@ -580,3 +580,21 @@ async def test_write_txn_markers_ends_a_hanging_transaction(h):
     assert await write(epoch, [0, 9]) == [E_NONE, E_UNKNOWN_TP]
     assert markers(h, "a") == [(pid, epoch, T.ABORT)] and log_of(h, "a").last_stable_offset == 2
     assert await write(epoch - 1, [0]) == [E_EPOCH]                     # an older epoch than the log knows
+
+
+async def test_a_batch_of_another_epoch_is_verified_even_with_a_transaction_open(h):
+    """Kafka 4's UnifiedLog.hasOngoingTransaction(producerId, producerEpoch): a transaction open in
+    the partition counts only for the epoch that opened it. A transactional batch of the same
+    producer id at a newer epoch the coordinator never gave out is verified, refused (PRODUCER_FENCED
+    -> INVALID_PRODUCER_EPOCH) and never appended; before, it skipped verification, joined the open
+    transaction and moved the partition's epoch, so the real producer's next batch and its COMMIT
+    marker were refused there and the transaction stayed open forever (LSO stuck)."""
+    _, pid, epoch = await init(h)
+    await add(h, pid, epoch, [("a", 0)])
+    assert await produce(h, pid, epoch, 0) == E_NONE
+    assert await produce(h, pid, epoch + 1, 0) == E_EPOCH
+    assert log_of(h, "a").log_end_offset == 1
+    assert await produce(h, pid, epoch, 1) == E_NONE
+    assert await end(h, pid, epoch, True) == E_NONE
+    assert markers(h, "a") == [(pid, epoch, T.COMMIT)]
+    assert log_of(h, "a").last_stable_offset == log_of(h, "a").log_end_offset == 3

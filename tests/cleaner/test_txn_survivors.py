@@ -69,7 +69,7 @@ def build(tmp_path, seed: int):
         if pid:
             batch = R.build_batch(recs, producer_id=pid, producer_epoch=0, base_sequence=seqs[pid],
                                   is_transactional=True, base_timestamp=NOW)
-            info = lg.append_as_leader(batch, verification_guard=lg.start_verification(pid))
+            info = lg.append_as_leader(batch, verification_guard=lg.start_verification(pid, 0))
             seqs[pid] += n
         else:
             info = lg.append_as_leader(R.build_batch(recs, base_timestamp=NOW))

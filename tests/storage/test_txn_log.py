@@ -27,7 +27,7 @@ def tbatch(pid, epoch, seq, n=1, key=b"k"):
 
 def send(lg, pid, epoch, seq, n=1):
     """A transactional produce as the broker does it: verification guard, then the append."""
-    return lg.append_as_leader(tbatch(pid, epoch, seq, n), verification_guard=lg.start_verification(pid))
+    return lg.append_as_leader(tbatch(pid, epoch, seq, n), verification_guard=lg.start_verification(pid, epoch))
 
 
 def end(lg, pid, epoch, commit, coordinator_epoch=0):
@@ -109,12 +109,13 @@ def test_verification_guard_is_required_and_goes_stale(tmp_path):
     lg = Log.open(str(tmp_path / "t-0"), cfg())
     with pytest.raises(InvalidTxnStateError):
         lg.append_as_leader(tbatch(5, 0, 0))                            # nobody verified it
-    guard = lg.start_verification(5)
+    guard = lg.start_verification(5, 0)
     end(lg, 5, 0, commit=False)                                         # the transaction ended meanwhile
     with pytest.raises(InvalidTxnStateError):
         lg.append_as_leader(tbatch(5, 0, 0), verification_guard=guard)  # stale guard (ABA)
     send(lg, 5, 0, 0)
-    assert lg.start_verification(5) is None                             # open: no guard needed
+    assert lg.start_verification(5, 0) is None                             # open: no guard needed
+    assert lg.start_verification(5, 1) is not None                         # open at epoch 0 only (Kafka 4)
     lg.append_as_leader(tbatch(5, 0, 1))
     assert lg.log_end_offset == 3
     lg.close()

@@ -154,7 +154,10 @@ class TxnOffsets:
         lg = gc.broker.log_manager.get_log(tp)
         if lg is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        guard = lg.start_verification(pid)
+        try:
+            guard = lg.start_verification(pid, epoch)
+        except KafkaError as exc:               # an epoch older than the partition's
+            return ErrorCode(exc.code)
         if guard is not None and gc.config["transaction.partition.verification.enable"]:
             code = gc.broker.txn.verify(tid, pid, epoch, [tuple(tp)])[tuple(tp)]
             if code == ErrorCode.TRANSACTION_ABORTABLE and api_version < 4:

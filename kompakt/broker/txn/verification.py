@@ -1,7 +1,8 @@
 """KIP-890 part 1 for Produce: a transactional batch reaches a partition only if it is in the transaction.
 
 Role: Kafka's ReplicaManager.handleProduceAppend + AddPartitionsToTxnManager on one node. Before a
-producer's first transactional write to a partition (no transaction of its open there), the
+producer's first transactional write to a partition (no transaction of its epoch open there; an
+epoch older than the partition's is INVALID_PRODUCER_EPOCH at once, Kafka 4), the
 partition's log hands out a verification guard and the transaction coordinator is asked whether
 the partition was added to the producer's transaction; the append then presents the guard, which
 a marker written meanwhile would have made stale (Log.start_verification). With
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import struct
 
-from kompakt.protocol.errors import ErrorCode
+from kompakt.protocol.errors import ErrorCode, KafkaError
 
 _ATTRS_LOW = 22                  # low byte of the batch attributes
 _PRODUCER = struct.Struct(">qh")  # producerId, producerEpoch at byte 43
@@ -69,7 +70,10 @@ def request_error(request) -> ErrorCode | None:
 def verify(ctx, log_obj, transactional_id: str, producer: tuple[int, int], version: int):
     """(guard, None) to append with, or (None, (code, message)) to answer instead."""
     pid, epoch = producer
-    guard = log_obj.start_verification(pid)
+    try:
+        guard = log_obj.start_verification(pid, epoch)
+    except KafkaError as exc:                    # an epoch older than the partition's
+        return None, (ErrorCode(exc.code), str(exc))
     if guard is None or not ctx.config["transaction.partition.verification.enable"]:
         return guard, None
     tp = (log_obj.tp[0], log_obj.tp[1])
