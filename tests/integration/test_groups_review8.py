@@ -8,7 +8,7 @@ import pytest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 
 from groups_support import GROUP_BROKER, create_topic
-from wire_support import Wire
+from wire_support import Wire, error_codes, field, req
 
 T = OffsetCommitRequest.OffsetCommitRequestTopic
 P = T.OffsetCommitRequestPartition
@@ -61,3 +61,49 @@ def test_commit_to_a_partition_that_does_not_exist(broker, wire):
     from kafka.protocol.admin.groups import DescribeGroupsRequest
     described = wire.call(DescribeGroupsRequest(groups=["g-ghost"]), 5)
     assert described.groups[0].group_state == "Dead"
+
+
+def heartbeat(wire, group, member, epoch, topics=("two",), **kw):
+    fields = dict(group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+                  rebalance_timeout_ms=30000, subscribed_topic_names=list(topics) if topics is not None else None,
+                  subscribed_topic_regex=None, server_assignor=None, topic_partitions=[] if epoch == 0 else None)
+    fields.update(kw)
+    return wire.call(req(68, **fields), 1)
+
+
+def transaction(wire, name, group):
+    """A transactional producer's (id, epoch) with `group`'s offsets added to its transaction."""
+    found = wire.call(req(10, key_type=1, coordinator_keys=[name]), 4)
+    assert set(error_codes(found)) == {0}, found
+    init = wire.call(req(22, transactional_id=name, transaction_timeout_ms=60000, producer_id=-1,
+                         producer_epoch=-1), 4)
+    assert init.error_code == 0, init
+    added = wire.call(req(25, transactional_id=name, producer_id=init.producer_id,
+                          producer_epoch=init.producer_epoch, group_id=group), 3)
+    assert added.error_code == 0, added
+    return init.producer_id, init.producer_epoch
+
+
+def txn_commit(wire, name, group, pid, epoch, generation, member, version=3):
+    TT = field(28, "topics")
+    answer = wire.call(req(28, transactional_id=name, group_id=group, producer_id=pid, producer_epoch=epoch,
+                           generation_id=generation, member_id=member, group_instance_id=None,
+                           topics=[TT(name="two", partitions=[field(28, "topics", "partitions")(
+                               partition_index=0, committed_offset=4, committed_leader_epoch=-1,
+                               committed_metadata="")])]), version)
+    return answer.topics[0].partitions[0].error_code
+
+
+def test_txn_offset_commit_to_a_consumer_protocol_group(broker, wire):
+    """Kafka's ConsumerGroup.validateOffsetCommit lets a transactional commit without member id,
+    generation and instance id (TxnOffsetCommit v0-2, or a producer given only the group id)
+    into a group that has members; and OffsetMetadataManager.validateTransactionalOffsetCommit
+    turns STALE_MEMBER_EPOCH into ILLEGAL_GENERATION (what a producer understands)."""
+    joined = heartbeat(wire, "g-txn848", "m1", 0)
+    assert joined.error_code == 0 and joined.member_epoch >= 1, joined
+    pid, epoch = transaction(wire, "tx-848", "g-txn848")
+    assert txn_commit(wire, "tx-848", "g-txn848", pid, epoch, -1, "") == 0
+    assert txn_commit(wire, "tx-848", "g-txn848", pid, epoch, -1, "", version=0) == 0
+    assert txn_commit(wire, "tx-848", "g-txn848", pid, epoch, joined.member_epoch + 5, "m1") == 22
+    assert txn_commit(wire, "tx-848", "g-txn848", pid, epoch, joined.member_epoch, "nobody") == 25
+    assert txn_commit(wire, "tx-848", "g-txn848", pid, epoch, joined.member_epoch, "m1") == 0

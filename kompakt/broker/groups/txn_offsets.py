@@ -19,7 +19,8 @@ generation and members are not known yet). Validation (Kafka's validateOffsetCom
 transactional commits): an unknown group is created
 as a simple group when generation_id < 0, else ILLEGAL_GENERATION; with a member id, generation
 or instance id the member must exist (UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID) and the generation
-match (ILLEGAL_GENERATION); unlike plain commits, no member is needed in a non-empty group.
+match (ILLEGAL_GENERATION); unlike plain commits, no member is needed in a non-empty group
+(a KIP-848 group too), and a KIP-848 member's stale epoch answers ILLEGAL_GENERATION.
 KIP-890: the producer's first transactional write to the partition needs the transaction
 coordinator's word that the partition was added (AddOffsetsToTxn), else TRANSACTION_ABORTABLE
 (INVALID_TXN_STATE before v4).
@@ -130,7 +131,11 @@ class TxnOffsets:
             raise errors.InvalidGroupIdError("group id must not be empty")
         consumer_group = gc.consumer_groups.get(group_id)
         if consumer_group is not None:      # a KIP-848 group: member epoch checks
-            gc.validate_consumer_offset_commit(consumer_group, member_id, generation_id, 9, transactional=True)
+            try:
+                gc.validate_consumer_offset_commit(consumer_group, member_id, generation_id, 9,
+                                                   transactional=True, instance_id=group_instance_id)
+            except errors.StaleMemberEpochError as exc:   # Kafka: a producer knows generations
+                raise errors.IllegalGenerationError(str(exc)) from None
             return
         group = gc.groups.get(group_id)
         if group is None:

@@ -8,7 +8,9 @@ Kafka's answers, kept here:
   * OffsetCommit (ConsumerGroup.validateOffsetCommit): a commit with a negative member epoch is
     accepted only while the group has no members (admin tools); otherwise the member must exist
     (UNKNOWN_MEMBER_ID), use OffsetCommit v9+ (UNSUPPORTED_VERSION) and send its current member
-    epoch (STALE_MEMBER_EPOCH). OffsetFetch v9+ (validateOffsetFetch): with a member id or an
+    epoch (STALE_MEMBER_EPOCH). TxnOffsetCommit: without member id, generation (-1) and instance
+    id it is accepted whatever the members; a stale epoch answers ILLEGAL_GENERATION
+    (OffsetMetadataManager.validateTransactionalOffsetCommit). OffsetFetch v9+ (validateOffsetFetch): with a member id or an
     epoch, the same member and epoch checks.
   * JoinGroup to an empty consumer group replaces it by a classic group (its records
     tombstoned, offsets kept); to a non-empty one it joins as a classic member
@@ -126,8 +128,12 @@ class ConsumerGroupAdmin:
     # ============================================================ offsets checks
 
     def validate_consumer_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int,
-                                        api_version: int, transactional: bool = False) -> None:
+                                        api_version: int, transactional: bool = False,
+                                        instance_id: str | None = None) -> None:
         if member_epoch < 0 and not group.members:
+            return
+        # TxnOffsetCommit need not name a member (v0-2 cannot): checked only when it does
+        if transactional and member_epoch == -1 and not member_id and instance_id is None:
             return
         member = group.members.get(member_id)
         if member is None:
