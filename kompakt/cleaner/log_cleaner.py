@@ -267,7 +267,7 @@ class LogCleaner:
             fd, fu, _ = cleanable_offsets(lg, cp, now_ms(self.time))
             ltc = make_log_to_clean(tp, lg, fd, fu)
             d.update(dirty_ratio=ltc.cleanable_ratio, cleaner_point=fd, first_dirty_offset=fd,
-                     first_uncleanable_offset=fu, clean_bytes=ltc.clean_bytes,
+                     first_uncleanable_offset=ltc.first_uncleanable_offset, clean_bytes=ltc.clean_bytes,
                      cleanable_bytes=ltc.cleanable_bytes)
         except Exception as exc:  # noqa: BLE001 - status must never fail a scrape
             d["status_error"] = str(exc)

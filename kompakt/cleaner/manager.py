@@ -18,7 +18,8 @@ below the log start or above the log end is reset to the log start (and rewritte
 Selection (seed 001, "Choosing the filthiest log"): for every compacted log not in a state and not
 uncleanable, the cleanable range is [first dirty, first uncleanable) where first uncleanable =
 min(last stable offset, active segment base, base of the first segment younger than
-min.compaction.lag.ms); ratio = cleanable bytes / (clean bytes + cleanable bytes); eligible when
+min.compaction.lag.ms), rounded down to the base offset of the segment holding it (Kafka's
+LogToClean: a segment with an open transaction in it is left whole); ratio = cleanable bytes / (clean bytes + cleanable bytes); eligible when
 ratio > min.cleanable.dirty.ratio or when max.compaction.lag.ms is exceeded (and something is
 cleanable); the largest ratio wins. `dirtiest_ratio` (max-dirty-percent) is the largest ratio of
 every non-empty log considered, eligible or not (Kafka's dirtiestLogCleanableRatio).
@@ -168,10 +169,31 @@ def filthiest(candidates: list) -> LogToClean | None:
     return max(candidates, key=lambda c: c.cleanable_ratio) if candidates else None
 
 
-def make_log_to_clean(tp, lg, first_dirty: int, first_uncleanable: int, needs_now=False, delay=0) -> LogToClean:
+def first_uncleanable_segment_base(segments, uncleanable: int) -> int:
+    """Kafka's calculateCleanableBytes: the base offset of the non-active segment holding
+    `uncleanable`, else of the active segment. A bound inside a segment (the last stable offset of
+    an open transaction) keeps that whole segment out of the clean."""
+    if not segments:
+        return uncleanable
+    active = segments[-1]
+    if uncleanable >= active.base_offset:
+        return active.base_offset
+    holder = segments[0]
+    for seg in segments[:-1]:
+        if seg.base_offset > uncleanable:
+            break
+        holder = seg
+    return holder.base_offset
+
+
+def make_log_to_clean(tp, lg, first_dirty: int, uncleanable: int, needs_now=False, delay=0) -> LogToClean:
+    """Kafka's LogToClean: `uncleanable` (cleanable_offsets' bound) becomes the base offset of the
+    segment holding it; cleanable bytes are the segments in [min(first dirty, that base), that base)."""
     segments = list(lg.segments)
+    first_uncleanable = first_uncleanable_segment_base(segments, uncleanable)
     clean = sum(s.size for s in segments_between(segments, -1, first_dirty))
-    cleanable = sum(s.size for s in segments_between(segments, first_dirty, max(first_dirty, first_uncleanable)))
+    cleanable = sum(s.size for s in segments_between(segments, min(first_dirty, first_uncleanable),
+                                                     first_uncleanable))
     return LogToClean(tp, lg, first_dirty, first_uncleanable, clean, cleanable, needs_now, delay)
 
 

@@ -148,3 +148,24 @@ def test_max_dirty_ratio_counts_logs_below_their_threshold(logs, mgr):
     assert mgr.dirtiest_ratio == 0.75
     assert mgr.grab_filthiest_compacted_log() is None          # "low" is in progress, "high" below 0.9
     assert mgr.dirtiest_ratio == 0.75
+
+
+def test_an_open_transaction_keeps_its_whole_segment_out_of_the_clean(logs, mgr):
+    """Kafka's LogToClean (calculateCleanableBytes): the first uncleanable offset is the base offset
+    of the segment holding the bound (here the last stable offset, inside a segment), so that
+    segment is neither counted as cleanable nor rewritten; the cleaner point stops at its base."""
+    from kompakt.protocol import records as R
+    lg = logs.create("txn", min_cleanable_dirty_ratio="0.1")
+    fill(lg, [b"k1", b"k2"], 1)                                   # segment [0, 2)
+    append(lg, [(b"k1", b"a")])                                   # segment [2, ...): 2
+    now = lg._time.ms
+    lg.append_as_leader(R.build_batch([(b"k2", None, [], now)], base_timestamp=now, producer_id=7,
+                                      producer_epoch=0, base_sequence=0, is_transactional=True),
+                        verification_guard=lg.start_verification(7))
+    append(lg, [(b"k1", b"b")])                                   # 4, after the open transaction
+    lg.roll()                                                     # active segment [5, ...)
+    assert lg.last_stable_offset == 3 and [s.base_offset for s in lg.segments] == [0, 2, 5]
+    ltc = mgr.grab_filthiest_compacted_log()
+    assert ltc.first_dirty_offset == 0 and ltc.first_uncleanable_offset == 2
+    assert ltc.cleanable_bytes == lg.segments[0].size
+    assert ltc.clean_bytes == 0 and ltc.cleanable_ratio == 1.0
