@@ -161,7 +161,7 @@ def test_an_open_transaction_keeps_its_whole_segment_out_of_the_clean(logs, mgr)
     now = lg._time.ms
     lg.append_as_leader(R.build_batch([(b"k2", None, [], now)], base_timestamp=now, producer_id=7,
                                       producer_epoch=0, base_sequence=0, is_transactional=True),
-                        verification_guard=lg.start_verification(7))
+                        verification_guard=lg.start_verification(7, 0))
     append(lg, [(b"k1", b"b")])                                   # 4, after the open transaction
     lg.roll()                                                     # active segment [5, ...)
     assert lg.last_stable_offset == 3 and [s.base_offset for s in lg.segments] == [0, 2, 5]
