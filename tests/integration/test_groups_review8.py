@@ -107,3 +107,23 @@ def test_txn_offset_commit_to_a_consumer_protocol_group(broker, wire):
     assert txn_commit(wire, "tx-848", "g-txn848", pid, epoch, joined.member_epoch + 5, "m1") == 22
     assert txn_commit(wire, "tx-848", "g-txn848", pid, epoch, joined.member_epoch, "nobody") == 25
     assert txn_commit(wire, "tx-848", "g-txn848", pid, epoch, joined.member_epoch, "m1") == 0
+
+
+def test_offset_delete_of_a_partition_that_does_not_exist(broker, wire):
+    """Kafka's KafkaApis.handleOffsetDeleteRequest answers UNKNOWN_TOPIC_OR_PARTITION for an
+    unknown topic or partition; the existing ones are deleted."""
+    create_topic(broker.bootstrap, "three", 3)
+    assert set(codes(commit(wire, "g-odel", [("three", [(0, 1), (1, 2)])])).values()) == {0}
+    OT = field(47, "topics")
+    OP = field(47, "topics", "partitions")
+    answer = wire.call(req(47, group_id="g-odel", topics=[
+        OT(name="three", partitions=[OP(partition_index=0), OP(partition_index=5)]),
+        OT(name="gone", partitions=[OP(partition_index=0)])]), 0)
+    assert answer.error_code == 0
+    assert {(t.name, p.partition_index): p.error_code for t in answer.topics for p in t.partitions} == {
+        ("three", 0): 0, ("three", 5): 3, ("gone", 0): 3}
+    fetched = wire.call(OffsetFetchRequest(group_id="g-odel", topics=None), 7)
+    assert [(t.name, [p.partition_index for p in t.partitions]) for t in fetched.topics] == [("three", [1])]
+    # an unknown group is still GROUP_ID_NOT_FOUND, whatever the partitions
+    assert wire.call(req(47, group_id="g-none", topics=[
+        OT(name="gone", partitions=[OP(partition_index=0)])]), 0).error_code == 69

@@ -2,7 +2,9 @@
 
 Behaviour (KIP-496): deletes committed offsets of some partitions of a group by appending
 tombstones. Allowed for an Empty group; for a group with members only for topics no member is
-subscribed to (consumer protocol), others failing with GROUP_SUBSCRIBED_TO_TOPIC. Top-level
+subscribed to (consumer protocol), others failing with GROUP_SUBSCRIBED_TO_TOPIC. An unknown
+topic or a partition the topic lacks answers UNKNOWN_TOPIC_OR_PARTITION, decided here before the
+coordinator (Kafka's KafkaApis.handleOffsetDeleteRequest). Top-level
 errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members with a protocol whose subscriptions we
 cannot read), COORDINATOR_NOT_AVAILABLE (append failed).
 
@@ -12,6 +14,7 @@ Authorization: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on ea
 from __future__ import annotations
 
 from kafka.protocol.consumer.group import OffsetDeleteResponse
+from kompakt.broker.handlers._common import missing_part
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode
 
@@ -29,10 +32,14 @@ async def handle(ctx, request):
                                     topics=[])
     denied = set() if ctx.authorizer is None else {
         t.name for t in request.topics if not ctx.authorize(Op.READ, Res.TOPIC, t.name)}
-    tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name not in denied]
+    unknown = {(t.name, p.partition_index) for t in request.topics if t.name not in denied
+               for p in t.partitions if missing_part(ctx.log_manager, t.name, p.partition_index)}
+    tps = [(t.name, p.partition_index) for t in request.topics for p in t.partitions
+           if t.name not in denied and (t.name, p.partition_index) not in unknown]
     top, codes = ctx.groups.delete_offsets(request.group_id, tps)
     codes = {**codes, **{(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                         for t in request.topics if t.name in denied for p in t.partitions}}
+                         for t in request.topics if t.name in denied for p in t.partitions},
+             **{tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in unknown}}
     topics = [] if top else [
         Topic(name=t.name, partitions=[Partition(partition_index=p.partition_index,
                                                  error_code=codes.get((t.name, p.partition_index), 0))
