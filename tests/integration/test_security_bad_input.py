@@ -166,6 +166,17 @@ def test_scram_cut_off_midway(bad, witness):
     assert resp.error_code == 58 and d.closed()
 
 
+def test_scram_client_first_without_the_n_flag(bad, witness):
+    """Kafka's ScramMessages.ClientFirstMessage matches only the gs2 flag 'n' (no channel
+    binding): 'y' ("the client supports it, thinks the server does not") and 'p=' are refused."""
+    _, _, ports, _ = bad
+    for first in (b"y,,n=scrammy,r=abcdefgh", b"p=tls-unique,,n=scrammy,r=abcdefgh"):
+        c = Conn(ports["SASL_PLAINTEXT"])
+        assert c.call(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1, SaslHandshakeResponse).error_code == 0
+        resp = c.call(SaslAuthenticateRequest(auth_bytes=first), 1, SaslAuthenticateResponse)
+        assert resp.error_code == 58 and c.closed(), first
+
+
 def test_produce_before_authentication_closes(bad, witness):
     proc, _, ports, _ = bad
     before = log_lines(proc, "before SASL authentication completed")
@@ -209,10 +220,18 @@ def test_reauthentication_kip368(bad, witness):
     again = c.plain_login("alice", "alice-pw")
     assert again.error_code == 0 and again.session_lifetime_ms == REAUTH_MS
     assert c.metadata_ok()
-    # another user may not take the connection over
-    takeover = c.plain_login("bob", "bob-pw")
+    # a second re-authentication within a second of the last one's start is refused, the
+    # connection served on (Kafka's KafkaChannel.maybeBeginServerReauthentication: the handshake
+    # then reaches KafkaApis, which answers ILLEGAL_SASL_STATE)
+    hs = c.call(SaslHandshakeRequest(mechanism="PLAIN"), 1, SaslHandshakeResponse)
+    assert hs.error_code == 34
+    assert c.metadata_ok()
+    # another user may not take a connection over (its first re-authentication)
+    t = Conn(ports["SASL_PLAINTEXT"])
+    assert t.plain_login("alice", "alice-pw").error_code == 0
+    takeover = t.plain_login("bob", "bob-pw")
     assert takeover.error_code == 58 and "Cannot change principals" in takeover.error_message
-    assert c.closed()
+    assert t.closed()
     # a session left to expire is closed at its next request
     d = Conn(ports["SASL_PLAINTEXT"])
     assert d.plain_login("alice", "alice-pw").error_code == 0

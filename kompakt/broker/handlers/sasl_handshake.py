@@ -5,8 +5,8 @@ with the same mechanism), picks the mechanism; the answer lists the listener's e
 mechanisms (`sasl.enabled.mechanisms`, those Kompakt has: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
 A mechanism not enabled: UNSUPPORTED_SASL_MECHANISM, then the connection closes after
 `connection.failed.authentication.delay.ms` (Kafka's behaviour). On a listener without SASL, or
-once authenticated with re-authentication off: ILLEGAL_SASL_STATE, connection kept (Kafka's
-KafkaApis answer). Re-authentication with another enabled mechanism is answered NONE and fails at
+once authenticated with re-authentication off, or less than a second after the last
+re-authentication began: ILLEGAL_SASL_STATE, connection kept (Kafka's KafkaApis answer). Re-authentication with another enabled mechanism is answered NONE and fails at
 the SaslAuthenticate that follows (Kafka's REAUTH_BAD_MECHANISM).
 
 Version notes: after v0 the client sends the SASL tokens bare (size-prefixed, no request header)

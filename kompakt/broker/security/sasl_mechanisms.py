@@ -116,7 +116,8 @@ class ScramServer:
 
     def _client_first(self, message: str) -> bytes:
         parts = message.split(",", 2)
-        if len(parts) != 3 or parts[0] not in ("n", "y") or not (parts[1] == "" or parts[1].startswith("a=")):
+        # gs2 flag 'n' only (Kafka's ClientFirstMessage pattern): 'y' and 'p=' are channel binding
+        if len(parts) != 3 or parts[0] != "n" or not (parts[1] == "" or parts[1].startswith("a=")):
             raise AuthenticationFailed("Invalid SCRAM client-first message (channel binding is not supported)")
         self._gs2 = parts[0] + "," + parts[1] + ","
         self._first_bare = parts[2]

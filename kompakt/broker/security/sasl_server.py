@@ -22,7 +22,8 @@ the SaslHandshake / SaslAuthenticate handlers drive it.
                                                               IllegalSaslStateException)
 Not transitions (answered ILLEGAL_SASL_STATE, state kept, connection open, as Kafka's KafkaApis
 answers them once a connection is authenticated): SaslHandshake when re-authentication is off
-(`connections.max.reauth.ms` 0), SaslAuthenticate outside an exchange.
+(`connections.max.reauth.ms` 0) or less than a second after the last re-authentication started
+(Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS), SaslAuthenticate outside an exchange.
 
 `admits(api_key)` (Kafka's SaslServerAuthenticator and SocketServer): HANDSHAKE admits ApiVersions
 and SaslHandshake; AUTHENTICATE, REAUTHENTICATE and REAUTH_BAD_MECHANISM only SaslAuthenticate;
@@ -47,6 +48,7 @@ from kompakt.protocol.errors import ErrorCode
 log = logging.getLogger("kompakt.broker.security.sasl")
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+MIN_REAUTH_INTERVAL_S = 1.0      # Kafka's KafkaChannel.MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS
 
 HANDSHAKE, AUTHENTICATE, AUTHENTICATED, REAUTHENTICATE, REAUTH_BAD_MECHANISM, FAILED = (
     "HANDSHAKE", "AUTHENTICATE", "AUTHENTICATED", "REAUTHENTICATE", "REAUTH_BAD_MECHANISM", "FAILED")
@@ -137,6 +139,7 @@ class SaslServer:
         self.mechanism: str | None = None
         self.username: str | None = None
         self.expires_at: float | None = None     # monotonic seconds, with connections.max.reauth.ms
+        self.reauth_started: float | None = None # when the last re-authentication began (clock)
         self._exchange = None
         self._refused = ""                       # REAUTH_BAD_MECHANISM: the failure SaslAuthenticate gets
         self.raw_tokens = False                  # after a v0 SaslHandshake: tokens without Kafka headers
@@ -162,8 +165,13 @@ class SaslServer:
         FAILED). After a v0 handshake the client sends the SASL tokens bare (4-byte size, token;
         no request header) and gets them back so."""
         state = self.state
-        if state == AUTHENTICATED and self.expires_at is None:
-            return ErrorCode.ILLEGAL_SASL_STATE          # re-authentication is off: Kafka's KafkaApis answer
+        if state == AUTHENTICATED:
+            if self.expires_at is None:
+                return ErrorCode.ILLEGAL_SASL_STATE      # re-authentication is off: Kafka's KafkaApis answer
+            now = self.clock()
+            if self.reauth_started is not None and now - self.reauth_started < MIN_REAUTH_INTERVAL_S:
+                return ErrorCode.ILLEGAL_SASL_STATE      # at most one a second: the same answer
+            self.reauth_started = now
         if mechanism not in self.config.mechanisms:
             if state != AUTHENTICATED:
                 self.mechanism = mechanism
