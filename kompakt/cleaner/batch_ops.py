@@ -24,7 +24,9 @@ sequence range), producer id/epoch/base sequence, leader epoch and codec (unless
 compression.type names another codec: then a batch that had to be rebuilt takes that codec, and a
 batch with nothing removed is still copied unchanged; a batch left with no records is written
 uncompressed, like Kafka's writeEmptyHeader); its max timestamp is the largest retained timestamp
-(CREATE_TIME) or the original (LOG_APPEND_TIME). A batch that keeps tombstones (or is a marker that
+(CREATE_TIME) or the original (LOG_APPEND_TIME). A batch left with no records (or already
+empty, kept by an earlier clean) goes unless retain_empty (Kafka's DELETE_EMPTY / RETAIN_EMPTY).
+A batch that keeps tombstones (or is a marker that
 may later go) and has no delete horizon is stamped (KIP-534): attribute bit 6 and baseTimestamp =
 now + delete.retention.ms, record timestamp deltas rewritten against the new base.
 """
@@ -337,10 +339,10 @@ def _native_filter(batch, hdr, offset_map, removable, retain_empty, target_codec
     offset_map.lookups += count
     if tombstones > 0 and not has_horizon:
         return None
+    if kept == 0 and not retain_empty:   # an already empty batch too (Kafka's DELETE_EMPTY)
+        return FilterResult(None, count, 0, 0, keyless, False, False)
     if kept == count:   # nothing removed: the batch byte for byte, whatever compression.type says
         return FilterResult(batch, count, count, tombstones, 0, True, False)
-    if kept == 0 and not retain_empty:
-        return FilterResult(None, count, 0, 0, keyless, False, False)
     payload = ctypes.string_at(out, outlen)
     if kept and not (attrs & TIMESTAMP_TYPE_MASK):
         max_ts = base_ts + maxtd
@@ -455,10 +457,10 @@ def _py_filter_records(batch, hdr, offset_map, now_ms, delete_retention_ms, remo
 
     need_stamp = tombstones > 0 and not has_horizon
     kept = len(keep)
+    if kept == 0 and not retain_empty:     # an already empty batch too (Kafka's DELETE_EMPTY)
+        return FilterResult(None, count, 0, 0, keyless, False, False)
     if kept == count and not need_stamp:   # byte for byte, whatever compression.type says
         return FilterResult(batch, count, count, tombstones, 0, True, False)
-    if kept == 0 and not retain_empty:
-        return FilterResult(None, count, 0, 0, keyless, False, False)
 
     ts_create = not (attrs & TIMESTAMP_TYPE_MASK)
     if need_stamp:

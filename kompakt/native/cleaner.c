@@ -720,7 +720,9 @@ int64_t km_filter_range(const uint8_t *buf, int64_t end, const uint8_t *map, int
         st[12] += size;
         st[15] += keyless;
         st[16] += tombs;
-        if (kept == count) { /* nothing removed: the batch byte for byte, whatever target_codec says */
+        if (kept == 0 && !retain_empty) {
+            /* nothing left, an already empty batch too: dropped (Kafka's DELETE_EMPTY) */
+        } else if (kept == count) { /* nothing removed: the batch byte for byte, whatever target_codec says */
             memcpy(out + st[9], b, (size_t)size);
             if (note_written(st, last, hdr_max_ts, size, oidx, ocap, tidx, tcap)) return RC_CORRUPT;
             st[9] += size;

@@ -264,3 +264,37 @@ def test_prescan_keeps_a_producers_last_data_batch_behind_its_marker(tmp_path):
         swap_files(d, res)
     data = open(C.segment_file(d, 0, ".log"), "rb").read()
     assert [(h.base_offset, h.records_count) for _, h in R.iter_batches(data)] == [(0, 0), (1, 1), (2, 1)]
+
+
+@pytest.mark.parametrize("impl", ["native", "python"])
+def test_an_empty_batch_no_longer_needed_is_removed(tmp_path, monkeypatch, impl):
+    """Kafka keeps an emptied batch only while it is needed (RETAIN_EMPTY: its producer's last batch,
+    or the batch ending right before the first uncleanable offset); once neither holds, the next
+    clean drops it (DELETE_EMPTY: no records retained, nothing written). Copying it byte for byte
+    ("nothing removed") kept every such batch forever, one more per clean and per producer."""
+    from kompakt.cleaner import batch_ops, native
+    if impl == "native" and native.LIB is None:
+        pytest.skip("the compiled seam is not available")
+    monkeypatch.setattr(batch_ops, "_LIB", native.LIB if impl == "native" else None)
+    d = str(tmp_path)
+    write_segment(d, 0, [b([(b"a", b"old")], 0, producer_id=5, producer_epoch=0, base_sequence=0),
+                         b([(b"a", b"new")], 1),
+                         b([(None, b"keyless")], 2)])
+    write_segment(d, 3, [b([(b"c", b"y")], 3)])
+
+    def batches():
+        data = open(C.segment_file(d, 0, ".log"), "rb").read()
+        return [(h.base_offset, h.records_count) for _, h in R.iter_batches(data)]
+
+    # pass 1: pid 5's batch is its last (emptied, kept); offset 2 ends right before the first
+    # uncleanable offset 3 (kept, emptied: a keyless record is dropped)
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 0, NOW, active_producers={5: (0, 0)}))
+    swap_files(d, res)
+    assert batches() == [(0, 0), (1, 1), (2, 0)]
+    # the producer wrote again past this range and the log rolled on: neither empty batch is needed
+    write_segment(d, 4, [b([(b"z", b"1")], 4, producer_id=5, producer_epoch=0, base_sequence=1)])
+    res = C.Cleaner(0, SkimpyOffsetMap(24 * 100)).clean(job_for(d, 3, NOW + 1, active_producers={5: (4, 0)}))
+    swap_files(d, res)
+    assert batches() == [(1, 1), (3, 1)]      # segments 0 and 3 cleaned into one
+    assert res.stats.messages_written == 2
+    assert read_all(d) == [(1, b"a", b"new"), (3, b"c", b"y"), (4, b"z", b"1")]
