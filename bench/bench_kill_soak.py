@@ -61,6 +61,10 @@ GROUP = "soak-group"
 PARTITIONS = 2
 KEYS = 150
 QUIET = {"log_level": 2}   # librdkafka: no "Connect ... refused" lines while the broker is down
+# Retries back off exponentially up to retry.backoff.max.ms (1 s by default): a batch that failed
+# against the dead broker would otherwise wait up to a second after the restart before it lands.
+RETRIES = {"retry.backoff.ms": 50, "retry.backoff.max.ms": 200, "reconnect.backoff.max.ms": 200}
+GROUP_SESSION_MS = 2000
 
 BROKER_CONFIG = {
     "log.cleaner.backoff.ms": "200",
@@ -71,6 +75,9 @@ BROKER_CONFIG = {
     "log.flush.start.offset.checkpoint.interval.ms": "700",
     "log.segment.delete.delay.ms": "300",
     "group.initial.rebalance.delay.ms": "0",
+    # A member that died with the broker (its LeaveGroup never arrived) is still in the group the
+    # restarted broker loads; the next join waits for its session to lapse (GROUP_SESSION_MS).
+    "group.min.session.timeout.ms": "2000",
     "offsets.topic.num.partitions": "1",
     "transaction.state.log.num.partitions": "3",
     "offsets.topic.segment.bytes": "1048576",
@@ -78,7 +85,8 @@ BROKER_CONFIG = {
 # Small segments (rolls every few seconds, cleans and retention deletions all the time), but not so
 # small that a log fallen behind has thousands of them: with 6 KB segments a compact log grew to
 # 2,500 segments under repeated kills and its clean never finished between two kills again.
-DELETE_CONFIG = {"cleanup.policy": "delete", "internal.segment.bytes": "32000", "retention.bytes": "100000"}
+RETENTION_BYTES = 100_000
+DELETE_CONFIG = {"cleanup.policy": "delete", "internal.segment.bytes": "32000", "retention.bytes": str(RETENTION_BYTES)}
 COMPACT_CONFIG = {"cleanup.policy": "compact", "internal.segment.bytes": "32000",
                   "min.cleanable.dirty.ratio": "0.01", "segment.ms": "600000"}
 
@@ -230,8 +238,7 @@ class Writer(_Pausable):
     def _new_producer(self) -> Producer:
         self._fatal = False
         return Producer({**QUIET, "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5, "batch.size": 4000, "message.timeout.ms": 120000,
-                         "retry.backoff.ms": 50, "reconnect.backoff.max.ms": 200,
+                         "linger.ms": 5, "batch.size": 4000, "message.timeout.ms": 120000, **RETRIES,
                          "topic.metadata.refresh.interval.ms": 1000, "error_cb": self._error})
 
     def _error(self, err) -> None:
@@ -321,8 +328,7 @@ class TxnWriter(_Pausable):
 
     def _new_producer(self) -> Producer:
         p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "transactional.id": "soak-txn",
-                      "message.timeout.ms": 60000, "transaction.timeout.ms": 60000,
-                      "retry.backoff.ms": 50, "reconnect.backoff.max.ms": 200})
+                      "message.timeout.ms": 60000, "transaction.timeout.ms": 60000, **RETRIES})
         p.init_transactions(120)             # fences the previous incarnation, finishes its transaction
         return p
 
@@ -436,7 +442,7 @@ class GroupMember(_Pausable):
 
     def _session(self) -> None:
         c = Consumer({**QUIET, "bootstrap.servers": self.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest", "session.timeout.ms": 6000,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": GROUP_SESSION_MS,
                       "heartbeat.interval.ms": 500, "reconnect.backoff.max.ms": 200})
         try:
             c.subscribe([DELETE_TOPIC])
@@ -553,6 +559,22 @@ def leftovers(log_dir: str, before: float) -> list[str]:
             if old and (name.endswith((".cleaned", ".swap")) or unknown):
                 found.append(f"{d}/{name}")
     return found
+
+
+def retention_settled(log_dir: str, topic: str, retention_bytes: int) -> bool:
+    """True when a retention.bytes pass would delete nothing from any partition of `topic`, read
+    from the segment files (Kafka's rule: the oldest non-active segment goes while the log without
+    it is still at least retention.bytes; a deleted segment is renamed `.deleted` at once)."""
+    for p in range(PARTITIONS):
+        d = os.path.join(log_dir, f"{topic}-{p}")
+        try:
+            sizes = sorted((name, os.stat(os.path.join(d, name)).st_size)
+                           for name in os.listdir(d) if name.endswith(".log"))
+        except FileNotFoundError:          # a segment renamed between listing and stat: look again
+            return False
+        if len(sizes) > 1 and sum(size for _, size in sizes) - sizes[0][1] >= retention_bytes:
+            return False
+    return True
 
 
 def marks_topics(marks: dict) -> dict:
@@ -732,7 +754,14 @@ class Soak:
         for w in self.writers:
             w.errors.clear()
         violations += [f"producer error: {e}" for e in errors]
-        time.sleep(1.2)                    # a retention pass (every 0.5 s) settles the delete topic
+        # Read only once retention has nothing left to delete from the delete topic (a pass every
+        # 0.5 s): a log start moving under the reader would read as a gap.
+        deadline = time.monotonic() + 30
+        while not retention_settled(self.broker.log_dir, DELETE_TOPIC, RETENTION_BYTES):
+            if time.monotonic() > deadline:
+                violations.append(f"{DELETE_TOPIC}: retention.bytes left deletable segments for 30 s")
+                break
+            time.sleep(0.05)
         topics = [DELETE_TOPIC, *COMPACT_TOPICS]
         data, marks = read_all(self.broker.bootstrap, topics)
         if self.txn is not None:          # what read_committed consumers see of the transactions

@@ -64,3 +64,21 @@ def test_leftovers_only_count_files_from_before_the_kill(tmp_path):
     later = os.stat(d / "00000000000000000000.log").st_ctime + 10
     assert soak.leftovers(str(tmp_path), later) == [f"{soak.DELETE_TOPIC}-0/00000000000000000000.log.cleaned"]
     assert soak.leftovers(str(tmp_path), later - 20) == []
+
+
+def test_retention_settled_follows_the_retention_bytes_rule(tmp_path):
+    def segments(partition, *sizes):
+        d = tmp_path / f"{soak.DELETE_TOPIC}-{partition}"
+        d.mkdir(exist_ok=True)
+        for i, size in enumerate(sizes):
+            (d / f"{i * 100:020d}.log").write_bytes(b"x" * size)
+    segments(0, 60, 50)                      # without the first: 50 < 100, nothing to delete
+    segments(1, 30, 40, 70)                  # without the first: 110 >= 100, the first goes
+    assert not soak.retention_settled(str(tmp_path), soak.DELETE_TOPIC, 100)
+    (tmp_path / f"{soak.DELETE_TOPIC}-1" / f"{0:020d}.log").rename(
+        tmp_path / f"{soak.DELETE_TOPIC}-1" / f"{0:020d}.log.deleted")   # what retention does first
+    assert soak.retention_settled(str(tmp_path), soak.DELETE_TOPIC, 100)
+    # the active segment alone is never deleted, however large
+    (tmp_path / f"{soak.DELETE_TOPIC}-0" / f"{100:020d}.log").unlink()
+    segments(0, 500)
+    assert soak.retention_settled(str(tmp_path), soak.DELETE_TOPIC, 100)
