@@ -303,3 +303,45 @@ def test_saslhandshake_v0_bare_tokens(bad):
     bad_token = b"\0alice\0nope"
     d.sock.sendall(struct.pack(">i", len(bad_token)) + bad_token)
     assert d.recv() is None
+
+
+def test_alter_user_scram_credentials_duplicates_and_first_failures(bad):
+    """Kafka's ScramControlManager.alterCredentials: deletions then upsertions, a user's first
+    failure is its answer, and a credential altered twice after passing is DUPLICATE_RESOURCE
+    (nothing of that user applied). Two mechanisms of one user in one request (what
+    kafka-configs.sh sends) are both applied here; Kafka's controller refuses that too."""
+    from wire_support import Wire, req, sub as sub_of
+    proc, _, _, _ = bad
+    D, U = sub_of(51, "ScramCredentialDeletion"), sub_of(51, "ScramCredentialUpsertion")
+    w = Wire(proc.port)
+
+    def up(name, mechanism=1, iterations=4096):
+        return U(name=name, mechanism=mechanism, iterations=iterations, salt=b"s" * 16, salted_password=b"p" * 32)
+
+    def alter(deletions=(), upsertions=()):
+        r = w.call(req(51, deletions=list(deletions), upsertions=list(upsertions)), 0)
+        return {x.user: (x.error_code, x.error_message) for x in r.results}
+
+    def mechanisms(name):
+        r = w.call(req(50, users=[sub_of(50, "UserName")(name=name)]), 0)
+        [res] = r.results
+        return sorted(c.mechanism for c in res.credential_infos) if res.error_code == 0 else res.error_code
+
+    try:
+        twice = "A user credential cannot be altered twice in the same request"
+        # the first failure wins: a missing credential deleted twice, too few iterations twice
+        assert alter(deletions=[D(name="dup-ghost", mechanism=1)] * 2) == {
+            "dup-ghost": (91, "Attempt to delete a user credential that does not exist")}
+        assert alter(upsertions=[up("dup-weak", iterations=1)] * 2) == {"dup-weak": (93, "Too few iterations")}
+        # the same credential twice after passing: DUPLICATE_RESOURCE, nothing of the user applied,
+        # the other users of the request are
+        assert alter(upsertions=[up("dup-a"), up("dup-a"), up("dup-ok")]) == {
+            "dup-a": (92, twice), "dup-ok": (0, None)}
+        assert mechanisms("dup-a") == 91 and mechanisms("dup-ok") == [1]
+        assert alter(deletions=[D(name="dup-ok", mechanism=1)], upsertions=[up("dup-ok")]) == {"dup-ok": (92, twice)}
+        assert mechanisms("dup-ok") == [1]
+        # both mechanisms of one user: applied (kafka-configs.sh)
+        assert alter(upsertions=[up("dup-both", 1), up("dup-both", 2)]) == {"dup-both": (0, None)}
+        assert mechanisms("dup-both") == [1, 2]
+    finally:
+        w.close()

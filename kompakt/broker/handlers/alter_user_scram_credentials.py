@@ -1,13 +1,21 @@
 """AlterUserScramCredentials (key 51), version 0.
 
 Behaviour (Kafka's ScramControlManager.alterCredentials): needs ALTER on the cluster (else
-CLUSTER_AUTHORIZATION_FAILED for every user). One result per user named, first failure wins:
-  - the user named more than once (deletion and upsertion, or twice for one mechanism):
-    DUPLICATE_RESOURCE "A user credential cannot be altered twice in the same request"
+CLUSTER_AUTHORIZATION_FAILED for every user). One result per user named. The alterations are
+checked in Kafka's order, deletions then upsertions, and a user's first failure is its answer
+(later alterations of that user are not looked at):
   - an empty user name: UNACCEPTABLE_CREDENTIAL "Username must not be empty"
   - a mechanism code other than 1 (SCRAM-SHA-256) or 2 (SCRAM-SHA-512): UNSUPPORTED_SASL_MECHANISM
   - iterations outside 4096..16384: UNACCEPTABLE_CREDENTIAL "Too few/many iterations"
   - deleting a credential that does not exist: RESOURCE_NOT_FOUND
+  - a (user, mechanism) already altered earlier in the request without failing (deleted and
+    upserted, or twice): DUPLICATE_RESOURCE "A user credential cannot be altered twice in the
+    same request". So a credential deleted twice that does not exist is RESOURCE_NOT_FOUND, as
+    in Kafka.
+Deliberate difference: Kafka's controller refuses a user named twice in one request even for two
+different mechanisms (DUPLICATE_RESOURCE; its AlterUserScramCredentialsRequestTest: "do not update
+the same user more than once per request"), which makes `kafka-configs.sh --add-config
+'SCRAM-SHA-256=[...],SCRAM-SHA-512=[...]'` (one request) fail there; we apply both.
 The client sends the salted password (it salts and hashes the password itself); we keep the
 RFC 5802 StoredKey and ServerKey only (security/scram_store.py), persisted crash-safely before
 the answer. Users whose changes all pass are applied together; the others change nothing.
@@ -15,7 +23,6 @@ the answer. Users whose changes all pass are applied together; the others change
 from __future__ import annotations
 
 import asyncio
-from collections import Counter
 
 from kafka.protocol.admin.users import AlterUserScramCredentialsResponse
 
@@ -55,21 +62,21 @@ async def handle(ctx, request):
             _Result(user=n, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                     error_message="Cluster authorization failed.") for n in order])
     store = ctx.broker.scram_store
-    per_mech = Counter([(d.name, d.mechanism) for d in request.deletions] +
-                       [(u.name, u.mechanism) for u in request.upsertions])
     errors: dict[str, tuple[int, str]] = {}
-    for (name, _), n in per_mech.items():
-        if n > 1:
-            errors.setdefault(name, (ErrorCode.DUPLICATE_RESOURCE,
-                                     "A user credential cannot be altered twice in the same request"))
-    for d in request.deletions:
-        problem = _problem(store, d.name, d.mechanism, deleting=True)
-        if problem and d.name not in errors:
-            errors[d.name] = problem
-    for u in request.upsertions:
-        problem = _problem(store, u.name, u.mechanism, u.iterations)
-        if problem and u.name not in errors:
-            errors[u.name] = problem
+    altered: set[tuple[str, int]] = set()
+    checks = ([(d.name, d.mechanism, None, True) for d in request.deletions] +
+              [(u.name, u.mechanism, u.iterations, False) for u in request.upsertions])
+    for name, mechanism, iterations, deleting in checks:
+        if name in errors:
+            continue
+        if (name, mechanism) in altered:
+            errors[name] = (ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request")
+            continue
+        problem = _problem(store, name, mechanism, iterations, deleting=deleting)
+        if problem:
+            errors[name] = problem
+        else:
+            altered.add((name, mechanism))
     deletions = [(d.name, MECHANISM_CODES[d.mechanism]) for d in request.deletions if d.name not in errors]
     upserts = [(u.name, MECHANISM_CODES[u.mechanism],
                 credential_from_salted(MECHANISM_CODES[u.mechanism], u.salt, u.salted_password, u.iterations))
