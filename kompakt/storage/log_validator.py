@@ -196,6 +196,9 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
         # only message.timestamp.after.max.ms can fail: the batch's max timestamp says whether any
         # record does; if so, walk the records to list each one, as Kafka does
         _check_records(records, hdr, config, check_ts, now_ms, before, after, first, tp)
+        # no record is out of range, yet the header says one is: the header is what gets indexed
+        raise InvalidTimestampError(record_check.timestamp_message(
+            hdr.max_timestamp, first + hdr.last_offset_delta, now_ms, before, after))
 
     if recompress:
         buf = bytearray(R.build_batch(
