@@ -271,6 +271,9 @@ async def test_timeout_aborts_and_expired_ids_are_tombstoned(h):
     assert "tx" not in h.broker.txn.topic.replay()                  # a tombstone was written
     r = await h.call(DescribeTransactionsRequest(transactional_ids=["tx", ""]), 0)
     assert [s.error_code for s in r.transaction_states] == [105, E_INVALID_REQUEST]  # TRANSACTIONAL_ID_NOT_FOUND
+    # an error row carries the schema's defaults, as Kafka's handleDescribeTransactions leaves them
+    assert {(s.transaction_state, s.transaction_timeout_ms, s.transaction_start_time_ms, s.producer_id,
+             s.producer_epoch, len(s.topics)) for s in r.transaction_states} == {("", 0, 0, 0, 0, 0)}
 
 
 async def test_offsets_in_a_transaction(h):

@@ -5,7 +5,8 @@ Behaviour: for each requested transactional id, its state as the coordinator kno
 if none), producer id and epoch, and the partitions of the transaction by topic. Per id:
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED without DESCRIBE on it, TRANSACTIONAL_ID_NOT_FOUND for an
 id the coordinator does not know (or that expired), INVALID_REQUEST for an empty id. Topics the
-principal may not DESCRIBE are left out of the answer (Kafka does the same).
+principal may not DESCRIBE are left out of the answer (Kafka does the same). An error row has
+every other field at 0 / "" / no topics (Kafka's TransactionCoordinator.handleDescribeTransactions).
 """
 from __future__ import annotations
 
@@ -36,8 +37,10 @@ def _state(ctx, tid: str) -> State:
 
 
 def _error(tid: str, code: ErrorCode) -> State:
+    # the schema's defaults (no "default" in DescribeTransactionsResponse.json: 0 and ""), as Kafka
+    # sets only the id and the error code on an error row
     return State(error_code=int(code), transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
-                 transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1, topics=[])
+                 transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=[])
 
 
 async def handle(ctx, request):
