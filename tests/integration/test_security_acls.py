@@ -257,6 +257,29 @@ def test_non_super_user_cannot_manage_acls(acl_broker):
     assert info.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
 
 
+def test_an_acl_with_an_empty_host_is_created_and_matches_no_client(acl_broker):
+    """Kafka checks no host at CreateAcls (AclApis.handleCreateAcls, AclControlManager.validateNewAcl):
+    an empty host is stored, and StandardAuthorizer compares it with the client's address, so it
+    matches nobody: alice's ALLOW WRITE from host "" does not let her produce."""
+    admin = Wire(int(acl_broker.sasl_bootstrap.rsplit(":", 1)[1]))
+    try:
+        admin.plain_login("admin", "admin-pw")
+        C = field(30, "creations")
+        allow = C(resource_type=2, resource_name="acl-read", resource_pattern_type=3, principal="User:alice",
+                  host="", operation=4, permission_type=3)
+        [created] = admin.call(req(30, creations=[allow]), 3).results
+        assert (created.error_code, created.error_message) == (0, None)
+        err = produce_error(acl_broker, "alice", "acl-read")
+        assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+        F = field(31, "filters")
+        [gone] = admin.call(req(31, filters=[F(resource_type_filter=2, resource_name_filter="acl-read",
+                                               pattern_type_filter=3, principal_filter="User:alice", host_filter="",
+                                               operation=4, permission_type=3)]), 3).filter_results
+        assert gone.error_code == 0 and [m.host for m in gone.matching_acls] == [""]
+    finally:
+        admin.close()
+
+
 def test_authorized_operations(acl_broker):
     alice = AdminClient(conf(acl_broker, "alice"))
     topic = alice.describe_topics(TopicCollection(["acl-read"]), include_authorized_operations=True)

@@ -168,7 +168,9 @@ def parse_principal(text: str | None) -> tuple[str, str] | None:
 
 
 def validate_binding(b: AclBinding) -> str | None:
-    """Why CreateAcls refuses this binding (Kafka's AclControlManager.validateNewAcl), or None."""
+    """Why CreateAcls refuses this binding (Kafka's AclControlManager.validateNewAcl and
+    AclApis.handleCreateAcls), or None. The principal check is ours: Kafka stores a principal
+    without a colon and fails later, when StandardAcl.kafkaPrincipal() parses it to authorize."""
     if b.resource_type not in Res._value2member_map_ or b.resource_type in (Res.UNKNOWN, Res.ANY):
         return "Invalid resourceType " + str(b.resource_type)
     if b.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
@@ -183,6 +185,5 @@ def validate_binding(b: AclBinding) -> str | None:
         return f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
     if parse_principal(b.principal) is None:
         return f"Could not parse principal from `{b.principal}` (no colon is present separating the principal type from the principal name)"
-    if not b.host:
-        return "Invalid empty host"
+    # no check of the host: Kafka stores an empty one too (it then matches no client address)
     return None
