@@ -127,3 +127,22 @@ def test_offset_delete_of_a_partition_that_does_not_exist(broker, wire):
     # an unknown group is still GROUP_ID_NOT_FOUND, whatever the partitions
     assert wire.call(req(47, group_id="g-none", topics=[
         OT(name="gone", partitions=[OP(partition_index=0)])]), 0).error_code == 69
+
+
+def test_an_empty_group_id_is_invalid(broker, wire):
+    """Kafka's GroupCoordinatorService answers INVALID_GROUP_ID for an empty group id in
+    SyncGroup, Heartbeat, LeaveGroup and OffsetDelete (isGroupIdNotEmpty), not UNKNOWN_MEMBER_ID
+    or GROUP_ID_NOT_FOUND as if a group "" could exist."""
+    from kafka.protocol.consumer.group import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
+    sync = wire.call(SyncGroupRequest(group_id="", generation_id=1, member_id="m", group_instance_id=None,
+                                      protocol_type="consumer", protocol_name="range", assignments=[]), 5)
+    assert sync.error_code == 24
+    assert wire.call(HeartbeatRequest(group_id="", generation_id=1, member_id="m", group_instance_id=None),
+                     4).error_code == 24
+    assert wire.call(LeaveGroupRequest(group_id="", member_id="m"), 1).error_code == 24
+    left = wire.call(LeaveGroupRequest(group_id="", members=[LeaveGroupRequest.MemberIdentity(
+        member_id="m", group_instance_id=None)]), 4)
+    assert (left.error_code, left.members) == (24, [])
+    OT = field(47, "topics")
+    assert wire.call(req(47, group_id="", topics=[OT(name="two", partitions=[
+        field(47, "topics", "partitions")(partition_index=0)])]), 0).error_code == 24

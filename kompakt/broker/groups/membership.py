@@ -39,6 +39,7 @@ initial delay of a group coming from Empty):
     join timer           | -                   | end the join phase   | -                        | -
     sync timer           | -                   | -                    | remove the members that did not sync, rebalance
 
+An empty group id answers INVALID_GROUP_ID before anything else (Kafka's GroupCoordinatorService).
 Every request first checks Dead (COORDINATOR_NOT_AVAILABLE) and the member (UNKNOWN_MEMBER_ID,
 FENCED_INSTANCE_ID for a replaced static id), then the generation (ILLEGAL_GENERATION).
 
@@ -514,6 +515,8 @@ class ClassicMembership:
                          protocol_name: str | None, assignments: list[tuple[str, bytes]]) -> SyncResult:
         if self.closing:
             return SyncResult(error=ErrorCode.NOT_COORDINATOR)
+        if not group_id:     # Kafka's GroupCoordinatorService checks it first (isGroupIdNotEmpty)
+            return SyncResult(error=ErrorCode.INVALID_GROUP_ID)
         if self.loading:
             return SyncResult(error=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         consumer_group = self.consumer_groups.get(group_id)
@@ -569,6 +572,8 @@ class ClassicMembership:
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str,
                   group_instance_id: str | None) -> int:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         consumer_group = self.consumer_groups.get(group_id)
@@ -596,6 +601,8 @@ class ClassicMembership:
     def leave_group(self, group_id: str,
                     members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
         """Remove (member id, group instance id) pairs; returns (top-level error, per-member errors)."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, [ErrorCode.INVALID_GROUP_ID] * len(members)
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS] * len(members)
         if group_id in self.consumer_groups:

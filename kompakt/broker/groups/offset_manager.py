@@ -149,6 +149,8 @@ class OffsetManager:
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> tuple[int, dict]:
         """OffsetDelete: (top-level error, {(topic, partition): error})."""
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, {}
         if self.loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, {}
         codes: dict[tuple[str, int], int] = {}

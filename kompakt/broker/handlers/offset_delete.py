@@ -5,7 +5,7 @@ tombstones. Allowed for an Empty group; for a group with members only for topics
 subscribed to (consumer protocol), others failing with GROUP_SUBSCRIBED_TO_TOPIC. An unknown
 topic or a partition the topic lacks answers UNKNOWN_TOPIC_OR_PARTITION, decided here before the
 coordinator (Kafka's KafkaApis.handleOffsetDeleteRequest). Top-level
-errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members with a protocol whose subscriptions we
+errors: INVALID_GROUP_ID (empty id), GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members with a protocol whose subscriptions we
 cannot read), COORDINATOR_NOT_AVAILABLE (append failed).
 
 Authorization: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic
