@@ -314,3 +314,35 @@ def test_metadata_cluster_operations_need_describe_on_the_cluster(table):
     finally:
         _cluster_acl(admin, "gina", 12, create=False)
         admin.close()
+
+
+def test_find_coordinator_share_keys(table):
+    """Kafka 4's KafkaApis.getCoordinator for key type SHARE (2): before v6 INVALID_REQUEST; at v6
+    CLUSTER_ACTION on the cluster first (authorizeClusterOperation throws: every key of the request
+    answers CLUSTER_AUTHORIZATION_FAILED with Errors' message), then INVALID_REQUEST as no share
+    coordinator runs (share groups off: BrokerServer.createShareCoordinator gives None)."""
+    _, port = table
+    keys = ["share-g:AAAAAAAAAAAAAAAAAAAAAA:0", "other"]
+    admin, eve = login(port, "admin"), login(port, "eve")
+
+    def ask(w, version):
+        if version < 4:
+            r = w.call(req(10, key=keys[0], key_type=2), version)
+            return [(r.error_code, r.node_id, r.error_message)]
+        r = w.call(req(10, key_type=2, coordinator_keys=keys), version)
+        return [(c.error_code, c.node_id, c.error_message) for c in r.coordinators]
+    try:
+        invalid = (EC.INVALID_REQUEST, -1, None)
+        assert ask(eve, 6) == [(CLUSTER_DENIED, -1, "Cluster authorization failed.")] * 2
+        assert ask(eve, 5) == [invalid] * 2                          # the version check comes first
+        [(code, node, _)] = ask(eve, 3)
+        assert (code, node) == (EC.INVALID_REQUEST, -1)
+        assert ask(admin, 6) == [invalid] * 2
+        _cluster_acl(admin, "eve", 9, create=True)                   # CLUSTER_ACTION
+        try:
+            assert ask(eve, 6) == [invalid] * 2
+        finally:
+            _cluster_acl(admin, "eve", 9, create=False)
+    finally:
+        eve.close()
+        admin.close()
