@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.container, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/kompakt:test"
+BUILD_IMAGE = "localhost/kompakt-build:test"     # the Dockerfile's build stage, kept for its cache
 
 
 def free_port() -> int:
@@ -81,15 +82,18 @@ def podman_env() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def image(podman_env) -> str:
     cmd = ["podman", "build", "--format", "docker", "--isolation", "chroot", "--network", "host",
-           "--build-arg", f"BASE={podman_env['KOMPAKT_BASE_IMAGE']}", "-f", str(ROOT / "docker" / "Dockerfile"),
-           "-t", IMAGE]
+           "--build-arg", f"BASE={podman_env['KOMPAKT_BASE_IMAGE']}", "-f", str(ROOT / "docker" / "Dockerfile")]
     bundle = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
     if os.path.exists(bundle):
         cmd += ["--secret", f"id=ca_bundle,src={bundle}"]
-    run(cmd + [str(ROOT)], podman_env, timeout=900)
-    # Each build with changed code leaves the previous image untagged; drop those so a CI machine's
-    # disk does not fill up. Layers still cached for the next build (the dependencies) are parents
-    # of live images and survive.
+    # The build stage gets a tag of its own (the second build then finds all of it in the cache):
+    # its layers (the compiler from apt, the dependencies from PyPI) are parents of no layer of the
+    # final image, so untagged they were dangling and the prune below dropped them, and every run
+    # installed both again.
+    run(cmd + ["--target", "build", "-t", BUILD_IMAGE, str(ROOT)], podman_env, timeout=900)
+    run(cmd + ["-t", IMAGE, str(ROOT)], podman_env, timeout=900)
+    # Each build with changed code leaves the previous images untagged; drop those so a CI machine's
+    # disk does not fill up. The layers the next build reuses are parents of the tagged images.
     run(["podman", "image", "prune", "-f"], podman_env, check=False, timeout=300)
     return IMAGE
 
