@@ -146,3 +146,33 @@ def test_an_empty_group_id_is_invalid(broker, wire):
     OT = field(47, "topics")
     assert wire.call(req(47, group_id="", topics=[OT(name="two", partitions=[
         field(47, "topics", "partitions")(partition_index=0)])]), 0).error_code == 24
+
+
+def test_offset_delete_when_the_subscriptions_cannot_be_read(broker, wire):
+    """A classic group of the consumer protocol whose members' subscriptions cannot be parsed:
+    Kafka's ClassicGroup.isSubscribedToTopic counts it as subscribed to every topic
+    (orElse(usesConsumerGroupProtocol())), so OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC per
+    partition and keeps the offsets; NON_EMPTY_GROUP is for groups of other protocol types."""
+    from kafka.protocol.consumer.group import JoinGroupRequest, SyncGroupRequest
+    create_topic(broker.bootstrap, "four", 1)
+    assert set(codes(commit(wire, "g-garbled", [("four", [(0, 8)])])).values()) == {0}
+    JP = JoinGroupRequest.JoinGroupRequestProtocol
+    fields = dict(group_id="g-garbled", session_timeout_ms=10000, rebalance_timeout_ms=10000,
+                  group_instance_id=None, protocol_type="consumer",
+                  protocols=[JP(name="range", metadata=b"\x00")])   # not a ConsumerProtocolSubscription
+    joined = wire.call(JoinGroupRequest(member_id="", **fields), 5)
+    if joined.error_code == 79:
+        joined = wire.call(JoinGroupRequest(member_id=joined.member_id, **fields), 5)
+    assert joined.error_code == 0, joined
+    synced = wire.call(SyncGroupRequest(
+        group_id="g-garbled", generation_id=joined.generation_id, member_id=joined.member_id,
+        group_instance_id=None, protocol_type="consumer", protocol_name="range",
+        assignments=[SyncGroupRequest.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")]), 5)
+    assert synced.error_code == 0, synced
+    OT = field(47, "topics")
+    answer = wire.call(req(47, group_id="g-garbled", topics=[OT(name="four", partitions=[
+        field(47, "topics", "partitions")(partition_index=0)])]), 0)
+    assert answer.error_code == 0, answer
+    assert [p.error_code for t in answer.topics for p in t.partitions] == [86]   # GROUP_SUBSCRIBED_TO_TOPIC
+    fetched = wire.call(OffsetFetchRequest(group_id="g-garbled", topics=None), 7)
+    assert [(t.name, [p.committed_offset for p in t.partitions]) for t in fetched.topics] == [("four", [8])]

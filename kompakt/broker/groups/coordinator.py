@@ -236,8 +236,7 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
                 [(value["protocol"], m["subscription"])], m["assignment"]))
         group.protocol_type = value["protocol_type"] or None
         group.leader_id = value["leader"] if value["leader"] in group.members else group.leader_id
-        if group.members:
-            group.subscribed_topics = group._compute_subscribed_topics()
+        group.subscribed_topics = group._compute_subscribed_topics()
         self.groups[group_id] = group
 
     # ================================================================================ timers

@@ -278,14 +278,19 @@ class ClassicGroup:
             self.fire(GroupEvent.JOIN_COMPLETE, now_ms)
         else:
             self.protocol_name = None
-            self.subscribed_topics = None
+            self.subscribed_topics = self._compute_subscribed_topics()
             self.fire(GroupEvent.ALL_MEMBERS_LEFT, now_ms)
         self.pending_sync_members.clear()
 
     def _compute_subscribed_topics(self) -> set[str] | None:
         """Topics of every member's subscription, when the group speaks the consumer protocol
-        (used by OffsetDelete and offset expiry); None when unknown."""
-        if self.protocol_type != CONSUMER_PROTOCOL_TYPE or self.protocol_name is None:
+        (used by OffsetDelete and offset expiry): none without members; None when unknown
+        (another protocol type, no protocol selected yet, or a subscription we cannot parse)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return None
+        if not self.members:
+            return set()
+        if self.protocol_name is None:
             return None
         topics: set[str] = set()
         for m in self.members.values():
@@ -294,6 +299,13 @@ class ClassicGroup:
                 return None
             topics.update(parsed)
         return topics
+
+    def is_subscribed_to(self, topic: str) -> bool:
+        """Kafka's ClassicGroup.isSubscribedToTopic: a consumer-protocol group whose
+        subscriptions are unknown counts as subscribed to every topic."""
+        if self.subscribed_topics is None:
+            return self.protocol_type == CONSUMER_PROTOCOL_TYPE
+        return topic in self.subscribed_topics
 
     def current_member_metadata(self) -> list[tuple[str, str | None, bytes]]:
         """(member id, group instance id, metadata) of every member for the selected protocol:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kompakt.broker.groups.group import ClassicGroup, GroupState
+from kompakt.broker.groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from kompakt.broker.groups.membership import storage_error_to_coordinator_error
 from kompakt.broker.groups.offsets import (OffsetAndMetadata, expired_consumer_group_offsets,
                                            expired_offsets)
@@ -163,11 +163,12 @@ class OffsetManager:
                     codes[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         elif group is None or group.is_state(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
-        elif not group.is_state(GroupState.EMPTY):
-            if group.protocol_type != "consumer" or group.subscribed_topics is None:
-                return ErrorCode.NON_EMPTY_GROUP, {}
+        elif not group.is_state(GroupState.EMPTY) and group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return ErrorCode.NON_EMPTY_GROUP, {}
+        else:
+            # Kafka's ClassicGroup: subscriptions it cannot read count as every topic
             for tp in partitions:
-                if tp[0] in group.subscribed_topics:
+                if group.is_subscribed_to(tp[0]):
                     codes[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
         committed = self.offsets.get(group_id, {})
         # Kafka 4: a tombstone also for a partition with only a pending transactional offset

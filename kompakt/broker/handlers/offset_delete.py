@@ -2,11 +2,12 @@
 
 Behaviour (KIP-496): deletes committed offsets of some partitions of a group by appending
 tombstones. Allowed for an Empty group; for a group with members only for topics no member is
-subscribed to (consumer protocol), others failing with GROUP_SUBSCRIBED_TO_TOPIC. An unknown
+subscribed to (consumer protocol; subscriptions that cannot be read count as every topic, as
+Kafka's ClassicGroup.isSubscribedToTopic), others failing with GROUP_SUBSCRIBED_TO_TOPIC. An unknown
 topic or a partition the topic lacks answers UNKNOWN_TOPIC_OR_PARTITION, decided here before the
 coordinator (Kafka's KafkaApis.handleOffsetDeleteRequest). Top-level
-errors: INVALID_GROUP_ID (empty id), GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members with a protocol whose subscriptions we
-cannot read), COORDINATOR_NOT_AVAILABLE (append failed).
+errors: INVALID_GROUP_ID (empty id), GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members of another protocol type
+than consumer), COORDINATOR_NOT_AVAILABLE (append failed).
 
 Authorization: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each topic
 (else TOPIC_AUTHORIZATION_FAILED for its partitions).

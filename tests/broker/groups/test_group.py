@@ -154,7 +154,8 @@ def test_init_next_generation_with_and_without_members():
     g.fire(E.PREPARE_REBALANCE, 3)
     g.remove("a")
     g.init_next_generation(4)
-    assert (g.state, g.generation_id, g.protocol_name, g.subscribed_topics) == (S.EMPTY, 2, None, None)
+    # an Empty consumer-protocol group subscribes to nothing (Kafka's computeSubscribedTopics)
+    assert (g.state, g.generation_id, g.protocol_name, g.subscribed_topics) == (S.EMPTY, 2, None, set())
 
 
 def test_metadata_record_fields_of_empty_and_stable_group():
