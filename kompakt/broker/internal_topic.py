@@ -40,12 +40,15 @@ class InternalTopic:
         self._ready = False
 
     def exists(self) -> bool:
-        """The topic and *every* partition log exist."""
+        """The topic and *every* partition log exist (a partition whose log dir was offline at
+        start-up exists too: it answers KAFKA_STORAGE_ERROR, its coordinator is not available,
+        and the others load and serve)."""
         if self._ready:
             return True
-        meta = self.log_manager.topics.get(self.name)
-        if meta is not None and all(self.log_manager.get_log(TopicPartition(self.name, p)) is not None
-                                    for p in range(meta.partitions)):
+        lm = self.log_manager
+        meta = lm.topics.get(self.name)
+        if meta is not None and all(lm.get_log(TopicPartition(self.name, p)) is not None
+                                    or lm.is_offline((self.name, p)) for p in range(meta.partitions)):
             self._ready = True
         return self._ready
 

@@ -21,6 +21,8 @@ import pytest
 from txn_support import DEADLINE_S, create_topics, marker_kinds, read_values, txn_broker
 from wire_support import Wire, req
 
+from kompakt.protocol.txn_records import partition_for
+
 CRASH_ENV = "TEST_KOMPAKT_CRASH_AT"
 STORAGE_ERROR = 56
 
@@ -58,14 +60,16 @@ def produce_error(port: int, topic: str, partition: int) -> int:
 def test_markers_wait_for_a_partition_whose_log_dir_is_offline(tmp_path, monkeypatch):
     d1, d2 = str(tmp_path / "disk1"), str(tmp_path / "disk2")
     monkeypatch.setenv(CRASH_ENV, "txn_prepare_written")
-    b = txn_broker(tmp_path / "b", **{"log.dirs": f"{d1},{d2}", "transaction.state.log.num.partitions": "1"})
+    # four state partitions over both dirs: the state of the live ones must load with some offline
+    b = txn_broker(tmp_path / "b", **{"log.dirs": f"{d1},{d2}", "transaction.state.log.num.partitions": "4"})
     create_topics(b.bootstrap, {"t": 4})
     p = ck.Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "off", "message.timeout.ms": 10000})
     p.init_transactions(DEADLINE_S)
     where = placement([d1, d2])
     # the dir holding the coordinator's and the groups' partitions stays; the other goes offline
-    keep = where["__transaction_state-0"]
+    keep = where[f"__transaction_state-{partition_for('off', 4)}"]
     lose = d2 if keep == d1 else d1
+    assert any(where[f"__transaction_state-{i}"] == lose for i in range(4)), where
     stays = next(i for i in range(4) if where[f"t-{i}"] == keep)
     goes = next(i for i in range(4) if where[f"t-{i}"] == lose)
     p.begin_transaction()
