@@ -176,3 +176,24 @@ def test_offset_delete_when_the_subscriptions_cannot_be_read(broker, wire):
     assert [p.error_code for t in answer.topics for p in t.partitions] == [86]   # GROUP_SUBSCRIBED_TO_TOPIC
     fetched = wire.call(OffsetFetchRequest(group_id="g-garbled", topics=None), 7)
     assert [(t.name, [p.committed_offset for p in t.partitions]) for t in fetched.topics] == [("four", [8])]
+
+
+def test_delete_an_empty_group_with_a_pending_member(broker, wire):
+    """DeleteGroups of an Empty classic group whose only member got its id (MEMBER_ID_REQUIRED)
+    and has not rejoined yet: Kafka's ClassicGroup.validateDeleteGroup looks at the state only,
+    so the group is deleted (the member's rejoin then answers UNKNOWN_MEMBER_ID, and it joins
+    again without an id); DescribeGroups showed an Empty group without members, yet deleting
+    it answered NON_EMPTY_GROUP until the pending member's session expired."""
+    from kafka.protocol.admin.groups import DescribeGroupsRequest
+    from kafka.protocol.consumer.group import JoinGroupRequest
+    fields = dict(group_id="g-pending", session_timeout_ms=30000, rebalance_timeout_ms=30000,
+                  group_instance_id=None, protocol_type="consumer",
+                  protocols=[JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")])
+    first = wire.call(JoinGroupRequest(member_id="", **fields), 5)
+    assert first.error_code == 79, first            # MEMBER_ID_REQUIRED: a pending member
+    described = wire.call(DescribeGroupsRequest(groups=["g-pending"]), 5).groups[0]
+    assert (described.group_state, described.members) == ("Empty", [])
+    deleted = wire.call(req(42, groups_names=["g-pending"]), 2)
+    assert [(r.group_id, r.error_code) for r in deleted.results] == [("g-pending", 0)]
+    rejoined = wire.call(JoinGroupRequest(member_id=first.member_id, **fields), 5)
+    assert rejoined.error_code == 25                # UNKNOWN_MEMBER_ID: the group is gone

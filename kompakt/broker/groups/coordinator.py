@@ -302,7 +302,8 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
                 codes[group_id] = ErrorCode.INVALID_GROUP_ID
             elif group is None or group.is_state(GroupState.DEAD):
                 codes[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
-            elif not group.is_state(GroupState.EMPTY) or group.pending_members:
+            elif not group.is_state(GroupState.EMPTY):
+                # (pending members do not count: Kafka's validateDeleteGroup looks at the state)
                 codes[group_id] = ErrorCode.NON_EMPTY_GROUP
             else:
                 try:

@@ -2,8 +2,9 @@
 
 Behaviour: deletes groups that have no members: one batch appended to `__consumer_offsets` with
 a tombstone for every committed offset and for the group metadata; the cleaner then removes
-them after delete.retention.ms. Per-group errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (members
-or pending members), INVALID_GROUP_ID (empty id), COORDINATOR_NOT_AVAILABLE (append failed).
+them after delete.retention.ms. Per-group errors: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a state
+other than Empty; members that were given an id and have not joined yet do not count, as in
+Kafka: their rejoin answers UNKNOWN_MEMBER_ID), INVALID_GROUP_ID (empty id), COORDINATOR_NOT_AVAILABLE (append failed).
 
 Version notes: v2+ flexible.
 
