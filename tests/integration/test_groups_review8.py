@@ -19,6 +19,7 @@ FT = OffsetFetchRequest.OffsetFetchRequestTopic
 def broker(tmp_path_factory):
     from conftest import BrokerProcess
     proc = BrokerProcess(tmp_path_factory.mktemp("review8"), GROUP_BROKER).start()
+    create_topic(proc.bootstrap, "two", 2)      # the probes' shared topic
     yield proc
     proc.kill()
 
@@ -47,7 +48,6 @@ def test_commit_to_a_partition_that_does_not_exist(broker, wire):
     partition the topic lacks (metadataCache.getPartitionInfo) and for an unknown topic, before
     the group coordinator sees the request: nothing is stored for it, and the group checks do
     not overwrite that code."""
-    create_topic(broker.bootstrap, "two", 2)
     answer = commit(wire, "g-part", [("two", [(0, 5), (7, 9)]), ("nope", [(0, 1)])])
     assert codes(answer) == {("two", 0): 0, ("two", 7): 3, ("nope", 0): 3}
     fetched = wire.call(OffsetFetchRequest(group_id="g-part", topics=None), 7)
@@ -197,3 +197,17 @@ def test_delete_an_empty_group_with_a_pending_member(broker, wire):
     assert [(r.group_id, r.error_code) for r in deleted.results] == [("g-pending", 0)]
     rejoined = wire.call(JoinGroupRequest(member_id=first.member_id, **fields), 5)
     assert rejoined.error_code == 25                # UNKNOWN_MEMBER_ID: the group is gone
+
+
+def test_list_groups_state_filter_is_trimmed(broker, wire):
+    """Kafka's GroupMetadataManager.listGroups lower-cases and trims each state filter, so
+    " Empty " matches an Empty group (as "EMPTY" does); the type filter is only lower-cased."""
+    create_topic(broker.bootstrap, "five", 1)
+    assert set(codes(commit(wire, "g-listed", [("five", [(0, 1)])])).values()) == {0}
+
+    def listed(states, types=()):
+        answer = wire.call(req(16, states_filter=list(states), types_filter=list(types)), 5)
+        assert answer.error_code == 0, answer
+        return {g.group_id for g in answer.groups}
+    assert "g-listed" in listed([" Empty "]) and "g-listed" in listed(["EMPTY"], ["Classic"])
+    assert "g-listed" not in listed(["Stable"]) and "g-listed" not in listed([], [" classic"])

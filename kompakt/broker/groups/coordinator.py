@@ -278,8 +278,9 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
         """(group id, protocol type, state, group type) of every group, filtered by state and
         type names (case-insensitive, Kafka's ListGroups v4/v5 filters); the type is "classic"
         or "consumer" (KIP-848 groups, whose protocol type is "consumer")."""
-        # Null entries (a malformed filter) match nothing rather than failing the request.
-        wanted = {s.lower() for s in states if s is not None} if states else None
+        # Null entries (a malformed filter) match nothing rather than failing the request;
+        # states are trimmed as Kafka's listGroups does (types are not).
+        wanted = {s.lower().strip() for s in states if s is not None} if states else None
         kinds = {t.lower() for t in types if t is not None} if types else None
         rows = []
         if kinds is None or "classic" in kinds:
