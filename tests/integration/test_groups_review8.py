@@ -211,3 +211,34 @@ def test_list_groups_state_filter_is_trimmed(broker, wire):
         return {g.group_id for g in answer.groups}
     assert "g-listed" in listed([" Empty "]) and "g-listed" in listed(["EMPTY"], ["Classic"])
     assert "g-listed" not in listed(["Stable"]) and "g-listed" not in listed([], [" classic"])
+
+
+def test_a_partition_given_back_while_its_member_revokes_it(broker, wire):
+    """Kafka's CurrentAssignmentBuilder.computeNextAssignment: a target partition that the member
+    itself holds pending revocation is not "unreleased" (only one member can hold a partition).
+    m1 is asked to revoke a partition of "two" for m2; m2 leaves before m1 acknowledges; when m1
+    acknowledges, the new target gives the partition back: m1 gets it at once, Stable at the
+    new epoch, instead of waiting one more heartbeat in UnreleasedPartitions without it."""
+    TP = field(68, "topic_partitions")
+
+    def owned(answer):
+        return [TP(topic_id=t.topic_id, partitions=sorted(t.partitions)) for t in answer.assignment.topic_partitions]
+
+    def parts(answer):
+        return sorted(p for t in answer.assignment.topic_partitions for p in t.partitions)
+
+    first = heartbeat(wire, "g-giveback", "m1", 0)
+    assert first.error_code == 0 and parts(first) == [0, 1], first
+    m1_owned = owned(first)
+    joined = heartbeat(wire, "g-giveback", "m2", 0)
+    assert joined.error_code == 0, joined
+    revoke = heartbeat(wire, "g-giveback", "m1", first.member_epoch, topics=None, rebalance_timeout_ms=-1,
+                       topic_partitions=m1_owned)
+    assert revoke.member_epoch == first.member_epoch and len(parts(revoke)) == 1, revoke   # asked to revoke one
+    left = heartbeat(wire, "g-giveback", "m2", -1, topics=None, rebalance_timeout_ms=-1)
+    assert left.error_code == 0, left
+    acked = heartbeat(wire, "g-giveback", "m1", revoke.member_epoch, topics=None, rebalance_timeout_ms=-1,
+                      topic_partitions=owned(revoke))
+    assert acked.error_code == 0 and acked.assignment is not None and parts(acked) == [0, 1], acked
+    described = wire.call(req(69, group_ids=["g-giveback"], include_authorized_operations=False), 0).groups[0]
+    assert described.group_state == "Stable" and described.members[0].member_epoch == acked.member_epoch

@@ -13,9 +13,10 @@ state - never more than one step, which is what makes the protocol incremental:
 
 The next assignment keeps `assigned ∩ target`, asks to revoke `assigned - target` (the member
 stays at its epoch: a revocation must be acknowledged before anything new is handed out), and
-otherwise moves to the target epoch adding the target partitions nobody owns any more; the
-ones still owned by another member wait (UnreleasedPartitions) - a partition is given to its new
-owner only after the old owner revoked it.
+otherwise moves to the target epoch adding the target partitions nobody owns any more (or that
+the member itself was revoking: the target gave them back); the ones still owned by another
+member wait (UnreleasedPartitions) - a partition is given to its new owner only after the old
+owner revoked it.
 
 Invariant: a partition is never in the result's `assigned` while `owner_epoch` says another
 member owns it.
@@ -81,8 +82,11 @@ def _next(member: ConsumerGroupMember, epoch: int, target_epoch: int, target: Pa
         if current - kept:
             revoke[topic_id] = current - kept
         free = set()
+        revoking = member.pending_revocation.get(topic_id, frozenset())
         for p in goal - kept:
-            if owner_epoch(topic_id, p) == -1:
+            # a partition this member holds pending revocation is its own to take back (only
+            # one member can hold a partition): not unreleased, as Kafka's computeNextAssignment
+            if owner_epoch(topic_id, p) == -1 or p in revoking:
                 free.add(p)
             else:
                 unreleased = True
