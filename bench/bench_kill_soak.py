@@ -61,9 +61,11 @@ GROUP = "soak-group"
 PARTITIONS = 2
 KEYS = 150
 QUIET = {"log_level": 2}   # librdkafka: no "Connect ... refused" lines while the broker is down
-# Retries back off exponentially up to retry.backoff.max.ms (1 s by default): a batch that failed
-# against the dead broker would otherwise wait up to a second after the restart before it lands.
-RETRIES = {"retry.backoff.ms": 50, "retry.backoff.max.ms": 200, "reconnect.backoff.max.ms": 200}
+# The producers find the restarted broker again at their next metadata refresh, and retries back
+# off exponentially up to retry.backoff.max.ms (1 s by default): both short, a pause's flush ends
+# ~0.1 s after the broker is ready instead of ~1.1 s (a refresh every second).
+RECONNECT = {"retry.backoff.ms": 50, "retry.backoff.max.ms": 200, "reconnect.backoff.max.ms": 200,
+             "topic.metadata.refresh.interval.ms": 200}
 GROUP_SESSION_MS = 2000
 
 BROKER_CONFIG = {
@@ -238,8 +240,8 @@ class Writer(_Pausable):
     def _new_producer(self) -> Producer:
         self._fatal = False
         return Producer({**QUIET, "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5, "batch.size": 4000, "message.timeout.ms": 120000, **RETRIES,
-                         "topic.metadata.refresh.interval.ms": 1000, "error_cb": self._error})
+                         "linger.ms": 5, "batch.size": 4000, "message.timeout.ms": 120000, **RECONNECT,
+                         "error_cb": self._error})
 
     def _error(self, err) -> None:
         if err.fatal():                     # e.g. an idempotence violation: the broker lost state
@@ -328,7 +330,7 @@ class TxnWriter(_Pausable):
 
     def _new_producer(self) -> Producer:
         p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "transactional.id": "soak-txn",
-                      "message.timeout.ms": 60000, "transaction.timeout.ms": 60000, **RETRIES})
+                      "message.timeout.ms": 60000, "transaction.timeout.ms": 60000, **RECONNECT})
         p.init_transactions(120)             # fences the previous incarnation, finishes its transaction
         return p
 
