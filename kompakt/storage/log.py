@@ -281,8 +281,10 @@ class Log:
                 staged, dup, completed = psm.check_batches(
                     [(hdr, vr.first_offset, vr.last_offset, marker)], origin, verification_guard)
                 if dup is not None:
+                    # Kafka answers the stored batch's timestamp as log_append_time, whatever
+                    # the topic's timestamp type (UnifiedLog.append: setLogAppendTime(duplicate))
                     return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                      dup.last_offset, -1, self.log_start_offset,
+                                      dup.last_offset, dup.timestamp, self.log_start_offset,
                                       dup.offset_delta + 1, 0, duplicate=True)
             due = self._append_validated(vr.buffer, vr.first_offset, vr.last_offset, vr.max_timestamp,
                                          vr.offset_of_max_timestamp, vr.records_count, now, roll)

@@ -1,0 +1,70 @@
+"""Produce path against Apache Kafka 4's answers, over TCP with raw requests (wire_support):
+corner cases of the idempotent producer and of LogValidator that real clients rarely hit but
+Kafka answers in a defined way. Each test names the Kafka source it follows.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from kompakt.protocol import registry
+from kompakt.protocol.errors import ErrorCode as EC
+from kompakt.protocol.records import build_batch
+from wire_support import Wire, req
+
+TOPICS = {
+    "sem-lat": {"message.timestamp.type": "LogAppendTime"},
+    "sem-create": {},
+}
+
+
+@pytest.fixture(scope="module")
+def wire(module_broker):
+    w = Wire(module_broker.port)
+    T = registry.API[19].request.CreatableTopic
+    C = T.CreatableTopicConfig
+    answer = w.call(req(19, topics=[
+        T(name=name, num_partitions=1, replication_factor=1, assignments=[],
+          configs=[C(name=k, value=v) for k, v in configs.items()])
+        for name, configs in TOPICS.items()], timeout_ms=10000, validate_only=False), 5)
+    assert [t.error_code for t in answer.topics] == [0] * len(TOPICS)
+    yield w
+    w.close()
+
+
+def produce(wire, topic, records, version=9, acks=-1):
+    P = registry.API[0].request.TopicProduceData
+    answer = wire.call(req(0, transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])]), version)
+    [t] = answer.responses
+    [p] = t.partition_responses
+    return p
+
+
+def idempotent(pid, seq, n=1, epoch=0, ts=None):
+    ts = ts if ts is not None else int(time.time() * 1000)
+    return build_batch([(b"k%d" % i, b"v", None, ts + i) for i in range(n)], producer_id=pid,
+                       producer_epoch=epoch, base_sequence=seq)
+
+
+@pytest.mark.parametrize("topic", ["sem-lat", "sem-create"])
+def test_a_duplicate_is_answered_with_the_original_offset_and_timestamp(wire, topic):
+    """UnifiedLog.append: a duplicate of one of the last 5 batches answers the original batch's
+    first offset and, as log_append_time, that batch's stored timestamp (appendInfo
+    .setLogAppendTime(duplicate.timestamp()), whatever the topic's timestamp type)."""
+    pid = 7001 if topic == "sem-lat" else 7002
+    ts = int(time.time() * 1000) - 60_000
+    first = produce(wire, topic, idempotent(pid, 0, n=2, ts=ts))
+    assert first.error_code == 0
+    produce(wire, topic, idempotent(pid, 2, ts=ts))
+    time.sleep(0.01)                                    # a later append time, were it re-stamped
+    again = produce(wire, topic, idempotent(pid, 0, n=2, ts=ts))
+    assert again.error_code == 0
+    assert again.base_offset == first.base_offset
+    if topic == "sem-lat":
+        assert first.log_append_time_ms > 0
+        assert again.log_append_time_ms == first.log_append_time_ms
+    else:
+        assert first.log_append_time_ms == -1
+        assert again.log_append_time_ms == ts + 1          # the batch's max timestamp
