@@ -251,7 +251,8 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
        accepted_only=True),
     _t("remote.log.copy.lag.bytes", "long", 0, [], "Accepted; tiered storage is not supported.", min=-1,
        accepted_only=True),
-    _t("remote.storage.enable", "bool", False, [], "Accepted; tiered storage is not supported.",
+    _t("remote.storage.enable", "bool", False, [], "Only false: tiered storage is not supported (true is "
+       "refused as by Kafka with remote.log.storage.system.enable off).",
        accepted_only=True),
     _t("retention.bytes", "long", -1, ["log.retention.bytes"],
        "Largest the log may grow before old segments are deleted (-1: unlimited)."),
@@ -358,6 +359,18 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
         parsed[name] = key.parse(raw)
     _check_combination(parsed)
     return parsed
+
+
+TIERED_STORAGE_OFF = ("Tiered Storage functionality is disabled in the broker. "
+                      "Topic cannot be configured with remote log storage.")
+
+
+def refuse_unsupported(parsed: Mapping[str, Any]) -> None:
+    """What a client may not newly set on this broker: Kafka's validateRemoteStorageOnlyIfSystemEnabled
+    refuses remote.storage.enable=true unless remote.log.storage.system.enable (we have no tiered
+    storage, so never). Called by CreateTopics and the alter APIs, not when loading stored configs."""
+    if parsed.get("remote.storage.enable"):
+        raise _invalid("remote.storage.enable", True, "false", TIERED_STORAGE_OFF)
 
 
 def _check_combination(values: Mapping[str, Any]) -> None:

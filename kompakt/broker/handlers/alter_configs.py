@@ -5,7 +5,8 @@ Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.l
 * A key named twice in one resource: INVALID_REQUEST "Error due to duplicate config keys"; a null
   value: INVALID_REQUEST "Null value not supported for : <key>".
 * TOPIC: the given configs *replace the topic's whole override set* (keys not listed return to
-  their defaults), exactly as Kafka's legacy API does. Unknown topic ->
+  their defaults), exactly as Kafka's legacy API does (remote.storage.enable=true is INVALID_CONFIG:
+  no tiered storage, as Kafka with it off). Unknown topic ->
   UNKNOWN_TOPIC_OR_PARTITION; unknown key or bad value -> INVALID_CONFIG with the message. The new
   set is persisted and applied to the live logs (retention, segment size, cleanup.policy, ...)
   by the log manager before we answer.
@@ -107,7 +108,7 @@ async def alter_broker(ctx, name: str, build, validate_only: bool) -> None:
 async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
     """Validate a topic's complete new override set and, unless validating only, persist and apply it."""
     try:
-        topic_config.validate_topic_configs(new_configs)
+        topic_config.refuse_unsupported(topic_config.validate_topic_configs(new_configs))
     except KafkaError as exc:
         raise ResultError(error_code_of(exc), str(exc)) from None
     if validate_only:
