@@ -5,9 +5,10 @@ partition, checks them the way Kafka's UnifiedLog.analyzeAndValidateRecords + Lo
 assigns offsets starting at the log end offset and returns the bytes to append.
 
 Rules, each with the error that goes to the wire:
-- exactly one batch, complete (CORRUPT_MESSAGE when truncated; INVALID_RECORD when none or more
-  than one, as Kafka's ProduceRequest/LogValidator checks say for v2);
-- magic 2 only (UNSUPPORTED_FOR_MESSAGE_FORMAT);
+- exactly one batch, complete (INVALID_RECORD when none, truncated or more than one, as Kafka's
+  ProduceRequest.validateRecords; a declared size below 14 bytes: CORRUPT_MESSAGE);
+- magic 2 only (client appends: INVALID_RECORD, Kafka's ProduceRequest.validateRecords; others
+  UNSUPPORTED_FOR_MESSAGE_FORMAT);
 - batch size <= max.message.bytes (MESSAGE_TOO_LARGE); whole append <= segment size
   (RECORD_LIST_TOO_LARGE);
 - CRC-32C valid (CORRUPT_MESSAGE);
@@ -35,6 +36,7 @@ into a request frame it owns until the answer: no copy of the batch at all), els
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
 from kompakt.protocol import records as R
@@ -113,6 +115,32 @@ def _check_records(records, hdr, config, check_ts: bool, now_ms: int, before: in
     return c.nonsequential
 
 
+_INT32 = struct.Struct(">i")
+_LEGACY_RECORD_OVERHEAD_V0 = 14     # the smallest batch any magic can declare (Kafka's RECORD_OVERHEAD_V0)
+
+
+def _check_produce_records(records, n: int, tp: str) -> None:
+    """Kafka's ProduceRequest.validateRecords (v3+), run before LogValidator: the bytes must hold a
+    complete first batch (its batch iterator yields none from a truncated one: INVALID_RECORD;
+    a declared size below any magic's overhead is CORRUPT_MESSAGE) of magic 2 (else
+    INVALID_RECORD, not UNSUPPORTED_FOR_MESSAGE_FORMAT: KafkaApis answers the request check's
+    InvalidRecordException)."""
+    no_batch = InvalidRecordError(f"Produce requests must have at least one record batch per "
+                                  f"partition (append to {tp})")
+    if n < R.LOG_OVERHEAD:
+        raise no_batch
+    declared = _INT32.unpack_from(records, R.BATCH_LENGTH_POS)[0]
+    if declared < _LEGACY_RECORD_OVERHEAD_V0:
+        raise CorruptMessageError(f"Record size {declared} is less than the minimum record overhead "
+                                  f"({_LEGACY_RECORD_OVERHEAD_V0}) in the append to {tp}")
+    if n <= R.MAGIC_POS or declared + R.LOG_OVERHEAD > n:
+        raise no_batch
+    magic = records[R.MAGIC_POS]
+    if magic != R.CURRENT_MAGIC:
+        raise InvalidRecordError(f"Produce requests are only allowed to contain record batches with "
+                                 f"magic version 2, found magic {magic} in the append to {tp}")
+
+
 def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leader_epoch: int = 0,
                         origin: str = "client", topic_partition: str = "") -> ValidationResult:
     """Validate one produced batch and assign offsets from `next_offset` (see module docstring)."""
@@ -121,6 +149,8 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
     if n == 0:
         raise InvalidRecordError(f"Produce requests must have at least one record batch per "
                                  f"partition (append to {tp})")
+    if origin == "client":
+        _check_produce_records(records, n, tp)
     if n < R.BATCH_OVERHEAD:
         raise CorruptMessageError(f"Record batch of {n} bytes in the append to {tp} is shorter than "
                                   f"the {R.BATCH_OVERHEAD}-byte batch header")

@@ -10,7 +10,7 @@ import pytest
 
 from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode as EC
-from kompakt.protocol.records import build_batch
+from kompakt.protocol.records import COMPRESSION_ZSTD, build_batch
 from wire_support import Wire, req
 
 TOPICS = {
@@ -68,3 +68,38 @@ def test_a_duplicate_is_answered_with_the_original_offset_and_timestamp(wire, to
     else:
         assert first.log_append_time_ms == -1
         assert again.log_append_time_ms == ts + 1          # the batch's max timestamp
+
+
+def _with_magic(batch: bytes, magic: int) -> bytes:
+    out = bytearray(batch)
+    out[16] = magic                                     # magic byte, before the CRC'd part
+    return bytes(out)
+
+
+@pytest.mark.parametrize("magic", [0, 1])
+def test_an_old_magic_batch_in_a_v3_plus_request_is_an_invalid_record(wire, magic):
+    """ProduceRequest.validateRecords (v3+: "only allowed to contain record batches with magic
+    version 2") throws InvalidRecordException, which KafkaApis.handleProduceRequest answers per
+    partition: INVALID_RECORD, not UNSUPPORTED_FOR_MESSAGE_FORMAT."""
+    p = produce(wire, "sem-create", _with_magic(build_batch([(b"k", b"v")]), magic))
+    assert p.error_code == EC.INVALID_RECORD, EC(p.error_code).name
+    assert p.base_offset == -1
+
+
+@pytest.mark.parametrize("version", [3, 6])
+def test_zstd_before_produce_v7_is_an_unsupported_compression_type(wire, version):
+    """ProduceRequest.validateRecords: "Produce requests with version N are not allowed to use
+    ZStandard compression" (UnsupportedCompressionTypeException) before v7 (KIP-110)."""
+    before = end_offset(wire, "sem-create")
+    p = produce(wire, "sem-create", build_batch([(b"k", b"v")], compression=COMPRESSION_ZSTD), version=version)
+    assert p.error_code == EC.UNSUPPORTED_COMPRESSION_TYPE, EC(p.error_code).name
+    assert end_offset(wire, "sem-create") == before
+    assert produce(wire, "sem-create", build_batch([(b"k", b"v")], compression=COMPRESSION_ZSTD),
+                   version=7).error_code == 0
+
+
+def end_offset(wire, topic):
+    T = registry.API[2].request.ListOffsetsTopic
+    answer = wire.call(req(2, replica_id=-1, isolation_level=0, topics=[
+        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 5)
+    return answer.topics[0].partitions[0].offset

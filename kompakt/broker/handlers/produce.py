@@ -49,7 +49,8 @@ channel for every version since KIP-219; older clients wait because their next r
 Version notes:
 - v0-2 are advertised because Kafka 4 does (KAFKA-18659: librdkafka turns off compression when
   Produce is not advertised from v0) and answered UNSUPPORTED_VERSION for every partition.
-- v3 transactional id + record batch v2; v5 log_start_offset; v7 zstd allowed; v8 record errors
+- v3 transactional id + record batch v2; v5 log_start_offset; v7 zstd allowed (before:
+  UNSUPPORTED_COMPRESSION_TYPE, as ProduceRequest.validateRecords); v8 record errors
   and error message; v9 flexible; v10 current-leader tagged field (not sent: we never answer
   NOT_LEADER_OR_FOLLOWER); v13 topic ids instead of names (UNKNOWN_TOPIC_ID).
 """
@@ -66,6 +67,7 @@ from kompakt.broker.security.acl import Op, Res
 from kompakt.broker.txn import verification as txn_verification
 from kompakt.config.broker_config import LONG_MAX
 from kompakt.protocol import codec
+from kompakt.protocol import records as R
 from kompakt.protocol.records import BATCH_LENGTH_POS, LOG_OVERHEAD, RECORDS_COUNT_POS
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.storage import TopicPartition
@@ -106,6 +108,17 @@ def _record_count(records) -> int:
         n += max(_INT32.unpack_from(records, pos + RECORDS_COUNT_POS)[0], 0)
         pos += LOG_OVERHEAD + max(_INT32.unpack_from(records, pos + BATCH_LENGTH_POS)[0], 0)
     return n
+
+
+def _zstd_batch(records) -> bool:
+    """Whether `records` start with a complete magic-2 batch compressed with zstd (which Kafka's
+    ProduceRequest.validateRecords refuses before v7, KIP-110; anything malformed is storage's
+    to refuse)."""
+    if records is None or len(records) < R.BATCH_OVERHEAD or records[R.MAGIC_POS] != R.CURRENT_MAGIC:
+        return False
+    if LOG_OVERHEAD + _INT32.unpack_from(records, BATCH_LENGTH_POS)[0] > len(records):
+        return False
+    return records[R.ATTRIBUTES_POS + 1] & R.COMPRESSION_MASK == R.COMPRESSION_ZSTD
 
 
 def _would_fsync(log_obj, records) -> bool:
@@ -222,6 +235,11 @@ async def _produce(ctx, request, version: int):
             if log_obj is None and not (name is not None and lm.is_offline((name, index))):
                 parts.append(_failed(index, ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 and name is None
                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if version < 7 and _zstd_batch(records):
+                parts.append(_failed(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                                     f"Produce requests with version {version} are not allowed to use "
+                                     f"ZStandard compression"))
                 continue
             if log_obj is None or log_obj.offline:
                 parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR,
