@@ -103,3 +103,27 @@ def end_offset(wire, topic):
     answer = wire.call(req(2, replica_id=-1, isolation_level=0, topics=[
         T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 5)
     return answer.topics[0].partitions[0].offset
+
+
+def _recount(batch: bytes, count: int) -> bytes:
+    """`batch` claiming `count` records (recordsCount and lastOffsetDelta agree), CRC fixed."""
+    import crc32c
+    from kompakt.protocol.records import LAST_OFFSET_DELTA_POS, RECORDS_COUNT_POS, ATTRIBUTES_POS
+    out = bytearray(batch)
+    out[RECORDS_COUNT_POS:RECORDS_COUNT_POS + 4] = count.to_bytes(4, "big")
+    out[LAST_OFFSET_DELTA_POS:LAST_OFFSET_DELTA_POS + 4] = (count - 1).to_bytes(4, "big")
+    out[ATTRIBUTES_POS - 4:ATTRIBUTES_POS] = crc32c.crc32c(bytes(out[ATTRIBUTES_POS:])).to_bytes(4, "big")
+    return bytes(out)
+
+
+@pytest.mark.parametrize("claimed", [2, 4], ids=["more-records-than-counted", "fewer-records-than-counted"])
+def test_an_uncompressed_batch_whose_count_lies_is_refused(wire, claimed):
+    """Kafka's LogValidator walks every record of every batch (validateMessagesAndAssignOffsets);
+    the batch iterator refuses records left after `count` ("Incorrect declared batch size, records
+    still remaining") or missing ones. Appended, such a batch claims offsets it does not hold (a
+    consumer stops on it, or sees the next batch's offsets twice)."""
+    before = end_offset(wire, "sem-create")
+    lying = _recount(build_batch([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")]), claimed)
+    p = produce(wire, "sem-create", lying)
+    assert p.error_code == EC.CORRUPT_MESSAGE, EC(p.error_code).name   # Kafka: INVALID_RECORD
+    assert end_offset(wire, "sem-create") == before

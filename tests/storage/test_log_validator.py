@@ -88,14 +88,21 @@ def test_compacted_topic_needs_keys():
     run(batch([(None, b"v")]))           # a delete topic takes keyless records
 
 
-def test_hot_path_never_parses_records():
-    # Garbage record bytes under a valid CRC: the delete-topic path looks at header + CRC only,
-    # the compacted path must decode and so refuses it.
+def test_uncompressed_records_are_always_walked_compressed_ones_only_when_needed():
+    # Garbage record bytes under a valid CRC: an uncompressed batch's records are always walked
+    # (Kafka's LogValidator reads every record), so every topic refuses it ...
     buf = bytearray(batch([(b"k", b"v" * 30)]))
     buf[R.RECORDS_POS:] = b"\xff" * (len(buf) - R.RECORDS_POS)
     data = rewrite_crc(buf)
-    assert run(data).last_offset == 100
+    assert code_of(data) == ErrorCode.CORRUPT_MESSAGE
     assert code_of(data, cfg(cleanup_policy="compact")) == ErrorCode.CORRUPT_MESSAGE
+    # ... a compressed one kept as is on a delete topic costs header + CRC only (no decompression);
+    # the compacted path must decode and so refuses it
+    zbuf = bytearray(batch([(b"k", b"v" * 30)], compression=R.COMPRESSION_ZSTD))
+    zbuf[R.RECORDS_POS + 8:] = b"\xff" * (len(zbuf) - R.RECORDS_POS - 8)
+    zdata = rewrite_crc(zbuf)
+    assert run(zdata).last_offset == 100
+    assert code_of(zdata, cfg(cleanup_policy="compact")) == ErrorCode.CORRUPT_MESSAGE
 
 
 def test_create_time_bounds():
