@@ -133,6 +133,16 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("socket.request.max.bytes", "int", 104857600, "Largest request frame accepted.", min=1),
     _k("message.max.bytes", "int", 1048588, "Default max.message.bytes of topics.", min=0),
     _k("replica.fetch.max.bytes", "int", 1048576, "Accepted for compatibility.", min=0),
+    # Kafka keys a single node accepts without acting on, typed here (not ignored) so that
+    # DescribeConfigs shows them as Kafka does (an unknown key is described as sensitive) and the
+    # topic keys they default (min.insync.replicas, ...) follow them.
+    _k("min.insync.replicas", "int", 1, "Accepted; a single node is its own ISR (topic default).", min=1),
+    _k("unclean.leader.election.enable", "bool", False, "Accepted; a single node has no election."),
+    _k("log.local.retention.ms", "long", -2, "Accepted; tiered storage is not supported.", min=-2),
+    _k("log.local.retention.bytes", "long", -2, "Accepted; tiered storage is not supported.", min=-2),
+    _k("num.io.threads", "int", 8, "Accepted; requests are handled on the event loop.", min=1),
+    _k("num.network.threads", "int", 3, "Accepted; one event loop serves every connection.", min=1),
+    _k("num.replica.fetchers", "int", 1, "Accepted; a single node fetches from no leader."),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle this long.", min=-1),
     _k("queued.max.requests", "int", 500, "In-flight requests per connection before reads pause.", min=1),
     # --- connection and request-memory limits (broker/limits.py) ---

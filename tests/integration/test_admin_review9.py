@@ -62,3 +62,46 @@ def test_remote_storage_enable_is_refused_as_kafka_without_tiered_storage(admin,
         R.AlterableConfig(name="remote.storage.enable", value="true")])], validate_only=False), 2)
     assert [(r.error_code, r.error_message) for r in legacy.responses] == [(EC.INVALID_CONFIG, TIERED_OFF)]
     assert _topic_configs(admin, "r9-tiered")["remote.storage.enable"] == "false"
+
+
+def _broker_entries(admin, node: str, keys: list[str]) -> dict:
+    [future] = admin.describe_configs([ConfigResource(ResourceType.BROKER, node)]).values()
+    return {name: entry for name, entry in future.result(30).items() if name in keys}
+
+
+def test_kafka_broker_keys_a_single_node_accepts_are_described_not_hidden(admin, module_broker):
+    """min.insync.replicas, unclean.leader.election.enable, log.local.retention.* and the thread
+    counts are Kafka broker keys of known types: DescribeConfigs lists them with their defaults,
+    and once set dynamically shows the value (they were treated as custom keys: absent, then
+    is_sensitive with a null value), and a topic's min.insync.replicas follows the broker's, as
+    Kafka's ServerTopicConfigSynonyms make it."""
+    keys = ["min.insync.replicas", "unclean.leader.election.enable", "log.local.retention.ms",
+            "log.local.retention.bytes", "num.io.threads", "num.network.threads", "num.replica.fetchers"]
+    node = "1"
+    before = _broker_entries(admin, node, keys)
+    assert {k: (e.value, e.is_sensitive, e.is_default) for k, e in before.items()} == {
+        "min.insync.replicas": ("1", False, True), "unclean.leader.election.enable": ("false", False, True),
+        "log.local.retention.ms": ("-2", False, True), "log.local.retention.bytes": ("-2", False, True),
+        "num.io.threads": ("8", False, True), "num.network.threads": ("3", False, True),
+        "num.replica.fetchers": ("1", False, True)}
+
+    [created] = admin.create_topics([NewTopic("r9-isr", 1)], operation_timeout=30).values()
+    created.result(30)
+    resource = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+        ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("num.io.threads", "16", incremental_operation=AlterConfigOpType.SET)])
+    [altered] = admin.incremental_alter_configs([resource]).values()
+    altered.result(30)
+    try:
+        after = _broker_entries(admin, node, keys)
+        assert (after["min.insync.replicas"].value, after["min.insync.replicas"].is_sensitive) == ("2", False)
+        assert (after["num.io.threads"].value, after["num.io.threads"].is_sensitive) == ("16", False)
+        [topic_future] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, "r9-isr")]).values()
+        isr = topic_future.result(30)["min.insync.replicas"]
+        assert (isr.value, isr.source) == ("2", 2)   # DYNAMIC_BROKER_CONFIG
+    finally:
+        undo = ConfigResource(ResourceType.BROKER, node, incremental_configs=[
+            ConfigEntry("min.insync.replicas", None, incremental_operation=AlterConfigOpType.DELETE),
+            ConfigEntry("num.io.threads", None, incremental_operation=AlterConfigOpType.DELETE)])
+        [undone] = admin.incremental_alter_configs([undo]).values()
+        undone.result(30)
