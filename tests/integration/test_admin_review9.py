@@ -105,3 +105,21 @@ def test_kafka_broker_keys_a_single_node_accepts_are_described_not_hidden(admin,
             ConfigEntry("num.io.threads", None, incremental_operation=AlterConfigOpType.DELETE)])
         [undone] = admin.incremental_alter_configs([undo]).values()
         undone.result(30)
+
+
+def test_broker_logger_levels_are_described_with_log4j_names(wire):
+    """Kafka's DescribeConfigs BROKER_LOGGER answers log4j level names (TRACE, DEBUG, INFO, WARN,
+    ERROR, FATAL, OFF): a level set as TRACE read back as 'Level 5', WARN as 'WARNING', OFF as
+    'Level 60' and FATAL as 'CRITICAL' (Python's names), which Kafka tools cannot set back."""
+    levels = {"kompakt.review9.a": "TRACE", "kompakt.review9.b": "WARN", "kompakt.review9.c": "OFF",
+              "kompakt.review9.d": "FATAL", "kompakt.review9.e": "ERROR"}
+    R = sub(44, "AlterConfigsResource")
+    altered = wire.call(req(44, resources=[R(resource_type=8, resource_name="1", configs=[
+        R.AlterableConfig(name=name, config_operation=0, value=level) for name, level in levels.items()])],
+        validate_only=False), 1)
+    assert [r.error_code for r in altered.responses] == [0]
+    D = sub(32, "DescribeConfigsResource")
+    described = wire.call(req(32, resources=[D(resource_type=8, resource_name="1",
+                                               configuration_keys=list(levels))],
+                              include_synonyms=False, include_documentation=False), 4)
+    assert {c.name: c.value for c in described.results[0].configs} == levels

@@ -13,7 +13,8 @@ Behaviour (Kafka's ConfigHelper.describeConfigs):
   spellings of the same setting (log.retention.ms / .minutes / .hours). Name "" -> the cluster-wide
   dynamic defaults only (source DYNAMIC_DEFAULT_BROKER_CONFIG). A name that is not an integer or
   not our id -> INVALID_REQUEST with Kafka's message.
-* BROKER_LOGGER (8): the broker's Python loggers (`kompakt.*`) with their levels, source
+* BROKER_LOGGER (8): the broker's Python loggers (`kompakt.*`) with their levels by log4j's
+  names as Kafka answers them (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, OFF), source
   DYNAMIC_BROKER_LOGGER_CONFIG; IncrementalAlterConfigs can change them.
 * GROUP (32), KIP-848's dynamic group configs (groups/group_configs.py): every group key
   (consumer.session.timeout.ms, consumer.heartbeat.interval.ms) with the group's override, source
@@ -193,13 +194,25 @@ def _cluster_default_rows(cfg, keys, synonyms: bool, docs: bool) -> list[Row]:
     return [_broker_row(cfg, name, layer[name], synonyms, docs, False) for name in names]
 
 
+# Python's levels -> the log4j names Kafka answers (and IncrementalAlterConfigs takes back):
+# TRACE is our level 5, OFF one step above CRITICAL (incremental_alter_configs.LEVELS).
+LOG4J_NAMES = {5: "TRACE", logging.DEBUG: "DEBUG", logging.INFO: "INFO", logging.WARNING: "WARN",
+               logging.ERROR: "ERROR", logging.CRITICAL: "FATAL", logging.CRITICAL + 10: "OFF"}
+
+
+def log4j_level(level: int) -> str:
+    """The log4j name of a Python level; a level between two names takes the lower one (it logs
+    at least what that name logs)."""
+    return LOG4J_NAMES[max((k for k in LOG4J_NAMES if k <= level), default=5)]
+
+
 def broker_loggers() -> dict[str, str]:
-    """Logger name -> effective level name for the broker's own loggers (and root)."""
+    """Logger name -> effective level (log4j name) for the broker's own loggers (and root)."""
     names = sorted(n for n in logging.root.manager.loggerDict
                    if n == LOGGER_PREFIX or n.startswith(LOGGER_PREFIX + "."))
-    out = {"root": logging.getLevelName(logging.root.getEffectiveLevel())}
+    out = {"root": log4j_level(logging.root.getEffectiveLevel())}
     for name in names:
-        out[name] = logging.getLevelName(logging.getLogger(name).getEffectiveLevel())
+        out[name] = log4j_level(logging.getLogger(name).getEffectiveLevel())
     return out
 
 
