@@ -10,7 +10,7 @@ Rules, each with the error that goes to the wire:
 - magic 2 only (client appends: INVALID_RECORD, Kafka's ProduceRequest.validateRecords; others
   UNSUPPORTED_FOR_MESSAGE_FORMAT);
 - batch size <= max.message.bytes (MESSAGE_TOO_LARGE); whole append <= segment size
-  (RECORD_LIST_TOO_LARGE);
+  (RECORD_LIST_TOO_LARGE); both again after recompression;
 - CRC-32C valid (CORRUPT_MESSAGE);
 - for client appends: baseOffset 0, recordsCount > 0 and == lastOffsetDelta + 1, no control batch,
   a producer id needs a sequence (INVALID_RECORD);
@@ -251,6 +251,10 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
             raise MessageTooLargeError(
                 f"The record batch size in the append to {tp} is {len(buf)} bytes after "
                 f"recompression which exceeds the maximum configured value of {max_message_bytes}.")
+        if len(buf) > config.segment_bytes:        # UnifiedLog.append checks the validated records
+            raise RecordListTooLargeError(
+                f"Message batch size is {len(buf)} bytes in append to partition {tp} which exceeds "
+                f"the maximum configured segment size of {config.segment_bytes}.")
     else:
         # the request's own bytes when they are a writable view (the produce handler's: a frame it
         # owns until the answer), patched in place; anything else is copied first

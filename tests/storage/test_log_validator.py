@@ -159,3 +159,16 @@ def test_a_writable_view_is_patched_in_place_anything_else_copied():
     assert isinstance(vr.buffer, bytearray) and R.read_header(data).base_offset == 0  # input untouched
     vr = run(data, next_offset=44)
     assert isinstance(vr.buffer, bytearray) and R.read_header(vr.buffer).base_offset == 44
+
+
+def test_a_batch_recompressed_past_the_segment_size_is_a_record_list_too_large():
+    # UnifiedLog.append checks the validated records against segment.bytes after validation, so
+    # a batch that recompression (here: to uncompressed) grows past it is refused, not given a
+    # segment larger than segment.bytes
+    c = cfg(segment_bytes=1_048_576, max_message_bytes=3_000_000, compression_type="uncompressed")
+    small = R.build_batch([(b"k", b"a" * 1_200_000, None, NOW)], compression=R.COMPRESSION_ZSTD)
+    with pytest.raises(KafkaError) as exc:
+        run(small, c)
+    assert exc.value.code == ErrorCode.RECORD_LIST_TOO_LARGE
+    assert "exceeds the maximum configured segment size of 1048576" in exc.value.message
+    run(R.build_batch([(b"k", b"a" * 1_000_000, None, NOW)], compression=R.COMPRESSION_ZSTD), c)  # fits
