@@ -111,15 +111,37 @@ def test_broker_logger_levels_are_described_with_log4j_names(wire):
     """Kafka's DescribeConfigs BROKER_LOGGER answers log4j level names (TRACE, DEBUG, INFO, WARN,
     ERROR, FATAL, OFF): a level set as TRACE read back as 'Level 5', WARN as 'WARNING', OFF as
     'Level 60' and FATAL as 'CRITICAL' (Python's names), which Kafka tools cannot set back."""
-    levels = {"kompakt.review9.a": "TRACE", "kompakt.review9.b": "WARN", "kompakt.review9.c": "OFF",
-              "kompakt.review9.d": "FATAL", "kompakt.review9.e": "ERROR"}
+    prefix = "kompakt.broker.handlers."
+    levels = {prefix + "create_partitions": "TRACE", prefix + "create_topics": "WARN",
+              prefix + "delete_records": "OFF", prefix + "delete_topics": "FATAL", prefix + "alter_configs": "ERROR"}
+    try:
+        assert _set_loggers(wire, {name: (0, level) for name, level in levels.items()}) == [(0, None)]
+        D = sub(32, "DescribeConfigsResource")
+        described = wire.call(req(32, resources=[D(resource_type=8, resource_name="1",
+                                                   configuration_keys=list(levels))],
+                                  include_synonyms=False, include_documentation=False), 4)
+        assert {c.name: c.value for c in described.results[0].configs} == levels
+    finally:
+        _set_loggers(wire, {name: (1, None) for name in levels})
+
+
+def _set_loggers(wire, ops: dict) -> list[tuple[int, str | None]]:
+    """IncrementalAlterConfigs on BROKER_LOGGER "1": {logger: (operation, level)}."""
     R = sub(44, "AlterConfigsResource")
     altered = wire.call(req(44, resources=[R(resource_type=8, resource_name="1", configs=[
-        R.AlterableConfig(name=name, config_operation=0, value=level) for name, level in levels.items()])],
+        R.AlterableConfig(name=name, config_operation=op, value=level) for name, (op, level) in ops.items()])],
         validate_only=False), 1)
-    assert [r.error_code for r in altered.responses] == [0]
+    return [(r.error_code, r.error_message) for r in altered.responses]
+
+
+def test_a_logger_that_does_not_exist_is_refused_as_kafka(wire):
+    """Kafka's ConfigAdminManager.validateLogLevelConfigs: SET or DELETE of a logger the broker
+    does not have is INVALID_CONFIG "Logger X does not exist!" (a misspelt name was accepted,
+    created a logger nothing logs to, and answered success)."""
+    name = "kompakt.broker.handlers.no_such_module"
+    assert _set_loggers(wire, {name: (0, "DEBUG")}) == [(EC.INVALID_CONFIG, f"Logger {name} does not exist!")]
+    assert _set_loggers(wire, {name: (1, None)}) == [(EC.INVALID_CONFIG, f"Logger {name} does not exist!")]
     D = sub(32, "DescribeConfigsResource")
-    described = wire.call(req(32, resources=[D(resource_type=8, resource_name="1",
-                                               configuration_keys=list(levels))],
-                              include_synonyms=False, include_documentation=False), 4)
-    assert {c.name: c.value for c in described.results[0].configs} == levels
+    described = wire.call(req(32, resources=[D(resource_type=8, resource_name="1", configuration_keys=None)],
+                          include_synonyms=False, include_documentation=False), 4)
+    assert name not in {c.name for c in described.results[0].configs}

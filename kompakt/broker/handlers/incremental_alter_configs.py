@@ -25,7 +25,8 @@ Behaviour (Kafka's ConfigAdminManager + ConfigurationControlManager.incrementalA
   persisted, and used from each member's next heartbeat.
 * BROKER_LOGGER (name = node.id): SET a logger's level (TRACE, DEBUG, INFO, WARN, ERROR, FATAL,
   OFF, or Python's names), DELETE resets it to inherit from its parent; APPEND/SUBTRACT are
-  INVALID_REQUEST. Only `root` and `kompakt.*` loggers; others -> INVALID_CONFIG.
+  INVALID_REQUEST. Only `root` and `kompakt.*` loggers; others, and a logger the broker does not
+  have ("Logger X does not exist!", as Kafka), -> INVALID_CONFIG.
 * validate_only: every check, nothing changed.
 
 Version notes: v1 flexible; otherwise identical.
@@ -140,6 +141,9 @@ def _alter_loggers(ctx, name: str, ops, validate_only: bool) -> None:
         if logger != "root" and logger != LOGGER_PREFIX and not logger.startswith(LOGGER_PREFIX + "."):
             raise ResultError(ErrorCode.INVALID_CONFIG,
                               f"Logger {logger} is not a broker logger (root or {LOGGER_PREFIX}.*)")
+        if logger != "root" and logger not in logging.root.manager.loggerDict:
+            # Kafka's validateLogLevelConfigs: a misspelt name is refused, never created
+            raise ResultError(ErrorCode.INVALID_CONFIG, f"Logger {logger} does not exist!")
         if op.config_operation == DELETE:
             if logger == "root":
                 raise ResultError(ErrorCode.INVALID_REQUEST, "Removing the log level of the root logger is not allowed")
