@@ -7,8 +7,9 @@ e.g. retention.ms <- log.retention.ms | log.retention.minutes*60000 | log.retent
 `LogConfig.from_overrides(overrides, broker)` resolves one topic's effective configuration:
     topic override  >  first synonym set on the broker  >  Kafka's default of the key.
 `validate_topic_configs` refuses unknown names and bad values with `InvalidConfigError` whose message
-names the key, the value and what is allowed; `describe` answers DescribeConfigs (value, source,
-synonyms) for one topic.
+names the key, the value and what is allowed; `validate_new_topic_configs` adds the rules for what a
+client sets now (list items, tiered storage) that stored configs are not held to; `describe` answers
+DescribeConfigs (value, source, synonyms) for one topic.
 
 Tiny segments. Kafka 4 raised the minimum of `segment.bytes` (and `log.segment.bytes`) to 1 MiB and
 added the *internal* topic key `internal.segment.bytes` (no minimum, "for testing only"); when set it
@@ -26,6 +27,7 @@ Invariant: every attribute of a LogConfig is parsed to its key's type and inside
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -181,6 +183,18 @@ def _group_list(groups: list) -> str | None:
     return None
 
 
+def _throttled_replicas(name: str):
+    """Kafka's ThrottledReplicaListValidator for `name`: '*' alone, or partition:broker pairs."""
+    def check(items: list) -> str | None:
+        if items == ["*"] or all(re.fullmatch(r"[0-9]+:[0-9]+", item)
+                                 and all(int(n) <= INT_MAX for n in item.split(":")) for item in items):
+            return None
+        return (f"{name} must be the literal '*' or a list of replicas in the following format: "
+                f"[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+    check.__doc__ = "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    return check
+
+
 def _t(name, type_, default, synonyms=(), doc="", **kw) -> TopicKey:
     return TopicKey(name, type_, default, tuple((s, 1) if isinstance(s, str) else s for s in synonyms), doc, **kw)
 
@@ -205,7 +219,8 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
     _t("flush.ms", "long", LONG_MAX, ["log.flush.interval.ms", "log.flush.scheduler.interval.ms"],
        "fsync when the log has been dirty this long.", min=0),
     _t("follower.replication.throttled.replicas", "list", [], [],
-       "Accepted; a single node has no followers.", accepted_only=True),
+       "Accepted; a single node has no followers.", accepted_only=True,
+       validator=_throttled_replicas("follower.replication.throttled.replicas")),
     _t("index.interval.bytes", "int", 4096, ["log.index.interval.bytes"],
        "Bytes of log between offset-index entries.", min=0),
     _t("internal.segment.bytes", "int", None, [],
@@ -219,7 +234,8 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in [
        "Kompakt: a group of kompakt.tombstone.retention.groups that has not committed offsets on the topic "
        "for this long stops holding tombstones back.", min=1),
     _t("leader.replication.throttled.replicas", "list", [], [],
-       "Accepted; a single node has no followers.", accepted_only=True),
+       "Accepted; a single node has no followers.", accepted_only=True,
+       validator=_throttled_replicas("leader.replication.throttled.replicas")),
     _t("local.retention.bytes", "long", -2, ["log.local.retention.bytes"],
        "Accepted; tiered storage is not supported (-2: same as retention.bytes).", min=-2, accepted_only=True),
     _t("local.retention.ms", "long", -2, ["log.local.retention.ms"],
@@ -365,12 +381,25 @@ TIERED_STORAGE_OFF = ("Tiered Storage functionality is disabled in the broker. "
                       "Topic cannot be configured with remote log storage.")
 
 
-def refuse_unsupported(parsed: Mapping[str, Any]) -> None:
-    """What a client may not newly set on this broker: Kafka's validateRemoteStorageOnlyIfSystemEnabled
-    refuses remote.storage.enable=true unless remote.log.storage.system.enable (we have no tiered
-    storage, so never). Called by CreateTopics and the alter APIs, not when loading stored configs."""
+def validate_new_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+    """`validate_topic_configs` plus what a client may not newly set (CreateTopics and the alter
+    APIs; stored configs are loaded with the lenient rules, so an upgrade never drops one):
+    * Kafka 4.2+ ConfigDef.ValidList (KIP-1161): a list key with fixed choices (cleanup.policy)
+      may be empty, but not name an item twice nor hold an empty item;
+    * Kafka's validateRemoteStorageOnlyIfSystemEnabled: remote.storage.enable=true needs
+      remote.log.storage.system.enable, and we have no tiered storage."""
+    parsed = validate_topic_configs(configs)
+    for name, raw in configs.items():
+        key = TOPIC_KEYS[name]
+        if key.type == "list" and key.choices is not None and isinstance(raw, str) and raw.strip():
+            items = [item.strip() for item in raw.strip().split(",")]
+            if len(set(items)) != len(items):
+                raise _invalid(name, raw, key.allowed_text(), f"Configuration '{name}' values must not be duplicated.")
+            if "" in items:
+                raise _invalid(name, raw, key.allowed_text(), f"Configuration '{name}' values must not be empty.")
     if parsed.get("remote.storage.enable"):
         raise _invalid("remote.storage.enable", True, "false", TIERED_STORAGE_OFF)
+    return parsed
 
 
 def _check_combination(values: Mapping[str, Any]) -> None:

@@ -145,3 +145,43 @@ def test_a_logger_that_does_not_exist_is_refused_as_kafka(wire):
     described = wire.call(req(32, resources=[D(resource_type=8, resource_name="1", configuration_keys=None)],
                           include_synonyms=False, include_documentation=False), 4)
     assert name not in {c.name for c in described.results[0].configs}
+
+
+def _create_error(admin, name: str, configs: dict[str, str]) -> tuple[int, str]:
+    [future] = admin.create_topics([NewTopic(name, 1, config=configs)], operation_timeout=30).values()
+    return _error(future)
+
+
+def test_list_configs_refuse_duplicated_and_empty_items_as_kafka_4_4(admin):
+    """Kafka 4.2+ (KIP-1161) ConfigDef.ValidList: cleanup.policy may be empty, but an item twice
+    or an empty item is INVALID_CONFIG (they were accepted: 'compact,compact' was stored as is)."""
+    dup = "Configuration 'cleanup.policy' values must not be duplicated."
+    empty = "Configuration 'cleanup.policy' values must not be empty."
+    assert _create_error(admin, "r9-dup", {"cleanup.policy": "compact, compact"}) == (EC.INVALID_CONFIG, dup)
+    assert _create_error(admin, "r9-dup", {"cleanup.policy": "compact,,delete"}) == (EC.INVALID_CONFIG, empty)
+    assert "r9-dup" not in admin.list_topics(timeout=30).topics
+
+    [ok] = admin.create_topics([NewTopic("r9-lists", 1, config={"cleanup.policy": " compact , delete "})],
+                               operation_timeout=30).values()
+    ok.result(30)
+    resource = ConfigResource(ResourceType.TOPIC, "r9-lists", incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete,delete", incremental_operation=AlterConfigOpType.SET)])
+    [altered] = admin.incremental_alter_configs([resource]).values()
+    assert _error(altered) == (EC.INVALID_CONFIG, dup)
+    assert _topic_configs(admin, "r9-lists")["cleanup.policy"] == "compact,delete"
+
+
+def test_throttled_replica_lists_are_validated_as_kafka(admin):
+    """Kafka's ThrottledReplicaListValidator: leader/follower.replication.throttled.replicas are
+    '*' or partition:broker pairs; anything else is INVALID_CONFIG (it was accepted)."""
+    code, message = _create_error(admin, "r9-throttle", {"leader.replication.throttled.replicas": "all"})
+    assert code == EC.INVALID_CONFIG
+    assert ("leader.replication.throttled.replicas must be the literal '*' or a list of replicas in the "
+            "following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...") in message
+    [ok] = admin.create_topics([NewTopic("r9-throttle", 1, config={
+        "leader.replication.throttled.replicas": "0:1, 1:1", "follower.replication.throttled.replicas": "*"})],
+        operation_timeout=30).values()
+    ok.result(30)
+    described = _topic_configs(admin, "r9-throttle")
+    assert (described["leader.replication.throttled.replicas"],
+            described["follower.replication.throttled.replicas"]) == ("0:1,1:1", "*")

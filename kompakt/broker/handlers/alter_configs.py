@@ -108,7 +108,7 @@ async def alter_broker(ctx, name: str, build, validate_only: bool) -> None:
 async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
     """Validate a topic's complete new override set and, unless validating only, persist and apply it."""
     try:
-        topic_config.refuse_unsupported(topic_config.validate_topic_configs(new_configs))
+        topic_config.validate_new_topic_configs(new_configs)
     except KafkaError as exc:
         raise ResultError(error_code_of(exc), str(exc)) from None
     if validate_only:

@@ -9,7 +9,8 @@ Behaviour (Kafka's ControllerApis.createTopics + ReplicationControlManager.creat
     (metric-name collision): INVALID_TOPIC_EXCEPTION;
   - the topic exists: TOPIC_ALREADY_EXISTS "Topic 'x' already exists.";
   - a config with a null value, an unknown name or a bad value: INVALID_CONFIG with the message
-    (also remote.storage.enable=true: no tiered storage here, Kafka's message when it is off);
+    (also a cleanup.policy item twice or empty, as Kafka 4.2+, and remote.storage.enable=true: no
+    tiered storage here, Kafka's message when it is off: topic_config.validate_new_topic_configs);
   - manual assignments: num_partitions and replication_factor must be -1, partitions 0..n-1,
     every replica list exactly [this node] (INVALID_REQUEST / INVALID_REPLICA_ASSIGNMENT);
   - replication_factor 0 or < -1: INVALID_REPLICATION_FACTOR; > 1: INVALID_REPLICATION_FACTOR
@@ -114,7 +115,7 @@ def _configs(topic) -> dict[str, str]:
                           "Null value not supported for topic configs: " + ",".join(nulls))
     configs = {c.name: c.value for c in topic.configs}
     try:
-        topic_config.refuse_unsupported(topic_config.validate_topic_configs(configs))
+        topic_config.validate_new_topic_configs(configs)
     except KafkaError as exc:
         raise ResultError(error_code_of(exc), str(exc)) from None
     return configs
