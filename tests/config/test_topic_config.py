@@ -172,8 +172,8 @@ def test_every_valid_value_survives_describe_formatting(data):
     elif key.name == "kompakt.tombstone.retention.groups":
         value = data.draw(st.one_of(st.just(["*"]), st.lists(st.sampled_from(["billing", "audit", "g-1"]),
                                                               max_size=3, unique=True)))
-    elif key.type == "list":
-        value = data.draw(st.lists(st.sampled_from(["0:1", "1:1", "*"]), max_size=2))
+    elif key.type == "list":   # the throttled-replica lists: '*' alone, or partition:broker pairs
+        value = data.draw(st.one_of(st.just(["*"]), st.lists(st.sampled_from(["0:1", "1:1", "2:1"]), max_size=2)))
     else:
         lo = int(key.min) if key.min is not None else -(2**31 if key.type == "int" else 2**63)
         hi = int(key.max) if key.max is not None else (2**31 - 1 if key.type == "int" else 2**63 - 1)
