@@ -185,3 +185,18 @@ def test_throttled_replica_lists_are_validated_as_kafka(admin):
     described = _topic_configs(admin, "r9-throttle")
     assert (described["leader.replication.throttled.replicas"],
             described["follower.replication.throttled.replicas"]) == ("0:1,1:1", "*")
+
+
+def test_append_to_a_topic_key_that_is_not_a_list_has_kafkas_message(admin):
+    """Kafka's ConfigurationControlManager.incrementalAlterConfigResource (the controller handles
+    TOPIC resources): APPEND/SUBTRACT on a key that is not LIST-typed, or not a topic key at all,
+    is INVALID_CONFIG "Can't APPEND to key retention.ms because its type is not LIST." (the
+    message was the ZooKeeper-era broker's)."""
+    [created] = admin.create_topics([NewTopic("r9-append", 1)], operation_timeout=30).values()
+    created.result(30)
+    for op, key in ((AlterConfigOpType.APPEND, "retention.ms"), (AlterConfigOpType.SUBTRACT, "no.such.key")):
+        resource = ConfigResource(ResourceType.TOPIC, "r9-append", incremental_configs=[
+            ConfigEntry(key, "5", incremental_operation=op)])
+        [altered] = admin.incremental_alter_configs([resource]).values()
+        assert _error(altered) == (EC.INVALID_CONFIG,
+                                   f"Can't {op.name} to key {key} because its type is not LIST.")

@@ -10,8 +10,8 @@ Behaviour (Kafka's ConfigAdminManager + ConfigurationControlManager.incrementalA
     APPEND (2)    list keys only: add each comma-separated item not yet present to the current
                   value (the override, else the effective default)
     SUBTRACT (3)  list keys only: remove each item
-  APPEND/SUBTRACT on a non-list key: INVALID_CONFIG "Config value append is not allowed for config
-  key: <key>". The resulting set is validated as a whole (INVALID_CONFIG with the message), then
+  APPEND/SUBTRACT on a non-list (or unknown) key: INVALID_CONFIG "Can't APPEND to key <key> because
+  its type is not LIST." (Kafka's controller). The resulting set is validated as a whole (INVALID_CONFIG with the message), then
   persisted and applied to the live logs before we answer. Unknown topic:
   UNKNOWN_TOPIC_OR_PARTITION.
 * BROKER: name "" (cluster-wide default) or our node id (this broker): the operations apply to
@@ -92,10 +92,9 @@ def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
     """A topic's overrides after `ops`; a list key starts from its override, else its default."""
     def list_value(name, result, verb):
         key = topic_config.TOPIC_KEYS.get(name)
-        if key is None:
-            raise ResultError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
-        if key.type != "list":
-            raise ResultError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+        if key is None or key.type != "list":   # Kafka's controller: unknown keys are not LIST either
+            raise ResultError(ErrorCode.INVALID_CONFIG,
+                              f"Can't {verb.upper()} to key {name} because its type is not LIST.")
         if name in result:
             return result[name]
         return topic_config.format_value(key, topic_config.default_value(key, cfg))
