@@ -21,7 +21,7 @@ import ctypes
 from typing import NamedTuple
 
 from kompakt import native
-from kompakt.protocol.errors import CorruptMessageError, InvalidRecordError, InvalidTimestampError
+from kompakt.protocol.errors import InvalidRecordError, InvalidTimestampError
 
 _LIB = native.LIB
 
@@ -75,14 +75,17 @@ def _pointer(data):
 
 def error_for(c: Check, *, tp: str, count: int, base_ts: int, fixed_ts: int, log_append_time: bool,
               first_offset: int, now: int, before: int, after: int, errors: list | None = None):
-    """The KafkaError a failed Check raises. A corrupt batch: CORRUPT_MESSAGE. Record errors
+    """The KafkaError a failed Check raises. Records whose structure does not add up (sizes,
+    varints, a count that leaves bytes over or runs out): INVALID_RECORD, as Kafka's batch iterator
+    and DefaultRecord.readFrom throw InvalidRecordException for them (CORRUPT_MESSAGE would be
+    retried by clients until their delivery timeout; it stays for a bad CRC). Record errors
     (`errors`: every (index, status, timestamp delta) of the batch, all_record_errors; default:
     the Check's one) raise Kafka's RecordValidationException: INVALID_TIMESTAMP when one is a
     timestamp, else INVALID_RECORD, with `record_errors` [(index in the batch, message)]."""
     if c.status == CORRUPT:
         where = (f"{count} records are followed by more bytes" if c.detail == TRAILING
                  else f"record {c.index} of {count}: {REASONS.get(c.detail, 'malformed')}")
-        return CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {where}")
+        return InvalidRecordError(f"Record batch in the append to {tp} is malformed: {where}")
     found = errors or [(c.index, c.status, c.detail)]
     listed = []
     for index, status, td in found:
