@@ -117,7 +117,7 @@ def _recount(batch: bytes, count: int) -> bytes:
 
 
 @pytest.mark.parametrize("claimed", [2, 4], ids=["more-records-than-counted", "fewer-records-than-counted"])
-def test_an_uncompressed_batch_whose_count_lies_is_refused(wire, claimed):
+def test_an_uncompressed_batch_whose_count_lies_is_an_invalid_record(wire, claimed):
     """Kafka's LogValidator walks every record of every batch (validateMessagesAndAssignOffsets);
     the batch iterator refuses records left after `count` ("Incorrect declared batch size, records
     still remaining") or missing ones. Appended, such a batch claims offsets it does not hold (a
