@@ -11,6 +11,9 @@ Layout read (owned and documented byte by byte by kompakt.storage):
         <20-digit base offset>.index          8-byte entries: relative last offset int32, position int32
         <20-digit base offset>.timeindex      12-byte entries: max timestamp int64, relative offset int32
     <log dir>/cleaner-offset-checkpoint       "0\\n<n>\\n<topic> <partition> <first dirty offset>\\n..."
+    <log dir>/log-start-offset-checkpoint     same format, <log start offset>: records below it were
+                                              deleted (DeleteRecords, retention) though their
+                                              segment may remain; no consumer reads them
     <staging dir>/compact.json + segments     a `pipeline compact` output, read as the partition
                                               its manifest names (jobs/compact.py)
 
@@ -27,7 +30,9 @@ segments or a slice of a large one, and every batch belongs to exactly one split
 Invariants: a corrupt batch (CRC mismatch, impossible length, undecodable records) is never
 returned as data: it raises CorruptSegmentError naming the file and position, or with
 corrupt="skip" it is counted in `ReadStats.corrupt_batches` and reading resumes after it when its
-length field leads to a valid batch, else at the next index boundary. A torn tail of the *last* segment of a partition (a write in progress) is not an error.
+length field leads to a valid batch, else at the next index boundary. A torn tail of the *last* segment of a partition (a write in progress) is not an error,
+also when the write completed between planning and reading. Records below a partition's log start
+offset (its log dir's log-start-offset-checkpoint) are not returned, as a consumer never reads them.
 Records come out in offset order; the light path (keys and offsets only, for narrow schemas)
 yields the same rows as a full decode for every column it fills.
 """
@@ -58,6 +63,7 @@ SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 SKIPPED_DIR_SUFFIXES = ("-delete", "-stray", "-future")
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 STAGING_MANIFEST = "compact.json"
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
 
@@ -111,6 +117,8 @@ class Split:
     # read_committed: {producer_id: sorted [(first_offset, last_offset), ...]} and the LSO
     aborted: dict | None = None
     last_stable_offset: int | None = None
+    # records below it were deleted (DeleteRecords, retention): never returned
+    log_start_offset: int | None = None
 
 
 @dataclass
@@ -235,9 +243,23 @@ def read_time_index(seg: Segment) -> tuple[array, array]:
 
 def read_cleaner_checkpoint(log_dir: str) -> dict[tuple[str, int], int]:
     """`cleaner-offset-checkpoint` of a log dir: (topic, partition) -> first dirty offset."""
+    return read_offset_checkpoint(log_dir, CLEANER_CHECKPOINT)
+
+
+def partition_log_start(part: PartitionDir) -> int | None:
+    """The partition's log start offset from its log dir's `log-start-offset-checkpoint` (None for
+    a staging dir or when not checkpointed). DeleteRecords and retention move it, possibly into the
+    middle of a segment that stays on disk; the broker checkpoints it periodically and at shutdown."""
+    if os.path.isfile(os.path.join(part.path, STAGING_MANIFEST)):
+        return None
+    return read_offset_checkpoint(os.path.dirname(part.path), LOG_START_CHECKPOINT).get((part.topic, part.partition))
+
+
+def read_offset_checkpoint(log_dir: str, name: str) -> dict[tuple[str, int], int]:
+    """A per-log-dir offset checkpoint file: (topic, partition) -> offset."""
     out: dict[tuple[str, int], int] = {}
     try:
-        with open(os.path.join(log_dir, CLEANER_CHECKPOINT)) as f:
+        with open(os.path.join(log_dir, name)) as f:
             lines = f.read().split("\n")
     except FileNotFoundError:
         return out
@@ -308,8 +330,13 @@ def segment_chunks(seg: Segment, next_base: int | None, is_last: bool, bounds: B
 
 
 def plan_splits(parts: list[PartitionDir], bounds: Bounds | None = None,
-                split_bytes: int = DEFAULT_SPLIT_BYTES, read_committed: bool = False) -> list[Split]:
+                split_bytes: int = DEFAULT_SPLIT_BYTES, read_committed: bool = False,
+                log_start: bool = True) -> list[Split]:
     """Splits of about `split_bytes` (never across partitions), skipping what `bounds` excludes.
+
+    With `log_start` (the default) records below each partition's checkpointed log start offset
+    are excluded too (a consumer's view); False reads every record on disk (compaction's input,
+    verify's raw comparison).
 
     With `read_committed` each split carries its partition's aborted transactions and LSO (used
     to drop them, or with read_committed=False in iter_split_records to mark rows `is_aborted`).
@@ -323,14 +350,20 @@ def plan_splits(parts: list[PartitionDir], bounds: Bounds | None = None,
         aborted = lso = None
         if read_committed:
             aborted, lso = scan_transactions(segs)
-        cur = Split(p.topic, p.partition, [], 0, aborted, lso)
+        start = partition_log_start(p) if log_start else None
+        pbounds = bounds
+        if start is not None and (bounds.min_offset is None or bounds.min_offset < start):
+            pbounds = Bounds(start, bounds.max_offset, bounds.min_timestamp, bounds.max_timestamp)
+            if pbounds.empty():
+                continue
+        cur = Split(p.topic, p.partition, [], 0, aborted, lso, start)
         for i, seg in enumerate(segs):
             nxt = segs[i + 1].base_offset if i + 1 < len(segs) else None
-            for ch in segment_chunks(seg, nxt, nxt is None, bounds, split_bytes):
+            for ch in segment_chunks(seg, nxt, nxt is None, pbounds, split_bytes):
                 size = ch.end - ch.start
                 if cur.chunks and cur.bytes + size > split_bytes:
                     out.append(cur)
-                    cur = Split(p.topic, p.partition, [], 0, aborted, lso)
+                    cur = Split(p.topic, p.partition, [], 0, aborted, lso, start)
                 cur.chunks.append(ch)
                 cur.bytes += size
         if cur.chunks:
@@ -425,12 +458,15 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
         boundaries = None
         while pos < end:
             bad = None
+            # the last chunk ends at the file size seen when planning: a batch torn then may be
+            # whole now, so its header is read past the chunk's end (the file grew)
+            avail = len(buf) if chunk.is_last else end
             try:
-                h = R.read_header(buf, pos) if end - pos >= R.BATCH_OVERHEAD else None
+                h = R.read_header(buf, pos) if avail - pos >= R.BATCH_OVERHEAD else None
             except R.CorruptRecordError as e:
                 h, bad = None, str(e)
             if h is None and bad is None:
-                if chunk.is_last and chunk.end >= len(buf):
+                if _torn_tail(chunk, buf):
                     break  # torn tail of the active segment: a write in progress
                 bad = f"{end - pos} trailing bytes, shorter than a batch header"
             elif h is not None:
@@ -439,7 +475,7 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
                 elif h.size < R.BATCH_OVERHEAD:
                     bad = f"batch length {h.batch_length} below the minimum"
                 elif pos + h.size > len(buf):
-                    if chunk.is_last and chunk.end >= len(buf):
+                    if _torn_tail(chunk, buf):
                         break
                     bad = f"batch of {h.size} bytes runs past the end of the file ({len(buf)} bytes)"
                 elif not R.valid_crc(buf, pos, h):
@@ -475,10 +511,19 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
         f.close()
 
 
+def _torn_tail(chunk: Chunk, buf) -> bool:
+    """A batch running past the file's end in this chunk is a write in progress: the chunk ends at
+    the file's end, or at the size planned before the file grew (no batch boundary there)."""
+    return chunk.is_last and (chunk.end >= len(buf) or not _valid_batch_at(buf, chunk.end, len(buf)))
+
+
 def _valid_batch_at(buf, pos: int, size: int) -> bool:
     if size - pos < R.BATCH_OVERHEAD:
         return False
-    h = R.read_header(buf, pos)
+    try:
+        h = R.read_header(buf, pos)
+    except R.CorruptRecordError:
+        return False
     return (h.magic == R.CURRENT_MAGIC and h.size >= R.BATCH_OVERHEAD and pos + h.size <= size
             and R.valid_crc(buf, pos, h))
 
@@ -523,6 +568,8 @@ def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: b
     bounds = bounds or Bounds()
     stats = stats if stats is not None else ReadStats()
     lo_off, hi_off = bounds.min_offset, bounds.max_offset
+    if split.log_start_offset is not None and (lo_off is None or lo_off < split.log_start_offset):
+        lo_off = split.log_start_offset  # deleted records: no consumer reads them
     lo_ts, hi_ts = bounds.min_timestamp, bounds.max_timestamp
     lso = split.last_stable_offset if read_committed else None
     aborted = split.aborted or {}
@@ -580,9 +627,10 @@ def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: b
                                 h.is_transactional, h.compression, rb, bv.position, aborted_batch)
 
 
-def read_partition(part: PartitionDir, **kw) -> list[RecordRow]:
+def read_partition(part: PartitionDir, *, log_start: bool = True, **kw) -> list[RecordRow]:
     """All records of one partition (for tests, verify and small jobs); kwargs of iter_split_records."""
     rows: list[RecordRow] = []
-    for split in plan_splits([part], kw.pop("bounds", None), read_committed=kw.get("read_committed", False)):
+    for split in plan_splits([part], kw.get("bounds"), read_committed=kw.get("read_committed", False),
+                             log_start=log_start):
         rows.extend(iter_split_records(split, **kw))
     return rows

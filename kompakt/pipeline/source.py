@@ -27,6 +27,10 @@ Options:
                        (pipeline/keyscan.py), millions of rows a second
     split_bytes        target bytes per Spark partition (default 32 MiB)
     batch_rows         rows per Arrow RecordBatch (default 8192)
+    log_start          checkpoint (default: no records below the partition's log start offset, read
+                       from its log dir's log-start-offset-checkpoint, as no consumer reads them
+                       after DeleteRecords or retention moved it) | ignore (every record on disk;
+                       keyed_only always reads them all: the cleaner keeps them too)
     pushdown           true (default) | false (needs spark.sql.python.filterPushdown.enabled,
                        which `register(spark)` sets)
 
@@ -119,6 +123,10 @@ class ReadOptions:
         if o.get("as_of_timestamp") is not None:
             self.bounds.max_timestamp = int(o["as_of_timestamp"])
         self.pushdown = o.get("pushdown", "true").lower() != "false"
+        log_start = o.get("log_start", "checkpoint").lower()
+        if log_start not in ("checkpoint", "ignore"):
+            raise ValueError(f"log_start={log_start!r}: use checkpoint or ignore")
+        self.log_start = log_start == "checkpoint" and not self.keyed_only
 
 
 class KompaktDataSource(DataSource):
@@ -155,7 +163,7 @@ class KompaktReader(DataSourceReader):
     def partitions(self):
         o = self.opts
         parts = rd.find_partitions(o.paths, o.topics, o.partitions)
-        splits = rd.plan_splits(parts, o.bounds, o.split_bytes, o.scan_transactions)
+        splits = rd.plan_splits(parts, o.bounds, o.split_bytes, o.scan_transactions, o.log_start)
         if not splits:
             return [SplitPartition(None)]
         return [SplitPartition(s) for s in splits]

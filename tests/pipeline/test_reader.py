@@ -169,3 +169,37 @@ def test_a_job_without_pyspark_says_how_to_install_it(tmp_path, monkeypatch, cap
     assert main(["pipeline", "audit", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("kompakt pipeline audit: needs PySpark (") and "pip install 'kompakt[spark]'" in err
+
+
+def test_a_tail_torn_when_planned_and_whole_when_read_is_a_write_in_progress(tmp_path):
+    # a reader plans while the broker is mid-write (fewer bytes than a batch header on disk), then
+    # reads after the write completed: the chunk ends inside that batch; it was an error
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(20, 5))
+    log = rd.list_segments(pdir)[-1].log_path
+    nxt = R.build_batch([(b"k", b"late", [], 1_700_000_000_100)], base_offset=20)
+    with open(log, "ab") as f:
+        f.write(nxt[:30])
+    splits = rd.plan_splits(rd.find_partitions(pdir))
+    with open(log, "ab") as f:
+        f.write(nxt[30:])
+    assert _all_offsets(splits) in (list(range(20)), list(range(21)))
+    # still torn when read: the same
+    with open(log, "r+b") as f:
+        f.truncate(os.path.getsize(log) - 10)
+    assert _all_offsets(splits) == list(range(20))
+
+
+def test_records_below_the_checkpointed_log_start_offset_are_not_read(tmp_path):
+    # DeleteRecords / retention move the log start into a segment that stays: the broker's
+    # log-start-offset-checkpoint says where a consumer starts; the records below are gone
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(60, 5), segment_bytes=1024)
+    write_partition(str(tmp_path), "u", 0, keyed_batches(10, 5))
+    with open(tmp_path / rd.LOG_START_CHECKPOINT, "w") as f:
+        f.write("0\n2\nt 0 33\nu 0 0\n")
+    part = rd.find_partitions(pdir)[0]
+    assert [r.offset for r in rd.read_partition(part)] == list(range(33, 60))
+    assert [r.offset for r in rd.read_partition(part, light=True)] == list(range(33, 60))
+    assert [r.offset for r in rd.read_partition(part, bounds=rd.Bounds(40, 45))] == list(range(40, 46))
+    assert rd.read_partition(part, bounds=rd.Bounds(max_offset=32)) == []
+    assert [r.offset for r in rd.read_partition(part, log_start=False)] == list(range(60))
+    assert len(rd.read_partition(rd.find_partitions(str(tmp_path), {"u"})[0])) == 10

@@ -1,0 +1,93 @@
+"""The `kompakt` data source against what a Kafka consumer reads from the same log, record by
+record: a real broker, confluent-kafka producers (every codec in one segment, headers with null
+values and repeated keys, null keys, tombstones, committed / aborted / still open transactions)
+and DeleteRecords; confluent-kafka consumers in both isolation levels are the reference."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.spark
+TOPIC = "cv"
+DELETED_BELOW = 7
+
+
+def _consume(bootstrap, isolation):
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{time.monotonic_ns()}",
+                  "isolation.level": isolation, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    c.assign([TopicPartition(TOPIC, 0, 0)])
+    out = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        m = c.poll(1)
+        if m is None:
+            continue
+        if m.error():
+            assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+            break
+        out.append((m.offset(), m.key(), m.value(), [tuple(h) for h in m.headers() or []],
+                    m.timestamp()[0], m.timestamp()[1]))
+    c.close()
+    return out
+
+
+def _produce_everything(bootstrap):
+    from confluent_kafka import Producer
+
+    for codec in ("gzip", "snappy", "lz4", "zstd", "none"):
+        p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5})
+        for i in range(4):
+            p.produce(TOPIC, partition=0, key=None if i == 2 else b"k%d" % (i % 2),
+                      value=None if i == 3 else b"%s-%d" % (codec.encode(), i),
+                      headers=[("h", None), ("h", b"2"), ("e", b"")] if i == 1 else None)
+        assert p.flush(30) == 0
+
+    def txn_producer(tid):
+        p = Producer({"bootstrap.servers": bootstrap, "transactional.id": tid, "linger.ms": 5})
+        p.init_transactions(30)
+        return p
+
+    t = txn_producer("cv-1")
+    t.begin_transaction()
+    t.produce(TOPIC, partition=0, key=b"c", value=b"committed")
+    t.commit_transaction(30)
+    t.begin_transaction()
+    t.produce(TOPIC, partition=0, key=b"a", value=b"aborted")
+    t.flush(30)
+    t.abort_transaction(30)
+    plain = Producer({"bootstrap.servers": bootstrap})
+    plain.produce(TOPIC, partition=0, key=b"p", value=b"before the open transaction")
+    assert plain.flush(30) == 0
+    still_open = txn_producer("cv-2")
+    still_open.begin_transaction()
+    still_open.produce(TOPIC, partition=0, key=b"o", value=b"open")
+    still_open.flush(30)
+    plain.produce(TOPIC, partition=0, key=b"p", value=b"past the LSO")
+    assert plain.flush(30) == 0
+    return still_open
+
+
+def test_rows_are_what_a_consumer_reads_in_both_isolation_levels(spark, start_broker):
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = start_broker()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, 1, 1, config={"internal.segment.bytes": "1200"})])[TOPIC].result(30)
+    still_open = _produce_everything(b.bootstrap)
+    for fut in admin.delete_records([TopicPartition(TOPIC, 0, DELETED_BELOW)]).values():
+        fut.result(30)
+    expected = {iso: _consume(b.bootstrap, iso) for iso in ("read_uncommitted", "read_committed")}
+    assert expected["read_uncommitted"][0][0] == DELETED_BELOW
+    assert len(expected["read_committed"]) < len(expected["read_uncommitted"])
+    b.stop()  # checkpoints the log start offset (the broker also does so periodically)
+    del still_open
+    for iso, want in expected.items():
+        df = spark.read.format("kompakt").option("isolation", iso).load(b.log_dir).where(f"topic = '{TOPIC}'")
+        got = [(r.offset, r.key, r.value, [(h.key, h.value) for h in r.headers], r.timestamp_type + 1, r.timestamp)
+               for r in df.where("NOT is_control").orderBy("offset").collect()]
+        assert got == want, iso
