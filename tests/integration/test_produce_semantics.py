@@ -131,3 +131,21 @@ def test_an_uncompressed_batch_whose_count_lies_is_an_invalid_record(wire, claim
     assert p.error_code == EC.INVALID_RECORD, EC(p.error_code).name
     assert "Record batch in the append to sem-create-0 is malformed" in p.error_message
     assert end_offset(wire, "sem-create") == before
+
+
+def test_invalid_acks_leave_the_partitions_refused_earlier_with_their_own_error(wire):
+    """ReplicaManager.appendRecords answers INVALID_REQUIRED_ACKS for the partitions that reach it;
+    KafkaApis.handleProduceRequest has already answered unknown partitions (and records its
+    validateRecords refused) with their own errors, and merges both."""
+    P = registry.API[0].request.TopicProduceData
+    before = end_offset(wire, "sem-create")
+    answer = wire.call(req(0, transactional_id=None, acks=2, timeout_ms=5000, topic_data=[
+        P(name="sem-no-such-topic", partition_data=[P.PartitionProduceData(index=0, records=build_batch([(b"k", b"v")]))]),
+        P(name="sem-create", partition_data=[P.PartitionProduceData(index=0, records=build_batch([(b"k", b"v")])),
+                                             P.PartitionProduceData(index=9, records=build_batch([(b"k", b"v")]))]),
+    ]), 9)
+    codes = {(t.name, p.index): p.error_code for t in answer.responses for p in t.partition_responses}
+    assert codes == {("sem-no-such-topic", 0): EC.UNKNOWN_TOPIC_OR_PARTITION,
+                     ("sem-create", 0): EC.INVALID_REQUIRED_ACKS,
+                     ("sem-create", 9): EC.UNKNOWN_TOPIC_OR_PARTITION}
+    assert end_offset(wire, "sem-create") == before

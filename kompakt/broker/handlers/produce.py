@@ -20,7 +20,9 @@ append to this one's later partitions first.
 
 acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and are answered after
 the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
-of telling a client that reads no responses); anything else is INVALID_REQUIRED_ACKS.
+of telling a client that reads no responses); anything else is INVALID_REQUIRED_ACKS for each
+partition that would be appended to (Kafka's ReplicaManager.appendRecords: partitions refused
+before it, unknown or unauthorized, keep their own error).
 
 Authorization (Kafka's KafkaApis.handleProduceRequest): a request with transactional records
 needs WRITE on its transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED;
@@ -170,8 +172,6 @@ async def handle(ctx, request):
     acks = request.acks
     if version < FIRST_SERVED_VERSION:
         responses = _fail_all(request, ErrorCode.UNSUPPORTED_VERSION)
-    elif acks not in _VALID_ACKS:
-        responses = _fail_all(request, ErrorCode.INVALID_REQUIRED_ACKS)
     elif (ctx.authorizer is not None and request.transactional_id is not None
           and txn_verification.has_transactional_records(request)
           and not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id)):
@@ -211,6 +211,7 @@ async def _produce(ctx, request, version: int):
     refused = txn_verification.request_error(request)
     if refused is not None:
         return _fail_all(request, refused)
+    acks = request.acks
     by_id = None
     responses = []
     handed = []     # (parts, position, awaitable, ...) of the appends handed to the log writer
@@ -240,6 +241,9 @@ async def _produce(ctx, request, version: int):
                 parts.append(_failed(index, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                                      f"Produce requests with version {version} are not allowed to use "
                                      f"ZStandard compression"))
+                continue
+            if acks not in _VALID_ACKS:      # ReplicaManager.appendRecords, after the checks above
+                parts.append(_failed(index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
             if log_obj is None or log_obj.offline:
                 parts.append(_failed(index, ErrorCode.KAFKA_STORAGE_ERROR,
