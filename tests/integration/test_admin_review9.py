@@ -200,3 +200,15 @@ def test_append_to_a_topic_key_that_is_not_a_list_has_kafkas_message(admin):
         [altered] = admin.incremental_alter_configs([resource]).values()
         assert _error(altered) == (EC.INVALID_CONFIG,
                                    f"Can't {op.name} to key {key} because its type is not LIST.")
+
+
+def test_metadata_never_auto_creates_the_cluster_metadata_topic(wire, admin):
+    """`__cluster_metadata` is KRaft's own log, which Kafka's CreateTopics refuses to create (and
+    auto-creation goes through CreateTopics): a Metadata request naming it must not create a
+    regular topic of that name (it did, with one partition)."""
+    M = sub(3, "MetadataRequestTopic")
+    answer = wire.call(req(3, topics=[M(name="__cluster_metadata", topic_id=None)], allow_auto_topic_creation=True,
+                           include_topic_authorized_operations=False), 12)
+    assert [(t.name, t.error_code, t.partitions) for t in answer.topics] == [
+        ("__cluster_metadata", EC.UNKNOWN_TOPIC_OR_PARTITION, [])]
+    assert "__cluster_metadata" not in admin.list_topics(timeout=30).topics

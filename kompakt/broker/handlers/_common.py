@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 MAX_NAME_LENGTH = 249
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"   # KRaft's log: never a regular topic (Kafka refuses it)
 MAX_PARTITIONS_PER_REQUEST = 10_000   # Kafka's QuorumController.MAX_RECORDS_PER_USER_OP
 
 

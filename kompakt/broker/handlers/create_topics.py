@@ -39,8 +39,8 @@ from collections import Counter
 
 from kafka.protocol.admin.topics import CreateTopicsResponse
 
-from kompakt.broker.handlers._common import (MAX_PARTITIONS_PER_REQUEST, ResultError, error_code_of,
-                                             invalid_topic_reason, run_storage)
+from kompakt.broker.handlers._common import (CLUSTER_METADATA_TOPIC, MAX_PARTITIONS_PER_REQUEST, ResultError,
+                                             error_code_of, invalid_topic_reason, run_storage)
 from kompakt.config import topic_config
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.broker.security.acl import Op, Res
@@ -50,8 +50,6 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 log = logging.getLogger(__name__)
-
-CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 
 Result = CreateTopicsResponse.CreatableTopicResult
 ConfigRow = Result.CreatableTopicConfigs

@@ -7,7 +7,8 @@ listed from LogManager.topics with their topic ids. Unknown topics are created o
 `num.partitions` when `auto.create.topics.enable` is true and the request allows it
 (v4+ AllowAutoTopicCreation); names Kafka would refuse get INVALID_TOPIC_EXCEPTION, unknown names
 otherwise UNKNOWN_TOPIC_OR_PARTITION. Internal topics (`__consumer_offsets`) are never
-auto-created here and are flagged is_internal. A partition whose log dir is offline (an I/O
+auto-created here and are flagged is_internal; nor is `__cluster_metadata`, which Kafka's
+CreateTopics (the path of its auto-creation) refuses. A partition whose log dir is offline (an I/O
 error, storage.LogManager.handle_io_error) has no leader: LEADER_NOT_AVAILABLE, leader -1, this
 node in offline_replicas (v5+).
 
@@ -30,7 +31,7 @@ import logging
 
 from kafka.protocol.metadata.metadata import MetadataResponse
 
-from kompakt.broker.handlers._common import INTERNAL_TOPICS, invalid_topic_reason, run_storage
+from kompakt.broker.handlers._common import CLUSTER_METADATA_TOPIC, INTERNAL_TOPICS, invalid_topic_reason, run_storage
 from kompakt.broker.security.acl import CLUSTER_NAME, Op, Res
 from kompakt.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 
@@ -140,7 +141,7 @@ async def handle(ctx, request):
             if invalid_topic_reason(name) is not None:
                 out.append(_error_topic(ErrorCode.INVALID_TOPIC_EXCEPTION, name))
                 continue
-            if not allow_create or name in INTERNAL_TOPICS:
+            if not allow_create or name in INTERNAL_TOPICS or name == CLUSTER_METADATA_TOPIC:
                 out.append(_error_topic(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name))
                 continue
             if checked and not (ctx.authorize_cluster(Op.CREATE) or ctx.authorize(Op.CREATE, Res.TOPIC, name)):
