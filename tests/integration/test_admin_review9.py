@@ -212,3 +212,22 @@ def test_metadata_never_auto_creates_the_cluster_metadata_topic(wire, admin):
     assert [(t.name, t.error_code, t.partitions) for t in answer.topics] == [
         ("__cluster_metadata", EC.UNKNOWN_TOPIC_OR_PARTITION, [])]
     assert "__cluster_metadata" not in admin.list_topics(timeout=30).topics
+
+
+def test_altering_the_default_topic_resource_is_invalid_request(wire):
+    """Kafka's ControllerConfigurationValidator: a TOPIC resource named "" (a "default topic") is
+    INVALID_REQUEST "Default topic resources are not allowed." on both alter APIs (it was
+    INVALID_TOPIC_EXCEPTION, Topic.validate's answer, which DescribeConfigs keeps)."""
+    expected = [(EC.INVALID_REQUEST, "Default topic resources are not allowed.")]
+    R44 = sub(44, "AlterConfigsResource")
+    incremental = wire.call(req(44, resources=[R44(resource_type=2, resource_name="", configs=[
+        R44.AlterableConfig(name="retention.ms", config_operation=0, value="1000")])], validate_only=False), 1)
+    assert [(r.error_code, r.error_message) for r in incremental.responses] == expected
+    R33 = sub(33, "AlterConfigsResource")
+    legacy = wire.call(req(33, resources=[R33(resource_type=2, resource_name="", configs=[
+        R33.AlterableConfig(name="retention.ms", value="1000")])], validate_only=True), 2)
+    assert [(r.error_code, r.error_message) for r in legacy.responses] == expected
+    D = sub(32, "DescribeConfigsResource")
+    described = wire.call(req(32, resources=[D(resource_type=2, resource_name="", configuration_keys=None)],
+                          include_synonyms=False, include_documentation=False), 4)
+    assert [r.error_code for r in described.results] == [EC.INVALID_TOPIC_EXCEPTION]

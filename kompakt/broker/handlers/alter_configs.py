@@ -6,7 +6,8 @@ Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.l
   value: INVALID_REQUEST "Null value not supported for : <key>".
 * TOPIC: the given configs *replace the topic's whole override set* (keys not listed return to
   their defaults), exactly as Kafka's legacy API does (remote.storage.enable=true is INVALID_CONFIG:
-  no tiered storage, as Kafka with it off). Unknown topic ->
+  no tiered storage, as Kafka with it off). The name "" -> INVALID_REQUEST "Default topic resources
+  are not allowed."; unknown topic ->
   UNKNOWN_TOPIC_OR_PARTITION; unknown key or bad value -> INVALID_CONFIG with the message. The new
   set is persisted and applied to the live logs (retention, segment size, cleanup.policy, ...)
   by the log manager before we answer.
@@ -105,6 +106,15 @@ async def alter_broker(ctx, name: str, build, validate_only: bool) -> None:
         raise ResultError(ErrorCode.INVALID_REQUEST, str(exc)) from None
 
 
+def altered_topic_meta(lm, name: str):
+    """The metadata of a topic to alter: Kafka's ControllerConfigurationValidator refuses the
+    "default topic" "" with INVALID_REQUEST (DescribeConfigs answers Topic.validate's error), then
+    as topic_meta (illegal name, unknown topic)."""
+    if name == "":
+        raise ResultError(ErrorCode.INVALID_REQUEST, "Default topic resources are not allowed.")
+    return topic_meta(lm, name)
+
+
 async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
     """Validate a topic's complete new override set and, unless validating only, persist and apply it."""
     try:
@@ -143,7 +153,7 @@ async def _alter_one(ctx, resource, validate_only: bool) -> None:
     rtype, name = resource.resource_type, resource.resource_name
     check_keys(resource.configs, lambda c: True)
     if rtype == TOPIC:
-        topic_meta(ctx.log_manager, name)
+        altered_topic_meta(ctx.log_manager, name)
         await apply_topic_configs(ctx, name, {c.name: c.value for c in resource.configs}, validate_only)
     elif rtype == BROKER:
         # the legacy API replaces the resource's whole dynamic set: keys not listed are removed

@@ -11,9 +11,9 @@ Behaviour (Kafka's ConfigAdminManager + ConfigurationControlManager.incrementalA
                   value (the override, else the effective default)
     SUBTRACT (3)  list keys only: remove each item
   APPEND/SUBTRACT on a non-list (or unknown) key: INVALID_CONFIG "Can't APPEND to key <key> because
-  its type is not LIST." (Kafka's controller). The resulting set is validated as a whole (INVALID_CONFIG with the message), then
-  persisted and applied to the live logs before we answer. Unknown topic:
-  UNKNOWN_TOPIC_OR_PARTITION.
+  its type is not LIST." (Kafka's controller). The resulting set is validated as a whole
+  (INVALID_CONFIG with the message), then persisted and applied to the live logs before we answer. Unknown topic:
+  UNKNOWN_TOPIC_OR_PARTITION; the name "" INVALID_REQUEST (Kafka: no default topic resource).
 * BROKER: name "" (cluster-wide default) or our node id (this broker): the operations apply to
   that layer of dynamic broker configs (config/dynamic.py; APPEND/SUBTRACT on list keys, starting
   from the layer's value or the key's default), validated, persisted and applied live; refusals
@@ -39,10 +39,10 @@ from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 
 from kompakt.broker.handlers._common import ResultError
 from kompakt.broker.groups.group_configs import GROUP_KEYS
-from kompakt.broker.handlers.alter_configs import (alter_broker, alter_group, alter_resources, apply_topic_configs,
-                                                   check_keys)
+from kompakt.broker.handlers.alter_configs import (alter_broker, alter_group, alter_resources, altered_topic_meta,
+                                                   apply_topic_configs, check_keys)
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, GROUP, LOGGER_PREFIX,
-                                                      RESOURCE_TYPE_NAMES, TOPIC, check_broker_name, topic_meta)
+                                                      RESOURCE_TYPE_NAMES, TOPIC, check_broker_name)
 from kompakt.config import topic_config
 from kompakt.config.broker_config import BROKER_KEYS
 from kompakt.protocol.errors import ErrorCode
@@ -165,7 +165,7 @@ async def _alter_one(ctx, resource, validate_only: bool) -> None:
     rtype, name = resource.resource_type, resource.resource_name
     _check_ops(resource.configs)
     if rtype == TOPIC:
-        meta = topic_meta(ctx.log_manager, name)
+        meta = altered_topic_meta(ctx.log_manager, name)
         new = new_topic_configs(dict(meta.configs), resource.configs, ctx.config)
         await apply_topic_configs(ctx, name, new, validate_only)
     elif rtype == BROKER:
