@@ -231,3 +231,16 @@ def test_altering_the_default_topic_resource_is_invalid_request(wire):
     described = wire.call(req(32, resources=[D(resource_type=2, resource_name="", configuration_keys=None)],
                           include_synonyms=False, include_documentation=False), 4)
     assert [r.error_code for r in described.results] == [EC.INVALID_TOPIC_EXCEPTION]
+
+
+def test_append_to_a_broker_key_that_is_not_a_list_is_invalid_request(admin):
+    """Kafka's ConfigAdminManager.prepareIncrementalConfigs (the broker validates BROKER
+    resources before forwarding): APPEND/SUBTRACT on a broker key that is not LIST-typed is
+    INVALID_REQUEST "Config value append is not allowed for config key: X" (the code was
+    INVALID_CONFIG)."""
+    for op in (AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT):
+        resource = ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("log.retention.ms", "5", incremental_operation=op)])
+        [altered] = admin.incremental_alter_configs([resource]).values()
+        assert _error(altered) == (EC.INVALID_REQUEST,
+                                   f"Config value {op.name.lower()} is not allowed for config key: log.retention.ms")

@@ -16,8 +16,9 @@ Behaviour (Kafka's ConfigAdminManager + ConfigurationControlManager.incrementalA
   UNKNOWN_TOPIC_OR_PARTITION; the name "" INVALID_REQUEST (Kafka: no default topic resource).
 * BROKER: name "" (cluster-wide default) or our node id (this broker): the operations apply to
   that layer of dynamic broker configs (config/dynamic.py; APPEND/SUBTRACT on list keys, starting
-  from the layer's value or the key's default), validated, persisted and applied live; refusals
-  as in alter_configs (INVALID_REQUEST with Kafka's message).
+  from the layer's value or the key's default; on another key INVALID_REQUEST "Config value append
+  is not allowed for config key: <key>"), validated, persisted and applied live; refusals as in
+  alter_configs (INVALID_REQUEST with Kafka's message).
 * GROUP (32): SET / DELETE of the KIP-848 group configs (consumer.session.timeout.ms,
   consumer.heartbeat.interval.ms; groups/group_configs.py), starting from the group's current
   overrides; the result validated as a whole against the broker's group.consumer.min/max.*
@@ -103,11 +104,11 @@ def new_topic_configs(overrides: dict[str, str], ops, cfg) -> dict[str, str]:
 
 def new_broker_configs(current: dict[str, str], ops) -> dict[str, str]:
     """A dynamic broker layer after `ops` (Kafka's prepareIncrementalConfigs: a list key starts
-    from the layer's value, else the key's default)."""
+    from the layer's value, else the key's default; another key is INVALID_REQUEST)."""
     def list_value(name, result, verb):
         spec = BROKER_KEYS.get(name)
         if spec is None or spec.type != "list":
-            raise ResultError(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed for config key: {name}")
+            raise ResultError(ErrorCode.INVALID_REQUEST, f"Config value {verb} is not allowed for config key: {name}")
         return result[name] if name in result else ",".join(spec.default or [])
     return apply_ops(current, ops, list_value)
 
