@@ -381,13 +381,15 @@ TIERED_STORAGE_OFF = ("Tiered Storage functionality is disabled in the broker. "
                       "Topic cannot be configured with remote log storage.")
 
 
-def validate_new_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
+def validate_new_topic_configs(configs: Mapping[str, Any], broker=None) -> dict[str, Any]:
     """`validate_topic_configs` plus what a client may not newly set (CreateTopics and the alter
     APIs; stored configs are loaded with the lenient rules, so an upgrade never drops one):
     * Kafka 4.2+ ConfigDef.ValidList (KIP-1161): a list key with fixed choices (cleanup.policy)
       may be empty, but not name an item twice nor hold an empty item;
     * Kafka's validateRemoteStorageOnlyIfSystemEnabled: remote.storage.enable=true needs
-      remote.log.storage.system.enable, and we have no tiered storage."""
+      remote.log.storage.system.enable, and we have no tiered storage;
+    * with `broker`, the combination checks over the broker's log defaults (Kafka's
+      LogConfig.validate takes extractLogConfigMap), so validate_only answers as the change would."""
     parsed = validate_topic_configs(configs)
     for name, raw in configs.items():
         key = TOPIC_KEYS[name]
@@ -399,6 +401,8 @@ def validate_new_topic_configs(configs: Mapping[str, Any]) -> dict[str, Any]:
                 raise _invalid(name, raw, key.allowed_text(), f"Configuration '{name}' values must not be empty.")
     if parsed.get("remote.storage.enable"):
         raise _invalid("remote.storage.enable", True, "false", TIERED_STORAGE_OFF)
+    if broker is not None:
+        LogConfig.from_overrides(configs, broker)
     return parsed
 
 

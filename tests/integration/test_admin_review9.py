@@ -244,3 +244,28 @@ def test_append_to_a_broker_key_that_is_not_a_list_is_invalid_request(admin):
         [altered] = admin.incremental_alter_configs([resource]).values()
         assert _error(altered) == (EC.INVALID_REQUEST,
                                    f"Config value {op.name.lower()} is not allowed for config key: log.retention.ms")
+
+
+def test_validate_only_checks_topic_configs_against_the_broker_defaults_too(admin):
+    """Kafka's LogConfig.validate checks a topic's configs combined with the broker's log
+    defaults, for validate_only as for the real thing: min.compaction.lag.ms above the broker's
+    log.cleaner.max.compaction.lag.ms was refused on create and alter but validate_only said yes."""
+    def broker(op, value):
+        [future] = admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+            ConfigEntry("log.cleaner.max.compaction.lag.ms", value, incremental_operation=op)])]).values()
+        future.result(30)
+    conflict = (EC.INVALID_CONFIG,
+                "conflict topic config setting min.compaction.lag.ms (5000) > max.compaction.lag.ms (1000)")
+    [created] = admin.create_topics([NewTopic("r9-lag", 1)], operation_timeout=30).values()
+    created.result(30)
+    broker(AlterConfigOpType.SET, "1000")
+    try:
+        [checked] = admin.create_topics([NewTopic("r9-lag2", 1, config={"min.compaction.lag.ms": "5000"})],
+                                        validate_only=True, operation_timeout=30).values()
+        assert _error(checked) == conflict
+        resource = ConfigResource(ResourceType.TOPIC, "r9-lag", incremental_configs=[
+            ConfigEntry("min.compaction.lag.ms", "5000", incremental_operation=AlterConfigOpType.SET)])
+        [altered] = admin.incremental_alter_configs([resource], validate_only=True).values()
+        assert _error(altered) == conflict
+    finally:
+        broker(AlterConfigOpType.DELETE, None)

@@ -118,7 +118,7 @@ def altered_topic_meta(lm, name: str):
 async def apply_topic_configs(ctx, name: str, new_configs: dict[str, str], validate_only: bool) -> None:
     """Validate a topic's complete new override set and, unless validating only, persist and apply it."""
     try:
-        topic_config.validate_new_topic_configs(new_configs)
+        topic_config.validate_new_topic_configs(new_configs, ctx.config)
     except KafkaError as exc:
         raise ResultError(error_code_of(exc), str(exc)) from None
     if validate_only:

@@ -106,14 +106,14 @@ def _partitions_and_rf(topic, cfg, node_id: int) -> int:
     return cfg["num.partitions"] if topic.num_partitions == -1 else topic.num_partitions
 
 
-def _configs(topic) -> dict[str, str]:
+def _configs(topic, cfg) -> dict[str, str]:
     nulls = [c.name for c in topic.configs if c.value is None]
     if nulls:
         raise ResultError(ErrorCode.INVALID_CONFIG,
                           "Null value not supported for topic configs: " + ",".join(nulls))
     configs = {c.name: c.value for c in topic.configs}
     try:
-        topic_config.validate_new_topic_configs(configs)
+        topic_config.validate_new_topic_configs(configs, cfg)
     except KafkaError as exc:
         raise ResultError(error_code_of(exc), str(exc)) from None
     return configs
@@ -157,7 +157,7 @@ def _validate(topic, lm, cfg) -> tuple[dict[str, str], int]:
     if name in existing:
         raise ResultError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     check_collision(name, existing)
-    return _configs(topic), _partitions_and_rf(topic, cfg, cfg.node_id)
+    return _configs(topic, cfg), _partitions_and_rf(topic, cfg, cfg.node_id)
 
 
 async def handle(ctx, request) -> CreateTopicsResponse:
