@@ -117,8 +117,8 @@ class _Buffers:
 class _Map:
     """A chunk's segment mapped copy-on-write (the file is never written), with its address."""
 
-    def __init__(self, path: str):
-        self.f = open(path, "rb")
+    def __init__(self, path: str, ino: int = -1):
+        self.f = rd.find_planned(path, ino)  # the planned file, also if renamed since
         self.size = 0
         self.mm = self.address = self._anchor = None
         try:
@@ -139,7 +139,7 @@ class _Map:
 
 
 def _scan_chunk(lib, chunk: rd.Chunk, aborted: dict, lo: int, hi: int, out: _Buffers, columns, schema):
-    m = _Map(chunk.log_path)
+    m = _Map(chunk.log_path, chunk.ino)
     tbl = PayloadTable()
     try:
         end = min(chunk.end, m.size)
@@ -187,7 +187,7 @@ def _scan_chunk(lib, chunk: rd.Chunk, aborted: dict, lo: int, hi: int, out: _Buf
 def _reader_header(chunk: rd.Chunk, pos: int):
     """The header of the batch at `pos` as the reader sees it (raises its CorruptSegmentError), None
     at a torn tail."""
-    batches = rd.iter_chunk_batches(rd.Chunk(chunk.log_path, chunk.base_offset, pos, chunk.end, chunk.is_last))
+    batches = rd.iter_chunk_batches(chunk._replace(start=pos))
     try:
         bv = next(batches, None)
         return None if bv is None else bv.header

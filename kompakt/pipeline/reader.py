@@ -33,6 +33,10 @@ corrupt="skip" it is counted in `ReadStats.corrupt_batches` and reading resumes 
 length field leads to a valid batch, else at the next index boundary. A torn tail of the *last* segment of a partition (a write in progress) is not an error,
 also when the write completed between planning and reading. Records below a partition's log start
 offset (its log dir's log-start-offset-checkpoint) are not returned, as a consumer never reads them.
+Segments are listed as the storage loader would load them mid-swap (`.swap` rolled forward over
+the live segments it covers, or back when a `.cleaned` remains; `.deleted` ignored), and a chunk
+is read from the very file planned (by inode; under its `.deleted` or post-swap name if renamed
+since), never from another file that took its name.
 Records come out in offset order; the light path (keys and offsets only, for narrow schemas)
 yields the same rows as a full decode for every column it fills.
 """
@@ -60,6 +64,9 @@ CONTROL_ABORT = 0
 CONTROL_COMMIT = 1
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+SWAP_RE = re.compile(r"^(\d{20})\.log\.swap$")        # cleaner output being swapped in
+CLEANED_RE = re.compile(r"^(\d{20})\.log\.cleaned$")  # cleaner output not yet swapped in
+SWAP_SUFFIX, DELETED_SUFFIX = ".swap", ".deleted"
 PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 SKIPPED_DIR_SUFFIXES = ("-delete", "-stray", "-future")
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
@@ -84,14 +91,20 @@ class Segment(NamedTuple):
     base_offset: int
     log_path: str
     size: int
+    ino: int = -1       # the file's inode when listed (-1: unknown); see open_planned
+
+    def _sibling(self, ext: str) -> str:
+        if self.log_path.endswith(".log" + SWAP_SUFFIX):
+            return self.log_path[:-9] + ext + SWAP_SUFFIX
+        return self.log_path[:-4] + ext
 
     @property
     def index_path(self) -> str:
-        return self.log_path[:-4] + ".index"
+        return self._sibling(".index")
 
     @property
     def timeindex_path(self) -> str:
-        return self.log_path[:-4] + ".timeindex"
+        return self._sibling(".timeindex")
 
 
 class PartitionDir(NamedTuple):
@@ -106,6 +119,7 @@ class Chunk(NamedTuple):
     start: int          # a batch boundary
     end: int            # a batch boundary or the file size
     is_last: bool       # last segment of the partition: a torn tail is a write in progress
+    ino: int = -1       # the planned file's inode (-1: whatever is at log_path); see open_planned
 
 
 @dataclass
@@ -136,7 +150,7 @@ def _is_partition_dir(path: str) -> bool:
     name = os.path.basename(os.path.normpath(path))
     if not PARTITION_RE.match(name) or name.endswith(SKIPPED_DIR_SUFFIXES) or "." in name.rsplit("-", 1)[1]:
         return False
-    return os.path.isdir(path) and any(SEGMENT_RE.match(f) for f in os.listdir(path))
+    return os.path.isdir(path) and any(SEGMENT_RE.match(f) or SWAP_RE.match(f) for f in os.listdir(path))
 
 
 def _partition_of(path: str) -> PartitionDir:
@@ -195,14 +209,45 @@ def find_partitions(paths, topics=None, partitions=None) -> list[PartitionDir]:
 
 
 def list_segments(partition_dir: str) -> list[Segment]:
-    segs = []
+    """The partition's segments as the broker's log holds them, also in the middle of a cleaner
+    swap (or after a crash in one), by the rules the storage loader applies at start-up: `.swap`
+    segments at or above a remaining `.cleaned` one are rolled back (ignored); the other `.swap`
+    segments replace the live segments whose base offsets they cover. Files renamed away while
+    listing (retention, the swap's `.deleted` step) are not segments of the log any more."""
+    live, swaps, cleaned = [], [], []
     for name in os.listdir(partition_dir):
-        m = SEGMENT_RE.match(name)
+        m = SEGMENT_RE.match(name) or SWAP_RE.match(name)
         if m:
             path = os.path.join(partition_dir, name)
-            segs.append(Segment(int(m.group(1)), path, os.path.getsize(path)))
-    segs.sort()
-    return segs
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                continue
+            (swaps if name.endswith(SWAP_SUFFIX) else live).append(
+                Segment(int(m.group(1)), path, st.st_size, st.st_ino))
+        elif CLEANED_RE.match(name):
+            cleaned.append(int(name[:20]))
+    if cleaned:
+        swaps = [s for s in swaps if s.base_offset < min(cleaned)]
+    if swaps:
+        swaps.sort()
+        lo, hi = swaps[0].base_offset, _next_offset(swaps[-1])
+        live = [s for s in live if not lo <= s.base_offset < hi]
+    return sorted(live + swaps)
+
+
+def _next_offset(seg: Segment) -> int:
+    nxt = seg.base_offset
+    try:
+        buf, f = open_planned(seg.log_path, seg.ino)
+    except FileNotFoundError:
+        return nxt
+    try:
+        for _, h in _iter_batches_lenient(buf):
+            nxt = h.next_offset
+    finally:
+        _unmap(buf, f)
+    return nxt
 
 
 def read_offset_index(seg: Segment) -> tuple[array, array]:
@@ -326,7 +371,7 @@ def segment_chunks(seg: Segment, next_base: int | None, is_last: bool, bounds: B
         if p - cuts[-1] >= split_bytes:
             cuts.append(p)
     cuts.append(end)
-    return [Chunk(seg.log_path, seg.base_offset, a, b, is_last) for a, b in zip(cuts, cuts[1:])]
+    return [Chunk(seg.log_path, seg.base_offset, a, b, is_last, seg.ino) for a, b in zip(cuts, cuts[1:])]
 
 
 def plan_splits(parts: list[PartitionDir], bounds: Bounds | None = None,
@@ -374,8 +419,47 @@ def plan_splits(parts: list[PartitionDir], bounds: Bounds | None = None,
 # ------------------------------------------------------------------------------------------
 # Transactions (read_committed)
 
-def _map(path: str):
-    f = open(path, "rb")
+class SegmentGoneError(FileNotFoundError):
+    """A planned segment file is gone (retention or a cleaner swap unlinked it) before it was read."""
+
+
+def open_planned(path: str, ino: int = -1):
+    """The mapped bytes (and file) of the segment planned at `path` with inode `ino` (find_planned)."""
+    return _map_file(find_planned(path, ino))
+
+
+def find_planned(path: str, ino: int = -1):
+    """The open file of the segment planned at `path` with inode `ino`.
+
+    A live broker renames segments under a reader: retention and a cleaner swap rename old
+    segments `.deleted` (unlinked later: log.segment.delete.delay.ms), a swap renames `.swap` ->
+    `.log`, and a cleaned segment may take the name of one it replaced. The planned file is found
+    by its inode among those names, so positions planned on it are read from it."""
+    names = [path, path + DELETED_SUFFIX]
+    if path.endswith(SWAP_SUFFIX):
+        names += [path[:-len(SWAP_SUFFIX)], path[:-len(SWAP_SUFFIX)] + DELETED_SUFFIX]
+    for name in names:
+        try:
+            f = open(name, "rb")
+        except FileNotFoundError:
+            continue
+        if ino < 0 or os.fstat(f.fileno()).st_ino == ino:
+            return f
+        f.close()
+    raise SegmentGoneError(f"segment {path} was deleted or replaced (retention or the cleaner) after the "
+                           "read was planned and is no longer on disk: read again")
+
+
+def _unmap(buf, f) -> None:
+    if isinstance(buf, mmap.mmap):
+        try:
+            buf.close()
+        except BufferError:
+            pass  # a memoryview of a record still alive: the GC closes the map later
+    f.close()
+
+
+def _map_file(f):
     try:
         if os.fstat(f.fileno()).st_size == 0:
             return b"", f
@@ -403,7 +487,10 @@ def scan_transactions(segs: list[Segment]) -> tuple[dict, int | None]:
     open_first: dict[int, int] = {}
     aborted: dict[int, list] = {}
     for seg in segs:
-        buf, f = _map(seg.log_path)
+        try:
+            buf, f = open_planned(seg.log_path, seg.ino)
+        except SegmentGoneError:
+            continue  # deleted since listed: retention (its transactions are below the log start)
         try:
             for pos, h in _iter_batches_lenient(buf):
                 if not h.is_transactional:
@@ -415,9 +502,7 @@ def scan_transactions(segs: list[Segment]) -> tuple[dict, int | None]:
                 else:
                     open_first.setdefault(h.producer_id, h.base_offset)
         finally:
-            if isinstance(buf, mmap.mmap):
-                buf.close()
-            f.close()
+            _unmap(buf, f)
     lso = min(open_first.values()) if open_first else None
     return aborted, lso
 
@@ -451,7 +536,7 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
                        next_boundaries=None) -> Iterator[BatchView]:
     """Batches of one chunk with a valid CRC, in file order (see the module invariants)."""
     stats = stats if stats is not None else ReadStats()
-    buf, f = _map(chunk.log_path)
+    buf, f = open_planned(chunk.log_path, chunk.ino)
     try:
         pos = chunk.start
         end = min(chunk.end, len(buf))
@@ -503,12 +588,7 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
             j = bisect_right(boundaries, pos)
             pos = boundaries[j] if j < len(boundaries) and boundaries[j] < end else end
     finally:
-        if isinstance(buf, mmap.mmap):
-            try:
-                buf.close()
-            except BufferError:
-                pass  # a memoryview of a record still alive: the GC closes the map later
-        f.close()
+        _unmap(buf, f)
 
 
 def _torn_tail(chunk: Chunk, buf) -> bool:

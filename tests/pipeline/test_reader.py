@@ -203,3 +203,61 @@ def test_records_below_the_checkpointed_log_start_offset_are_not_read(tmp_path):
     assert rd.read_partition(part, bounds=rd.Bounds(max_offset=32)) == []
     assert [r.offset for r in rd.read_partition(part, log_start=False)] == list(range(60))
     assert len(rd.read_partition(rd.find_partitions(str(tmp_path), {"u"})[0])) == 10
+
+
+def _cleaned_copy(tmp_path, rows_kept, suffix):
+    """The kept records of offsets 0-59 as one cleaned segment (base 0) in the partition dir `t-0`
+    under the given suffix (.swap / .cleaned), as the cleaner writes it before the swap."""
+    other = write_partition(str(tmp_path / "cleaned"), "t", 0,
+                            [dict(records=[(b"k%d" % (o % 5), b"v%d" % o, [("i", str(o).encode())],
+                                            1_700_000_000_000 + o)], base_offset=o) for o in rows_kept],
+                            segment_bytes=1 << 20)
+    for name in os.listdir(other):
+        os.rename(os.path.join(other, name), str(tmp_path / "t-0" / name) + suffix)
+
+
+def _swap_fixture(tmp_path):
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(80, 5), segment_bytes=500)
+    bases = [s.base_offset for s in rd.list_segments(pdir)]
+    cleaned_end = bases[2]  # the cleaner replaced the first two segments
+    kept = list(range(cleaned_end - 5, cleaned_end))  # the latest of each of the 5 keys
+    return pdir, bases, cleaned_end, kept
+
+
+def test_a_cleaner_swap_in_progress_reads_as_the_log_the_broker_loads(tmp_path):
+    # crash (or a reader) between the swap's steps: old segments renamed .deleted, the cleaned one
+    # still .swap. The loader rolls the swap forward; the reader missed those records entirely
+    pdir, bases, end, kept = _swap_fixture(tmp_path)
+    _cleaned_copy(tmp_path, kept, ".swap")
+    part = rd.find_partitions(pdir)[0]
+    want = kept + list(range(end, 80))
+    assert [r.offset for r in rd.read_partition(part)] == want  # .swap and old .log side by side
+    for base in bases[:2]:
+        for ext in (".log", ".index", ".timeindex"):
+            os.rename(os.path.join(pdir, f"{base:020d}{ext}"), os.path.join(pdir, f"{base:020d}{ext}.deleted"))
+    assert [r.offset for r in rd.read_partition(part)] == want
+    # an interrupted step 2 (a .cleaned left at or below the .swap) rolls back: the old segments
+    for name in os.listdir(pdir):
+        if name.endswith(".deleted"):
+            os.rename(os.path.join(pdir, name), os.path.join(pdir, name[:-len(".deleted")]))
+    os.rename(os.path.join(pdir, f"{0:020d}.log.swap"), os.path.join(pdir, f"{0:020d}.log.cleaned"))
+    assert [r.offset for r in rd.read_partition(part)] == list(range(80))
+
+
+def test_segments_replaced_after_planning_are_read_as_planned(tmp_path):
+    # Spark plans on the driver, reads later: a cleaner swap in between renames the planned
+    # segments .deleted and puts a cleaned segment under the first one's name. Reading the planned
+    # positions in the new file, or not finding the old one, was wrong or an error
+    pdir, bases, end, kept = _swap_fixture(tmp_path)
+    splits = rd.plan_splits(rd.find_partitions(pdir), split_bytes=600)
+    for base in bases[:2]:
+        for ext in (".log", ".index", ".timeindex"):
+            os.rename(os.path.join(pdir, f"{base:020d}{ext}"), os.path.join(pdir, f"{base:020d}{ext}.deleted"))
+    _cleaned_copy(tmp_path, kept, "")
+    assert _all_offsets(splits) == list(range(80))
+    # once the old files are unlinked, reading says so
+    for base in bases[:2]:
+        os.unlink(os.path.join(pdir, f"{base:020d}.log.deleted"))
+    with pytest.raises(rd.SegmentGoneError, match="read again"):
+        _all_offsets(splits)
+    assert [r.offset for r in rd.read_partition(rd.find_partitions(pdir)[0])] == kept + list(range(end, 80))

@@ -123,7 +123,7 @@ def _sample_start(segs, max_records: int) -> int | None:
 
     kept, start = 0, None
     for seg in reversed(segs):
-        buf, f = rd._map(seg.log_path)
+        buf, f = rd.open_planned(seg.log_path, seg.ino)
         try:
             counts = [(h[H_BASE_OFFSET], h[H_COUNT]) for _, h in walk_headers(buf, 0, len(buf))]
         finally:
