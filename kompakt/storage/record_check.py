@@ -63,6 +63,21 @@ def check(data, pos: int, count: int, *, require_key: bool, check_timestamps: bo
     return Check(rc, io[0], io[1], bool(io[2]))
 
 
+def structure(data, pos: int, count: int) -> Check | None:
+    """`check` with no rule but the records' structure, the common produce case (an uncompressed
+    batch on a delete topic), with less call overhead: None when the records are sound and their
+    offset deltas are 0..count-1, else the Check."""
+    if _LIB is None:
+        c = _py_check(data, pos, count, 0, 0, -1, 0, 0, 0)
+    else:
+        io = (ctypes.c_int64 * 4)()
+        rc = _LIB.km_check_records(_pointer(data), len(data), pos, count, 0, 0, -1, 0, 0, 0, io)
+        if rc == OK and not io[2]:
+            return None
+        c = Check(rc, io[0], io[1], bool(io[2]))
+    return None if c.status == OK and not c.nonsequential else c
+
+
 def _pointer(data):
     """Something ctypes passes as the address of data's bytes, without copying them."""
     if isinstance(data, bytes):

@@ -172,3 +172,12 @@ def test_a_batch_recompressed_past_the_segment_size_is_a_record_list_too_large()
     assert exc.value.code == ErrorCode.RECORD_LIST_TOO_LARGE
     assert "exceeds the maximum configured segment size of 1048576" in exc.value.message
     run(R.build_batch([(b"k", b"a" * 1_000_000, None, NOW)], compression=R.COMPRESSION_ZSTD), c)  # fits
+
+
+def test_a_header_max_timestamp_past_the_bound_is_refused_even_when_the_records_are_walked():
+    # the header's maxTimestamp is what gets indexed: an uncompressed batch whose records are in
+    # range but whose header claims a future maxTimestamp is still INVALID_TIMESTAMP
+    after = cfg(message_timestamp_after_max_ms=1000)
+    lying = R.build_batch([(b"k", b"v", None, NOW)], max_timestamp=NOW + 5000)
+    assert code_of(lying, after) == ErrorCode.INVALID_TIMESTAMP
+    run(R.build_batch([(b"k", b"v", None, NOW)], max_timestamp=NOW + 1000), after)
