@@ -326,13 +326,20 @@ class LogConfig:
             self.segment_bytes = self.values["internal.segment.bytes"]
 
     @classmethod
-    def from_overrides(cls, overrides: Mapping[str, str] | None = None, broker=None) -> "LogConfig":
-        """Resolve a topic's overrides over the broker's log.* defaults (validating the overrides)."""
+    def from_overrides(cls, overrides: Mapping[str, str] | None = None, broker=None, *,
+                       check_defaults: bool = True) -> "LogConfig":
+        """Resolve a topic's overrides over the broker's log.* defaults (validating the overrides).
+
+        `check_defaults` also refuses a conflict between an override and a broker default (min >
+        max compaction lag), as Kafka does when configs are set; resolving a stored topic passes
+        False, as Kafka's LogConfig never checks then: a broker default changed later must not
+        make a topic unloadable."""
         overrides = {k: v for k, v in (overrides or {}).items()}
         parsed = validate_topic_configs(overrides)
         values = {name: default_value(key, broker) for name, key in TOPIC_KEYS.items()}
         values.update(parsed)
-        _check_combination(values)
+        if check_defaults:
+            _check_combination(values)
         return cls(values, {k: str(v) for k, v in overrides.items()})
 
     @classmethod

@@ -252,7 +252,7 @@ class LogManager:
     def _config_for(self, overrides: dict[str, str]) -> LogConfig:
         """LogConfig for stored overrides; a stored key that no longer validates is dropped (logged)."""
         try:
-            return LogConfig.from_overrides(overrides, self.config)
+            return LogConfig.from_overrides(overrides, self.config, check_defaults=False)
         except KafkaError as exc:
             good = {}
             for k, v in overrides.items():
@@ -261,7 +261,7 @@ class LogManager:
                     good[k] = v
                 except KafkaError:
                     log.error("ignoring stored topic config %s=%s: %s", k, v, exc)
-            return LogConfig.from_overrides(good, self.config)
+            return LogConfig.from_overrides(good, self.config, check_defaults=False)
 
     # ---- startup ---------------------------------------------------------------------------------
     def startup(self) -> None:

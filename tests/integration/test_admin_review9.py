@@ -269,3 +269,26 @@ def test_validate_only_checks_topic_configs_against_the_broker_defaults_too(admi
         assert _error(altered) == conflict
     finally:
         broker(AlterConfigOpType.DELETE, None)
+
+
+def test_a_broker_default_that_conflicts_with_a_topic_override_never_bricks_the_broker(start_broker):
+    """Kafka checks min.compaction.lag.ms <= max.compaction.lag.ms when a topic's configs are
+    set, never when a topic's effective config is resolved: a broker default changed later
+    (log.cleaner.max.compaction.lag.ms below a topic's min.compaction.lag.ms) is accepted and the
+    topic keeps its override. Here the IncrementalAlterConfigs connection was closed after the
+    change was persisted, and the broker then refused to start ("could not load partition logs")."""
+    broker = start_broker()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [created] = admin.create_topics([NewTopic("r9-lagged", 1, config={"min.compaction.lag.ms": "500"})],
+                                    operation_timeout=30).values()
+    created.result(30)
+    [altered] = admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
+        ConfigEntry("log.cleaner.max.compaction.lag.ms", "100", incremental_operation=AlterConfigOpType.SET)])]).values()
+    altered.result(30)
+    described = _topic_configs(admin, "r9-lagged")
+    assert (described["min.compaction.lag.ms"], described["max.compaction.lag.ms"]) == ("500", "100")
+
+    broker.restart()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert "r9-lagged" in admin.list_topics(timeout=30).topics
+    assert _topic_configs(admin, "r9-lagged")["min.compaction.lag.ms"] == "500"
