@@ -30,7 +30,8 @@ segments or a slice of a large one, and every batch belongs to exactly one split
 Invariants: a corrupt batch (CRC mismatch, impossible length, undecodable records) is never
 returned as data: it raises CorruptSegmentError naming the file and position, or with
 corrupt="skip" it is counted in `ReadStats.corrupt_batches` and reading resumes after it when its
-length field leads to a valid batch, else at the next index boundary. A torn tail of the *last* segment of a partition (a write in progress) is not an error,
+length field leads to a valid batch, else at the next index boundary. A torn tail of the *last* segment of a partition (a write in progress) is not an error, nor is
+the zero tail of a preallocated one (batch length 0: the end of the written data),
 also when the write completed between planning and reading. Records below a partition's log start
 offset (its log dir's log-start-offset-checkpoint) are not returned, as a consumer never reads them.
 Segments are listed as the storage loader would load them mid-swap (`.swap` rolled forward over
@@ -543,6 +544,8 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
         boundaries = None
         while pos < end:
             bad = None
+            if chunk.is_last and _zeroed_tail(buf, pos):
+                break  # the unwritten rest of a preallocated active segment (or one a crash left)
             # the last chunk ends at the file size seen when planning: a batch torn then may be
             # whole now, so its header is read past the chunk's end (the file grew)
             avail = len(buf) if chunk.is_last else end
@@ -589,6 +592,13 @@ def iter_chunk_batches(chunk: Chunk, *, corrupt: str = "fail", stats: ReadStats 
             pos = boundaries[j] if j < len(boundaries) and boundaries[j] < end else end
     finally:
         _unmap(buf, f)
+
+
+def _zeroed_tail(buf, pos: int) -> bool:
+    """A batch length of 0 where a batch would start: the zero tail of a preallocated segment
+    (`preallocate` / log.preallocate), where the written data ends; the storage engine's recovery
+    cuts the segment there too (LogSegment.recover)."""
+    return len(buf) - pos >= R.LOG_OVERHEAD and buf[pos + 8:pos + 12] == b"\0\0\0\0"
 
 
 def _torn_tail(chunk: Chunk, buf) -> bool:

@@ -261,3 +261,20 @@ def test_segments_replaced_after_planning_are_read_as_planned(tmp_path):
     with pytest.raises(rd.SegmentGoneError, match="read again"):
         _all_offsets(splits)
     assert [r.offset for r in rd.read_partition(rd.find_partitions(pdir)[0])] == kept + list(range(end, 80))
+
+
+def test_the_zero_tail_of_a_preallocated_active_segment_ends_the_data(tmp_path):
+    # preallocate=true: the active .log is segment.bytes long, zeros after the written batches,
+    # while the broker runs and after a crash; the reader called the zeros a corrupt batch
+    from kompakt.storage.segment import LogSegment
+
+    pdir = write_partition(str(tmp_path), "t", 0, keyed_batches(30, 5), segment_bytes=600)
+    last = rd.list_segments(pdir)[-1]
+    part = rd.find_partitions(pdir)[0]
+    with open(last.log_path, "ab") as f:
+        f.write(b"\0" * 4096)  # the active segment's unwritten, preallocated rest
+    assert [r.offset for r in rd.read_partition(part)] == list(range(30))
+    assert [r.offset for r in rd.read_partition(part, light=True)] == list(range(30))
+    os.truncate(last.log_path, last.size)  # rolled: trimmed, and a new preallocated active one
+    LogSegment(pdir, 30).preallocate(4096)
+    assert [r.offset for r in rd.read_partition(part)] == list(range(30))
