@@ -220,3 +220,17 @@ def test_a_snapshot_kept_after_a_crash_is_synced_before_a_clean_close_relies_on_
     assert again.close(sync_snapshot=False) == snapshot_file(d, 4)
     clean = Log.open(d, cfg())                              # vouched for by the marker: nothing to sync
     assert clean.close(sync_snapshot=False) is None
+
+
+def test_sequences_wrap_at_int32_max(tmp_path):
+    # ProducerAppendInfo.inSequence: after Integer.MAX_VALUE comes 0; a batch may span the wrap
+    # (its last sequence is (base + lastOffsetDelta) mod 2^31) and be recognised as a duplicate
+    lg = Log.open(str(tmp_path / "p-0"), cfg())
+    top = 2**31 - 1
+    lg.append_as_leader(pbatch(1, 0, top - 2, n=2))                 # top-2, top-1
+    across = lg.append_as_leader(pbatch(1, 0, top, n=3))            # top, 0, 1
+    assert lg.append_as_leader(pbatch(1, 0, top, n=3)).first_offset == across.first_offset
+    lg.append_as_leader(pbatch(1, 0, 2))
+    with pytest.raises(OutOfOrderSequenceNumberError):
+        lg.append_as_leader(pbatch(1, 0, 0))                      # a sequence already passed
+    assert lg.log_end_offset == 6
