@@ -15,6 +15,8 @@ partitions; `prepareForTriggerAvailableNow` freezes the end offsets at query sta
 availableNow run finishes. Each micro-batch task reads one partition's [start, end) with an
 assigned (group-less) consumer and stops once its position reaches `end`: compacted topics and
 transaction markers leave offset gaps, so the position, not the last offset seen, ends the read.
+A range starting below the partition's log start (deleted since it was checkpointed) is read from
+the log start: the deleted records are gone, the rest is read.
 
 Schema: topic, partition, offset, timestamp, timestamp_type, key, value, headers, is_tombstone.
 Options: kafka.bootstrap.servers (required), subscribe (one topic), startingOffsets
@@ -54,7 +56,11 @@ class RangePartition(InputPartition):
 def _consumer(bootstrap: str, isolation: str):
     from kafka import KafkaConsumer
 
+    # auto_offset_reset=earliest: a range starting below the log start (retention or DeleteRecords
+    # moved it since the offset was checkpointed) reads from the log start, as a consumer can; the
+    # default (latest) jumped past the end of the range and lost the records still there
     return KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                         auto_offset_reset="earliest",
                          isolation_level=isolation, client_id="kompakt-pipeline-stream",
                          request_timeout_ms=30000)
 

@@ -91,3 +91,39 @@ def test_rows_are_what_a_consumer_reads_in_both_isolation_levels(spark, start_br
         got = [(r.offset, r.key, r.value, [(h.key, h.value) for h in r.headers], r.timestamp_type + 1, r.timestamp)
                for r in df.where("NOT is_control").orderBy("offset").collect()]
         assert got == want, iso
+
+
+def test_a_stream_resuming_below_the_log_start_reads_from_the_log_start(spark, start_broker, tmp_path):
+    # retention or DeleteRecords moved the log start past the checkpointed offset between two runs:
+    # the records from the log start on are still there for any consumer; the stream's consumer
+    # reset to the latest offset on OFFSET_OUT_OF_RANGE and skipped them
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    b = start_broker()
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.create_topics([NewTopic("st", 1, 1)])["st"].result(30)
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+
+    def produce(lo, hi):
+        for i in range(lo, hi):
+            p.produce("st", partition=0, key=b"k", value=b"v%d" % i)
+        assert p.flush(30) == 0
+
+    ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
+
+    def run_once():
+        q = (spark.readStream.format("kompakt-stream").option("kafka.bootstrap.servers", b.bootstrap)
+             .option("subscribe", "st").option("startingOffsets", "earliest").load()
+             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
+             .trigger(availableNow=True).start())
+        q.awaitTermination(120)
+        assert q.exception() is None
+
+    produce(0, 10)
+    run_once()
+    produce(10, 20)
+    for fut in admin.delete_records([TopicPartition("st", 0, 15)]).values():
+        fut.result(30)
+    run_once()
+    assert sorted(r.offset for r in spark.read.parquet(out).collect()) == list(range(10)) + list(range(15, 20))
