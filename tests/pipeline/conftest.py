@@ -101,6 +101,16 @@ def txn_batches(base_ts: int = 1_700_000_000_000):
     ]
 
 
+def stream_once(spark, bootstrap: str, topic: str, out: str, ckpt: str) -> None:
+    """One availableNow run of the `kompakt-stream` source into Parquet at `out`, resuming from `ckpt`."""
+    q = (spark.readStream.format("kompakt-stream").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).option("startingOffsets", "earliest").load()
+         .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+
+
 def load_integration_fixtures():
     """The broker fixtures of tests/integration/conftest.py (contract in docs/contracts.md)."""
     import importlib.util

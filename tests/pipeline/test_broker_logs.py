@@ -12,6 +12,8 @@ import pytest
 from kompakt import cli
 from kompakt.pipeline import reader as rd
 
+from .conftest import stream_once
+
 pytestmark = pytest.mark.spark
 N = 600
 KEYS = 50
@@ -99,12 +101,7 @@ def test_stream_available_now_with_checkpoint(spark, start_broker, tmp_path):
     ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
 
     def run_once():
-        q = (spark.readStream.format("kompakt-stream").option("kafka.bootstrap.servers", b.bootstrap)
-             .option("subscribe", "ev").option("startingOffsets", "earliest").load()
-             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
-             .trigger(availableNow=True).start())
-        q.awaitTermination(120)
-        assert q.exception() is None
+        stream_once(spark, b.bootstrap, "ev", out, ckpt)
 
     run_once()
     first = sorted((r.partition, r.offset, r.value) for r in spark.read.parquet(out).collect())

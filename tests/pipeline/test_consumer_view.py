@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from .conftest import stream_once
+
 pytestmark = pytest.mark.spark
 TOPIC = "cv"
 DELETED_BELOW = 7
@@ -113,12 +115,7 @@ def test_a_stream_resuming_below_the_log_start_reads_from_the_log_start(spark, s
     ckpt, out = str(tmp_path / "ckpt"), str(tmp_path / "out")
 
     def run_once():
-        q = (spark.readStream.format("kompakt-stream").option("kafka.bootstrap.servers", b.bootstrap)
-             .option("subscribe", "st").option("startingOffsets", "earliest").load()
-             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
-             .trigger(availableNow=True).start())
-        q.awaitTermination(120)
-        assert q.exception() is None
+        stream_once(spark, b.bootstrap, "st", out, ckpt)
 
     produce(0, 10)
     run_once()
