@@ -292,3 +292,27 @@ def test_a_broker_default_that_conflicts_with_a_topic_override_never_bricks_the_
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert "r9-lagged" in admin.list_topics(timeout=30).topics
     assert _topic_configs(admin, "r9-lagged")["min.compaction.lag.ms"] == "500"
+
+
+def test_alters_name_a_wrong_broker_with_kafkas_messages(wire):
+    """Kafka's ConfigAdminManager.validateResourceNameIsCurrentNodeId (alters of BROKER and
+    BROKER_LOGGER): "Node id must be an integer, but it is: x" and "Unexpected broker id, expected
+    1, but received 2" (the alters answered DescribeConfigs' wording, which stays)."""
+    R = sub(44, "AlterConfigsResource")
+
+    def alter(rtype, name):
+        answer = wire.call(req(44, resources=[R(resource_type=rtype, resource_name=name, configs=[
+            R.AlterableConfig(name="kompakt.broker" if rtype == 8 else "log.retention.ms", config_operation=0,
+                              value="INFO" if rtype == 8 else "1000")])], validate_only=True), 1)
+        return [(r.error_code, r.error_message) for r in answer.responses]
+
+    assert alter(4, "2") == [(EC.INVALID_REQUEST, "Unexpected broker id, expected 1, but received 2")]
+    assert alter(4, "x") == [(EC.INVALID_REQUEST, "Node id must be an integer, but it is: x")]
+    assert alter(8, "") == [(EC.INVALID_REQUEST, "Node id must be an integer, but it is: ")]
+    assert alter(8, "7") == [(EC.INVALID_REQUEST, "Unexpected broker id, expected 1, but received 7")]
+    assert alter(4, "") == [(0, None)]
+    D = sub(32, "DescribeConfigsResource")
+    described = wire.call(req(32, resources=[D(resource_type=4, resource_name="2", configuration_keys=None)],
+                          include_synonyms=False, include_documentation=False), 4)
+    assert [(r.error_code, r.error_message) for r in described.results] == [
+        (EC.INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 2")]

@@ -15,8 +15,8 @@ Behaviour (Kafka's ConfigAdminManager.preprocess + ConfigurationControlManager.l
   broker configs (config/dynamic.py); the given configs replace the layer's whole set (keys not
   listed are removed), as Kafka's legacy API does. Keys Kafka cannot change at run time, bad
   values and refused changes (e.g. log.cleaner.threads more than doubled) answer INVALID_REQUEST
-  with Kafka's message; accepted ones are persisted and applied live before we answer. Broker
-  name checks as in DescribeConfigs.
+  with Kafka's message; accepted ones are persisted and applied live before we answer. Another
+  broker's id or a name that is not one: INVALID_REQUEST with ConfigAdminManager's message.
 * GROUP (32): the given configs replace the group's whole set of KIP-848 group configs
   (groups/group_configs.py: consumer.session.timeout.ms, consumer.heartbeat.interval.ms),
   validated against the broker's group.consumer.min/max.* bounds (INVALID_CONFIG with Kafka's
@@ -43,7 +43,7 @@ from kafka.protocol.admin.configs import AlterConfigsResponse
 from kompakt.broker.handlers._common import ResultError, check_config_access, error_code_of, run_storage
 from kompakt.broker.groups.group_configs import GroupConfigError, check_group_name
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, GROUP, RESOURCE_TYPE_NAMES, TOPIC,
-                                                      check_broker_name, topic_meta)
+                                                      topic_meta)
 from kompakt.config import topic_config
 from kompakt.config.dynamic import CLUSTER_DEFAULT, PER_BROKER, DynamicConfigError
 from kompakt.protocol.errors import ErrorCode, KafkaError
@@ -87,12 +87,27 @@ def check_keys(configs, needs_value) -> None:
             raise ResultError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {c.name}")
 
 
+def check_node_id(name: str | None, node_id: int) -> None:
+    """Kafka's ConfigAdminManager.validateResourceNameIsCurrentNodeId, for the alters of BROKER (a
+    non-empty name) and BROKER_LOGGER resources (DescribeConfigs words it differently)."""
+    try:
+        named = int(name) if name is not None and name == name.strip() else None
+    except ValueError:
+        named = None
+    if named is None:
+        raise ResultError(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name or ''}")
+    if named != node_id:
+        raise ResultError(ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {node_id}, but received {name}")
+
+
 async def alter_broker(ctx, name: str, build, validate_only: bool) -> None:
     """A BROKER resource: name "" is the cluster-wide default layer, our node id this broker's
     layer (config/dynamic.py). `build(current layer) -> new layer`; the new layer is validated
     as Kafka's validateBrokerConfigChange does and, unless validating only, persisted and applied
     before we answer. Refusals are INVALID_REQUEST with Kafka's message (KAFKA-13609 keeps it so)."""
-    level = PER_BROKER if check_broker_name(name, ctx.config.node_id) else CLUSTER_DEFAULT
+    if name:
+        check_node_id(name, ctx.config.node_id)
+    level = PER_BROKER if name else CLUSTER_DEFAULT
     dynamic = ctx.broker.dynamic_config
     new_layer = build(dynamic.layer(level))
     try:

@@ -41,9 +41,9 @@ from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse
 from kompakt.broker.handlers._common import ResultError
 from kompakt.broker.groups.group_configs import GROUP_KEYS
 from kompakt.broker.handlers.alter_configs import (alter_broker, alter_group, alter_resources, altered_topic_meta,
-                                                   apply_topic_configs, check_keys)
+                                                   apply_topic_configs, check_keys, check_node_id)
 from kompakt.broker.handlers.describe_configs import (BROKER, BROKER_LOGGER, GROUP, LOGGER_PREFIX,
-                                                      RESOURCE_TYPE_NAMES, TOPIC, check_broker_name)
+                                                      RESOURCE_TYPE_NAMES, TOPIC)
 from kompakt.config import topic_config
 from kompakt.config.broker_config import BROKER_KEYS
 from kompakt.protocol.errors import ErrorCode
@@ -130,7 +130,7 @@ def _check_ops(configs) -> None:
 
 
 def _alter_loggers(ctx, name: str, ops, validate_only: bool) -> None:
-    check_broker_name(name, ctx.config.node_id, allow_empty=False)
+    check_node_id(name, ctx.config.node_id)
     changes = []
     for op in ops:
         if op.config_operation in (APPEND, SUBTRACT):
