@@ -228,6 +228,13 @@ def patch_max_timestamp_log_append(buf, pos: int, timestamp: int) -> None:
     _rewrite_crc(buf, pos, header.size)
 
 
+def patch_max_timestamp(buf, pos: int, timestamp: int) -> None:
+    """Set a batch's maxTimestamp (timestamp type kept), then recompute the CRC."""
+    header = read_header(buf, pos)
+    struct.pack_into(">q", buf, pos + MAX_TIMESTAMP_POS, timestamp)
+    _rewrite_crc(buf, pos, header.size)
+
+
 # ---------------------------------------------------------------------------------------------
 # Varints (zigzag)
 

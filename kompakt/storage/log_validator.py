@@ -18,6 +18,8 @@ Rules, each with the error that goes to the wire:
 - message.timestamp.type=CreateTime: each record's timestamp within
   [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms] (INVALID_TIMESTAMP);
 - LogAppendTime: maxTimestamp := now and the timestamp-type bit set (CRC recomputed);
+- CreateTime: a maxTimestamp below the batch's baseTimestamp (left unset by the client) := the
+  records' largest timestamp (CRC recomputed), as Kafka's LogValidator writes it from the records;
 - compression.type other than `producer` and different from the batch's codec: records re-encoded
   with the topic codec at its compression.<codec>.level (as Kafka's buildRecordsAndAssignOffsets).
 
@@ -144,6 +146,17 @@ def _check_produce_records(records, n: int, tp: str) -> None:
                                  f"magic version 2, found magic {magic} in the append to {tp}")
 
 
+def _records_max_timestamp(records, hdr, tp: str) -> int:
+    """The largest record timestamp of a CreateTime batch (-1 when none has one), as Kafka's
+    LogValidator computes the maxTimestamp it writes (decodes the records: a rare path)."""
+    try:
+        recs = R.decode_records(records, 0, hdr)
+    except (R.CorruptRecordError, ValueError, EOFError) as exc:
+        raise CorruptMessageError(f"Record batch in the append to {tp} is corrupt: {exc}") from None
+    base = hdr.base_timestamp
+    return max([R.NO_TIMESTAMP] + [base + r.timestamp_delta for r in recs])
+
+
 def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leader_epoch: int = 0,
                         origin: str = "client", topic_partition: str = "") -> ValidationResult:
     """Validate one produced batch and assign offsets from `next_offset` (see module docstring)."""
@@ -239,13 +252,22 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
             if c is not None:          # inner offsets other than 0..n-1: rewritten, as below
                 recompress = True
                 recs = R.decode_records(records, 0, hdr)
-        if check_ts and hdr.max_timestamp != R.NO_TIMESTAMP and hdr.max_timestamp - now_ms > after:
-            # only message.timestamp.after.max.ms can fail: the batch's max timestamp says whether
-            # any record does; if so, walk the records to list each one, as Kafka does
-            _check_records(records, hdr, config, check_ts, now_ms, before, after, first, tp)
-            # no record is out of range, yet the header says one is: the header is what gets indexed
-            raise InvalidTimestampError(record_check.timestamp_message(
-                hdr.max_timestamp, first + hdr.last_offset_delta, now_ms, before, after))
+    # Kafka writes a CreateTime batch's maxTimestamp from its records (setMaxTimestamp in place);
+    # we trust the client's unless it cannot be right: below the first record's timestamp (Sarama
+    # before 1.45 left it unset). Kept, such a batch would miss the time index and give its
+    # segment a bogus largest timestamp (time-based retention, ListOffsets by time).
+    fixed_max = None
+    if (client and not log_append and not recompress and not hdr.is_control
+            and hdr.timestamp_type == R.TIMESTAMP_CREATE_TIME and hdr.max_timestamp < hdr.base_timestamp):
+        fixed_max = _records_max_timestamp(records, hdr, tp)
+    header_max = hdr.max_timestamp if fixed_max is None else fixed_max
+    if (not parse and check_ts and header_max != R.NO_TIMESTAMP and header_max - now_ms > after):
+        # only message.timestamp.after.max.ms can fail: the batch's max timestamp says whether
+        # any record does; if so, walk the records to list each one, as Kafka does
+        _check_records(records, hdr, config, check_ts, now_ms, before, after, first, tp)
+        # no record is out of range, yet the header says one is: the header is what gets indexed
+        raise InvalidTimestampError(record_check.timestamp_message(
+            header_max, first + hdr.last_offset_delta, now_ms, before, after))
 
     if recompress:
         buf = bytearray(R.build_batch(
@@ -273,6 +295,8 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
         R.patch_partition_leader_epoch(buf, 0, leader_epoch)
         if log_append:
             R.patch_max_timestamp_log_append(buf, 0, now_ms)
+        elif fixed_max is not None:
+            R.patch_max_timestamp(buf, 0, fixed_max)
     hdr = R.read_header(buf, 0)  # the header as appended (4x cheaper than NamedTuple._replace)
     last = hdr.last_offset
     if log_append:

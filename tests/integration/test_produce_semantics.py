@@ -10,12 +10,13 @@ import pytest
 
 from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode as EC
-from kompakt.protocol.records import COMPRESSION_ZSTD, build_batch
+from kompakt.protocol.records import COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_ZSTD, build_batch, read_header
 from wire_support import Wire, req
 
 TOPICS = {
     "sem-lat": {"message.timestamp.type": "LogAppendTime"},
     "sem-create": {},
+    "sem-maxts": {},
 }
 
 
@@ -149,3 +150,27 @@ def test_invalid_acks_leave_the_partitions_refused_earlier_with_their_own_error(
                      ("sem-create", 0): EC.INVALID_REQUIRED_ACKS,
                      ("sem-create", 9): EC.UNKNOWN_TOPIC_OR_PARTITION}
     assert end_offset(wire, "sem-create") == before
+
+
+def offset_for_time(wire, topic, timestamp):
+    T = registry.API[2].request.ListOffsetsTopic
+    answer = wire.call(req(2, replica_id=-1, isolation_level=0, topics=[
+        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])]), 5)
+    p = answer.topics[0].partitions[0]
+    return p.offset, p.timestamp
+
+
+@pytest.mark.parametrize("codec", [COMPRESSION_NONE, COMPRESSION_LZ4], ids=["none", "lz4"])
+def test_a_batch_without_a_max_timestamp_gets_its_records_max(wire, codec):
+    """Kafka's LogValidator sets a CreateTime batch's maxTimestamp from its records
+    (batch.setMaxTimestamp(CREATE_TIME, maxBatchTimestamp), in place for uncompressed and
+    same-codec batches). Sarama before 1.45 (IBM/sarama#3108) left it unset: kept as sent, the
+    batch never reaches the time index (ListOffsets by time misses it) and its segment's largest
+    timestamp is bogus for time-based retention."""
+    ts = int(time.time() * 1000) - (600_000 if codec == COMPRESSION_NONE else 300_000)
+    batch = build_batch([(b"a", b"1", None, ts - 20), (b"b", b"2", None, ts), (b"c", b"3", None, ts - 10)],
+                        compression=codec, max_timestamp=-1)
+    assert read_header(batch, 0).max_timestamp == -1
+    p = produce(wire, "sem-maxts", batch)
+    assert p.error_code == 0
+    assert offset_for_time(wire, "sem-maxts", ts) == (p.base_offset + 1, ts)

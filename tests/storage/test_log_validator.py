@@ -181,3 +181,19 @@ def test_a_header_max_timestamp_past_the_bound_is_refused_even_when_the_records_
     lying = R.build_batch([(b"k", b"v", None, NOW)], max_timestamp=NOW + 5000)
     assert code_of(lying, after) == ErrorCode.INVALID_TIMESTAMP
     run(R.build_batch([(b"k", b"v", None, NOW)], max_timestamp=NOW + 1000), after)
+
+
+@pytest.mark.parametrize("codec", [R.COMPRESSION_NONE, R.COMPRESSION_ZSTD], ids=["none", "zstd"])
+def test_an_unset_max_timestamp_is_taken_from_the_records(codec):
+    # Kafka writes a CreateTime batch's maxTimestamp from its records; one below the first record's
+    # timestamp (a client that left it unset) is replaced, the CRC recomputed, the codec kept
+    data = R.build_batch([(b"a", b"1", None, NOW - 30), (b"b", b"2", None, NOW - 10), (b"c", b"3", None, NOW - 20)],
+                         compression=codec, max_timestamp=-1)
+    vr = run(data)
+    h = R.read_header(vr.buffer)
+    assert h.max_timestamp == vr.max_timestamp == NOW - 10 and R.valid_crc(vr.buffer, 0, h)
+    assert h.compression == codec and not vr.recompressed
+    # ... and is then held to message.timestamp.after.max.ms like any other
+    future = R.build_batch([(b"a", b"1", None, NOW), (b"b", b"2", None, NOW + 5000)], compression=codec,
+                           max_timestamp=-1)
+    assert code_of(future, cfg(message_timestamp_after_max_ms=1000)) == ErrorCode.INVALID_TIMESTAMP
