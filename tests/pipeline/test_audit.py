@@ -87,3 +87,25 @@ def test_audit_counts_corrupt_batches_instead_of_failing(spark, tmp_path):
     (row,) = audit(spark, str(tmp_path))
     assert row["corrupt_batches"] == 1 and row["corrupt_positions"] == [f"{seg.log_path}@{pos}"]
     assert row["records"] == 5 and row["distinct_keys"] == 5
+
+
+def test_header_scan_takes_the_log_start_and_first_dirty_offset_as_the_cleaner_does(tmp_path):
+    # DeleteRecords moved the log start to 5 (inside segment 4): the log starts there, and with no
+    # cleaner checkpoint, or one below the log start, the cleaner's first dirty offset is the log
+    # start (LogCleanerManager.cleanableOffsets), so segment 0 counts as clean
+    from kompakt.pipeline.jobs.audit import header_scan
+
+    d = str(tmp_path)
+    write_partition(d, "t", 0, [dict(records=[(b"a", b"1")] * 4), dict(records=[(b"b", b"1")] * 3, roll=True),
+                                dict(records=[(b"c", b"1")], roll=True)])
+    with open(f"{d}/{rd.LOG_START_CHECKPOINT}", "w") as f:
+        f.write("0\n1\nt 0 5\n")
+    part = rd.find_partitions(d)[0]
+    sizes = [s.size for s in rd.list_segments(part.path)]
+    for checkpoint in (None, "t 0 2\n", "t 0 99\n"):
+        if checkpoint:
+            with open(f"{d}/cleaner-offset-checkpoint", "w") as f:
+                f.write("0\n1\n" + checkpoint)
+        scan = header_scan(part)
+        assert (scan["log_start_offset"], scan["first_dirty_offset"]) == (5, 5), checkpoint
+        assert scan["dirty_ratio"] == round(sizes[1] / (sizes[0] + sizes[1]), 4)

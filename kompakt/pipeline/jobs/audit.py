@@ -52,10 +52,11 @@ def header_scan(part: rd.PartitionDir) -> dict:
     segs = rd.list_segments(part.path)
     log_dir = os.path.dirname(part.path)
     first_dirty = rd.read_cleaner_checkpoint(log_dir).get((part.topic, part.partition))
+    # the log start is the checkpointed one when DeleteRecords or retention moved it into a segment
+    log_start = max(rd.partition_log_start(part) or 0, segs[0].base_offset if segs else 0)
     out = dict(bytes=sum(s.size for s in segs), segments=len(segs),
-               log_start_offset=segs[0].base_offset if segs else 0, log_end_offset=0,
-               first_gap_offset=-1, last_gap_offset=-1,
-               first_dirty_offset=first_dirty if first_dirty is not None else (segs[0].base_offset if segs else 0),
+               log_start_offset=log_start, log_end_offset=0,
+               first_gap_offset=-1, last_gap_offset=-1, first_dirty_offset=log_start,
                active_segment_base=segs[-1].base_offset if segs else 0)
     expected = None
     stats = rd.ReadStats()
@@ -74,6 +75,10 @@ def header_scan(part: rd.PartitionDir) -> dict:
                 out["last_gap_offset"] = gap[1]
             expected = h.next_offset
     out["log_end_offset"] = expected if expected is not None else out["log_start_offset"]
+    # Kafka's LogCleanerManager.cleanableOffsets: no checkpoint, one below the log start or past the
+    # log end -> the log start
+    if first_dirty is not None and log_start <= first_dirty <= out["log_end_offset"]:
+        out["first_dirty_offset"] = first_dirty
     out["corrupt_batches"] = stats.corrupt_batches
     out["corrupt_positions"] = [f"{path}@{pos}" for path, pos in stats.corrupt_positions[:20]]
     clean = cleanable = 0
