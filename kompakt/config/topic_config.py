@@ -478,8 +478,7 @@ def describe(overrides: Mapping[str, str] | None, broker=None,
             continue
         synonyms: list[ConfigSynonym] = []
         if name in overrides:
-            synonyms.append(ConfigSynonym(name, format_value(key, key.parse(overrides[name])),
-                                          SOURCE_DYNAMIC_TOPIC_CONFIG))
+            synonyms.append(ConfigSynonym(name, _stored_value(key, overrides[name]), SOURCE_DYNAMIC_TOPIC_CONFIG))
         if broker is not None:
             # Kafka's order: layer by layer (dynamic per-broker, dynamic default, static), each
             # layer in synonym order
@@ -493,7 +492,7 @@ def describe(overrides: Mapping[str, str] | None, broker=None,
             if spec is not None and spec.default is not None:
                 synonyms.append(ConfigSynonym(syn, _fmt_broker(spec, spec.default), SOURCE_DEFAULT_CONFIG))
         if name in overrides:
-            value, source = format_value(key, key.parse(overrides[name])), SOURCE_DYNAMIC_TOPIC_CONFIG
+            value, source = _stored_value(key, overrides[name]), SOURCE_DYNAMIC_TOPIC_CONFIG
         else:
             found = _broker_value(key, broker)
             if found is not None:
@@ -505,6 +504,16 @@ def describe(overrides: Mapping[str, str] | None, broker=None,
         rows.append(ConfigEntry(name, value, source, False, False, tuple(synonyms),
                                 CONFIG_TYPES.get(key.type, 0), key.doc))
     return rows
+
+
+def _stored_value(key: TopicKey, raw: Any) -> str | None:
+    """An override as DescribeConfigs shows it; one stored by an older version that today's rules
+    refuse is shown as stored (the log runs without it, logged at load) rather than failing the
+    whole answer."""
+    try:
+        return format_value(key, key.parse(raw))
+    except InvalidConfigError:
+        return None if raw is None else str(raw)
 
 
 def _layers(broker, name: str) -> list[tuple[int, Any]]:

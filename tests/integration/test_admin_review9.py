@@ -316,3 +316,25 @@ def test_alters_name_a_wrong_broker_with_kafkas_messages(wire):
                           include_synonyms=False, include_documentation=False), 4)
     assert [(r.error_code, r.error_message) for r in described.results] == [
         (EC.INVALID_REQUEST, "Unexpected broker id, expected 1 or empty string, but received 2")]
+
+
+def test_a_stored_config_that_no_longer_validates_is_described_not_fatal(start_broker):
+    """A topic override stored by an older version that today's rules refuse (a throttled-replica
+    list other than '*' or partition:broker pairs) must not break DescribeConfigs or CreateTopics
+    answers for the topic: it is shown as stored. (Describing it raised and closed the connection.)"""
+    from kompakt.storage.topic_store import TopicStore
+
+    broker = start_broker()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    [created] = admin.create_topics([NewTopic("r9-stored", 1, config={"retention.ms": "3600000"})],
+                                    operation_timeout=30).values()
+    created.result(30)
+    broker.stop()
+    store = TopicStore(broker.log_dir)
+    topics, deleted = store.load_strict()
+    topics["r9-stored"].configs["leader.replication.throttled.replicas"] = "all"
+    store.save(topics, deleted)
+    broker.start()
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = _topic_configs(admin, "r9-stored")
+    assert (described["leader.replication.throttled.replicas"], described["retention.ms"]) == ("all", "3600000")
