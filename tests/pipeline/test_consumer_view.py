@@ -15,13 +15,13 @@ TOPIC = "cv"
 DELETED_BELOW = 7
 
 
-def _consume(bootstrap, isolation):
+def _consume(bootstrap, isolation, topic=TOPIC):
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{time.monotonic_ns()}",
                   "isolation.level": isolation, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    c.assign([TopicPartition(TOPIC, 0, 0)])
+    c.assign([TopicPartition(topic, 0, 0)])
     out = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -37,9 +37,32 @@ def _consume(bootstrap, isolation):
     return out
 
 
+def _consume_kafka_python(bootstrap, isolation):
+    from kafka import KafkaConsumer, TopicPartition
+
+    tp = TopicPartition(TOPIC, 0)
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+                      auto_offset_reset="earliest", isolation_level=isolation)
+    c.assign([tp])
+    end = c.end_offsets([tp])[tp]
+    out = []
+    deadline = time.monotonic() + 60
+    while c.position(tp) < end and time.monotonic() < deadline:
+        for msgs in c.poll(timeout_ms=500).values():
+            out += [(m.offset, m.key, m.value, [tuple(h) for h in m.headers], m.timestamp_type + 1, m.timestamp)
+                    for m in msgs]
+    c.close()
+    return out
+
+
 def _produce_everything(bootstrap):
     from confluent_kafka import Producer
 
+    # a LogAppendTime topic: rows carry the batch's max timestamp, as consumers see it
+    for codec in ("gzip", "snappy", "lz4", "zstd", "none"):
+        p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5})
+        p.produce(TOPIC + "-la", partition=0, key=b"a", value=codec.encode(), timestamp=5)
+        assert p.flush(30) == 0
     for codec in ("gzip", "snappy", "lz4", "zstd", "none"):
         p = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5})
         for i in range(4):
@@ -79,11 +102,18 @@ def test_rows_are_what_a_consumer_reads_in_both_isolation_levels(spark, start_br
 
     b = start_broker()
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1, config={"internal.segment.bytes": "1200"})])[TOPIC].result(30)
+    for fut in admin.create_topics([NewTopic(TOPIC, 1, 1, config={"internal.segment.bytes": "1200"}),
+                                    NewTopic(TOPIC + "-la", 1, 1, config={"message.timestamp.type": "LogAppendTime"})
+                                    ]).values():
+        fut.result(30)
     still_open = _produce_everything(b.bootstrap)
     for fut in admin.delete_records([TopicPartition(TOPIC, 0, DELETED_BELOW)]).values():
         fut.result(30)
     expected = {iso: _consume(b.bootstrap, iso) for iso in ("read_uncommitted", "read_committed")}
+    for iso, want in expected.items():  # kafka-python 3 reads the same
+        assert _consume_kafka_python(b.bootstrap, iso) == want, iso
+    log_append = _consume(b.bootstrap, "read_uncommitted", TOPIC + "-la")
+    assert len(log_append) == 5 and {ts_type for *_, ts_type, _ in log_append} == {2}
     assert expected["read_uncommitted"][0][0] == DELETED_BELOW
     assert len(expected["read_committed"]) < len(expected["read_uncommitted"])
     b.stop()  # checkpoints the log start offset (the broker also does so periodically)
@@ -93,6 +123,9 @@ def test_rows_are_what_a_consumer_reads_in_both_isolation_levels(spark, start_br
         got = [(r.offset, r.key, r.value, [(h.key, h.value) for h in r.headers], r.timestamp_type + 1, r.timestamp)
                for r in df.where("NOT is_control").orderBy("offset").collect()]
         assert got == want, iso
+    df = spark.read.format("kompakt").load(b.log_dir).where(f"topic = '{TOPIC}-la'")
+    assert [(r.offset, r.key, r.value, [], r.timestamp_type + 1, r.timestamp)
+            for r in df.orderBy("offset").collect()] == log_append
 
 
 def test_a_stream_resuming_below_the_log_start_reads_from_the_log_start(spark, start_broker, tmp_path):
