@@ -14,7 +14,9 @@ Role: a Fetch request names (session_id, session_epoch):
                                                                    last stable offset or log start offset
 
 An incremental request with an unknown X gets FETCH_SESSION_ID_NOT_FOUND, one with the wrong epoch
-INVALID_FETCH_SESSION_EPOCH; the client then starts over with a full fetch.
+INVALID_FETCH_SESSION_EPOCH, one by topic ids (v13+) to a session opened by names (v7-12) or the
+reverse FETCH_SESSION_TOPIC_ID_ERROR (the session is left as it was); the client then starts over
+with a full fetch.
 
 Invariants: at most `max.incremental.fetch.session.cache.slots` sessions; when full, the least
 recently used session idle for `EVICTION_S` is evicted for a new one, else no session is created.
@@ -70,13 +72,15 @@ class SessionPartition:
 
 
 class FetchSession:
-    __slots__ = ("id", "epoch", "partitions", "last_used")
+    __slots__ = ("id", "epoch", "partitions", "last_used", "uses_topic_ids")
 
-    def __init__(self, session_id: int, partitions: "OrderedDict[tuple, SessionPartition]", now: float):
+    def __init__(self, session_id: int, partitions: "OrderedDict[tuple, SessionPartition]", now: float,
+                 uses_topic_ids: bool = False):
         self.id = session_id
         self.epoch = 1                  # the epoch the next incremental request must carry
         self.partitions = partitions    # key (topic name or id, partition) -> SessionPartition
         self.last_used = now
+        self.uses_topic_ids = uses_topic_ids    # opened by v13+: keyed by topic id, only v13+ may use it
 
 
 class FetchSessionCache:
@@ -99,7 +103,8 @@ class FetchSessionCache:
     def remove(self, session_id: int) -> None:
         self._sessions.pop(session_id, None)
 
-    def create(self, partitions: "OrderedDict[tuple, SessionPartition]") -> FetchSession | None:
+    def create(self, partitions: "OrderedDict[tuple, SessionPartition]",
+               uses_topic_ids: bool = False) -> FetchSession | None:
         """A new session over `partitions`, or None when every slot is taken by a recent session."""
         if self.max_slots <= 0:
             return None
@@ -112,6 +117,6 @@ class FetchSessionCache:
         session_id = INVALID_SESSION_ID
         while session_id == INVALID_SESSION_ID or session_id in self._sessions:
             session_id = self._rng.randint(1, MAX_EPOCH)
-        session = FetchSession(session_id, partitions, now)
+        session = FetchSession(session_id, partitions, now, uses_topic_ids)
         self._sessions[session_id] = session
         return session

@@ -30,7 +30,8 @@ reads again.
 Authorization: each topic needs READ (else its partitions TOPIC_AUTHORIZATION_FAILED, Kafka's
 handleFetchRequest); no authorizer, no check.
 
-Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13), KAFKA_STORAGE_ERROR
+Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13), INCONSISTENT_TOPIC_ID
+(v13+: the topic id a session holds is no longer the partition's: deleted and recreated), KAFKA_STORAGE_ERROR
 (high watermark, LSO, log start -1) when its log dir is offline, OFFSET_OUT_OF_RANGE when fetch_offset is below the log start offset or above the log end offset
 (the consumer then applies auto.offset.reset).
 
@@ -38,7 +39,8 @@ Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens a session (fetch_
 the table); incremental requests then carry only added/changed/forgotten partitions and get back
 only partitions with news (records, an error, or a moved high watermark / LSO / log start).
 `max.incremental.fetch.session.cache.slots=0` answers every fetch sessionless (session id 0).
-Unknown session: FETCH_SESSION_ID_NOT_FOUND; wrong epoch: INVALID_FETCH_SESSION_EPOCH.
+Unknown session: FETCH_SESSION_ID_NOT_FOUND; wrong epoch: INVALID_FETCH_SESSION_EPOCH; a session
+opened by names (v7-12) used by ids (v13+) or the reverse: FETCH_SESSION_TOPIC_ID_ERROR.
 
 Quota (consumer_byte_rate, broker/quotas; skipped entirely when no such quota is set): the
 response's max_bytes is capped at what the client's quota allows in one window; the size of the
@@ -150,6 +152,13 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
                 results.append(FetchPartitionResult(index, int(code), -1, -1, -1, None, -1, b""))
                 errors = True
                 continue
+            if topic_id is not None and log_obj.topic_id is not None and log_obj.topic_id != topic_id:
+                # a session (or a long poll) holding a topic deleted and recreated under the same
+                # name: never the new topic's records under the old id (ReplicaManager.readFromLocalLog)
+                results.append(FetchPartitionResult(index, int(ErrorCode.INCONSISTENT_TOPIC_ID), -1, -1, -1,
+                                                    None, -1, b""))
+                errors = True
+                continue
             hw = log_obj.high_watermark
             lso = log_obj.last_stable_offset
             start = log_obj.log_start_offset
@@ -215,8 +224,15 @@ async def handle(ctx, request):
         wanted = _resolve(ctx, request.topics, version)
     else:                                                # an incremental fetch
         session = sessions.get(session_id)
-        if session is None or epoch != session.epoch:
-            code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND if session is None else ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        if session is None:
+            code = ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+        elif epoch != session.epoch:
+            code = ErrorCode.INVALID_FETCH_SESSION_EPOCH
+        elif session.uses_topic_ids != (version >= 13):     # its keys are names, the request's ids, or back
+            code = ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+        else:
+            code = 0
+        if code:
             return codec.encode_fetch_response(ctx.correlation_id, version, [], error_code=code, session_id=0)
         _update_session(ctx, session, request, version)
         wanted = _session_wanted(session)
@@ -238,7 +254,7 @@ async def handle(ctx, request):
         session.epoch = next_epoch(session.epoch)
         answer_id = session.id
     elif epoch == INITIAL_EPOCH:
-        session = sessions.create(_session_partitions(wanted, topics, version))
+        session = sessions.create(_session_partitions(wanted, topics, version), uses_topic_ids=version >= 13)
         answer_id = session.id if session is not None else INVALID_SESSION_ID
     else:
         answer_id = INVALID_SESSION_ID
