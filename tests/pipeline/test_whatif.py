@@ -93,3 +93,16 @@ def test_bad_settings_are_refused_before_spark(log_dir, capsys):
     assert cli.main(["pipeline", "whatif", log_dir, "--topic", "wi", "--set", "min.cleanable.dirty.ratio=2"]) == 1
     assert "min.cleanable.dirty.ratio" in capsys.readouterr().err
     assert cli.main(["pipeline", "whatif", log_dir, "--topic", "nope"]) == 1
+
+
+def test_records_below_the_log_start_are_not_replayed(tmp_path):
+    # DeleteRecords moved the log start to 120: the replay is of the traffic the log still holds
+    from kompakt.pipeline import reader as rd
+    from kompakt.pipeline.jobs.whatif import read_batches
+
+    write_partition(str(tmp_path), "wi", 0, batches(), segment_bytes=20 * batch_size())
+    with open(tmp_path / rd.LOG_START_CHECKPOINT, "w") as f:
+        f.write("0\n1\nwi 0 120\n")
+    got = read_batches(str(tmp_path / "wi-0"))
+    assert [b.base_offset for b in got] == list(range(120, 200))
+    assert [b.base_offset for b in read_batches(str(tmp_path / "wi-0"), log_start=0)] == list(range(200))

@@ -57,7 +57,9 @@ async def whatif(request: web.Request) -> web.Response:
         raise ApiError(400, "bad_setting", str(exc)) from None
 
     def run() -> Any:
-        return job.compare(job.read_batches(str(lg.dir), max_records), current, proposed, tp)
+        # the live log start: its checkpoint lags DeleteRecords by up to the checkpoint interval
+        return job.compare(job.read_batches(str(lg.dir), max_records, getattr(lg, "log_start_offset", None)),
+                           current, proposed, tp)
 
     report = await asyncio.to_thread(run)
     if fmt == "png":

@@ -91,12 +91,18 @@ def _settings(cfg, broker_values: dict, label: str):
     return Settings(cfg, backoff_ms=int(broker_values["log.cleaner.backoff.ms"]), map_capacity=capacity, label=label)
 
 
-def read_batches(partition_dir: str, max_records: int | None = None) -> list:
+def read_batches(partition_dir: str, max_records: int | None = None, log_start: int | None = None) -> list:
     """The partition's batches as kompakt.cleaner.whatif.InputBatch (keys and offsets only), the
-    newest `max_records` records' worth of whole batches when given. Read-only."""
+    newest `max_records` records' worth of whole batches when given. Read-only.
+
+    Records below the log start (`log_start`, else the log dir's checkpoint) are not replayed:
+    DeleteRecords or retention removed them, they are no traffic of the log any more."""
     from kompakt.cleaner.whatif import InputBatch
     from kompakt.protocol import records as R
 
+    if log_start is None:
+        found = rd.find_partitions(partition_dir)
+        log_start = rd.partition_log_start(found[0]) if found else None
     segs = rd.list_segments(partition_dir)
     chunks = [rd.Chunk(s.log_path, s.base_offset, 0, s.size, i == len(segs) - 1) for i, s in enumerate(segs)]
     aborted, _ = rd.scan_transactions(segs)
@@ -107,9 +113,10 @@ def read_batches(partition_dir: str, max_records: int | None = None) -> list:
             continue          # wholly before the sample: not read (a sample of a large log stays cheap)
         for bv in rd.iter_chunk_batches(c, corrupt="skip"):
             h = bv.header
-            if start is not None and h.base_offset < start:
+            if (start is not None and h.base_offset < start) or (log_start is not None and h.last_offset < log_start):
                 continue
-            recs = [] if h.is_control else [(o, k, t) for o, k, t in R.iter_keys_offsets(bv.buf, bv.position, h)]
+            recs = [] if h.is_control else [(o, k, t) for o, k, t in R.iter_keys_offsets(bv.buf, bv.position, h)
+                                            if log_start is None or o >= log_start]
             out.append(InputBatch(h.base_offset, h.last_offset, h.size, h.max_timestamp, recs, h.is_control,
                                   bool(h.is_transactional and not h.is_control and aborted
                                        and rd.is_aborted(aborted, h.producer_id, h.base_offset))))
