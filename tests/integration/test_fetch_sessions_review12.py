@@ -125,3 +125,37 @@ def test_a_session_refuses_requests_of_the_other_topic_id_kind(wire):
     assert (answer.error_code, answer.session_id) == (0, by_name)
     answer, _ = fetch(wire, 13, [], session_id=by_id, epoch=1)
     assert (answer.error_code, answer.session_id) == (0, by_id)
+
+
+def test_a_duplicate_of_a_parked_incremental_fetch_is_an_invalid_epoch(module_broker, wire):
+    """Kafka's FetchManager.newContext moves the session to its next epoch when the request
+    arrives, before any long poll, and IncrementalFetchContext answers INVALID_FETCH_SESSION_EPOCH
+    if the epoch moved under it: two requests with one epoch (a retry on another connection while
+    the first is parked) are one fetch and one error. Both were served: the second forgot a
+    partition under the parked first, which then closed its connection (KeyError)."""
+    create_topic(wire, "r12-dup", 2)
+    answer, _ = fetch(wire, 12, [("r12-dup", None, 0, 0), ("r12-dup", None, 1, 0)], epoch=0)
+    sid = answer.session_id
+    parked = Wire(module_broker.port)
+    try:
+        request = req(1, replica_id=-1, max_wait_ms=3000, min_bytes=1 << 20, max_bytes=1 << 20, isolation_level=0,
+                      session_id=sid, session_epoch=1, topics=[], forgotten_topics_data=[], rack_id="")
+        request.API_VERSION = 12
+        request.with_header(correlation_id=77, client_id="wire-test")
+        parked.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        time.sleep(0.5)     # parked: nothing to read, min_bytes far away
+        answer, out = fetch(wire, 12, [], session_id=sid, epoch=1, forget=[("r12-dup", None, [1])])
+        assert (answer.error_code, answer.session_id, out) == (EC.INVALID_FETCH_SESSION_EPOCH, 0, {})
+        produce(wire, "r12-dup", 1)
+        first = parked._read(4, "Fetch", 12)
+        body = parked._read(int.from_bytes(first, "big"), "Fetch", 12)
+        from kompakt.protocol import codec
+        _, parked_answer, _ = codec.decode_response(1, 12, body)
+        assert parked_answer.error_code == 0 and parked_answer.session_id == sid
+        assert [(t.topic, [p.partition_index for p in t.partitions]) for t in parked_answer.responses] == [
+            ("r12-dup", [1])]
+    finally:
+        parked.close()
+    # the session moved on: epoch 2 is next
+    answer, _ = fetch(wire, 12, [], session_id=sid, epoch=2)
+    assert (answer.error_code, answer.session_id) == (0, sid)

@@ -40,7 +40,10 @@ the table); incremental requests then carry only added/changed/forgotten partiti
 only partitions with news (records, an error, or a moved high watermark / LSO / log start).
 `max.incremental.fetch.session.cache.slots=0` answers every fetch sessionless (session id 0).
 Unknown session: FETCH_SESSION_ID_NOT_FOUND; wrong epoch: INVALID_FETCH_SESSION_EPOCH; a session
-opened by names (v7-12) used by ids (v13+) or the reverse: FETCH_SESSION_TOPIC_ID_ERROR.
+opened by names (v7-12) used by ids (v13+) or the reverse: FETCH_SESSION_TOPIC_ID_ERROR. An
+incremental request moves its session to the next epoch on arrival, before any long poll, so a
+duplicate sent while it is parked gets INVALID_FETCH_SESSION_EPOCH (as does the parked one if a
+request of the new epoch overtook it).
 
 Quota (consumer_byte_rate, broker/quotas; skipped entirely when no such quota is set): the
 response's max_bytes is capped at what the client's quota allows in one window; the size of the
@@ -235,23 +238,28 @@ async def handle(ctx, request):
         if code:
             return codec.encode_fetch_response(ctx.correlation_id, version, [], error_code=code, session_id=0)
         _update_session(ctx, session, request, version)
+        # the next epoch now, before any long poll (Kafka's FetchManager.newContext): a duplicate
+        # of this request arriving while it is parked is then refused, not served a second time
+        session.epoch = next_epoch(session.epoch)
+        expected_epoch = session.epoch
         wanted = _session_wanted(session)
 
     quota = ctx.broker.quotas.fetch
     topics = await _fetch(ctx, request, version, wanted, quota)
+    if session is not None and session.epoch != expected_epoch:
+        # the session moved on while this fetch was parked (Kafka's IncrementalFetchContext)
+        return codec.encode_fetch_response(ctx.correlation_id, version, [],
+                                           error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=session.id)
     if quota.enabled:
         throttle_ms = _record_quota(ctx, quota, session, wanted, topics, version)
         if throttle_ms:
             # Kafka's getThrottledResponse: nothing served (the next fetch gets it), a session
-            # keeps its partitions and moves to its next epoch, no new session is created
-            if session is not None:
-                session.epoch = next_epoch(session.epoch)
+            # keeps its partitions (already at its next epoch), no new session is created
             return codec.encode_fetch_response(ctx.correlation_id, version, [], throttle_time_ms=throttle_ms,
                                                session_id=session.id if session is not None else INVALID_SESSION_ID)
 
     if session is not None:
         topics = _news_only(session, wanted, topics, version)
-        session.epoch = next_epoch(session.epoch)
         answer_id = session.id
     elif epoch == INITIAL_EPOCH:
         session = sessions.create(_session_partitions(wanted, topics, version), uses_topic_ids=version >= 13)
