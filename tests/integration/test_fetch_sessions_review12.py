@@ -159,3 +159,38 @@ def test_a_duplicate_of_a_parked_incremental_fetch_is_an_invalid_epoch(module_br
     # the session moved on: epoch 2 is next
     answer, _ = fetch(wire, 12, [], session_id=sid, epoch=2)
     assert (answer.error_code, answer.session_id) == (0, sid)
+
+
+def test_an_unknown_partition_does_not_cut_the_long_poll_of_the_others(module_broker, wire):
+    """Kafka's KafkaApis.handleFetchRequest answers unknown topics/partitions (and unauthorized
+    ones) itself and long-polls the others (ReplicaManager.fetchMessages); only errors from reading
+    a log answer at once. A consumer still assigned a deleted topic's partition kept getting
+    immediate empty answers for its live partitions: no long poll, a fetch loop spinning at once
+    instead of waiting max_wait_ms for records."""
+    create_topic(wire, "r12-poll")
+    parked = Wire(module_broker.port)
+    try:
+        request = req(1, replica_id=-1, max_wait_ms=20000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                      session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[], topics=[
+                          FT(topic="r12-poll", partitions=[FP(partition=p, current_leader_epoch=-1, fetch_offset=0,
+                                                               last_fetched_epoch=-1, log_start_offset=-1,
+                                                               partition_max_bytes=1 << 20) for p in (0, 7)]),
+                          FT(topic="r12-no-such-topic", partitions=[FP(
+                              partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                              log_start_offset=-1, partition_max_bytes=1 << 20)])])
+        request.API_VERSION = 12
+        request.with_header(correlation_id=78, client_id="wire-test")
+        parked.sock.sendall(bytes(request.encode(header=True, framed=True)))
+        time.sleep(0.5)     # let it park (were it answered already, the record below is missing)
+        produce(wire, "r12-poll", 0)
+        from kompakt.protocol import codec
+        head = parked._read(4, "Fetch", 12)
+        _, answer, _ = codec.decode_response(1, 12, parked._read(int.from_bytes(head, "big"), "Fetch", 12))
+    finally:
+        parked.close()
+    got = {(t.topic, p.partition_index): (p.error_code, bool(p.records)) for t in answer.responses for p in t.partitions}
+    assert got == {("r12-poll", 0): (0, True), ("r12-poll", 7): (EC.UNKNOWN_TOPIC_OR_PARTITION, False),
+                   ("r12-no-such-topic", 0): (EC.UNKNOWN_TOPIC_OR_PARTITION, False)}
+    # nothing to wait for but unknown partitions: answered at once
+    _, out = fetch(wire, 12, [("r12-no-such-topic", None, 0, 0)], max_wait_ms=20000, min_bytes=1)
+    assert out[("r12-no-such-topic", 0)].error_code == EC.UNKNOWN_TOPIC_OR_PARTITION

@@ -23,9 +23,10 @@ segment that predates this process (a consumer catching up, or the first reads a
 whose bytes may have to come from disk) the whole pass runs in one worker thread, so a cold pread does not stall every other connection (one thread hop per pass, not per
 partition). Partitions are read one after another, in request order, either way.
 
-Long poll: with fewer than `min_bytes` bytes available and no partition error, the fetch waits
-up to `max_wait_ms` on fetch_wait.FetchWaiters, woken by appends to any of its partitions, then
-reads again.
+Long poll: with fewer than `min_bytes` bytes available and no error reading a log, the fetch
+waits up to `max_wait_ms` on fetch_wait.FetchWaiters, woken by appends to any of its partitions,
+then reads again. Unauthorized or unknown topics/partitions do not cut it short (Kafka answers
+those beside the long poll of the others), unless nothing else is readable.
 
 Authorization: each topic needs READ (else its partitions TOPIC_AUTHORIZATION_FAILED, Kafka's
 handleFetchRequest); no authorizer, no check.
@@ -124,12 +125,17 @@ async def _read_all(ctx, wanted, version, max_bytes, read_committed):
 
 
 def _read_pass(ctx, wanted, version, max_bytes, read_committed):
-    """One pass over the partitions: (topic results, total bytes, whether any partition failed)."""
+    """One pass over the partitions: (topic results, total bytes, whether to answer without a long
+    poll: reading some log failed, or no partition is readable at all).
+
+    Unauthorized and unknown topics/partitions are answered beside the others and do not cut their
+    long poll short (Kafka's handleFetchRequest answers those itself and long-polls the rest)."""
     lm = ctx.log_manager
     remaining = max_bytes
     min_one = True
     total = 0
     errors = False
+    readable = 0
     topics = []
     checked = ctx.authorizer is not None
     for name, topic_id, partitions in wanted:
@@ -138,7 +144,6 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
             topics.append(FetchTopicResult(name, topic_id, [
                 FetchPartitionResult(index, int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), -1, -1, -1, None, -1, b"")
                 for index, _, _ in partitions]))
-            errors = True
             continue
         for index, offset, part_max in partitions:
             log_obj = lm.get_log(TopicPartition(name, index)) if name is not None else None
@@ -146,6 +151,7 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
                 if log_obj is not None or (name is not None and lm.is_offline((name, index))):
                     # its log dir failed (or was offline at start-up): no offsets from memory either
                     code = ErrorCode.KAFKA_STORAGE_ERROR
+                    errors = True
                 elif version >= 13 and name is None:
                     code = ErrorCode.UNKNOWN_TOPIC_ID
                 else:
@@ -153,7 +159,6 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
                 # empty, never null, records: librdkafka refuses a null MessageSet ("invalid
                 # MessageSetSize -1") and would never see the error (Kafka sends MemoryRecords.EMPTY)
                 results.append(FetchPartitionResult(index, int(code), -1, -1, -1, None, -1, b""))
-                errors = True
                 continue
             if topic_id is not None and log_obj.topic_id is not None and log_obj.topic_id != topic_id:
                 # a session (or a long poll) holding a topic deleted and recreated under the same
@@ -162,6 +167,7 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
                                                     None, -1, b""))
                 errors = True
                 continue
+            readable += 1
             hw = log_obj.high_watermark
             lso = log_obj.last_stable_offset
             start = log_obj.log_start_offset
@@ -193,7 +199,7 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
                 aborted = _aborted(log_obj, offset, records) if records else []
             results.append(FetchPartitionResult(index, int(code), hw, lso, start, aborted, -1, records))
         topics.append(FetchTopicResult(name, topic_id, results))
-    return topics, total, errors
+    return topics, total, errors or not readable
 
 
 def _aborted(log_obj, offset: int, records) -> list[tuple[int, int]]:
