@@ -47,7 +47,7 @@ from kompakt.cleaner import cleaner as C
 from kompakt.cleaner import rules
 from kompakt.cleaner.manager import LogCleanerManager, cleanable_offsets, log_dir_of, make_log_to_clean, now_ms
 from kompakt.cleaner.offset_map import BYTES_PER_ENTRY, slots_for_memory
-from kompakt.cleaner.pool import Worker
+from kompakt.cleaner.pool import MAX_MAP_MEMORY, Worker
 from kompakt.cleaner.stats import CleanerMetrics, PartitionCleanStatus, summary_line
 from kompakt.cleaner.throttler import Throttler
 from kompakt.storage.faults import crash_point
@@ -69,8 +69,11 @@ def _cfg(config, key, default):
 
 
 def check_offset_map(threads: int, dedupe_buffer_size: int, load_factor: float) -> None:
-    """Raise ValueError when each worker's share of the dedupe buffer cannot hold a single key."""
-    per_worker = dedupe_buffer_size // max(threads, 1)
+    """Raise ValueError when each worker's share of the dedupe buffer cannot hold a single key.
+    The share is capped as each worker's map is (MAX_MAP_MEMORY, Kafka's Int.MaxValue): sizing an
+    uncapped share of a huge buffer (Long.MAX_VALUE) searched for a prime near 4e17, seconds of
+    CPU on the broker's event loop."""
+    per_worker = min(dedupe_buffer_size // max(threads, 1), MAX_MAP_MEMORY)
     if threads and (per_worker < 2 * BYTES_PER_ENTRY or int(slots_for_memory(per_worker) * load_factor) < 1):
         raise ValueError(f"log.cleaner.dedupe.buffer.size={dedupe_buffer_size} over "
                          f"log.cleaner.threads={threads} leaves an offset map too small to hold "
@@ -149,7 +152,7 @@ class LogCleaner:
             return
         self._started = True
         self._stop.clear()
-        per_worker = self.dedupe_buffer_size // max(self.num_threads, 1)
+        per_worker = min(self.dedupe_buffer_size // max(self.num_threads, 1), MAX_MAP_MEMORY)
         try:
             check_offset_map(self.num_threads, self.dedupe_buffer_size, self.load_factor)
         except ValueError:

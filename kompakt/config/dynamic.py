@@ -27,15 +27,19 @@ with the message): values parse to the key's type and range; listener/SSL keys o
 then every registered reconfigurable's `validate(candidate config)` (e.g. log.cleaner.threads
 within half and double of the current count).
 
-Applying (`update`): 1. validate, 2. persist both layers (the store: temp file, fsync, rename,
-fsync dir; a crash before the rename keeps the old layers, after it the new ones, which start-up
-loads), 3. swap the layers into the live BrokerConfig (every `cfg[key]` reader sees them at once),
-4. call `apply(config)` of each reconfigurable whose keys changed, in registration order (LogConfig
-defaults re-derived for topics without overrides, cleaner threads restarted with the new sizes
-and throttle). The change is acknowledged after step 4.
+Applying (`update`): 1. validate, 2. swap the layers into the live BrokerConfig (every
+`cfg[key]` reader sees them at once), 3. call `apply(config)` of each reconfigurable whose keys
+changed, in registration order (LogConfig defaults re-derived for topics without overrides,
+cleaner threads restarted with the new sizes and throttle), 4. persist both layers (the store:
+temp file, fsync, rename, fsync dir). The change is acknowledged after step 4. Nothing is saved
+before the change has been applied: if an apply (or a validate) fails unexpectedly, or the save
+fails, the old layers are swapped back, the reconfigurables already called (the failed one too:
+it may have applied part) are called again with the old config, and DynamicConfigError says
+what failed; the client gets an error for the resource and the next start loads the old layers.
+A crash between steps 2 and 4 loses an unacknowledged change, never a saved one.
 
-Invariant: the live BrokerConfig's dynamic layers are always the persisted ones (after a
-successful `update`), and hold only values that parse.
+Invariant: the live BrokerConfig's dynamic layers are always the persisted ones (after `update`
+returns or raises), and hold only values that parse.
 """
 from __future__ import annotations
 
@@ -183,6 +187,10 @@ class DynamicBrokerConfig:
                     r.validate(candidate)
                 except ConfigError as exc:
                     raise DynamicConfigError(f"Invalid dynamic configuration: {exc}") from None
+                except Exception as exc:  # noqa: BLE001 - a check that breaks refuses the change, never the connection
+                    log.exception("dynamic broker config: the check of %s failed", r.name)
+                    raise DynamicConfigError(f"Invalid dynamic configuration: the check of {r.name} failed: "
+                                             f"{type(exc).__name__}: {exc}") from None
         return candidate
 
     async def update(self, level: str, new_layer: Mapping[str, str]) -> set[str]:
@@ -196,20 +204,49 @@ class DynamicBrokerConfig:
             return await self._update(level, new_layer)
 
     async def _update(self, level: str, new_layer: Mapping[str, str]) -> set[str]:
-        candidate = self.candidate(level, new_layer)
+        candidate = self.candidate(level, new_layer)                      # step 1
         touched = self._changed_keys(candidate)
-        layers = {"default": candidate.dynamic_default, "broker": candidate.dynamic_broker}
+        old = (dict(self.config.dynamic_default), dict(self.config.dynamic_broker))
+        self.config.set_dynamic(candidate.dynamic_default, candidate.dynamic_broker)   # step 2
+        called: list[Reconfigurable] = []
+        try:
+            for r in self.reconfigurables:                                # step 3
+                if r.apply is not None and r.keys & touched:
+                    called.append(r)
+                    await self._apply(r)
+        except Exception as exc:  # noqa: BLE001 - answered for the resource, rolled back
+            log.exception("dynamic broker config (%s): applying %s failed; rolling back", level, called[-1].name)
+            await self._roll_back(old, called)
+            raise DynamicConfigError(f"Invalid dynamic configuration: {called[-1].name} could not apply the "
+                                     f"change ({type(exc).__name__}: {exc}); nothing was changed") from None
         if self.store is not None:
-            await asyncio.to_thread(self.store.save, layers)          # step 2
-        self.config.set_dynamic(candidate.dynamic_default, candidate.dynamic_broker)   # step 3
+            layers = {"default": candidate.dynamic_default, "broker": candidate.dynamic_broker}
+            try:
+                await asyncio.to_thread(self.store.save, layers)          # step 4
+            except Exception as exc:  # noqa: BLE001 - a disk error: answered, rolled back
+                log.error("dynamic broker config (%s) could not be saved (%s: %s); rolling back", level,
+                          type(exc).__name__, exc)
+                await self._roll_back(old, called)
+                raise DynamicConfigError(f"The dynamic configuration could not be saved ({type(exc).__name__}: "
+                                         f"{exc}); nothing was changed") from None
         log.info("dynamic broker config (%s) is now %s; changed: %s", level, loggable(new_layer) or "{}",
                  ", ".join(sorted(touched)) or "nothing")
-        for r in self.reconfigurables:                                # step 4
-            if r.apply is not None and r.keys & touched:
-                result = r.apply(self.config)
-                if inspect.isawaitable(result):
-                    await result
         return touched
+
+    async def _apply(self, r: Reconfigurable) -> None:
+        result = r.apply(self.config)
+        if inspect.isawaitable(result):
+            await result
+
+    async def _roll_back(self, old: tuple[dict, dict], called: list[Reconfigurable]) -> None:
+        """Swap the old layers back and call again, with them, each reconfigurable already called;
+        a failure here is logged (the next start, from the saved layers, is the remedy)."""
+        self.config.set_dynamic(*old)
+        for r in called:
+            try:
+                await self._apply(r)
+            except Exception:  # noqa: BLE001 - keep restoring the others
+                log.exception("dynamic broker config: %s could not restore the previous configuration", r.name)
 
     # -- helpers ---------------------------------------------------------------------------------
     def _may_change(self, key: str) -> bool:

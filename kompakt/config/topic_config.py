@@ -343,6 +343,32 @@ class LogConfig:
         return cls(values, {k: str(v) for k, v in overrides.items()})
 
     @classmethod
+    def from_stored(cls, overrides: Mapping[str, str] | None = None, broker=None, *,
+                    on_dropped=None) -> "LogConfig":
+        """Resolve overrides that were stored earlier (the topic store, read by the broker and by
+        the offline tools), leniently, as Kafka's LogConfig does when it loads a log: each key is
+        parsed alone and no combination is checked (min.compaction.lag.ms above max is kept, as
+        stored); a list stored with an item twice (accepted before that check existed) keeps each
+        item once; a key or value that no longer parses is dropped and passed to
+        `on_dropped(key, value, error)`. Never raises for stored content: a rule added later must
+        not make a topic unloadable."""
+        values = {name: default_value(key, broker) for name, key in TOPIC_KEYS.items()}
+        kept: dict[str, str] = {}
+        for name, raw in (overrides or {}).items():
+            key = TOPIC_KEYS.get(name)
+            try:
+                if key is None:
+                    raise _invalid(name, raw, "a topic config name", f"Unknown topic config name: {name}")
+                if key.type == "list" and isinstance(raw, str) and "," in raw:
+                    raw = ",".join(dict.fromkeys(item.strip() for item in raw.split(",")))
+                values[name] = key.parse(raw)
+                kept[name] = str(raw)
+            except InvalidConfigError as exc:
+                if on_dropped is not None:
+                    on_dropped(name, raw, exc)
+        return cls(values, kept)
+
+    @classmethod
     def default(cls) -> "LogConfig":
         return cls.from_overrides({}, None)
 

@@ -250,18 +250,11 @@ class LogManager:
         return LogConfig.from_overrides({}, self.config)
 
     def _config_for(self, overrides: dict[str, str]) -> LogConfig:
-        """LogConfig for stored overrides; a stored key that no longer validates is dropped (logged)."""
-        try:
-            return LogConfig.from_overrides(overrides, self.config, check_defaults=False)
-        except KafkaError as exc:
-            good = {}
-            for k, v in overrides.items():
-                try:
-                    validate_topic_configs({k: v})
-                    good[k] = v
-                except KafkaError:
-                    log.error("ignoring stored topic config %s=%s: %s", k, v, exc)
-            return LogConfig.from_overrides(good, self.config, check_defaults=False)
+        """LogConfig for stored overrides, leniently (LogConfig.from_stored): a stored key that no
+        longer parses is dropped (logged), no combination is checked; never raises."""
+        def dropped(key, value, exc):
+            log.error("ignoring stored topic config %s=%s: %s", key, value, exc)
+        return LogConfig.from_stored(overrides, self.config, on_dropped=dropped)
 
     # ---- startup ---------------------------------------------------------------------------------
     def startup(self) -> None:

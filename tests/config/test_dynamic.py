@@ -124,3 +124,36 @@ async def test_the_save_runs_off_the_loop_and_updates_run_one_at_a_time(tmp_path
     DynamicBrokerConfig(again, StateFile(str(tmp_path), BROKER_CONFIGS_FILE)).load()
     assert (again["log.retention.ms"], again["log.segment.bytes"]) == (60000, 7000)
     assert (cfg["log.retention.ms"], cfg["log.segment.bytes"]) == (60000, 7000)
+
+
+async def test_a_failed_apply_is_rolled_back_and_nothing_is_saved(dyn):
+    """An apply that raises (after validation passed): the old layers come back, the components
+    already called (the failing one too: it may have applied part) are called again with them,
+    nothing is saved, and the caller gets DynamicConfigError naming the component."""
+    await dyn.update(PER_BROKER, {"log.retention.ms": "60000"})
+    calls = []
+
+    def breaks(config):
+        calls.append(("threads", config["log.cleaner.threads"]))
+        if config["log.cleaner.threads"] == 2:
+            raise OSError("cannot start a worker")
+
+    dyn.register(Reconfigurable("logs", frozenset({"log.retention.ms"}), None,
+                                lambda c: calls.append(("logs", c["log.retention.ms"]))))
+    dyn.register(Reconfigurable("cleaner", frozenset({"log.cleaner.threads"}), None, breaks))
+    with pytest.raises(DynamicConfigError, match="cleaner could not apply the change .OSError: cannot start a "
+                                                 "worker.; nothing was changed"):
+        await dyn.update(PER_BROKER, {"log.retention.ms": "5000", "log.cleaner.threads": "2"})
+    assert calls == [("logs", 5000), ("threads", 2), ("logs", 60000), ("threads", 1)]
+    assert dyn.config.dynamic_broker == {"log.retention.ms": "60000"} and dyn.config["log.cleaner.threads"] == 1
+    assert dyn.store.load() == {"default": {}, "broker": {"log.retention.ms": "60000"}}
+
+
+async def test_a_check_that_breaks_refuses_the_change(dyn):
+    def broken(candidate):
+        raise KeyError("no such thing")
+
+    dyn.register(Reconfigurable("cleaner", frozenset({"log.cleaner.threads"}), broken, None))
+    with pytest.raises(DynamicConfigError, match="the check of cleaner failed: KeyError"):
+        await dyn.update(PER_BROKER, {"log.cleaner.threads": "2"})
+    assert dyn.config.dynamic_broker == {} and dyn.store.load() is None

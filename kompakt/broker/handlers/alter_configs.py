@@ -119,6 +119,10 @@ async def alter_broker(ctx, name: str, build, validate_only: bool) -> None:
                      ", ".join(sorted(changed)) or "no effective change")
     except DynamicConfigError as exc:
         raise ResultError(ErrorCode.INVALID_REQUEST, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - Kafka's validateBrokerConfigChange: any failure is
+        # INVALID_REQUEST with its message, for this resource, never a closed connection
+        log.exception("broker configs (%s): the change failed", level)
+        raise ResultError(ErrorCode.INVALID_REQUEST, f"{type(exc).__name__}: {exc}") from None
 
 
 def altered_topic_meta(lm, name: str):
