@@ -11,7 +11,9 @@ Role: a Fetch request names (session_id, session_epoch):
   X           -1      close X, sessionless full fetch              every partition, session id 0
   X           N > 0   incremental: the request carries only        only partitions with news: records,
                       added/changed partitions and forgotten ones  an error, or a changed high watermark,
-                                                                   last stable offset or log start offset
+                                                                   last stable offset or log start offset;
+                                                                   when it forgets the last partition:
+                                                                   X closed, answered sessionless (id 0)
 
 An incremental request with an unknown X gets FETCH_SESSION_ID_NOT_FOUND, one with the wrong epoch
 INVALID_FETCH_SESSION_EPOCH, one by topic ids (v13+) to a session opened by names (v7-12) or the

@@ -194,3 +194,19 @@ def test_an_unknown_partition_does_not_cut_the_long_poll_of_the_others(module_br
     # nothing to wait for but unknown partitions: answered at once
     _, out = fetch(wire, 12, [("r12-no-such-topic", None, 0, 0)], max_wait_ms=20000, min_bytes=1)
     assert out[("r12-no-such-topic", 0)].error_code == EC.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_forgetting_every_partition_closes_the_session(wire):
+    """Kafka's FetchManager.newContext: an incremental request that leaves its session without a
+    partition removes the session and is answered sessionless (session id 0), freeing its slot of
+    max.incremental.fetch.session.cache.slots; the client's next fetch is a full one. The empty
+    session was kept (answered with its id) until evicted."""
+    create_topic(wire, "r12-empty", 2)
+    answer, _ = fetch(wire, 12, [("r12-empty", None, 0, 0), ("r12-empty", None, 1, 0)], epoch=0)
+    sid = answer.session_id
+    answer, _ = fetch(wire, 12, [], session_id=sid, epoch=1, forget=[("r12-empty", None, [0])])
+    assert (answer.error_code, answer.session_id) == (0, sid)           # one partition left
+    answer, out = fetch(wire, 12, [], session_id=sid, epoch=2, forget=[("r12-empty", None, [1])])
+    assert (answer.error_code, answer.session_id, out) == (0, 0, {})
+    answer, _ = fetch(wire, 12, [], session_id=sid, epoch=3)
+    assert answer.error_code == EC.FETCH_SESSION_ID_NOT_FOUND

@@ -44,7 +44,8 @@ Unknown session: FETCH_SESSION_ID_NOT_FOUND; wrong epoch: INVALID_FETCH_SESSION_
 opened by names (v7-12) used by ids (v13+) or the reverse: FETCH_SESSION_TOPIC_ID_ERROR. An
 incremental request moves its session to the next epoch on arrival, before any long poll, so a
 duplicate sent while it is parked gets INVALID_FETCH_SESSION_EPOCH (as does the parked one if a
-request of the new epoch overtook it).
+request of the new epoch overtook it). An incremental request that forgets the session's last
+partition closes it and is answered sessionless (session id 0).
 
 Quota (consumer_byte_rate, broker/quotas; skipped entirely when no such quota is set): the
 response's max_bytes is capped at what the client's quota allows in one window; the size of the
@@ -244,11 +245,18 @@ async def handle(ctx, request):
         if code:
             return codec.encode_fetch_response(ctx.correlation_id, version, [], error_code=code, session_id=0)
         _update_session(ctx, session, request, version)
-        # the next epoch now, before any long poll (Kafka's FetchManager.newContext): a duplicate
-        # of this request arriving while it is parked is then refused, not served a second time
-        session.epoch = next_epoch(session.epoch)
-        expected_epoch = session.epoch
-        wanted = _session_wanted(session)
+        if not session.partitions:
+            # nothing left in it: closed, and this request answered sessionless, session id 0
+            # (FetchManager.newContext)
+            sessions.remove(session.id)
+            session = None
+            wanted = _resolve(ctx, request.topics, version)
+        else:
+            # the next epoch now, before any long poll (Kafka's FetchManager.newContext): a duplicate
+            # of this request arriving while it is parked is then refused, not served a second time
+            session.epoch = next_epoch(session.epoch)
+            expected_epoch = session.epoch
+            wanted = _session_wanted(session)
 
     quota = ctx.broker.quotas.fetch
     topics = await _fetch(ctx, request, version, wanted, quota)
