@@ -63,7 +63,7 @@ def adopt_offline(log_dir: str, staging_dir: str, config_path: str | None = None
             overrides = dict(getattr(meta, "configs", {}) or {})
         except Exception:  # no or unreadable topic store: Kafka's defaults are safe for a swap
             overrides = {}
-        cfg = LogConfig.from_overrides(overrides, broker)
+        cfg = LogConfig.from_stored(overrides, broker)   # as the broker loads it: stored, not re-judged
         start = OffsetCheckpointFile(os.path.join(log_dir, LOG_START_CHECKPOINT)).read().get(tp)
         log = Log.open(pdir, cfg, log_start_offset=start, tp=tp)
         try:

@@ -71,7 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def topic_log_config(paths, topic: str):
-    """The topic's LogConfig from the topic metadata the broker keeps in its log dir, or None."""
+    """The topic's LogConfig from the topic metadata the broker keeps in its log dir, or None.
+    Loaded as the broker loads it (LogConfig.from_stored): a stored value today's rules refuse
+    (e.g. min.compaction.lag.ms above max) is taken as stored, one that no longer parses is left
+    out with a warning on stderr, never a failed job."""
     import os
 
     from kompakt.config.topic_config import LogConfig
@@ -85,8 +88,14 @@ def topic_log_config(paths, topic: str):
             except Exception:  # not a log dir, or unreadable: try the next candidate
                 continue
             if meta is not None:
-                return LogConfig.from_overrides(dict(meta.configs))
+                return LogConfig.from_stored(dict(meta.configs), on_dropped=_warn_dropped(topic))
     return None
+
+
+def _warn_dropped(topic: str):
+    def warn(key, value, exc):
+        print(f"warning: ignoring stored config {key}={value} of topic {topic}: {exc}", file=sys.stderr)
+    return warn
 
 
 def _session(args):

@@ -59,7 +59,7 @@ def settings_pair(topic_overrides: dict, sets: dict, broker_config=None):
     defaults (a BrokerConfig, or None for Kafka's) and the broker's cleaner keys, then the same with
     `sets` applied. Bad values raise ValueError naming them."""
     from kompakt.config.broker_config import BROKER_KEYS, ConfigError
-    from kompakt.config.topic_config import LogConfig
+    from kompakt.config.topic_config import LogConfig, validate_topic_configs
     from kompakt.protocol.errors import InvalidConfigError
 
     broker = {k: str(broker_config[k]) for k in WHATIF_BROKER_KEYS} if broker_config is not None else {}
@@ -68,7 +68,10 @@ def settings_pair(topic_overrides: dict, sets: dict, broker_config=None):
 
     def build(overrides: dict, broker_values: dict, label: str):
         try:
-            cfg = LogConfig.from_overrides(overrides, broker_config)
+            # the stored overrides as the broker loads them (a stored value today's rules refuse
+            # is taken as stored); the --set values alone are held to today's rules
+            validate_topic_configs(topic_sets)
+            cfg = LogConfig.from_stored(overrides, broker_config)
             values = {k: BROKER_KEYS[k].parse(broker_values.get(k, BROKER_KEYS[k].default))
                       for k in WHATIF_BROKER_KEYS}
         except (InvalidConfigError, ConfigError) as exc:
