@@ -61,7 +61,14 @@ def test_cleaner_threads_and_throttle_change_live_and_survive_a_kill(start_broke
     req = urllib.request.Request(f"{broker.metrics_url}/v1/partitions/kv/0/compact?wait=30", method="POST")
     with urllib.request.urlopen(req, timeout=60) as resp:
         stats = json.loads(resp.read())
-    assert stats["stats"]["cleaned"] is True, stats
+    if stats["stats"]["cleaned"] is not True:
+        # the restarted cleaner (2 threads, 200 ms backoff) may have cleaned the partition itself
+        # while the records were produced (a loaded machine): then compact-now finds nothing
+        # cleanable, and the cleaner point shows the clean happened
+        assert stats["stats"]["reason"].startswith("nothing cleanable"), stats
+        with urllib.request.urlopen(f"{broker.metrics_url}/v1/partitions/kv/0", timeout=TIMEOUT) as resp:
+            view = json.loads(resp.read())
+        assert view["cleaner"]["cleaner_point"] > 0, view
 
 
 def test_cluster_default_retention_reaches_topics_without_overrides(start_broker):
