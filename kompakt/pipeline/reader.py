@@ -649,8 +649,12 @@ LIGHT_COLUMNS = frozenset({"topic", "partition", "offset", "key", "is_tombstone"
 
 def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: bool = False,
                        bounds: Bounds | None = None, stats: ReadStats | None = None,
-                       light: bool = False) -> Iterator[RecordRow]:
+                       light: bool = False, control: bool | None = None) -> Iterator[RecordRow]:
     """Every record of a split, in offset order, honouring read_committed and `bounds` exactly.
+
+    control: whether control records (transaction markers) are rows. None (the storage view of
+    the internal jobs): yes, unless read_committed. False: never, as no consumer sees them as
+    records. True: yes in both levels (read_committed: those below the last stable offset).
 
     light=True (only for LIGHT_COLUMNS and no timestamp bounds): records are walked with the
     cleaner's key/offset fast path; value, headers and timestamp come back as None, [], -1.
@@ -663,10 +667,14 @@ def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: b
     lo_ts, hi_ts = bounds.min_timestamp, bounds.max_timestamp
     lso = split.last_stable_offset if read_committed else None
     aborted = split.aborted or {}
+    if control is None:
+        control = not read_committed
     for chunk in split.chunks:
         seg_name = chunk.log_path
         for bv in iter_chunk_batches(chunk, corrupt=corrupt, stats=stats):
             h = bv.header
+            if h.is_control and not control:
+                continue
             if lo_off is not None and h.last_offset < lo_off:
                 continue
             if hi_off is not None and h.base_offset > hi_off:
@@ -675,7 +683,7 @@ def iter_split_records(split: Split, *, corrupt: str = "fail", read_committed: b
                 continue
             aborted_batch = bool(h.is_transactional and not h.is_control and aborted
                                  and is_aborted(aborted, h.producer_id, h.base_offset))
-            if read_committed and (h.is_control or aborted_batch or (lso is not None and h.base_offset >= lso)):
+            if read_committed and (aborted_batch or (lso is not None and h.base_offset >= lso)):
                 continue
             try:
                 if light and lo_ts is None and hi_ts is None:

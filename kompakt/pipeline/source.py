@@ -3,10 +3,15 @@
     spark.read.format("kompakt").load("/var/lib/kompakt")          # a log dir, a partition dir,
     spark.read.format("kompakt").load("/var/lib/kompakt/orders")   # or <log dir>/<topic>
 
+Rows are the records a Kafka consumer reads (issue 10: transaction markers never surface as
+records), so a `count()` of a transactional topic is what a consumer counts; control records
+(COMMIT/ABORT markers) are rows only with include_control=true.
+
 Schema (`SCHEMA`): topic, partition, offset, timestamp (ms since the epoch, Kafka's unit; the
 batch's maxTimestamp for LogAppendTime batches, as consumers see it), timestamp_type (0 create,
 1 log-append), key, value, headers (array of (key, value)), is_tombstone (null value, not a
-control record), is_control, producer_id, batch_base_offset, segment (the .log file's path).
+control record), is_control (false unless include_control=true), producer_id, batch_base_offset,
+segment (the .log file's path).
 A user schema (`.schema(...)`) may select any subset of these plus the extras of
 `reader.RecordRow`: delete_horizon_ms, is_transactional, compression, record_bytes (batch bytes
 per record: the share of disk a record holds), batch_position, is_aborted (needs mark_aborted=true).
@@ -14,9 +19,13 @@ per record: the share of disk a record holds), batch_position, is_aborted (needs
 Options:
     corrupt            fail (default: a CorruptSegmentError naming file and position) | skip
                        (skip the batch, count it, log a warning, resume at the next index boundary)
-    isolation          read_uncommitted (default: every batch, control ones included) |
-                       read_committed (Kafka's consumer rule: no aborted records, no control
-                       batches, nothing at or past the last stable offset)
+    isolation          read_uncommitted (default: every data record, aborted ones included) |
+                       read_committed (Kafka's consumer rule: no aborted records, nothing at or
+                       past the last stable offset)
+    include_control    false (default: control records are never rows, in either isolation, as
+                       for a consumer) | true (transaction markers are rows too, is_control=true;
+                       under read_committed those below the last stable offset; the audit and
+                       verify jobs read with it; not with keyed_only)
     mark_aborted       true: scan transactions while planning so `is_aborted` is filled in
     as_of_offset       only records with offset <= N
     as_of_timestamp    only records with timestamp <= T (ms)
@@ -111,6 +120,13 @@ class ReadOptions:
         self.keyed_only = o.get("keyed_only", "false").lower() == "true"
         if self.keyed_only and self.corrupt == "skip":
             raise ValueError("keyed_only stops at a corrupt batch: use corrupt=fail with it")
+        # include_control: markers as rows (audit, verify); a consumer never sees them as records
+        include_control = o.get("include_control", "false").lower()
+        if include_control not in ("true", "false"):
+            raise ValueError(f"include_control={include_control!r}: use true or false")
+        self.include_control = include_control == "true"
+        if self.keyed_only and self.include_control:
+            raise ValueError("keyed_only reads keyed data records only: drop include_control=true")
         self.scan_transactions = (self.read_committed or self.keyed_only
                                   or o.get("mark_aborted", "false").lower() == "true")
         self.split_bytes = int(o.get("split_bytes", rd.DEFAULT_SPLIT_BYTES))
@@ -183,7 +199,8 @@ class KompaktReader(DataSourceReader):
         rows: list = []
         light = set(self.columns) <= rd.LIGHT_COLUMNS
         for row in rd.iter_split_records(split, corrupt=o.corrupt, read_committed=o.read_committed,
-                                         bounds=o.bounds, stats=stats, light=light):
+                                         bounds=o.bounds, stats=stats, light=light,
+                                         control=o.include_control):
             rows.append(row)
             if len(rows) >= o.batch_rows:
                 yield _to_batch(rows, idx, self.columns, schema)

@@ -10,7 +10,7 @@ from kompakt.pipeline import reader as rd
 from kompakt.pipeline.jobs.audit import JSON_KEYS, audit, map_capacity
 from kompakt.protocol import records as R
 
-from .conftest import write_partition
+from .conftest import txn_batches, write_partition
 
 pytestmark = pytest.mark.spark
 
@@ -61,6 +61,13 @@ def test_audit_figures_match_hand_computation(spark, small_log):
     assert p1["log_end_offset"] == 6 and p1["dirty_ratio"] == 0.0  # one segment: all active
     assert math.ceil(3 / map_capacity(134_217_728)) == 1  # the default map: one pass
     json.dumps(rows)  # plain JSON types only
+
+
+def test_audit_counts_transaction_markers_apart(spark, tmp_path):
+    # the source's rows hold no markers by default; audit opts in (include_control) to count them
+    write_partition(str(tmp_path), "tx", 0, txn_batches())
+    (row,) = audit(spark, str(tmp_path))
+    assert (row["records"], row["control_records"], row["aborted_records"]) == (8, 2, 2)
 
 
 def test_audit_cli_writes_json_and_chart(spark, small_log, tmp_path, capsys):

@@ -4,6 +4,7 @@ values and repeated keys, null keys, tombstones, committed / aborted / still ope
 and DeleteRecords; confluent-kafka consumers in both isolation levels are the reference."""
 from __future__ import annotations
 
+import struct
 import time
 
 import pytest
@@ -97,7 +98,8 @@ def _produce_everything(bootstrap):
 
 
 def test_rows_are_what_a_consumer_reads_in_both_isolation_levels(spark, start_broker):
-    from confluent_kafka import TopicPartition
+    """Also: transaction markers are rows only with include_control=true (count() = a consumer's)."""
+    from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
     b = start_broker()
@@ -116,13 +118,30 @@ def test_rows_are_what_a_consumer_reads_in_both_isolation_levels(spark, start_br
     assert len(log_append) == 5 and {ts_type for *_, ts_type, _ in log_append} == {2}
     assert expected["read_uncommitted"][0][0] == DELETED_BELOW
     assert len(expected["read_committed"]) < len(expected["read_uncommitted"])
+    wm = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "wm"})
+    _, end = wm.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=30)
+    wm.close()
+    # the offsets no consumer returns between the log start and the end are the two markers
+    markers = sorted(set(range(DELETED_BELOW, end)) - {o for o, *_ in expected["read_uncommitted"]})
+    assert len(markers) == 2, markers
     b.stop()  # checkpoints the log start offset (the broker also does so periodically)
     del still_open
     for iso, want in expected.items():
+        # the default: control records are never rows (issue 10), so count() is a consumer's count
         df = spark.read.format("kompakt").option("isolation", iso).load(b.log_dir).where(f"topic = '{TOPIC}'")
+        assert df.count() == len(want), iso
         got = [(r.offset, r.key, r.value, [(h.key, h.value) for h in r.headers], r.timestamp_type + 1, r.timestamp)
-               for r in df.where("NOT is_control").orderBy("offset").collect()]
+               for r in df.orderBy("offset").collect()]
         assert got == want, iso
+        assert df.where("is_control").count() == 0, iso
+        # include_control=true: the COMMIT then ABORT marker (key: version 0, type 1 / 0) come back,
+        # in both isolation levels (both are below the open transaction's first offset, the LSO)
+        opted = (spark.read.format("kompakt").option("isolation", iso).option("include_control", "true")
+                 .load(b.log_dir).where(f"topic = '{TOPIC}'"))
+        assert opted.count() == len(want) + 2, iso
+        assert [(r.offset, r.key) for r in opted.where("is_control").orderBy("offset").collect()] == [
+            (markers[0], struct.pack(">hh", 0, 1)), (markers[1], struct.pack(">hh", 0, 0))], iso
+        assert sorted(r.offset for r in opted.where("NOT is_control").collect()) == [o for o, *_ in want], iso
     df = spark.read.format("kompakt").load(b.log_dir).where(f"topic = '{TOPIC}-la'")
     assert [(r.offset, r.key, r.value, [], r.timestamp_type + 1, r.timestamp)
             for r in df.orderBy("offset").collect()] == log_append

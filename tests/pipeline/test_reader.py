@@ -129,6 +129,19 @@ def test_read_committed_drops_aborted_and_control_batches(tmp_path):
     assert [r.offset for r in marked if r.is_aborted] == [4, 5]
 
 
+def test_control_records_are_rows_only_when_asked(tmp_path):
+    part = rd.find_partitions(write_partition(str(tmp_path), "t", 0, txn_batches()))[0]
+    split = rd.plan_splits([part], read_committed=True)[0]
+    for read_committed, control, want in [(False, False, [0, 1, 2, 3, 4, 5, 8, 9]),
+                                          (True, False, [0, 1, 2, 3, 8, 9]),
+                                          (False, True, list(range(10))),
+                                          (True, True, [0, 1, 2, 3, 6, 7, 8, 9])]:
+        for light in (False, True):
+            rows = list(rd.iter_split_records(split, read_committed=read_committed, control=control, light=light))
+            assert [r.offset for r in rows] == want, (read_committed, control, light)
+            assert [r.offset for r in rows if r.is_control] == ([6, 7] if control else [])
+
+
 def test_open_transaction_bounds_read_committed_at_the_lso(tmp_path):
     batches = txn_batches()[:3] + [dict(records=[(b"z", b"9")])]  # no markers: both txns open
     pdir = write_partition(str(tmp_path), "t", 0, batches)

@@ -110,8 +110,18 @@ def test_read_committed_and_as_of(spark, tmp_path):
     write_partition(str(tmp_path), "tx", 0, txn_batches())
     df = spark.read.format("kompakt").option("isolation", "read_committed").load(str(tmp_path))
     assert sorted(r.offset for r in df.collect()) == [0, 1, 2, 3, 8, 9]
-    everything = spark.read.format("kompakt").load(str(tmp_path))
-    assert everything.where("is_control").count() == 2
+    everything = spark.read.format("kompakt").load(str(tmp_path))  # read_uncommitted: no markers
+    assert sorted(r.offset for r in everything.collect()) == [0, 1, 2, 3, 4, 5, 8, 9]
+    assert everything.where("is_control").count() == 0
+    with_markers = spark.read.format("kompakt").option("include_control", "true").load(str(tmp_path))
+    assert sorted((r.offset, r.is_control) for r in with_markers.where("is_control").collect()) == [(6, True), (7, True)]
+    assert with_markers.count() == 10
+    committed_markers = (spark.read.format("kompakt").option("isolation", "read_committed")
+                         .option("include_control", "TRUE").load(str(tmp_path)))
+    assert sorted(r.offset for r in committed_markers.collect()) == [0, 1, 2, 3, 6, 7, 8, 9]
+    for bad in ({"include_control": "yes"}, {"include_control": "true", "keyed_only": "true"}):
+        with pytest.raises(Exception, match="include_control"):
+            spark.read.format("kompakt").options(**bad).load(str(tmp_path)).count()
     as_of = spark.read.format("kompakt").option("as_of_offset", "5").load(str(tmp_path))
     assert sorted(r.offset for r in as_of.collect()) == [0, 1, 2, 3, 4, 5]
     write_partition(str(tmp_path), "ts", 0, keyed_batches(50, 5))

@@ -133,3 +133,24 @@ def test_marker_removed_while_its_transaction_remains_is_a_violation(tmp_path):
         dict(kind="marker", offset=1, batch=0, detail="marker removed while a batch of its transaction remains")]
     # the marker past the compacted range is not this check's business
     assert marker_violations(bad, segs, 0, 1) == []
+
+
+def test_a_changed_transaction_marker_is_a_changed_record(spark, tmp_path):
+    """verify reads markers (include_control=true): a copy whose COMMIT marker now says ABORT fails."""
+    from kompakt.protocol import txn_records as T
+
+    def batches(marker_kind):
+        ts = NOW - 5000  # fixed: the copies differ only where asked
+        return [{"records": [(b"k", b"1", [], ts)], "producer_id": 5, "producer_epoch": 0, "base_sequence": 0,
+                 "is_transactional": True},
+                {"records": [(T.CONTROL_KEY.pack(0, marker_kind), T.MARKER_VALUE.pack(0, 0), [], ts)],
+                 "producer_id": 5, "producer_epoch": 0, "is_transactional": True, "is_control": True},
+                {"records": [(b"z", b"x", [], ts)], "roll": True}]
+
+    write_partition(str(tmp_path / "src"), "m", 0, batches(T.COMMIT))
+    write_partition(str(tmp_path / "same"), "m", 0, batches(T.COMMIT))
+    write_partition(str(tmp_path / "bad"), "m", 0, batches(T.ABORT))
+    assert verify(spark, str(tmp_path / "same"), source=str(tmp_path / "src"), now_ms=NOW)["ok"]
+    rep = verify(spark, str(tmp_path / "bad"), source=str(tmp_path / "src"), now_ms=NOW)
+    assert not rep["ok"]
+    assert [(v["kind"], v["offset"]) for v in rep["violations"] if v["kind"] == "changed"] == [("changed", 1)]

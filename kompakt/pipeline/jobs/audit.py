@@ -111,7 +111,8 @@ def audit(spark, paths, *, topics=None, dedupe_buffer_size: int = DEFAULT_DEDUPE
     corrupt = sum(s["corrupt_batches"] for s in scans.values())
     if corrupt:
         say(f"audit: {corrupt} corrupt batch(es) skipped and counted (corrupt_batches per partition)")
-    df = (spark.read.format("kompakt").option("corrupt", "skip")
+    # include_control: control_records counts the markers (not rows by default)
+    df = (spark.read.format("kompakt").option("corrupt", "skip").option("include_control", "true")
           .schema("topic string, partition int, offset long, key binary, is_tombstone boolean, "
                   "is_control boolean, is_aborted boolean, record_bytes double")
           .option("mark_aborted", "true").load(load))

@@ -118,8 +118,10 @@ def _verify_partition(spark, part, source, now_ms, manifest, start, end, max_exa
     from pyspark.sql import functions as F
 
     def load(path):
-        # log_start=ignore: compaction keeps records below the log start offset, compare them all
+        # log_start=ignore: compaction keeps records below the log start offset, compare them all;
+        # include_control: a marker the compaction changed or dropped is a finding too
         return (spark.read.format("kompakt").schema(COLUMNS).option("mark_aborted", "true").option("log_start", "ignore")
+                .option("include_control", "true")
                 .load(path).where((F.col("offset") >= start) & (F.col("offset") < end)))
 
     orig = load(src[0].path).alias("o")
