@@ -10,6 +10,8 @@ follows, its extra checks and how it applies a change:
                     size, io.buffer.*, io.max.bytes.per.   current count (Kafka's rule); the offset   restarted with the new sizes,
                     second, backoff.ms, message.max.bytes  map of each thread holds a key             throttle and backoff
   recovery threads  num.recovery.threads.per.data.dir      Kafka's DynamicThreadPool rule             read where used (shutdown, start)
+  listener TLS      listener.name.<l>.ssl.keystore.*/      the new SSLContext builds; same subject    new handshakes use the new
+                    ssl.truststore.*, ssl.key.password     DN and SANs (ssl.allow.dn/san.changes)     context (security/tls_reload.py)
 
 Other rooms add theirs with `broker.dynamic_config.register(Reconfigurable(...))` (e.g. connection
 limits); keys with no registered component are stored and described, and change nothing.
@@ -35,6 +37,8 @@ def register_reconfigurables(broker) -> None:
     dyn.register(Reconfigurable(
         "recovery threads", frozenset({"num.recovery.threads.per.data.dir"}),
         validate=lambda cfg: _check_thread_count(broker.config, cfg, "num.recovery.threads.per.data.dir")))
+    from kompakt.broker.security import tls_reload
+    tls_reload.register(broker)
 
 
 def _check_log_defaults(candidate) -> None:

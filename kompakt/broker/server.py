@@ -59,6 +59,12 @@ class Broker:
         self.embedded = embedded
         self.time = time_source
         self.node_id = config.node_id
+        # Dynamic broker configs first: every component below reads its sizes from `config`, the
+        # listeners a keystore rotated at run time (listener.name.<l>.ssl.keystore.*).
+        from kompakt.broker.state_files import BROKER_CONFIGS_FILE, StateFile
+        from kompakt.config.dynamic import DynamicBrokerConfig
+        self.dynamic_config = DynamicBrokerConfig(config, StateFile(config.log_dirs[0], BROKER_CONFIGS_FILE))
+        self.dynamic_config.load()
         # listeners with their security protocol, TLS contexts and SASL settings (security/setup.py);
         # bad TLS/SASL settings fail here, before anything touches the log dirs
         self.listeners: list[ListenerSecurity] = build_listeners(config)
@@ -75,11 +81,6 @@ class Broker:
         self.bound: list[tuple[str, str, int]] = []   # (listener name, host, actual port)
         self.advertised_by_listener: dict[str, tuple[str, int]] = {}
 
-        # Dynamic broker configs first: every component below reads its sizes from `config`.
-        from kompakt.broker.state_files import BROKER_CONFIGS_FILE, StateFile
-        from kompakt.config.dynamic import DynamicBrokerConfig
-        self.dynamic_config = DynamicBrokerConfig(config, StateFile(config.log_dirs[0], BROKER_CONFIGS_FILE))
-        self.dynamic_config.load()
 
         from kompakt.broker.metrics import Metrics
         self.metrics = Metrics(partition_labels=config["metrics.partition.labels"])

@@ -286,6 +286,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("ssl.protocol", "string", "TLSv1.3", "Accepted; ssl.enabled.protocols decides."),
     _k("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites (IANA or OpenSSL names); empty = defaults."),
     _k("ssl.principal.mapping.rules", "string", "DEFAULT", "Certificate subject -> principal name rules."),
+    _k("ssl.allow.dn.changes", "bool", False, "A keystore changed at run time may change its certificate's subject."),
+    _k("ssl.allow.san.changes", "bool", False, "A keystore changed at run time may change its SubjectAltNames."),
     _k("ssl.endpoint.identification.algorithm", "string", "https", "Accepted; a client-side setting."),
     _k("sasl.enabled.mechanisms", "list", ["GSSAPI"], "SASL mechanisms (Kompakt: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)."),
     _k("sasl.jaas.config", "password", None, "JAAS line for every SASL listener and mechanism (PLAIN users)."),

@@ -20,8 +20,9 @@ from kompakt.protocol import codec, registry
 
 
 class Wire:
-    def __init__(self, port: int, timeout: float = 30.0, host: str = "127.0.0.1"):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    def __init__(self, port: int | None, timeout: float = 30.0, host: str = "127.0.0.1", sock=None):
+        """A new connection to `port`, or `sock` already connected (e.g. a TLS socket)."""
+        self.sock = sock if sock is not None else socket.create_connection((host, port), timeout=timeout)
         self.ids = itertools.count(1)
 
     def call(self, request, version: int, client_id: str = "wire-test"):

@@ -5,7 +5,9 @@ per-listener configuration (Kafka's `listener.name.<listener>.<key>` overrides).
     listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,INTERNAL:SSL
     listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=...   (lower-case listener name)
 
-`Listener.get(key)` answers `listener.name.<name>.<key>` if set, else the broker-wide `key`;
+`Listener.get(key)` answers `listener.name.<name>.<key>` if set, else the broker-wide `key`; for
+the keystore/truststore keys (SSL_RECONFIGURABLE) a per-broker dynamic setting of the prefixed
+key comes first (certificate rotation, security/tls_reload.py);
 `Listener.get_for_mechanism(mechanism, key)` looks up `listener.name.<name>.<mechanism>.<key>`
 first (`...plain.sasl.jaas.config`, `...scram-sha-512.connections.max.reauth.ms`), then `get(key)`.
 
@@ -24,6 +26,13 @@ from kompakt.config.broker_config import BROKER_KEYS, ConfigError
 log = logging.getLogger(__name__)
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's SslConfigs.RECONFIGURABLE_CONFIGS: the per-listener keys a dynamic (per-broker) setting
+# changes at run time (security/tls_reload.py); their dynamic value wins over server.properties.
+SSL_RECONFIGURABLE = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.truststore.certificates",
+})
 
 
 def parse_listener(spec: str) -> tuple[str, str, int]:
@@ -61,6 +70,7 @@ class Listener:
     port: int
     protocol: str
     config: object            # the BrokerConfig
+    dynamic_tls: bool = True  # False: SSL_RECONFIGURABLE keys as server.properties has them
 
     @property
     def tls(self) -> bool:
@@ -71,7 +81,12 @@ class Listener:
         return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     def _prefixed(self, key: str) -> str | None:
-        return self.config.listener_props.get(f"listener.name.{self.name.lower()}.{key}")
+        full = f"listener.name.{self.name.lower()}.{key}"
+        if key in SSL_RECONFIGURABLE and self.dynamic_tls:
+            dynamic = getattr(self.config, "dynamic_broker", {}).get(full)
+            if dynamic is not None:
+                return dynamic
+        return self.config.listener_props.get(full)
 
     def get(self, key: str):
         return self._value(key, self._prefixed(key))

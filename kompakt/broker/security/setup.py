@@ -12,6 +12,7 @@ without ACLs would be worse).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 
@@ -21,7 +22,8 @@ from kompakt.broker.security.listeners import Listener, configured_listeners
 from kompakt.broker.security.principal import BadCertificate, NoMatchingRule, PrincipalMapper, subject_dn
 from kompakt.broker.security.sasl_server import SaslConfig, SaslServer
 from kompakt.broker.security.session import Session
-from kompakt.broker.security.tls import server_context
+from kompakt.broker.security.tls import keystore_identity, server_context
+from kompakt.broker.security.tls_reload import tls_values
 from kompakt.config.broker_config import ConfigError
 
 log = logging.getLogger(__name__)
@@ -53,9 +55,45 @@ class ListenerSecurity:
         self.listener = listener
         self.name = listener.name
         self.stats: Counter = Counter()   # (mechanism or "TLS", "success" | "failure") -> count (metrics.py)
-        self.ssl_context = server_context(listener.get, listener.name, self.stats) if listener.tls else None
+        # ssl_context: the one the listening socket was created with (and the TLS check of each
+        # connection); its SNI callback, run for every ClientHello, hands each new handshake the
+        # live context, which a dynamic keystore change replaces (tls_reload.py)
+        self.ssl_context = self._first_context(listener) if listener.tls else None
+        self._live_context = self.ssl_context
         self.mapper = PrincipalMapper(listener.get("ssl.principal.mapping.rules")) if listener.tls else None
         self.sasl = SaslConfig(listener, None, self.stats) if listener.sasl else None
+
+    def _first_context(self, listener: Listener):
+        """The TLS context at start. A keystore/truststore set dynamically that no longer loads
+        (its file was removed) is logged as an ERROR and server.properties' is served instead,
+        never a failed start (as invalid stored dynamic configs are; setting it again applies it)."""
+        try:
+            return self._tls_context(listener)
+        except ConfigError as exc:
+            static = dataclasses.replace(listener, dynamic_tls=False)
+            if tls_values(static) == tls_values(listener):
+                raise
+            log.error("listener %s: the keystore/truststore set dynamically cannot be loaded (%s); serving the one "
+                      "of server.properties until it is set again", self.name, exc)
+            return self._tls_context(static)
+
+    def _tls_context(self, listener: Listener):
+        ctx = server_context(listener.get, listener.name, self.stats)
+        self.tls_identity = keystore_identity(listener.get)
+        self.tls_values = tls_values(listener)
+        ctx.sni_callback = self._pick_context
+        return ctx
+
+    def _pick_context(self, ssl_object, server_name, context) -> None:
+        live = self._live_context
+        if live is not context:
+            ssl_object.context = live
+
+    def use_context(self, context, identity, values) -> None:
+        """New handshakes use `context` from now on; established connections keep theirs."""
+        self._live_context, self.tls_identity, self.tls_values = context, identity, values
+        log.info("listener %s: TLS keystore/truststore reloaded; new connections present %s", self.name,
+                 identity[0] or "the new certificate")
 
     def bind_scram_store(self, store) -> None:
         if self.sasl is not None:

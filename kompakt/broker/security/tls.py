@@ -20,6 +20,7 @@ event loop drops them silently.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -95,30 +96,53 @@ def _is_pem_file(path: str) -> bool:
         return False
 
 
-def _load_keystore(ctx: ssl.SSLContext, get) -> None:
-    password = get("ssl.key.password") or get("ssl.keystore.password")
+@contextlib.contextmanager
+def _keystore_files(get):
+    """(certificate chain file, key file or None) of the keystore: ssl reads keys and certificates
+    only from files, so PEM text goes to a private temp dir, removed as soon as it is read."""
     location = get("ssl.keystore.location")
     chain, key = get("ssl.keystore.certificate.chain"), get("ssl.keystore.key")
+    if location:
+        if not os.path.isfile(location):
+            raise ConfigError(f"ssl.keystore.location {location} does not exist or is not a file")
+        yield location, None
+    elif chain and key:
+        with tempfile.TemporaryDirectory(prefix="kompakt-tls-") as tmp:
+            cert_path, key_path = os.path.join(tmp, "chain.pem"), os.path.join(tmp, "key.pem")
+            for path, text in ((cert_path, chain), (key_path, key)):
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    fh.write(normalize_pem(text))
+            yield cert_path, key_path
+    else:
+        raise ConfigError("a TLS listener needs ssl.keystore.location, or ssl.keystore.certificate.chain "
+                          "and ssl.keystore.key (PEM)")
+
+
+def _load_keystore(ctx: ssl.SSLContext, get) -> None:
+    password = get("ssl.key.password") or get("ssl.keystore.password")
     try:
-        if location:
-            if not os.path.isfile(location):
-                raise ConfigError(f"ssl.keystore.location {location} does not exist or is not a file")
-            ctx.load_cert_chain(location, password=password)
-        elif chain and key:
-            # ssl only loads keys from files: a private temp dir, removed as soon as it is read
-            with tempfile.TemporaryDirectory(prefix="kompakt-tls-") as tmp:
-                cert_path, key_path = os.path.join(tmp, "chain.pem"), os.path.join(tmp, "key.pem")
-                for path, text in ((cert_path, chain), (key_path, key)):
-                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                    with os.fdopen(fd, "w") as fh:
-                        fh.write(normalize_pem(text))
-                ctx.load_cert_chain(cert_path, key_path, password=password)
-        else:
-            raise ConfigError("a TLS listener needs ssl.keystore.location, or ssl.keystore.certificate.chain "
-                              "and ssl.keystore.key (PEM)")
+        with _keystore_files(get) as (cert_path, key_path):
+            ctx.load_cert_chain(cert_path, key_path, password=password)
     except ssl.SSLError as exc:
         raise ConfigError(f"cannot load the TLS key and certificate chain: {exc.reason or exc} (PEM expected; "
                           f"a wrong or missing ssl.key.password also ends here)") from None
+
+
+def keystore_identity(get) -> tuple[str, list[str]]:
+    """(subject DN, sorted SubjectAltNames) of the keystore's own (first) certificate, what
+    Kafka compares when a keystore is replaced at run time (ssl.allow.dn.changes /
+    ssl.allow.san.changes). Call after server_context accepted the same keys."""
+    try:
+        with _keystore_files(get) as (cert_path, _key):
+            # the stdlib's decoder of a PEM certificate file (what getpeercert() returns); the
+            # first certificate of the file is the one the server presents
+            decoded = ssl._ssl._test_decode_cert(cert_path)  # noqa: SLF001 - no public decoder in ssl
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"cannot read the keystore's certificate: {exc}") from None
+    subject = ",".join("+".join(f"{k}={v}" for k, v in rdn) for rdn in reversed(decoded.get("subject", ())))
+    sans = sorted(f"{kind}:{value}" for kind, value in decoded.get("subjectAltName", ()))
+    return subject, sans
 
 
 def _load_truststore(ctx: ssl.SSLContext, get) -> bool:
