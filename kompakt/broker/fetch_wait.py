@@ -4,6 +4,13 @@ Role: `FetchWaiters.wait(tps, timeout)` parks a fetch until an append to any of 
 timeout; `notify(tp)` is installed as `LogManager.append_listener` and wakes every fetch waiting
 on `tp`. The fetch handler re-reads after waking (a wake-up is a hint, never data).
 
+Appends during a read: a read that runs in a worker thread (a cold read) is not on the loop, so
+an append that lands meanwhile wakes nobody, and a fetch parked after it would sit out its whole
+max_wait although the data is there (Kafka's DelayedFetch tries once more after it registers its
+watch). So the loop counts the appends per partition: `appends(tps)` taken before the read is
+handed to `wait(..., since=)`, which returns True at once (re-read) when any of `tps` was
+appended to since. The counts live as long as the broker, one int per partition appended to.
+
 Shutdown: `close()` wakes every parked fetch and makes later waits return at once, so a graceful
 stop does not sit out clients' max_wait_ms. The same per connection: each connection owns a
 `Parked`; a wait given it registers there, and `Parked.release()` (the client sent EOF, or the
@@ -42,6 +49,7 @@ class FetchWaiters:
         self._loop = loop
         self._thread = threading.get_ident()
         self._waiters: dict[object, set[asyncio.Future]] = {}
+        self._appended: dict[object, int] = {}     # tp -> appends seen on the loop (see above)
         self._closed = False
 
     def close(self) -> None:
@@ -65,18 +73,27 @@ class FetchWaiters:
             return
         self._wake(tp)
 
+    def appends(self, tps) -> int:
+        """A mark of the appends seen so far to `tps` (loop thread), for `wait(since=)`."""
+        appended = self._appended
+        return sum(appended.get(tp, 0) for tp in tps)
+
     def _wake(self, tp) -> None:
+        self._appended[tp] = self._appended.get(tp, 0) + 1
         futures = self._waiters.pop(tp, None)
         if futures:
             for fut in futures:
                 if not fut.done():
                     fut.set_result(tp)
 
-    async def wait(self, tps, timeout: float, parked: Parked | None = None) -> bool:
+    async def wait(self, tps, timeout: float, parked: Parked | None = None, since: int | None = None) -> bool:
         """Wait up to `timeout` seconds for an append to any of `tps`; True if woken (by an append,
-        `close()` or `parked.release()`). False at once when closed or `parked` is released."""
+        `close()` or `parked.release()`), and True at once when `since` (an `appends(tps)` mark)
+        shows one happened already. False at once when closed or `parked` is released."""
         if timeout <= 0 or self._closed or (parked is not None and parked.released):
             return False
+        if since is not None and self.appends(tps) != since:
+            return True
         fut = asyncio.get_running_loop().create_future()
         for tp in tps:
             self._waiters.setdefault(tp, set()).add(fut)

@@ -98,6 +98,8 @@ class LogManager:
         self.owned_root_files: set[str] = set()
         self.time = time
         self.cleaner = cleaner
+        # called after an append to a partition (fetch long-poll wake-up), and for each partition
+        # of a deleted topic (its parked fetches answer now)
         self.append_listener: Callable[[TopicPartition], None] | None = None
         self.log_dirs: list[str] = []
         self.offline_dirs: list[str] = []
@@ -684,6 +686,10 @@ class LogManager:
             for d in dirs:
                 self._write_checkpoints_for_dir(d)
             log.info("deleted topic %s (id %s)", name, uuid_to_str(meta.topic_id))
+        for p in range(meta.partitions):
+            # a wake-up for fetches parked on it: they re-read and answer UNKNOWN_TOPIC_OR_PARTITION
+            # now, not at their max_wait (Kafka's DelayedFetch)
+            self.notify_append(TopicPartition(name, p))
 
     def _delete_partition_log(self, tp: TopicPartition, plog) -> None:
         parent = os.path.dirname(os.path.abspath(plog.dir))

@@ -1,7 +1,10 @@
 """Fetch (key 1): golden bytes, limits and the at-least-one-batch rule, errors, isolation,
 long polls woken by appends, topic ids, sessions."""
 import asyncio
+import os
 import struct
+import sys
+import threading
 import uuid
 
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
@@ -329,3 +332,52 @@ async def test_reads_of_what_was_on_disk_at_load_run_off_the_loop(tmp_path):
         assert seen == [(0, False), (5, True)]
     finally:
         h2.close()
+
+
+def _thread_in_log_read() -> bool:
+    """Whether some other thread is inside Log.read (here: blocked on the log's lock)."""
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        while ident != me and frame is not None:
+            if frame.f_code.co_name == "read" and frame.f_code.co_filename.endswith(os.path.join("storage", "log.py")):
+                return True
+            frame = frame.f_back
+    return False
+
+
+async def test_an_append_during_a_threaded_read_is_not_slept_through(h):
+    """A cold read runs the pass in a worker thread; an append landing on a partition the pass has
+    already read must not leave the fetch parked until max_wait (Kafka's DelayedFetch re-checks)."""
+    h.create("t", 2)
+    h.broker.fetch_waiters.bind(asyncio.get_running_loop())
+    h.lm.append_listener = h.broker.fetch_waiters.notify
+    append(h, "t", 0, 1)
+    cold = h.lm.get_log(TopicPartition("t", 0))
+    cold.roll()                                          # offset 0 below the active segment: a cold read
+    one = len(stored(h, "t", 0))
+    with cold.lock:                                      # the worker's Log.read of t-0 waits here
+        # t-1 first: read (nothing yet) before the pass reaches t-0
+        task = asyncio.create_task(fetch(h, [("t", 1, 0, 1 << 20), ("t", 0, 0, 1 << 20)],
+                                         max_wait=120_000, min_bytes=one + 1))
+        while not _thread_in_log_read():
+            assert not task.done()
+            await asyncio.sleep(0.001)
+        append(h, "t", 1, 1)                             # lands during the pass, after t-1 was read
+    _, out = await asyncio.wait_for(task, 30)            # far below max_wait: the append is noticed
+    assert out[("t", 0)].records == stored(h, "t", 0) and len(out[("t", 0)].records) == one
+    assert out[("t", 1)].records == stored(h, "t", 1) != b""
+    assert h.broker.fetch_waiters.waiting == 0
+
+
+async def test_a_parked_fetch_answers_at_once_when_its_topic_is_deleted(h):
+    h.create("t", 1)
+    h.create("u", 1)
+    h.broker.fetch_waiters.bind(asyncio.get_running_loop())
+    h.lm.append_listener = h.broker.fetch_waiters.notify
+    task = asyncio.create_task(fetch(h, [("t", 0, 0, 1000), ("u", 0, 0, 1000)], max_wait=120_000, min_bytes=1))
+    while h.broker.fetch_waiters.waiting == 0:           # parked
+        await asyncio.sleep(0.001)
+    h.lm.delete_topic("t")
+    _, out = await asyncio.wait_for(task, 30)            # far below max_wait
+    assert out[("t", 0)].error_code == 3 and out[("u", 0)].error_code == 0
+    assert h.broker.fetch_waiters.waiting == 0

@@ -25,8 +25,11 @@ partition). Partitions are read one after another, in request order, either way.
 
 Long poll: with fewer than `min_bytes` bytes available and no error reading a log, the fetch
 waits up to `max_wait_ms` on fetch_wait.FetchWaiters, woken by appends to any of its partitions,
-then reads again. Unauthorized or unknown topics/partitions do not cut it short (Kafka answers
-those beside the long poll of the others), unless nothing else is readable.
+then reads again. Appends are counted from before each read, so one landing during a read in a
+worker thread re-reads at once rather than being slept through. Unauthorized or unknown
+topics/partitions do not cut it short (Kafka answers those beside the long poll of the others),
+unless nothing else is readable; a partition that becomes unknown while parked (its topic deleted,
+which wakes the fetch) answers at once, as Kafka's DelayedFetch does.
 
 Authorization: each topic needs READ (else its partitions TOPIC_AUTHORIZATION_FAILED, Kafka's
 handleFetchRequest); no authorizer, no check.
@@ -127,7 +130,7 @@ async def _read_all(ctx, wanted, version, max_bytes, read_committed):
 
 def _read_pass(ctx, wanted, version, max_bytes, read_committed):
     """One pass over the partitions: (topic results, total bytes, whether to answer without a long
-    poll: reading some log failed, or no partition is readable at all).
+    poll: reading some log failed, or no partition is readable at all; how many were readable).
 
     Unauthorized and unknown topics/partitions are answered beside the others and do not cut their
     long poll short (Kafka's handleFetchRequest answers those itself and long-polls the rest)."""
@@ -200,7 +203,7 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
                 aborted = _aborted(log_obj, offset, records) if records else []
             results.append(FetchPartitionResult(index, int(code), hw, lso, start, aborted, -1, records))
         topics.append(FetchTopicResult(name, topic_id, results))
-    return topics, total, errors or not readable
+    return topics, total, errors or not readable, readable
 
 
 def _aborted(log_obj, offset: int, records) -> list[tuple[int, int]]:
@@ -296,19 +299,28 @@ async def _fetch(ctx, request, version, wanted, quota):
         max_bytes = max(1, min(max_bytes, int(quota.max_value_in_window(ctx.principal, ctx.client_id))))
         min_bytes = min(min_bytes, max_bytes)
     read_committed = request.isolation_level == READ_COMMITTED
-    topics, total, errors = await _read_all(ctx, wanted, version, max_bytes, read_committed)
     wait_ms = request.max_wait_ms
-    if total < min_bytes and wait_ms > 0 and not errors and wanted:
+    may_park = min_bytes > 0 and wait_ms > 0 and wanted
+    if may_park:
+        # appends counted from before the read: one landing while a read runs in a worker thread
+        # then re-reads at once instead of parking past it (fetch_wait.py)
+        waiters = ctx.broker.fetch_waiters
+        tps = [TopicPartition(name, index) for name, _, parts in wanted for index, _, _ in parts]
+        mark = waiters.appends(tps)
+    topics, total, errors, readable = await _read_all(ctx, wanted, version, max_bytes, read_committed)
+    if total < min_bytes and may_park and not errors:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000.0
-        tps = [TopicPartition(name, index) for name, _, parts in wanted for index, _, _ in parts]
-        waiters = ctx.broker.fetch_waiters
         while total < min_bytes:
             remaining = deadline - loop.time()
-            if remaining <= 0 or not await waiters.wait(tps, remaining, ctx.parked) or waiters.closed:
+            if remaining <= 0 or not await waiters.wait(tps, remaining, ctx.parked, mark) or waiters.closed:
                 break
-            topics, total, errors = await _read_all(ctx, wanted, version, max_bytes, read_committed)
-            if errors:
+            mark = waiters.appends(tps)
+            topics, total, errors, now_readable = await _read_all(ctx, wanted, version, max_bytes,
+                                                                  read_committed)
+            if errors or now_readable < readable:
+                # a partition went away while parked (its topic deleted): answer now, as Kafka's
+                # DelayedFetch completes on UNKNOWN_TOPIC_OR_PARTITION
                 break
     return topics
 
