@@ -29,6 +29,9 @@ Steps, in order (each is safe to repeat if the process dies while doing it):
    invalid batch, and every later segment deleted. As Kafka's recoverSegment, the producer state
    is loaded first (the newest snapshot at or below the first recovered segment, then the batches
    up to it) and fed the recovered batches, which rewrites their `.txnindex`.
+   In steps 4 and 5 a valid batch the segment's relative offsets cannot express (a file named
+   above its first batch) does not truncate: the segment is split into segments named after
+   their batches and the load starts over (Kafka's LogLoader.retryOnOffsetOverflow).
 6. Offsets: next offset from the last segment; log start = max(checkpoint, first base offset).
    A log end offset below the log start checkpoint means the tail was lost: every segment is
    deleted and the log restarts empty at the checkpoint (offsets are never handed out twice).
@@ -45,14 +48,16 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import struct
 import time as _time
 import uuid
 from dataclasses import dataclass, field
 
+from kompakt.protocol import records as R
 from kompakt.storage import segment as S
 from kompakt.storage.checkpoint import atomic_write, fsync_dir
 from kompakt.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
-from kompakt.storage.offset_index import CorruptIndexError
+from kompakt.storage.offset_index import INT32_MAX, CorruptIndexError
 from kompakt.storage.producer_state import ProducerStateManager
 
 log = logging.getLogger(__name__)
@@ -60,6 +65,8 @@ log = logging.getLogger(__name__)
 PARTITION_METADATA_FILENAME = "partition.metadata"
 PARTITION_METADATA_VERSION = 0
 _SEGMENT_EXTS = (S.LOG_SUFFIX, S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)
+_FRAMING = struct.Struct(">qi")      # a batch's base offset and length
+_LAST_DELTA = struct.Struct(">i")    # its lastOffsetDelta, at byte 23
 _KNOWN_FILES = {PARTITION_METADATA_FILENAME, LEADER_EPOCH_CHECKPOINT_FILENAME}
 
 
@@ -149,13 +156,99 @@ def _open_segment(dir, base, config, time, suffix=""):
 UNREAD = object()   # load_log's stored_topic_id when the caller has not read partition.metadata
 
 
-def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None,
-             recovery_point_checkpoint: int = 0, had_clean_shutdown: bool = True,
-             topic_id: uuid.UUID | None = None, time=_time,
-             producer_id_expiration_ms: int = 86_400_000, stored_topic_id=UNREAD) -> LoadedLog:
+def load_log(dir: str, config, **kw) -> LoadedLog:
     """Load (and repair) the partition directory `dir`; see the module docstring for the steps.
     stored_topic_id: partition.metadata's id as the caller just read it (the LogManager's start-up
-    check), so the file is not read twice."""
+    check), so the file is not read twice.
+
+    A segment holding a valid batch its relative offsets cannot express (a file named above its
+    first batch's offset, a batch more than 2^31 offsets past the name) is split into segments
+    named after their batches and the load starts over (Kafka's LogLoader.retryOnOffsetOverflow
+    and LocalLog.splitOverflowedSegment); truncating there would drop it and every later segment.
+    """
+    no_split: set[int] = set()
+    earlier: list[str] = []
+    while True:
+        try:
+            loaded = _load_log_once(dir, config, no_split=frozenset(no_split), **kw)
+        except _SplitNeeded as exc:
+            earlier += exc.repairs
+            msg = split_overflowed_segment(dir, exc.base_offset, exc.other_bases)
+            if msg is None:
+                no_split.add(exc.base_offset)
+            else:
+                earlier.append(msg)
+                log.warning("%s: %s", dir, msg)
+            kw["stored_topic_id"] = UNREAD
+            continue
+        loaded.repairs[:0] = earlier
+        return loaded
+
+
+class _SplitNeeded(Exception):
+    def __init__(self, base_offset: int, other_bases: set, repairs: list):
+        super().__init__(base_offset)
+        self.base_offset, self.other_bases, self.repairs = base_offset, other_bases, repairs
+
+
+def split_overflowed_segment(dir: str, base: int, other_bases: set) -> str | None:
+    """Rewrite segment `base` as segments named after their batches, each holding the batches
+    whose offsets fit its relative offsets, crash-safely: `.cleaned` files, renamed `.swap`
+    (highest first), the old segment deleted, the `.swap` suffix dropped (a crash anywhere is
+    finished or undone by the next load's steps 2-3). Only the framing is read: recovery checks
+    each new segment afterwards, and bytes after the last whole batch go to the last new segment
+    (recovery truncates them there, as it would have in the old one). Indexes are rebuilt by the
+    next load. None (nothing done) when a new name would collide with another segment."""
+    groups: list[list[int]] = []      # [new base, start position, end position]
+    fd = os.open(S.log_file(dir, base), os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos + R.BATCH_OVERHEAD <= size:
+            first, length = _FRAMING.unpack(os.pread(fd, 12, pos))
+            (delta,) = _LAST_DELTA.unpack(os.pread(fd, 4, pos + 23))
+            stop = pos + R.LOG_OVERHEAD + length
+            if stop - pos < R.BATCH_OVERHEAD or stop > size:
+                break
+            if groups and first >= groups[-1][0] and 0 <= first + delta - groups[-1][0] <= INT32_MAX:
+                groups[-1][2] = stop
+            else:
+                groups.append([first, pos, stop])
+            pos = stop
+        if not groups or any(g[0] in other_bases for g in groups):
+            return None
+        groups[-1][2] = size   # the tail after the last whole batch
+        for new_base, start, stop in groups:
+            out = os.open(S.log_file(dir, new_base, S.CLEANED_SUFFIX),
+                          os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                while start < stop:
+                    chunk = os.pread(fd, min(1 << 20, stop - start), start)
+                    if not chunk:
+                        break
+                    os.write(out, chunk)
+                    start += len(chunk)
+                os.fsync(out)
+            finally:
+                os.close(out)
+    finally:
+        os.close(fd)
+    for new_base, _, _ in reversed(groups):
+        os.replace(S.log_file(dir, new_base, S.CLEANED_SUFFIX), S.log_file(dir, new_base, S.SWAP_SUFFIX))
+    fsync_dir(dir)
+    _delete_segment_files(dir, base)
+    for new_base, _, _ in groups:
+        os.replace(S.log_file(dir, new_base, S.SWAP_SUFFIX), S.log_file(dir, new_base))
+    fsync_dir(dir)
+    return (f"split segment {S.filename_prefix(base)}, whose offsets its relative offsets cannot "
+            f"express, into segments " + ", ".join(S.filename_prefix(g[0]) for g in groups))
+
+
+def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None = None,
+                   recovery_point_checkpoint: int = 0, had_clean_shutdown: bool = True,
+                   topic_id: uuid.UUID | None = None, time=_time,
+                   producer_id_expiration_ms: int = 86_400_000, stored_topic_id=UNREAD,
+                   no_split: frozenset = frozenset()) -> LoadedLog:
     try:
         with os.scandir(dir) as it:   # step 2's directory read, done first: it also says whether dir exists
             entries = sorted((e.name, e.is_file()) for e in it)
@@ -294,7 +387,8 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
             except CorruptIndexError as exc:
                 reason = str(exc)
         if reason is not None:
-            truncated = seg.recover(leader_epoch_cache=cache)
+            truncated = _recover_or_split(segments, seg, bases, repairs, no_split,
+                                          leader_epoch_cache=cache)
             rebuild_txn.add(base)
             repaired(f"rebuilt indexes of segment {S.filename_prefix(base)} ({reason})"
                      + (f", truncated {truncated} bytes" if truncated else ""))
@@ -315,8 +409,9 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
         while i < len(segments):
             seg = segments[i]
             last = i == len(segments) - 1
-            truncated = seg.recover(psm, leader_epoch_cache=cache,
-                                    index_size=config.segment_index_bytes if last else None)
+            truncated = _recover_or_split(segments, seg, bases, repairs, no_split, psm,
+                                          leader_epoch_cache=cache,
+                                          index_size=config.segment_index_bytes if last else None)
             if truncated:
                 repaired(f"recovered segment {S.filename_prefix(seg.base_offset)}: truncated "
                          f"{truncated} bytes at the first invalid batch")
@@ -385,6 +480,18 @@ def load_log(dir: str, config, *, log_start_offset_checkpoint: int | None = None
         replay_producer_state(segments, psm, replay_from, next_offset, cache, rebuild_txn)
     psm.replayed_to(next_offset)
     return LoadedLog(segments, next_offset, log_start, recovery_point, psm, cache, topic_id, repairs)
+
+
+def _recover_or_split(segments, seg, bases, repairs, no_split, *args, **kw) -> int:
+    """seg.recover(...); a batch overflowing its relative offsets closes the segments opened so
+    far and asks load_log to split `seg` and start over (unless splitting it was refused)."""
+    try:
+        return seg.recover(*args, split_overflow=seg.base_offset not in no_split, **kw)
+    except S.SegmentOffsetOverflowError as exc:
+        log.warning("%s", exc)
+        for s in segments:
+            s.close()
+        raise _SplitNeeded(seg.base_offset, set(bases) - {seg.base_offset}, repairs) from None
 
 
 def replay_producer_state(segments, psm: ProducerStateManager, from_offset: int, to_offset: int,

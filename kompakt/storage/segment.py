@@ -128,6 +128,15 @@ def should_roll(size: int, base_offset: int, rolling_based_timestamp: int | None
             or not 0 <= max_offset_in_messages - base_offset <= INT32_MAX)
 
 
+class SegmentOffsetOverflowError(Exception):
+    """A valid batch of the segment holds an offset its relative offsets cannot express."""
+
+    def __init__(self, segment: "LogSegment", offset: int):
+        super().__init__(f"segment {segment.log_path} (base offset {segment.base_offset}) holds "
+                         f"offset {offset}, which its relative offsets cannot express")
+        self.base_offset = segment.base_offset
+
+
 class LogSegment:
     """See module docstring."""
 
@@ -452,7 +461,8 @@ class LogSegment:
         self.time_index.sanity_check()
         self.txn_index.sanity_check()
 
-    def recover(self, producer_state=None, leader_epoch_cache=None, index_size: int | None = None) -> int:
+    def recover(self, producer_state=None, leader_epoch_cache=None, index_size: int | None = None,
+                split_overflow: bool = False) -> int:
         """Validate every batch, rebuild both indexes, truncate at the first invalid batch.
 
         A batch is valid when its length is at least the header size, it lies within the file,
@@ -461,6 +471,10 @@ class LogSegment:
         Producer state and the leader-epoch cache (if given) are fed every valid batch; with a
         producer state (holding the transactions open at this segment's base offset) the
         `.txnindex` is rebuilt too, from the markers that complete aborted transactions.
+        split_overflow: a valid batch whose last offset does not fit the segment's relative offsets
+        (e.g. below the base offset the file name says) raises SegmentOffsetOverflowError instead
+        of truncating there, nothing changed (Kafka's LogSegmentOffsetOverflowException: the
+        loader splits the segment).
         The index entries are collected in memory and written once (`SparseIndex.rebuild`: an
         index the crash left intact is not rewritten); the index files end trimmed to their
         entries, or `index_size` bytes long (the active segment's preallocation).
@@ -503,6 +517,9 @@ class LogSegment:
                     reason = f"magic {hdr.magic}"
                 elif not R.valid_crc(buf, p, hdr):
                     reason = "CRC32C mismatch"
+                elif (split_overflow and hdr.last_offset_delta >= 0
+                      and not self.can_convert_to_relative_offset(hdr.last_offset)):
+                    raise SegmentOffsetOverflowError(self, hdr.last_offset)
                 elif hdr.base_offset < next_expected or hdr.last_offset_delta < 0:
                     reason = (f"offsets {hdr.base_offset}..{hdr.last_offset} do not follow "
                               f"{next_expected - 1}")

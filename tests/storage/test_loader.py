@@ -394,3 +394,34 @@ def test_crash_recovery_leaves_the_recovered_files_for_the_next_flush_to_sync(tm
         for path in (seg.log_path, S.index_file(d, seg.base_offset), S.time_index_file(d, seg.base_offset)):
             assert os.path.realpath(path) in synced, path
     again.close()
+
+
+@pytest.mark.parametrize("clean", [False, True])
+def test_a_segment_holding_offsets_below_its_name_is_split_not_dropped(tmp_path, clean):
+    # Kafka's LogSegment.recover raises LogSegmentOffsetOverflowException for a batch whose offsets
+    # do not fit the segment's relative offsets (here: below the base offset its file name says),
+    # and LogLoader.retryOnOffsetOverflow splits the segment (LocalLog.splitOverflowedSegment) into
+    # segments named after their batches, keeping every record. Recovery truncated the whole
+    # segment at its first batch and deleted every later segment instead.
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    before = values(lg)
+    second = lg.segments[1].base_offset
+    lg.close()
+    for fn in (S.log_file, S.index_file, S.time_index_file, S.txn_index_file):
+        if os.path.exists(fn(d, second)):
+            os.rename(fn(d, second), fn(d, second + 2))
+    if clean:      # the index no longer matches: rebuilt at load, which finds the overflow too
+        os.unlink(S.index_file(d, second + 2))
+    again = Log.open(d, CFG, had_clean_shutdown=clean, recovery_point=0)
+    assert again.log_end_offset == 40
+    assert values(again) == before
+    assert second in [s.base_offset for s in again.segments]
+    assert second + 2 not in [s.base_offset for s in again.segments]
+    assert any("split" in r for r in again.repairs)
+    assert again.append_as_leader(R.build_batch([(b"next", b"v")])).first_offset == 40
+    again.close()
+    assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned", ".deleted"))]
+    reloaded = Log.open(d, CFG, had_clean_shutdown=False, recovery_point=0)
+    assert reloaded.log_end_offset == 41 and values(reloaded)[:40] == before
+    reloaded.close()
