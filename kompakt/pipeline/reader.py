@@ -66,7 +66,7 @@ CONTROL_COMMIT = 1
 
 SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 SWAP_RE = re.compile(r"^(\d{20})\.log\.swap$")        # cleaner output being swapped in
-CLEANED_RE = re.compile(r"^(\d{20})\.log\.cleaned$")  # cleaner output not yet swapped in
+CLEANED_RE = re.compile(r"^(\d{20})\.(?:log|index|timeindex|txnindex)\.cleaned$")  # not yet swapped in (any kind: the loader's rule)
 SWAP_SUFFIX, DELETED_SUFFIX = ".swap", ".deleted"
 PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 SKIPPED_DIR_SUFFIXES = ("-delete", "-stray", "-future")

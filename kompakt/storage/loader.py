@@ -15,7 +15,7 @@ Steps, in order (each is safe to repeat if the process dies while doing it):
    checkpoint/snapshot writes), `*.cleaned` (cleaner output never swapped in) and index files
    without their `.log`. Files that are none of ours are logged and left alone.
 3. `.swap` files (cleaner output renamed in step 2 of Log.replace_segments):
-   - if any `.cleaned` file existed, the swap was interrupted before every new segment became
+   - if any `.cleaned` file (of any kind) existed, the swap was interrupted before every new segment became
      `.swap`; the `.swap` files at or above the smallest `.cleaned` base offset are deleted and the
      old segments stay (roll back);
    - the remaining swap segments are completed (roll forward): their indexes are rebuilt, live
@@ -304,8 +304,9 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
             names.discard(name)
             repaired(f"deleted temporary file {name}")
         elif seg_name and name.endswith(S.CLEANED_SUFFIX):
-            if name.endswith(S.LOG_SUFFIX + S.CLEANED_SUFFIX):
-                cleaned_bases.append(S.offset_from_filename(name))
+            # every kind counts (Kafka's minCleanedFileOffset): a crash inside one segment's
+            # renames leaves its .log .swap and an index (the .txnindex last) .cleaned
+            cleaned_bases.append(S.offset_from_filename(name))
             _unlink(os.path.join(dir, name))
             names.discard(name)
             repaired(f"deleted unfinished cleaner output {name}")

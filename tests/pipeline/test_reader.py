@@ -255,6 +255,11 @@ def test_a_cleaner_swap_in_progress_reads_as_the_log_the_broker_loads(tmp_path):
             os.rename(os.path.join(pdir, name), os.path.join(pdir, name[:-len(".deleted")]))
     os.rename(os.path.join(pdir, f"{0:020d}.log.swap"), os.path.join(pdir, f"{0:020d}.log.cleaned"))
     assert [r.offset for r in rd.read_partition(part)] == list(range(80))
+    # so does one stopped inside the segment's own renames: .log already .swap, an index still
+    # .cleaned (the loader counts every kind, as Kafka's minCleanedFileOffset)
+    os.rename(os.path.join(pdir, f"{0:020d}.log.cleaned"), os.path.join(pdir, f"{0:020d}.log.swap"))
+    open(os.path.join(pdir, f"{0:020d}.txnindex.cleaned"), "wb").close()
+    assert [r.offset for r in rd.read_partition(part)] == list(range(80))
 
 
 def test_segments_replaced_after_planning_are_read_as_planned(tmp_path):

@@ -425,3 +425,31 @@ def test_a_segment_holding_offsets_below_its_name_is_split_not_dropped(tmp_path,
     reloaded = Log.open(d, CFG, had_clean_shutdown=False, recovery_point=0)
     assert reloaded.log_end_offset == 41 and values(reloaded)[:40] == before
     reloaded.close()
+
+
+@pytest.mark.parametrize("left", [S.TXN_INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.INDEX_SUFFIX])
+def test_a_swap_whose_index_is_still_cleaned_rolls_back(tmp_path, left):
+    # Crash inside change_file_suffixes of the lowest new segment: its .log is .swap already, an
+    # index (the .txnindex, renamed last, holding the aborted transactions) still .cleaned. Kafka's
+    # LogLoader.removeTempFilesAndCollectSwapFiles takes the smallest offset of ANY .cleaned file
+    # and deletes the .swap files from there: the swap rolls back. Only .log.cleaned counted, so
+    # the swap rolled forward without its .txnindex (read_committed then served aborted records).
+    d = str(tmp_path / "t-0")
+    lg = fill(d, 40)
+    olds = lg.segments[:1]
+    a = _cleaned_copy(lg, olds, lambda k: int(k.split(b"-")[1]) % 2 == 0)
+    a.close()
+    before = values(lg)
+    lg.close()
+    os.replace(S.log_file(d, 0, S.CLEANED_SUFFIX), S.log_file(d, 0, S.SWAP_SUFFIX))
+    for fn in (S.index_file, S.time_index_file, S.txn_index_file):
+        if fn(d, 0, S.CLEANED_SUFFIX).endswith(left + S.CLEANED_SUFFIX):
+            open(fn(d, 0, S.CLEANED_SUFFIX), "ab").close()     # the one not renamed yet
+        elif os.path.exists(fn(d, 0, S.CLEANED_SUFFIX)):
+            os.replace(fn(d, 0, S.CLEANED_SUFFIX), fn(d, 0, S.SWAP_SUFFIX))
+    again = Log.open(d, CFG, had_clean_shutdown=False)
+    assert again.log_end_offset == 40
+    assert values(again) == before
+    assert any("rolled back" in r for r in again.repairs)
+    assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned"))]
+    again.close()
