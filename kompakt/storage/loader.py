@@ -20,7 +20,9 @@ Steps, in order (each is safe to repeat if the process dies while doing it):
      old segments stay (roll back);
    - the remaining swap segments are completed (roll forward): their indexes are rebuilt, live
      segment files whose base offset falls in [smallest swap base, largest swap next offset) are
-     deleted (they are what the swap replaces), and the `.swap` suffix is dropped.
+     deleted (they are what the swap replaces), and the `.swap` suffix is dropped;
+   - an index `.swap` whose `.log` is live already (the last step, which renames the `.log`
+     first, was cut short) is renamed live too; other index `.swap` files are deleted.
 4. Open every segment; an index that is missing or fails its sanity check is rebuilt from the
    `.log` (LogSegment.recover). Segments step 5 recovers are not checked: it rebuilds them anyway.
 5. Unclean shutdown (no clean-shutdown marker): every segment from the one holding the recovery
@@ -351,12 +353,24 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
             fsync_dir(dir)
             names = set(os.listdir(dir))   # the swap renamed and deleted files
 
-    # orphan index files (and index .swap files whose .log.swap is gone)
+    # index .swap files whose .log.swap is gone, and orphan index files
+    min_cleaned = min(cleaned_bases) if cleaned_bases else None
     for name in sorted(names):
         if not _is_segment_name(name):
             continue
         if name.endswith(S.SWAP_SUFFIX):
+            base = S.offset_from_filename(name)
+            live = name[: -len(S.SWAP_SUFFIX)]
+            if base in log_bases and (min_cleaned is None or base < min_cleaned):
+                # the swap's last step (drop .swap, .log first) was cut short: its .log is live,
+                # these are its indexes (Kafka renames every remaining valid .swap file live)
+                os.replace(os.path.join(dir, name), os.path.join(dir, live))
+                names.discard(name)
+                names.add(live)
+                repaired(f"completed interrupted swap of {live}")
+                continue
             _unlink(os.path.join(dir, name))
+            names.discard(name)
             repaired(f"deleted orphaned swap file {name}")
         elif name.endswith((S.INDEX_SUFFIX, S.TIME_INDEX_SUFFIX, S.TXN_INDEX_SUFFIX)):
             if S.offset_from_filename(name) not in log_bases:

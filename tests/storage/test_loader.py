@@ -70,6 +70,17 @@ def test_leftovers_deleted_foreign_files_kept(tmp_path):
     lg.close()
 
 
+def _even(key):
+    return int(key.split(b"-")[1]) % 2 == 0
+
+
+def _fill_and_clean(d, n_old, keep):
+    """A 40-record log plus a closed .cleaned copy of its first n_old segments (keys kept by keep)."""
+    lg = fill(d, 40)
+    _cleaned_copy(lg, lg.segments[:n_old], keep).close()
+    return lg
+
+
 def _cleaned_copy(lg, olds, keep):
     """Cleaner stand-in: one .cleaned segment at the first old base holding batches whose key is kept."""
     new = S.LogSegment(lg.dir, olds[0].base_offset, index_interval_bytes=200,
@@ -435,10 +446,7 @@ def test_a_swap_whose_index_is_still_cleaned_rolls_back(tmp_path, left):
     # and deletes the .swap files from there: the swap rolls back. Only .log.cleaned counted, so
     # the swap rolled forward without its .txnindex (read_committed then served aborted records).
     d = str(tmp_path / "t-0")
-    lg = fill(d, 40)
-    olds = lg.segments[:1]
-    a = _cleaned_copy(lg, olds, lambda k: int(k.split(b"-")[1]) % 2 == 0)
-    a.close()
+    lg = _fill_and_clean(d, 1, _even)
     before = values(lg)
     lg.close()
     os.replace(S.log_file(d, 0, S.CLEANED_SUFFIX), S.log_file(d, 0, S.SWAP_SUFFIX))
@@ -452,4 +460,28 @@ def test_a_swap_whose_index_is_still_cleaned_rolls_back(tmp_path, left):
     assert values(again) == before
     assert any("rolled back" in r for r in again.repairs)
     assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned"))]
+    again.close()
+
+
+def test_index_swap_files_left_by_the_last_rename_step_are_renamed_live(tmp_path):
+    # Crash inside step 5 (drop .swap): the new segment's .log is live already, its indexes still
+    # .swap (the old segment's files are .deleted). Kafka's LogLoader renames every remaining
+    # valid .swap file live ("Recovering file ... by renaming from .swap files"); they were deleted
+    # as orphans, the .txnindex with them: its aborted transactions were lost.
+    from kompakt.storage.txn_index import AbortedTxn, TransactionIndex
+    d = str(tmp_path / "t-0")
+    lg = _fill_and_clean(d, 1, _even)
+    aborted = [AbortedTxn(producer_id=7, first_offset=2, last_offset=6, last_stable_offset=2)]
+    TransactionIndex(S.txn_index_file(d, 0, S.CLEANED_SUFFIX), 0).write_all(aborted)
+    want = [(o, k) for o, k in values(lg) if o >= 12 or _even(k)]
+    lg.close()
+    for fn in (S.log_file, S.index_file, S.time_index_file, S.txn_index_file):
+        if os.path.exists(fn(d, 0)):
+            os.replace(fn(d, 0), fn(d, 0) + S.DELETED_SUFFIX)       # step 4
+        os.replace(fn(d, 0, S.CLEANED_SUFFIX), fn(d, 0, S.SWAP_SUFFIX))
+    os.replace(S.log_file(d, 0, S.SWAP_SUFFIX), S.log_file(d, 0))   # step 5, then the crash
+    again = Log.open(d, CFG, had_clean_shutdown=False, recovery_point=40)
+    assert values(again) == want
+    assert again.segments[0].txn_index.entries() == aborted
+    assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned", ".deleted"))]
     again.close()
