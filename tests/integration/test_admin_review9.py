@@ -10,6 +10,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 from confluent_kafka import KafkaException
 
 from kompakt.protocol.errors import ErrorCode as EC
+from config_support import restart_with_stored_overrides, topic_configs
 from wire_support import Wire, req, sub
 
 TIERED_OFF = ("Tiered Storage functionality is disabled in the broker. "
@@ -35,11 +36,6 @@ def _error(future) -> tuple[int, str]:
     return err.code(), err.str()
 
 
-def _topic_configs(admin, topic: str) -> dict[str, str]:
-    [future] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
-    return {name: entry.value for name, entry in future.result(30).items()}
-
-
 def test_remote_storage_enable_is_refused_as_kafka_without_tiered_storage(admin, wire):
     """Kafka's LogConfig.validateRemoteStorageOnlyIfSystemEnabled: remote.storage.enable=true on a
     broker without remote.log.storage.system.enable is INVALID_CONFIG, on create and on alter (it
@@ -61,7 +57,7 @@ def test_remote_storage_enable_is_refused_as_kafka_without_tiered_storage(admin,
     legacy = wire.call(req(33, resources=[R(resource_type=2, resource_name="r9-tiered", configs=[
         R.AlterableConfig(name="remote.storage.enable", value="true")])], validate_only=False), 2)
     assert [(r.error_code, r.error_message) for r in legacy.responses] == [(EC.INVALID_CONFIG, TIERED_OFF)]
-    assert _topic_configs(admin, "r9-tiered")["remote.storage.enable"] == "false"
+    assert topic_configs(admin, "r9-tiered")["remote.storage.enable"] == "false"
 
 
 def _broker_entries(admin, node: str, keys: list[str]) -> dict:
@@ -168,7 +164,7 @@ def test_list_configs_refuse_duplicated_and_empty_items_as_kafka_4_4(admin):
         ConfigEntry("cleanup.policy", "delete,delete", incremental_operation=AlterConfigOpType.SET)])
     [altered] = admin.incremental_alter_configs([resource]).values()
     assert _error(altered) == (EC.INVALID_CONFIG, dup)
-    assert _topic_configs(admin, "r9-lists")["cleanup.policy"] == "compact,delete"
+    assert topic_configs(admin, "r9-lists")["cleanup.policy"] == "compact,delete"
 
 
 def test_throttled_replica_lists_are_validated_as_kafka(admin):
@@ -182,7 +178,7 @@ def test_throttled_replica_lists_are_validated_as_kafka(admin):
         "leader.replication.throttled.replicas": "0:1, 1:1", "follower.replication.throttled.replicas": "*"})],
         operation_timeout=30).values()
     ok.result(30)
-    described = _topic_configs(admin, "r9-throttle")
+    described = topic_configs(admin, "r9-throttle")
     assert (described["leader.replication.throttled.replicas"],
             described["follower.replication.throttled.replicas"]) == ("0:1,1:1", "*")
 
@@ -285,13 +281,13 @@ def test_a_broker_default_that_conflicts_with_a_topic_override_never_bricks_the_
     [altered] = admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1", incremental_configs=[
         ConfigEntry("log.cleaner.max.compaction.lag.ms", "100", incremental_operation=AlterConfigOpType.SET)])]).values()
     altered.result(30)
-    described = _topic_configs(admin, "r9-lagged")
+    described = topic_configs(admin, "r9-lagged")
     assert (described["min.compaction.lag.ms"], described["max.compaction.lag.ms"]) == ("500", "100")
 
     broker.restart()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     assert "r9-lagged" in admin.list_topics(timeout=30).topics
-    assert _topic_configs(admin, "r9-lagged")["min.compaction.lag.ms"] == "500"
+    assert topic_configs(admin, "r9-lagged")["min.compaction.lag.ms"] == "500"
 
 
 def test_alters_name_a_wrong_broker_with_kafkas_messages(wire):
@@ -322,19 +318,12 @@ def test_a_stored_config_that_no_longer_validates_is_described_not_fatal(start_b
     """A topic override stored by an older version that today's rules refuse (a throttled-replica
     list other than '*' or partition:broker pairs) must not break DescribeConfigs or CreateTopics
     answers for the topic: it is shown as stored. (Describing it raised and closed the connection.)"""
-    from kompakt.storage.topic_store import TopicStore
-
     broker = start_broker()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     [created] = admin.create_topics([NewTopic("r9-stored", 1, config={"retention.ms": "3600000"})],
                                     operation_timeout=30).values()
     created.result(30)
-    broker.stop()
-    store = TopicStore(broker.log_dir)
-    topics, deleted = store.load_strict()
-    topics["r9-stored"].configs["leader.replication.throttled.replicas"] = "all"
-    store.save(topics, deleted)
-    broker.start()
+    restart_with_stored_overrides(broker, "r9-stored", {"leader.replication.throttled.replicas": "all"})
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    described = _topic_configs(admin, "r9-stored")
+    described = topic_configs(admin, "r9-stored")
     assert (described["leader.replication.throttled.replicas"], described["retention.ms"]) == ("all", "3600000")

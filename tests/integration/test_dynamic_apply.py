@@ -15,7 +15,7 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
 
 from kompakt.broker.state_files import BROKER_CONFIGS_FILE
 from kompakt.storage.faults import IO_ERROR_ENV
-from kompakt.storage.topic_store import TopicStore
+from config_support import restart_with_stored_overrides, topic_configs
 from wire_support import Wire, req, sub
 
 
@@ -28,11 +28,6 @@ def _set(admin, key: str, value: str | None, op=AlterConfigOpType.SET):
 def _broker_value(admin, key: str) -> str:
     [future] = admin.describe_configs([ConfigResource(ResourceType.BROKER, "1")]).values()
     return future.result(30)[key].value
-
-
-def _topic_configs(admin, topic: str) -> dict[str, str]:
-    [future] = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
-    return {name: entry.value for name, entry in future.result(30).items()}
 
 
 def test_a_dynamic_change_that_cannot_be_saved_is_answered_and_changes_nothing(start_broker, monkeypatch):
@@ -80,18 +75,12 @@ def test_stored_overrides_todays_rules_refuse_load_and_take_new_log_defaults(sta
     [created] = admin.create_topics([NewTopic("dyn-stored", 1, config={"cleanup.policy": "compact"})],
                                     operation_timeout=30).values()
     created.result(30)
-    broker.stop()
-    store = TopicStore(broker.log_dir)
-    topics, deleted = store.load_strict()
-    topics["dyn-stored"].configs.update({"min.compaction.lag.ms": "500", "max.compaction.lag.ms": "100",
-                                         "cleanup.policy": "compact,compact"})
-    store.save(topics, deleted)
-
-    broker.start()
+    restart_with_stored_overrides(broker, "dyn-stored", {
+        "min.compaction.lag.ms": "500", "max.compaction.lag.ms": "100", "cleanup.policy": "compact,compact"})
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     _set(admin, "log.cleaner.delete.retention.ms", "1000").result(30)
     _set(admin, "log.segment.bytes", str(8 << 20)).result(30)
-    described = _topic_configs(admin, "dyn-stored")
+    described = topic_configs(admin, "dyn-stored")
     assert (described["delete.retention.ms"], described["segment.bytes"]) == ("1000", str(8 << 20))
     assert (described["min.compaction.lag.ms"], described["max.compaction.lag.ms"]) == ("500", "100")
     with open(os.path.join(broker.log_dir, BROKER_CONFIGS_FILE)) as f:
@@ -99,7 +88,7 @@ def test_stored_overrides_todays_rules_refuse_load_and_take_new_log_defaults(sta
 
     broker.restart()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    assert _topic_configs(admin, "dyn-stored")["delete.retention.ms"] == "1000"
+    assert topic_configs(admin, "dyn-stored")["delete.retention.ms"] == "1000"
 
 
 def test_a_huge_dedupe_buffer_is_checked_without_stalling_the_broker(module_broker):

@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode as EC
 from kompakt.protocol.records import COMPRESSION_NONE, COMPRESSION_ZSTD, build_batch
-from wire_support import Wire, req
+from wire_support import Wire, create_topics, end_offset, produce
 
 NOW = int(time.time() * 1000)
 
@@ -21,33 +20,10 @@ NOW = int(time.time() * 1000)
 @pytest.fixture(scope="module")
 def wire(module_broker):
     w = Wire(module_broker.port)
-    T = registry.API[19].request.CreatableTopic
-    C = T.CreatableTopicConfig
-    answer = w.call(req(19, topics=[
-        T(name="rec-errors-compacted", num_partitions=1, replication_factor=1, assignments=[],
-          configs=[C(name="cleanup.policy", value="compact")]),
-        T(name="rec-errors-ts", num_partitions=1, replication_factor=1, assignments=[],
-          configs=[C(name="message.timestamp.after.max.ms", value="3600000")]),
-    ], timeout_ms=10000, validate_only=False), 5)
-    assert [t.error_code for t in answer.topics] == [0, 0]
+    create_topics(w, {"rec-errors-compacted": {"cleanup.policy": "compact"},
+                      "rec-errors-ts": {"message.timestamp.after.max.ms": "3600000"}})
     yield w
     w.close()
-
-
-def produce(wire, topic, records, version):
-    P = registry.API[0].request.TopicProduceData
-    answer = wire.call(req(0, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
-        P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])]), version)
-    [t] = answer.responses
-    [p] = t.partition_responses
-    return p
-
-
-def end_offset(wire, topic):
-    T = registry.API[2].request.ListOffsetsTopic
-    answer = wire.call(req(2, replica_id=-1, isolation_level=0, topics=[
-        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 5)
-    return answer.topics[0].partitions[0].offset
 
 
 KEY_MESSAGE = "Compacted topic cannot accept message without key in topic partition rec-errors-compacted-0"

@@ -11,7 +11,7 @@ import pytest
 from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode as EC
 from kompakt.protocol.records import COMPRESSION_LZ4, COMPRESSION_NONE, COMPRESSION_ZSTD, build_batch, read_header
-from wire_support import Wire, req
+from wire_support import Wire, create_topics, end_offset, list_offset, produce, req
 
 TOPICS = {
     "sem-lat": {"message.timestamp.type": "LogAppendTime"},
@@ -23,24 +23,9 @@ TOPICS = {
 @pytest.fixture(scope="module")
 def wire(module_broker):
     w = Wire(module_broker.port)
-    T = registry.API[19].request.CreatableTopic
-    C = T.CreatableTopicConfig
-    answer = w.call(req(19, topics=[
-        T(name=name, num_partitions=1, replication_factor=1, assignments=[],
-          configs=[C(name=k, value=v) for k, v in configs.items()])
-        for name, configs in TOPICS.items()], timeout_ms=10000, validate_only=False), 5)
-    assert [t.error_code for t in answer.topics] == [0] * len(TOPICS)
+    create_topics(w, TOPICS)
     yield w
     w.close()
-
-
-def produce(wire, topic, records, version=9, acks=-1):
-    P = registry.API[0].request.TopicProduceData
-    answer = wire.call(req(0, transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
-        P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])]), version)
-    [t] = answer.responses
-    [p] = t.partition_responses
-    return p
 
 
 def idempotent(pid, seq, n=1, epoch=0, ts=None):
@@ -99,13 +84,6 @@ def test_zstd_before_produce_v7_is_an_unsupported_compression_type(wire, version
                    version=7).error_code == 0
 
 
-def end_offset(wire, topic):
-    T = registry.API[2].request.ListOffsetsTopic
-    answer = wire.call(req(2, replica_id=-1, isolation_level=0, topics=[
-        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=-1)])]), 5)
-    return answer.topics[0].partitions[0].offset
-
-
 def _recount(batch: bytes, count: int) -> bytes:
     """`batch` claiming `count` records (recordsCount and lastOffsetDelta agree), CRC fixed."""
     import crc32c
@@ -153,11 +131,7 @@ def test_invalid_acks_leave_the_partitions_refused_earlier_with_their_own_error(
 
 
 def offset_for_time(wire, topic, timestamp):
-    T = registry.API[2].request.ListOffsetsTopic
-    answer = wire.call(req(2, replica_id=-1, isolation_level=0, topics=[
-        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])]), 5)
-    p = answer.topics[0].partitions[0]
-    return p.offset, p.timestamp
+    return list_offset(wire, topic, timestamp)
 
 
 @pytest.mark.parametrize("codec", [COMPRESSION_NONE, COMPRESSION_LZ4], ids=["none", "lz4"])

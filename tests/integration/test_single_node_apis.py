@@ -13,7 +13,7 @@ import pytest
 
 from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode as EC
-from wire_support import Wire
+from wire_support import Wire, create_topics
 
 ZERO = uuid.UUID(int=0)
 
@@ -25,10 +25,7 @@ def req(api_key: int, **fields):
 @pytest.fixture(scope="module")
 def wire(module_broker):
     w = Wire(module_broker.port)
-    T = registry.API[19].request.CreatableTopic
-    answer = w.call(req(19, topics=[T(name="ops", num_partitions=2, replication_factor=1, assignments=[],
-                                      configs=[])], timeout_ms=10000, validate_only=False), 5)
-    assert answer.topics[0].error_code == 0
+    create_topics(w, {"ops": {}}, partitions=2)
     meta = w.call(req(3, topics=[registry.API[3].request.MetadataRequestTopic(name="ops", topic_id=ZERO)],
                       allow_auto_topic_creation=False), 12)
     w.topic_id = meta.topics[0].topic_id

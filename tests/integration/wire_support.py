@@ -9,6 +9,10 @@ bytes missing, none left over). A closed connection fails the test with the API 
 per partition, ...), for "no unexpected error" checks. `req(key, **fields)`, `sub(key, *names)`
 and `field(key, *names)` build request objects and their nested structs. `plain_login` does
 SASL/PLAIN on a SASL_PLAINTEXT listener (SaslHandshake v1, SaslAuthenticate v2).
+`create_topics(wire, {name: configs})` creates topics (CreateTopics v5) and checks they were;
+`list_offset(wire, topic, timestamp)` is ListOffsets v5 of partition 0: (offset, timestamp), and
+`end_offset` its latest offset; `produce(wire, topic, records, version, acks)` sends one batch to
+partition 0 and returns that partition's answer.
 """
 from __future__ import annotations
 
@@ -93,3 +97,37 @@ def field(api_key: int, *path: str):
     for name in path:
         cls = cls._struct.fields[name].data_class
     return cls
+
+
+def create_topics(wire: Wire, topics: dict[str, dict[str, str]], partitions: int = 1) -> None:
+    """Create each topic with its configs (CreateTopics v5); every one must succeed."""
+    T = registry.API[19].request.CreatableTopic
+    C = T.CreatableTopicConfig
+    answer = wire.call(req(19, topics=[
+        T(name=name, num_partitions=partitions, replication_factor=1, assignments=[],
+          configs=[C(name=k, value=v) for k, v in configs.items()])
+        for name, configs in topics.items()], timeout_ms=10000, validate_only=False), 5)
+    assert [t.error_code for t in answer.topics] == [0] * len(topics), answer
+
+
+def list_offset(wire: Wire, topic: str, timestamp: int) -> tuple[int, int]:
+    """ListOffsets v5 of partition 0 at `timestamp` (-1 latest, -2 earliest): (offset, timestamp)."""
+    T = registry.API[2].request.ListOffsetsTopic
+    answer = wire.call(req(2, replica_id=-1, isolation_level=0, topics=[
+        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])]), 5)
+    p = answer.topics[0].partitions[0]
+    return p.offset, p.timestamp
+
+
+def end_offset(wire: Wire, topic: str) -> int:
+    return list_offset(wire, topic, -1)[0]
+
+
+def produce(wire: Wire, topic: str, records: bytes, version: int = 9, acks: int = -1):
+    """Produce `records` (one batch's bytes) to partition 0; the partition's answer."""
+    P = registry.API[0].request.TopicProduceData
+    answer = wire.call(req(0, transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+        P(name=topic, partition_data=[P.PartitionProduceData(index=0, records=records)])]), version)
+    [t] = answer.responses
+    [p] = t.partition_responses
+    return p
