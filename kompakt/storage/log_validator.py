@@ -87,8 +87,6 @@ def _level(config, codec: int) -> int | None:
     return None
 
 
-
-
 def _writable_view(records) -> bool:
     return isinstance(records, memoryview) and not records.readonly and records.contiguous
 
