@@ -7,6 +7,13 @@ in on (Metadata advertises that listener's address), the connection's `Parked` s
 polls (fetch_wait.py), so a fetch parked by a client that has gone answers at once, and the
 connection's security `Session` (who the client is: `ctx.principal`).
 
+Request order (broker/connection.py): a connection starts its next request once this one has
+applied its effects, by default when the handler returns. A handler that keeps waiting after its
+effects are visible (Fetch before it parks for its long poll, Produce after its appends and
+before a durable acknowledgement) calls `ctx.effects_applied()` there, so the next request starts
+while this one's answer is pending (responses still leave in request order). It is idempotent,
+and a no-op outside a connection (`on_effects` None).
+
 Authorization, the one way for handlers (Kafka's authorization table names what each API checks):
 
     ctx.authorize(Op.WRITE, Res.TOPIC, name) -> bool       # one resource
@@ -29,7 +36,7 @@ from kompakt.broker.security.session import PLAIN_SESSION
 
 class RequestContext:
     __slots__ = ("broker", "header", "api_version", "client_id", "correlation_id", "peer", "frame_size",
-                 "listener", "parked", "session", "throttle_ms")
+                 "listener", "parked", "session", "throttle_ms", "on_effects")
 
     def __init__(self, broker, header, peer: str = "", frame_size: int = 0, listener: str | None = None,
                  parked=None, session=None):
@@ -46,6 +53,16 @@ class RequestContext:
         # A handler that finds the client over its quota sets this: the connection reads no new
         # request for that long after the answer (Kafka's channel muting, broker/quotas).
         self.throttle_ms = 0
+        # Set by the connection: called once when this request's effects are visible (see above).
+        self.on_effects = None
+
+    def effects_applied(self) -> None:
+        """Every effect of this request is visible to later requests: the connection may start
+        the next one now (idempotent; a no-op outside a connection)."""
+        on_effects = self.on_effects
+        if on_effects is not None:
+            self.on_effects = None
+            on_effects()
 
     @property
     def log_manager(self):
