@@ -10,7 +10,9 @@ Behaviour (Kafka's DescribeTopicPartitionsRequestHandler + KRaftMetadataCache):
 * Unknown requested topics: UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for illegal
   names) with a zero topic id; with an empty request list they simply do not exist.
 * Every partition: leader and only replica/ISR member is this node, leader epoch as Metadata (0),
-  ELR fields null; one whose log dir is offline has no leader (-1), an empty ISR and this node in
+  ELR lists empty (never null: the schema allows null, but Kafka's KRaftMetadataCache always
+  sends the partition registration's arrays, and the Java Admin streams over them: a null throws
+  NullPointerException in describeTopics); one whose log dir is offline has no leader (-1), an empty ISR and this node in
   offline_replicas, as Metadata answers. topic_authorized_operations: every topic operation (no authorizer).
 
 Version notes: v0 only, flexible.
@@ -52,11 +54,11 @@ def _topic(name, code: ErrorCode, topic_id=ZERO_UUID, partitions=(), ops=TOPIC_A
 def _partition(index: int, node: int, offline: bool) -> Partition:
     if offline:   # as Metadata says (handlers/metadata.py): no leader, this node's replica offline
         return Partition(error_code=0, partition_index=index, leader_id=-1, leader_epoch=LEADER_EPOCH,
-                         replica_nodes=[node], isr_nodes=[], eligible_leader_replicas=None,
-                         last_known_elr=None, offline_replicas=[node])
+                         replica_nodes=[node], isr_nodes=[], eligible_leader_replicas=[],
+                         last_known_elr=[], offline_replicas=[node])
     return Partition(error_code=0, partition_index=index, leader_id=node, leader_epoch=LEADER_EPOCH,
-                     replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=None,
-                     last_known_elr=None, offline_replicas=[])
+                     replica_nodes=[node], isr_nodes=[node], eligible_leader_replicas=[],
+                     last_known_elr=[], offline_replicas=[])
 
 
 async def handle(ctx, request) -> DescribeTopicPartitionsResponse:
