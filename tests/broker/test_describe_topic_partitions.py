@@ -33,7 +33,7 @@ async def test_golden_v0_first_page(h):
         + bytes.fromhex("00000001 00000000")       #     leader_id 1, leader_epoch 0
         + b"\x02" + bytes.fromhex("00000001")      #     replica_nodes [1]
         + b"\x02" + bytes.fromhex("00000001")      #     isr_nodes [1]
-        + b"\x00\x00"                              #     eligible_leader_replicas, last_known_elr: null
+        + b"\x01\x01"                              #     eligible_leader_replicas [], last_known_elr [] (never null, as Kafka)
         + b"\x01" + b"\x00"                        #     offline_replicas [], tagged fields
         + bytes.fromhex("00000df8")                #   topic_authorized_operations (topic ops 3-8,10,11)
         + b"\x00"                                  #   tagged fields
