@@ -14,6 +14,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("kompakt.broker.serve_cmd", "run the broker"),
     "dump-log": ("kompakt.storage.dump_log", "print .log/.index/.timeindex/checkpoint files like kafka-dump-log.sh"),
     "admin": ("kompakt.broker.admin.cmd", "talk to a running broker's admin HTTP API"),
+    "topic": ("kompakt.clients.topic_cmd", "create, list, describe, alter, delete topics on any Kafka broker"),
+    "group": ("kompakt.clients.group_cmd", "list, describe, reset offsets of, delete consumer groups on any Kafka broker"),
     "pipeline": ("kompakt.pipeline.cli", "PySpark jobs over log dirs: audit, snapshot, compact, whatif, verify"),
     "compact-adopt": ("kompakt.pipeline.adopt_cmd", "offline: adopt a pipeline-compacted partition (broker stopped)"),
 }

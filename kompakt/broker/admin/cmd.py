@@ -22,6 +22,8 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from kompakt.clients.output import print_table
+
 DEFAULT_URL = "http://127.0.0.1:9644"
 
 
@@ -155,15 +157,6 @@ def _fmt(value: Any, spec: str = "") -> str:
     if value is None:
         return "-"
     return format(value, spec) if spec else str(value)
-
-
-def print_table(header: tuple, rows: list, out=None) -> None:
-    # out=None, not sys.stdout: a default bound at import would outlive a redirected stdout
-    out = out or sys.stdout
-    rows = [header] + rows
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip(), file=out)
 
 
 def print_transactions(txns: list[dict[str, Any]], out=None) -> None:
