@@ -6,7 +6,8 @@ built and run).
   (close them yourself when a test is done with them to free memory sooner).
 - `interop_broker` (module): one real broker (`kompakt serve` subprocess, free port) per test
   module, Kompakt's test defaults (one partition for __consumer_offsets and
-  __transaction_state); tests use topic and group names of their own.
+  __transaction_state) plus the module's `BROKER_CONFIG` dict if it has one; tests use topic and
+  group names of their own.
 - `interop_broker_factory` (function): `factory(config={...})` for tests that need their own
   broker settings; all stopped after the test.
 """
@@ -26,8 +27,9 @@ def java(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def interop_broker(tmp_path_factory):
-    broker = start_broker(tmp_path_factory.mktemp("interop-broker"), mode=SUBPROCESS)
+def interop_broker(tmp_path_factory, request):
+    broker = start_broker(tmp_path_factory.mktemp("interop-broker"), mode=SUBPROCESS,
+                          config=getattr(request.module, "BROKER_CONFIG", None))
     yield broker
     broker.stop()
 

@@ -296,7 +296,9 @@ async def _fetch(ctx, request, version, wanted, quota):
     min_bytes = request.min_bytes
     if quota.enabled:
         # Kafka: no more than the quota allows in one window, so one answer is never throttled for sure
-        max_bytes = max(1, min(max_bytes, int(quota.max_value_in_window(ctx.principal, ctx.client_id))))
+        cap = quota.max_value_in_window(ctx.principal, ctx.client_id)
+        if cap is not None:
+            max_bytes = max(1, min(max_bytes, cap))
         min_bytes = min(min_bytes, max_bytes)
     read_committed = request.isolation_level == READ_COMMITTED
     wait_ms = request.max_wait_ms

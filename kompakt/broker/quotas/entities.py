@@ -76,7 +76,7 @@ def validate_value(keys: dict[str, str], key: str, value: float) -> None:
     kind = keys.get(key)
     if kind is None:
         raise QuotaError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {key}")
-    if value <= 0.0:
+    if not value > 0.0:   # NaN too: a NaN bound would make every comparison false
         raise QuotaError(ErrorCode.INVALID_REQUEST, f"Quota {key} must be greater than 0")
     if kind in _LIMITS:
         if value > _LIMITS[kind]:

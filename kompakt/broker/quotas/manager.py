@@ -119,12 +119,14 @@ class QuotaType:
         tags, _ = self.resolve(user_of(principal), client_id or "")
         self._sensor(tags, now_ms).record(-value, now_ms)
 
-    def max_value_in_window(self, principal: str, client_id: str | None) -> float:
-        """The most one request may take without certain throttling (caps a fetch's max_bytes)."""
+    def max_value_in_window(self, principal: str, client_id: str | None) -> int | None:
+        """The most one request may take without certain throttling (caps a fetch's max_bytes);
+        None when no quota covers the client (Kafka's Double.MaxValue: no cap). Once another
+        client has a quota, `enabled` is true for every client, so this None is the common case."""
         _, bound = self.resolve(user_of(principal), client_id or "")
         if bound is None:
-            return float("inf")
-        return bound * (self.num_samples - 1) * self.window_ms / 1000.0
+            return None
+        return int(bound * (self.num_samples - 1) * self.window_ms / 1000.0)
 
     def _sensor(self, tags: tuple[str, str], now_ms: int) -> Rate:
         sensor = self.sensors.get(tags)

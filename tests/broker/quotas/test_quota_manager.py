@@ -72,7 +72,14 @@ def test_record_throttles_and_unrecord_takes_back():
     q.unrecord("User:ANONYMOUS", "app", 1500, 0)
     assert q.record("User:ANONYMOUS", "app", 0, 0) == 0
     assert q.record("User:ANONYMOUS", "other", 10**9, 0) == 0         # no quota for that client id
-    assert q.max_value_in_window("User:ANONYMOUS", "app") == 1000.0   # bound * (2 - 1) windows * 1 s
+    assert q.max_value_in_window("User:ANONYMOUS", "app") == 1000     # bound * (2 - 1) windows * 1 s
+    # a client no quota covers has no cap (None, not an infinite float a fetch cannot make an int of)
+    assert q.max_value_in_window("User:ANONYMOUS", "other") is None
+
+
+def test_a_nan_quota_is_refused():
+    with pytest.raises(E.QuotaError, match="must be greater than 0"):
+        E.validate_value(E.USER_CLIENT_KEYS, E.CONSUMER_BYTE_RATE, float("nan"))
 
 
 @pytest.fixture

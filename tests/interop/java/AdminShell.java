@@ -275,6 +275,17 @@ public class AdminShell extends Shell {
             out.set("authorizedOperations", ops(res.authorizedOperations().get()));
             return out;
         });
+        op("alterClientQuotas", r -> {
+            // {"entity": {"client-id": "x" | null for the default, "user": ...}, "quotas": {key: value | null}}
+            Map<String, String> entity = new HashMap<>();
+            r.get("entity").fields().forEachRemaining(e -> entity.put(e.getKey(), e.getValue().isNull() ? null : e.getValue().asText()));
+            List<org.apache.kafka.common.quota.ClientQuotaAlteration.Op> ops = new ArrayList<>();
+            r.get("quotas").fields().forEachRemaining(e -> ops.add(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(
+                    e.getKey(), e.getValue().isNull() ? null : e.getValue().asDouble())));
+            admin.alterClientQuotas(List.of(new org.apache.kafka.common.quota.ClientQuotaAlteration(
+                    new org.apache.kafka.common.quota.ClientQuotaEntity(entity), ops))).all().get();
+            return obj();
+        });
         op("describeFeatures", r -> {
             FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
             ObjectNode out = obj();
