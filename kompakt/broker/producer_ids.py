@@ -39,6 +39,8 @@ import os
 import threading
 from collections import OrderedDict
 
+from kompakt.storage.checkpoint import atomic_write
+
 FILE_NAME = "producer-id-block"
 VERSION = 0
 BLOCK_SIZE = 1000          # Kafka's ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE
@@ -74,17 +76,7 @@ def read_block_file(path: str) -> int | None:
 
 def write_block_file(path: str, next_block: int) -> None:
     """Steps (1)-(3) of the module docstring: tmp + fsync, rename, fsync dir."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="ascii") as fh:
-        fh.write(f"{VERSION}\n{next_block}\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    dir_fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    atomic_write(path, f"{VERSION}\n{next_block}\n".encode("ascii"))
 
 
 class ProducerIdManager:

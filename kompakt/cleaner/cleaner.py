@@ -67,6 +67,7 @@ from kompakt.cleaner.stats import CleanerStats
 from kompakt.storage import faults
 from kompakt.storage.txn_index import ENTRY_SIZE, AbortedTxn, decode_entries
 from kompakt.protocol.records import compress
+from kompakt.storage import files as fs
 
 log = logging.getLogger("kompakt.cleaner")
 
@@ -580,7 +581,7 @@ class Cleaner:
             with open(path, "wb") as fh:
                 fh.write(content)
                 fh.flush()
-                os.fsync(fh.fileno())
+                fs.fsync(fh.fileno())
         mtime = group[-1].last_modified
         if mtime:
             os.utime(log_path, (mtime, mtime))
@@ -792,7 +793,7 @@ class _SegmentWriter:
         if st[2] > st[4] and st[0] > 0:      # Kafka's final entry when the segment becomes inactive
             self.time_entries += TIME_ENTRY.pack(st[2], st[3] - self.base)
         self.file.flush()
-        os.fsync(self.file.fileno())
+        fs.fsync(self.file.fileno())
         self.file.close()
 
     def abandon(self) -> None:
@@ -861,7 +862,7 @@ def group_segments_by_size(segments: list, max_size: int, max_index_size: int,
 
 def _unlink(path: str) -> None:
     try:
-        os.unlink(path)
+        fs.unlink(path)
     except FileNotFoundError:
         pass
 

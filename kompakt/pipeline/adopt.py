@@ -26,6 +26,7 @@ import os
 import shutil
 
 from kompakt.protocol.errors import KafkaStorageErrorError
+from kompakt.storage import files as fs
 
 MANIFEST = "compact.json"
 CLEANED = ".cleaned"
@@ -69,14 +70,6 @@ def _check(log, manifest: dict) -> list:
     return old
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def adopt_staging(log, staging_dir: str) -> dict:
     """Swap the staged segments in for the log's segments below the staged `end` (see module doc)."""
     from kompakt.storage.segment import LogSegment
@@ -95,7 +88,7 @@ def adopt_staging(log, staging_dir: str) -> dict:
                     raise StaleStagingError(f"staged file {src} is missing")
                 shutil.copyfile(src, dst)
                 copied.append(dst)
-                _fsync(dst)
+                fs.fsync_path(dst)
         with log.lock:                                            # step 3
             old = _check(log, manifest)
             cfg = log.config
@@ -109,7 +102,7 @@ def adopt_staging(log, staging_dir: str) -> dict:
     except BaseException:
         for path in copied:
             if os.path.exists(path):
-                os.unlink(path)
+                fs.unlink(path)
         raise
     return dict(topic=manifest["topic"], partition=manifest["partition"], replaced=len(manifest["source_segments"]),
                 segments=len(bases), first_dirty_offset=manifest["end"], records=manifest.get("records_out"),

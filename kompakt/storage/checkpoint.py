@@ -30,6 +30,8 @@ from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 from kompakt.storage import TopicPartition
 from kompakt.storage.faults import check_io, crash_point
+from kompakt.storage import files as fs
+from kompakt.storage.files import fsync_dir  # noqa: F401  (re-exported: callers import it from here)
 
 log = logging.getLogger(__name__)
 
@@ -116,20 +118,6 @@ def render(entries: Iterable[T], formatter: Formatter[T], *, version: int = CURR
     return "\n".join(lines) + "\n"
 
 
-def fsync_dir(path: str) -> None:
-    """fsync a directory so a rename or unlink inside it is durable."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse fsync on directories; the rename is still atomic
-    finally:
-        os.close(fd)
-
-
 _path_locks: dict[str, threading.Lock] = {}
 _path_locks_guard = threading.Lock()
 
@@ -168,13 +156,13 @@ def _atomic_write(path: str, data: bytes, mode: int = 0o644, sync: bool = True,
         while view:
             view = view[os.write(fd, view):]
         if sync:
-            os.fsync(fd)
+            fs.fsync(fd)
     finally:
         os.close(fd)
     crash_point(point)
-    os.replace(tmp, path)
+    fs.replace(tmp, path)
     if sync:
-        fsync_dir(os.path.dirname(os.path.abspath(path)))
+        fs.fsync_dir(os.path.dirname(os.path.abspath(path)))
 
 
 class CheckpointFile(Generic[T]):

@@ -18,9 +18,18 @@ and a `None` test.
         drop_last_batch   the clean loses the last batch it wrote (the newest records of its
                           first group)
 
+    TEST_KOMPAKT_POWER_JOURNAL=<dir>
+        Model the page cache (kompakt/storage/power_cut.py): every sync and namespace change of the
+        storage file layer (kompakt/storage/files.py) records what a power cut would keep in the
+        journal <dir>; a crash point then cuts the power (kills the process and its workers; the
+        test applies the journal with power_cut.restore) instead of only killing the process.
+
 (Not KOMPAKT_*: those environment variables are broker config keys.)
 
 Crash points, each named where it sits (the soak in bench/bench_kill_soak.py kills at each):
+    file_op               before every operation of the storage file layer (files.py: fsync,
+                          fdatasync, directory fsync, rename, unlink, rmdir, rmtree): `file_op:n`
+                          cuts before the n-th, so a test can cut at every step of a flow
     segment_roll          Log.roll: the new segment's files exist, the log does not list it yet
     retention_delete      Log._remove_segments: a segment renamed `.deleted`, the next not yet
     checkpoint_write      checkpoint atomic_write: `<name>.tmp` written and fsynced, not renamed
@@ -43,13 +52,15 @@ import multiprocessing
 import os
 import signal
 
+from kompakt.storage import power_cut
+
 log = logging.getLogger(__name__)
 
 CRASH_ENV = "TEST_KOMPAKT_CRASH_AT"
 IO_ERROR_ENV = "TEST_KOMPAKT_IO_ERROR"
 CLEANER_BREAK_ENV = "TEST_KOMPAKT_CLEANER_BREAK"
 
-CRASH_POINTS = ("segment_roll", "retention_delete", "checkpoint_write", "state_file_write", "swap_renamed",
+CRASH_POINTS = ("file_op", "segment_roll", "retention_delete", "checkpoint_write", "state_file_write", "swap_renamed",
                 "swap_old_deleted", "before_swap", "after_first_group", "before_checkpoint", "after_checkpoint",
                 "group_rebalance", "txn_prepare_written", "txn_marker_written", "txn_markers_written")
 CLEANER_BREAKS = ("drop_last_batch",)
@@ -81,6 +92,8 @@ def crash_point(name: str) -> None:
         log.error("test hook %s=%s:%d: killing the broker", CRASH_ENV, name, _crash[1])
         for handler in logging.getLogger().handlers:
             handler.flush()
+        if os.environ.get(power_cut.JOURNAL_ENV):
+            power_cut.kill_tree(os.getpid())       # a power cut: the cleaner's workers die too
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -61,6 +61,7 @@ from kompakt.storage.checkpoint import atomic_write, fsync_dir
 from kompakt.storage.leader_epoch import LEADER_EPOCH_CHECKPOINT_FILENAME, LeaderEpochFileCache
 from kompakt.storage.offset_index import INT32_MAX, CorruptIndexError
 from kompakt.storage.producer_state import ProducerStateManager
+from kompakt.storage import files as fs
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def _is_segment_name(name: str) -> bool:
 
 def _unlink(path: str) -> None:
     try:
-        os.unlink(path)
+        fs.unlink(path)
     except FileNotFoundError:
         pass
 
@@ -230,17 +231,17 @@ def split_overflowed_segment(dir: str, base: int, other_bases: set) -> str | Non
                         break
                     os.write(out, chunk)
                     start += len(chunk)
-                os.fsync(out)
+                fs.fsync(out)
             finally:
                 os.close(out)
     finally:
         os.close(fd)
     for new_base, _, _ in reversed(groups):
-        os.replace(S.log_file(dir, new_base, S.CLEANED_SUFFIX), S.log_file(dir, new_base, S.SWAP_SUFFIX))
+        fs.replace(S.log_file(dir, new_base, S.CLEANED_SUFFIX), S.log_file(dir, new_base, S.SWAP_SUFFIX))
     fsync_dir(dir)
     _delete_segment_files(dir, base)
     for new_base, _, _ in groups:
-        os.replace(S.log_file(dir, new_base, S.SWAP_SUFFIX), S.log_file(dir, new_base))
+        fs.replace(S.log_file(dir, new_base, S.SWAP_SUFFIX), S.log_file(dir, new_base))
     fsync_dir(dir)
     return (f"split segment {S.filename_prefix(base)}, whose offsets its relative offsets cannot "
             f"express, into segments " + ", ".join(S.filename_prefix(g[0]) for g in groups))
@@ -364,7 +365,7 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
             if base in log_bases and (min_cleaned is None or base < min_cleaned):
                 # the swap's last step (drop .swap, .log first) was cut short: its .log is live,
                 # these are its indexes (Kafka renames every remaining valid .swap file live)
-                os.replace(os.path.join(dir, name), os.path.join(dir, live))
+                fs.replace(os.path.join(dir, name), os.path.join(dir, live))
                 names.discard(name)
                 names.add(live)
                 repaired(f"completed interrupted swap of {live}")

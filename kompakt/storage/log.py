@@ -64,6 +64,7 @@ from kompakt.storage.faults import crash_point
 from kompakt.storage.offset_index import CorruptIndexError
 from kompakt.storage.log_validator import validate_and_assign
 from kompakt.protocol.txn_records import decode_marker
+from kompakt.storage import files as fs
 
 log = logging.getLogger(__name__)
 
@@ -446,7 +447,7 @@ class Log:
                          S.time_index_file(self.dir, new_offset)):
                 if os.path.exists(path):
                     log.warning("%s: removing stale file %s before roll", self.dir, path)
-                    os.unlink(path)
+                    fs.unlink(path)
             active.on_become_inactive()
             self.producer_state.map_end_offset = max(self.producer_state.map_end_offset, new_offset)
             self.producer_state.take_snapshot(sync=False)
@@ -835,7 +836,7 @@ class Log:
     def rename_dir(self, new_dir: str) -> None:
         """Rename the partition directory (e.g. to `<topic>-<n>.<id>-delete`) and follow it."""
         with self.lock:
-            os.replace(self.dir, new_dir)
+            fs.replace(self.dir, new_dir)
             self.dir = new_dir
             for seg in self._segments:
                 seg.update_dir(new_dir)

@@ -32,6 +32,7 @@ from kompakt.protocol.errors import InvalidTopicExceptionError
 from kompakt.storage import TopicPartition
 from kompakt.storage.checkpoint import atomic_write, fsync_dir
 from kompakt.storage.topic_store import random_topic_id, uuid_to_str, validate_topic_name
+from kompakt.storage import files as fs
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +168,7 @@ def read_and_clear_clean_shutdown(d: str) -> bool:
     marker = os.path.join(d, CLEAN_SHUTDOWN_FILE)
     if not os.path.exists(marker):
         return False
-    os.unlink(marker)
+    fs.unlink(marker)
     fsync_dir(d)
     return True
 

@@ -41,7 +41,6 @@ import asyncio
 import gc
 import logging
 import os
-import shutil
 import threading
 import time as _time
 import uuid
@@ -68,6 +67,7 @@ from kompakt.storage.log import ROLL_HERE, ROLL_LATER
 from kompakt.storage.log_tasks import DeletionQueue, LogTasks
 from kompakt.storage.log_writer import LogWriter
 from kompakt.storage.producer_state import sync_snapshot
+from kompakt.storage import files as fs
 from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
                                          random_topic_id, read_partition_metadata, uuid_to_str,
                                          validate_topic_name)
@@ -297,7 +297,7 @@ class LogManager:
                 topics, deleted, ok = other.load()
                 if ok:
                     first.save(topics, deleted)
-                    os.unlink(other.path)
+                    fs.unlink(other.path)
                     fsync_dir(d)
                     self._repaired(f"moved the topic store from {d} to the first log dir {self.log_dirs[0]}")
                     return first
@@ -344,7 +344,7 @@ class LogManager:
                     continue
                 found.append((path, tp))
             elif name.endswith(TMP_SUFFIX) and name[: -len(TMP_SUFFIX)] in _KNOWN_ROOT_FILES:
-                os.unlink(path)
+                fs.unlink(path)
                 self._repaired(f"{d}: deleted unfinished write {name}")
             elif name not in _KNOWN_ROOT_FILES and name.removesuffix(TMP_SUFFIX) not in self.owned_root_files:
                 log.warning("%s: foreign file %s left alone", d, name)
@@ -418,7 +418,7 @@ class LogManager:
         meta = self._topics.get(tp.topic)
         if meta is not None and stored_id is not None and stored_id != meta.topic_id:
             stray = unique_dir_name(path, STRAY_DIR_SUFFIX)
-            os.replace(path, stray)
+            fs.replace(path, stray)
             fsync_dir(os.path.dirname(path))
             self._repaired(f"{path}: topic id {uuid_to_str(stored_id)} differs from topic {tp.topic}'s id "
                            f"{uuid_to_str(meta.topic_id)}; moved aside to {stray}, not loaded")
@@ -584,7 +584,7 @@ class LogManager:
             plog = self._logs.pop(TopicPartition(meta.name, p), None)
             if plog is not None:
                 plog.close_handlers()
-                shutil.rmtree(plog.dir, ignore_errors=True)
+                fs.rmtree(plog.dir, ignore_errors=True)
         self._topics.pop(meta.name, None)
         try:
             self._save_store()
@@ -711,7 +711,7 @@ class LogManager:
 
     def _rename_for_delete(self, path: str, tp: TopicPartition) -> None:
         target = unique_dir_name(path, DELETE_DIR_SUFFIX)
-        os.replace(path, target)
+        fs.replace(path, target)
         fsync_dir(os.path.dirname(os.path.abspath(path)))
         self._queue_dir_delete(target, "partition of a deleted topic")
 

@@ -18,12 +18,12 @@ import heapq
 import itertools
 import logging
 import os
-import shutil
 import threading
 from typing import Any, Callable
 
 from kompakt.config.broker_config import LONG_MAX
 from kompakt.storage.checkpoint import fsync_dir
+from kompakt.storage import files as fs
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class DeletionQueue:
             self._dirs = [(t, path) for t, path in self._dirs if t > now_ms]
         for path in due:
             try:
-                shutil.rmtree(path)
+                fs.rmtree(path)
                 fsync_dir(os.path.dirname(path))
                 self.deleted_dirs_total += 1
                 log.info("deleted log directory %s", path)

@@ -43,6 +43,7 @@ from array import array
 from bisect import bisect_right
 
 from kompakt.storage.faults import check_io
+from kompakt.storage import files as fs
 
 ENTRY_FORMAT = ">ii"
 ENTRY_SIZE = 8
@@ -276,11 +277,11 @@ class SparseIndex:
         if self.writable and self._dirty and not self._closed:
             self._dirty = False
             with self._file() as fd:
-                os.fdatasync(fd)
+                fs.fdatasync(fd)
 
     def rename_to(self, new_path: str) -> None:
         if os.path.exists(self.path):
-            os.replace(self.path, new_path)
+            fs.replace(self.path, new_path)
         self.path = new_path
 
     def close(self) -> None:
@@ -297,7 +298,7 @@ class SparseIndex:
     def delete(self) -> bool:
         self.close_handler()
         try:
-            os.unlink(self.path)
+            fs.unlink(self.path)
             return True
         except FileNotFoundError:
             return False

@@ -69,6 +69,7 @@ from kompakt.protocol.errors import (InvalidProducerEpochError, InvalidTxnStateE
                                      OutOfOrderSequenceNumberError, TransactionCoordinatorFencedError)
 from kompakt.storage.segment import SNAPSHOT_SUFFIX, filename_prefix
 from kompakt.storage.txn_index import CompletedTxn
+from kompakt.storage import files as fs
 
 log = logging.getLogger(__name__)
 
@@ -209,11 +210,7 @@ def decode_snapshot(data: bytes, path: str = "<bytes>") -> list[ProducerStateEnt
 def sync_snapshot(path: str) -> None:
     """fsync a snapshot written by `write_snapshot` (its data; the name came by rename, which a
     crash may undo: loading then uses the previous snapshot, as after a torn write)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fs.fsync_path(path)
 
 
 def list_snapshot_offsets(dir: str) -> list[int]:
@@ -471,7 +468,7 @@ class ProducerStateManager:
             os.write(fd, data)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        fs.replace(tmp, path)
         self.last_snapshot_offset = offset
         if offset not in self._snapshots:
             insort(self._snapshots, offset)
@@ -551,7 +548,7 @@ class ProducerStateManager:
         if offset == self.last_snapshot_offset:
             self.last_snapshot_offset = -1   # gone: the next take writes one even at this offset
         try:
-            os.unlink(snapshot_file(self.dir, offset))
+            fs.unlink(snapshot_file(self.dir, offset))
         except FileNotFoundError:
             pass
 

@@ -44,6 +44,7 @@ from kompakt.storage.faults import check_io
 from kompakt.storage.offset_index import INT32_MAX, IndexOffsetOverflowError, OffsetIndex, round_down
 from kompakt.storage.time_index import NO_TIMESTAMP, TimeIndex
 from kompakt.storage.txn_index import AbortedTxn, TransactionIndex
+from kompakt.storage import files as fs
 
 log = logging.getLogger(__name__)
 
@@ -660,7 +661,7 @@ class LogSegment:
         check_io(self.log_path)
         if self._dirty:
             self._dirty = False
-            os.fdatasync(self._fd)
+            fs.fdatasync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
@@ -673,7 +674,7 @@ class LogSegment:
             stem = path[: len(path) - len(old_suffix)] if old_suffix else path
             return stem + new_suffix
         new_log = renamed(self.log_path)
-        os.replace(self.log_path, new_log)
+        fs.replace(self.log_path, new_log)
         self.log_path = new_log
         self.offset_index.rename_to(renamed(self.offset_index.path))
         self.time_index.rename_to(renamed(self.time_index.path))
@@ -699,7 +700,7 @@ class LogSegment:
         self.time_index.close()
         self._trim_log_file()
         if self._dirty:
-            os.fsync(self._fd)
+            fs.fsync(self._fd)
         self._close_fd()
 
     def _close_fd(self) -> None:
@@ -722,7 +723,7 @@ class LogSegment:
         self.close_handlers()
         for path in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             try:
-                os.unlink(path)
+                fs.unlink(path)
             except FileNotFoundError:
                 pass
 

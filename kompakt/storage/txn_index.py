@@ -29,6 +29,7 @@ import struct
 from dataclasses import dataclass
 
 from kompakt.storage.offset_index import CorruptIndexError
+from kompakt.storage import files as fs
 
 ENTRY_FORMAT = ">hqqqq"
 ENTRY_SIZE = 34
@@ -151,7 +152,7 @@ class TransactionIndex:
     def reset(self) -> None:
         """Remove every entry (and the file: Kafka creates it only when needed)."""
         try:
-            os.unlink(self.path)
+            fs.unlink(self.path)
         except FileNotFoundError:
             pass
         self._entries = []
@@ -162,18 +163,18 @@ class TransactionIndex:
         except FileNotFoundError:
             return
         try:
-            os.fsync(fd)
+            fs.fsync(fd)
         finally:
             os.close(fd)
 
     def rename_to(self, new_path: str) -> None:
         if os.path.exists(self.path):
-            os.replace(self.path, new_path)
+            fs.replace(self.path, new_path)
         self.path = new_path
 
     def delete(self) -> None:
         try:
-            os.unlink(self.path)
+            fs.unlink(self.path)
         except FileNotFoundError:
             pass
         self._entries = []

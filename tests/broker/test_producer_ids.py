@@ -94,7 +94,7 @@ def test_exhausted_epoch_gets_a_fresh_id(tmp_path):
 def test_crash_at_each_step_of_a_block_reservation(tmp_path, monkeypatch, crash_at):
     """Steps of write_block_file: (1) tmp + fsync, (2) rename, (3) dir fsync. A crash at any step
     happens before an id of the new block is returned, so after restart no handed-out id repeats."""
-    import kompakt.broker.producer_ids as pids
+    from kompakt.storage import files
     mgr = ProducerIdManager(str(tmp_path), block_size=5)
     handed = [mgr.generate() for _ in range(5)]          # block 0..4 used up; file says 5
 
@@ -104,7 +104,7 @@ def test_crash_at_each_step_of_a_block_reservation(tmp_path, monkeypatch, crash_
     def crash(*args, **kwargs):
         raise Crash()
 
-    target = {"write": (pids.os, "fsync"), "rename": (pids.os, "replace"), "dir-fsync": (pids.os, "open")}[crash_at]
+    target = {"write": (files, "fsync"), "rename": (files, "replace"), "dir-fsync": (files, "fsync_dir")}[crash_at]
     monkeypatch.setattr(*target, crash)
     with pytest.raises(Crash):
         mgr.generate()                                    # the process "dies" reserving block 5..9

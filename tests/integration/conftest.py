@@ -9,6 +9,11 @@ Contract (docs/contracts.md, "Test harness"):
   `.log_dir`, `.pid`, `.stop()` (SIGTERM, wait, returns the exit code), `.kill()` (SIGKILL),
   `.restart()` (same dirs and ports), `.start()`, `.log_text()` (the broker's stderr so far).
 - `broker`: `start_broker()` with defaults.
+- Power cuts (kompakt/storage/power_cut.py): `start_broker(power=True, ...)` runs the broker with
+  the page-cache model (TEST_KOMPAKT_POWER_JOURNAL=<base>/power-journal, the log dir recorded as
+  durable before each start); `.cut()` cuts the power under the running broker (its workers too) and
+  leaves the log dir as a power cut would; `.restore_after_crash()` does the same after the broker
+  died at a crash point (TEST_KOMPAKT_CRASH_AT); then `.start()` on the same files.
 - `module_broker`: one broker (num.partitions=3, offsets.topic.num.partitions=1) shared by a test module, for tests that
   only add topics of their own; it saves a start-up per test. Do not stop or restart it.
 Every broker started is stopped at teardown. Never port 9092, never ./kompakt-data.
@@ -27,6 +32,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from kompakt.storage import power_cut
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
@@ -67,8 +74,9 @@ def _http_ok(url: str) -> bool:
 
 
 class BrokerProcess:
-    def __init__(self, base_dir: Path, config: dict[str, str]):
+    def __init__(self, base_dir: Path, config: dict[str, str], *, power: bool = False):
         self.base_dir = Path(base_dir)
+        self.power_journal = str(self.base_dir / "power-journal") if power else None
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = str(self.base_dir / "kompakt-data")
         self.port = free_port()
@@ -101,6 +109,9 @@ class BrokerProcess:
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
         env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
         env["PYTHONUNBUFFERED"] = "1"
+        if self.power_journal:
+            power_cut.begin(self.power_journal, [self.log_dir])
+            env[power_cut.JOURNAL_ENV] = self.power_journal
         self.starts += 1
         log = open(self.stderr_path, "ab")
         log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
@@ -142,6 +153,18 @@ class BrokerProcess:
             self.proc.kill()
             self.proc.wait()
 
+    def cut(self) -> dict[str, int]:
+        """Cut the power now: the broker and its workers die, the log dir keeps only what was synced."""
+        assert self.power_journal, "start_broker(power=True) arms the page-cache model"
+        counts = power_cut.cut(self.proc.pid, self.power_journal)
+        self.proc.wait()
+        return counts
+
+    def restore_after_crash(self) -> dict[str, int]:
+        """The broker died at a crash point (the power cut there): apply what the cut keeps."""
+        assert self.power_journal and self.proc.poll() is not None
+        return power_cut.restore(self.power_journal)
+
     def restart(self, *, kill: bool = False) -> "BrokerProcess":
         if kill:
             self.kill()
@@ -179,9 +202,9 @@ def _keys(overrides: dict) -> dict[str, str]:
 def start_broker(tmp_path):
     started: list[BrokerProcess] = []
 
-    def factory(**overrides) -> BrokerProcess:
+    def factory(*, power: bool = False, **overrides) -> BrokerProcess:
         base = tmp_path / f"broker{len(started)}"
-        proc = BrokerProcess(base, _keys(overrides))
+        proc = BrokerProcess(base, _keys(overrides), power=power)
         started.append(proc)
         return proc.start()
 
