@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System packages used by the tests (real clients and servers, never imitations).
-APT_PACKAGES="kcat prometheus podman buildah debootstrap runc catatonit openjdk-17-jdk-headless"
+APT_PACKAGES="kcat prometheus podman buildah debootstrap runc catatonit openjdk-17-jdk-headless chromium fonts-dejavu-core"
 missing=""
 for p in $APT_PACKAGES; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
