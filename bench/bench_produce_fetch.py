@@ -2,6 +2,7 @@
 
     python bench/bench_produce_fetch.py [--quick] [--profile OUT.prof] [--no-write]
     python bench/bench_produce_fetch.py --keyed [--rounds 3] [--codecs none,lz4,zstd]
+    python bench/bench_produce_fetch.py --startup [--rounds 5]
 
 Measures, against a broker subprocess on a fresh log dir:
   * start-up: process start to the first Metadata answer; idle RSS after start-up;
@@ -16,6 +17,10 @@ and, for scale, this machine's loopback TCP and sequential disk write/read rates
 partition, linger 5 ms) into a `cleanup.policy=compact` topic against the same producer loop into
 a `delete` topic, per codec, alternating the two in each round so load from other work hits both
 alike; the ratio compact / delete is the figure (Kafka 4.0: 308-385 K rec/s keyed into compact).
+`--startup` measures only start-up and idle RSS, `--rounds` times, with the admin listener on
+(as `kompakt serve` runs by default, so the web console is mounted): process start to the first
+Metadata answer and RSS 2 s later, then RSS again after the console's first page and first chart
+(what loading Jinja2 and matplotlib costs once someone uses it); medians.
 Results go to stdout and, unless --no-write, a dated section appended to bench/RESULTS.md.
 `--profile` runs the broker under cProfile (the event loop thread) and writes the stats file.
 """
@@ -104,6 +109,50 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, config=config or {})])[name].result(30)
+
+
+def startup(args) -> None:
+    """--startup: start-up time and idle RSS with the admin listener (and so the console) on."""
+    import urllib.error
+    import urllib.request
+    runs = []
+    load0 = os.getloadavg()[0]
+    for _ in range(args.rounds):
+        admin = free_port()
+        broker = Broker(None, (f"metrics.port={admin}",))
+        start_cpu = cpu_s(broker.proc.pid)      # CPU to get ready: a start-up figure other load barely moves
+        try:
+            time.sleep(2.0)
+            idle = rss_mib(broker.proc.pid)
+            t0 = time.monotonic()
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{admin}/console/broker", timeout=60).read()
+                first_page = time.monotonic() - t0
+                urllib.request.urlopen(f"http://127.0.0.1:{admin}/console/charts/passes.png", timeout=60).read()
+                used = rss_mib(broker.proc.pid)
+            except urllib.error.HTTPError:        # a build without the console (a baseline run)
+                first_page = used = float("nan")
+        finally:
+            broker.stop()
+        runs.append((broker.startup_s, idle, first_page, used, start_cpu))
+        print(f"start-up {broker.startup_s:.2f} s ({start_cpu:.2f} CPU-s), idle RSS {idle:.1f} MiB; console first page {first_page:.2f} s, "
+              f"RSS after a page and a chart {used:.0f} MiB", flush=True)
+    med = [statistics.median(col) for col in zip(*runs)]
+    print(f"median of {len(runs)}: start-up {med[0]:.2f} s ({med[4]:.2f} CPU-s), idle RSS {med[1]:.1f} MiB, console first page "
+          f"{med[2]:.2f} s, RSS after a page and a chart {med[3]:.0f} MiB")
+    if args.no_write:
+        return
+    lines = [f"\n## Start-up and idle RSS with the admin listener on, {time.strftime('%Y-%m-%d %H:%M')} "
+             f"({_cpu()}, {os.cpu_count()} cores)\n",
+             f"`python bench/bench_produce_fetch.py --startup --rounds {args.rounds}`; median of {len(runs)} runs; "
+             f"load average {load0:.1f} at the start (the machine was shared with other work).\n",
+             f"- start-up to first Metadata answer: {med[0]:.2f} s ({med[4]:.2f} s of the broker's CPU); "
+             f"idle RSS {med[1]:.1f} MiB",
+             f"- the console's first page: {med[2]:.2f} s (Jinja2 loads); RSS after one page and one chart "
+             f"(matplotlib loads): {med[3]:.0f} MiB", ""]
+    with open(HERE / "RESULTS.md", "a") as fh:
+        fh.write("\n".join(lines))
+    print(f"appended to {HERE / 'RESULTS.md'}")
 
 
 def keyed(args) -> None:
@@ -289,11 +338,14 @@ def main() -> None:
     ap.add_argument("--profile", metavar="OUT.prof", help="run the broker under cProfile")
     ap.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     ap.add_argument("--keyed", action="store_true", help="keyed produce: compact vs delete topics")
-    ap.add_argument("--rounds", type=int, default=3, help="--keyed: rounds of every codec")
+    ap.add_argument("--rounds", type=int, default=3, help="--keyed: rounds of every codec; --startup: broker starts")
+    ap.add_argument("--startup", action="store_true", help="only start-up time and idle RSS (admin listener on)")
     ap.add_argument("--codecs", default="none,lz4,zstd", help="--keyed: producer compression types")
     args = ap.parse_args()
     if args.keyed:
         return keyed(args)
+    if args.startup:
+        return startup(args)
     scale = 0.1 if args.quick else 1.0
 
     broker = Broker(args.profile)
