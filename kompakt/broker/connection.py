@@ -1,15 +1,28 @@
-"""One client connection: frames in, handlers run concurrently, responses out in request order.
+"""One client connection: frames in, requests started one after another, responses out in order.
 
 Role: an `asyncio.BufferedProtocol`; the event loop reads straight into the FrameReader's buffer
 (a large produce request into a buffer of its own, see protocol/framing.py). Each complete frame
-is parsed at once (dispatch.prepare) and its handler runs as a task; a deque of slots, one per
-request in arrival order, holds finished responses until every earlier one is written, because
-Kafka clients match responses to requests by order as well as correlation id.
+gets a slot in `pending`, one per request in arrival order, which holds its response until every
+earlier one is written, because Kafka clients match responses to requests by order as well as
+correlation id.
 
-Flow control (uvicorn's shape): at most `queued.max.requests` requests are in flight on this
-connection (frames beyond that wait, parsed later, in the reader) and reading pauses while that
-many are in flight or while the transport's write buffer is above its high-water mark
-(`pause_writing`); it resumes when both clear. Request memory (queued.max.request.bytes,
+Request order (Kafka's muted channel): a request starts (is parsed, passes the SASL gate, and
+its handler runs as a task) only after the request before it on this connection has applied its
+effects, so a client may pipeline DeleteRecords then ListOffsets, or CreateTopics then Metadata,
+and the second sees the first's effect, as on Kafka, whose socket server reads a connection's
+next request only once the previous one is answered. Applied means: the handler returned, or it
+called `ctx.effects_applied()` (broker/context.py) because it keeps waiting after its effects
+are visible: Fetch before it parks for its long poll, Produce after its appends. Those waits are
+not effects, so they hold back neither the next request nor pipelined produce throughput (on
+Kafka a request behind a parked fetch waits for its answer; here it starts at once, and the
+fetch answers as if that request had come on another connection). Everything else - a JoinGroup waiting for its rebalance, say - simply
+holds the next request back, as Kafka's muted channel does. `_running` is the started request
+that has not applied its effects; `_queued` the read requests not yet started.
+
+Flow control (uvicorn's shape): at most `queued.max.requests` requests are in flight (read,
+not answered) on this connection (frames beyond that wait in the reader) and reading pauses
+while that many are in flight or while the transport's write buffer is above its high-water
+mark (`pause_writing`); it resumes when both clear. Request memory (queued.max.request.bytes,
 broker/limits.py): a large frame's memory is asked for when its size prefix arrives, before its
 buffer is made and its body read (`_admit_large`, Kafka's memory pool); a small frame, already in
 the shared read buffer, when it is complete; either way a connection that gets none pauses
@@ -35,8 +48,8 @@ WARNING line naming the API, version, correlation id, client id, exception and t
 raised it; the traceback goes to DEBUG (a client can provoke it at will, so it must not flood the
 log at ERROR). Nothing a client sends reaches past its own connection.
 
-Shutdown: `close_when_idle()` stops reading and closes the transport once every in-flight
-response has been written; the server waits for that with a timeout, then `abort()`s. A client
+Shutdown: `close_when_idle()` stops reading and closes the transport once every request
+already read has been started in turn and answered; the server waits for that with a timeout, then `abort()`s. A client
 that half-closes (EOF) gets the same treatment: answers to what it sent, then the close. Either
 way its parked fetches answer at once (`Parked.release`) rather than at their max_wait_ms.
 """
@@ -57,12 +70,13 @@ log = logging.getLogger(__name__)
 
 
 class _Slot:
-    __slots__ = ("done", "data", "task", "nbytes")
+    __slots__ = ("done", "data", "task", "nbytes", "frame")
 
     def __init__(self, nbytes: int = 0):
         self.done = False
         self.data = None
         self.task = None
+        self.frame = None                    # the request's frame until it starts
         self.nbytes = nbytes                 # held in the broker's request-memory pool until answered
 
 
@@ -76,7 +90,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.max_in_flight = max_in_flight
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.pending: collections.deque[_Slot] = collections.deque()
+        self.pending: collections.deque[_Slot] = collections.deque()   # every request read, unanswered
+        self._queued: collections.deque[_Slot] = collections.deque()   # the not yet started tail of pending
+        self._running: _Slot | None = None   # the started request that has not applied its effects yet
+        self._stopped = False                # start nothing more (aborted, or failing SASL v0)
         self.closed = asyncio.get_running_loop().create_future()
         self.last_active = time.monotonic()
         self._loop = asyncio.get_running_loop()
@@ -96,7 +113,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.limits = getattr(broker, "limits", None)   # broker/limits.py (connections, request memory)
         self._host = None                    # the client address counted by limits.admit
         self._held = None                    # a frame waiting for request memory (queued.max.request.bytes)
-        self._charge = 0                     # request memory of the frame being started
         self._precharged = 0                 # request memory taken for a large frame before its body is read
         self._awaiting_memory = False        # a large frame's size is read, its memory not yet granted
         if self.limits is not None:
@@ -152,6 +168,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if slot.task is not None and not slot.task.done():
                 slot.task.cancel()
         self.pending.clear()
+        self._queued.clear()
+        self._running = None
+        self._stopped = True
         self._tls_backlog.clear()
         self.transport = None
         if not self.closed.done():
@@ -166,41 +185,50 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._process()
 
     def _process(self) -> None:
-        """Start the buffered frames, up to `queued.max.requests` in flight; the rest wait in
-        the reader (and reading pauses) until earlier responses are written."""
+        """Take the buffered frames, up to `queued.max.requests` in flight (the rest wait in the
+        reader, and reading pauses, until earlier responses are written), and start the next
+        one whenever no request is applying its effects (see the module docstring)."""
         if self._processing:
             return
         self._processing = True
         try:
-            reader = self.reader
-            limits = self.limits
-            while not self._closing and self._throttled is None and len(self.pending) < self.max_in_flight:
-                frame, self._held = self._held, None
-                if frame is None:
-                    try:
-                        frame = reader.next_frame()
-                    except InvalidFrameError as exc:
-                        self._violation(str(exc))
-                        return
-                    if frame is None:
-                        break
-                if limits is not None:
-                    if self._precharged:     # a large frame: its memory was taken before its body was read
-                        self._charge, self._precharged = self._precharged, 0
-                    elif not limits.reserve(self, len(frame)):
-                        self._held = frame   # resume_held() once answers free request memory
-                        break
-                    else:
-                        self._charge = len(frame)
-                    self._start(frame)
-                    if self._charge:         # no slot took it (refused, or answered by closing)
-                        charge, self._charge = self._charge, 0
-                        limits.free(charge)
-                else:
-                    self._start(frame)
+            queued = self._queued
+            while True:
+                if not self._closing and len(self.pending) < self.max_in_flight and self._take_frames():
+                    continue                 # a frame was queued (or the connection refused one)
+                if not queued or self._running is not None or self._throttled is not None or self._stopped:
+                    break
+                self._start(queued.popleft())
         finally:
             self._processing = False
         self._update_reading()
+
+    def _take_frames(self) -> bool:
+        """Queue the reader's next complete frame as a slot; False when there is none to take."""
+        frame, self._held = self._held, None
+        if frame is None:
+            try:
+                frame = self.reader.next_frame()
+            except InvalidFrameError as exc:
+                self._violation(str(exc))
+                return False
+            if frame is None:
+                return False
+        charge = 0
+        limits = self.limits
+        if limits is not None:
+            if self._precharged:             # a large frame: its memory was taken before its body was read
+                charge, self._precharged = self._precharged, 0
+            elif not limits.reserve(self, len(frame)):
+                self._held = frame           # resume_held() once answers free request memory
+                return False
+            else:
+                charge = len(frame)
+        slot = _Slot(charge)
+        slot.frame = frame
+        self.pending.append(slot)
+        self._queued.append(slot)
+        return True
 
     def eof_received(self):
         # The client will send nothing more: answer what it already sent, then close. (TLS has
@@ -219,12 +247,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
 
     # -- requests ------------------------------------------------------------------------------
-    def _start(self, frame) -> None:
+    def _start(self, slot: _Slot) -> None:
+        """Start the request in `slot` (the one before it has applied its effects)."""
+        frame, slot.frame = slot.frame, None
         gate = self.gate
         if gate is not None:
             sasl = self.session.sasl
             if sasl.raw_tokens:              # after a SaslHandshake v0: a bare SASL token
-                self._raw_sasl_token(sasl, frame)
+                self._raw_sasl_token(sasl, slot, frame)
                 return
             if not gate(int.from_bytes(frame[0:2], "big", signed=True)):
                 # before SASL authentication (or after its session expired): Kafka closes the connection
@@ -238,19 +268,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         except Exception as exc:             # a decoder bug: still only this connection's problem
             self._handler_failed(_describe_frame(frame), exc)
             return
-        slot = _Slot(self._charge)
-        self._charge = 0
-        self.pending.append(slot)
         if isinstance(prepared, (bytes, bytearray)):
             slot.done, slot.data = True, prepared
             self.reader.recycle(frame)
             self._flush()
         else:
+            self._running = slot
+            prepared[0].on_effects = self._effects_applied
             slot.task = self._loop.create_task(self._run(slot, frame, *prepared))
+
+    def _effects_applied(self) -> None:
+        """The running request's effects are visible (RequestContext.effects_applied): start the next."""
+        self._running = None
+        if self.transport is not None:
+            self._process()
 
     async def _run(self, slot: _Slot, frame, ctx, module, request) -> None:
         try:
             slot.data = await self.dispatcher.run(ctx, module, request)
+            ctx.on_effects = None
+            if self._running is slot:        # returned without calling effects_applied: done now
+                self._running = None
             if ctx.throttle_ms > 0:
                 self.throttle(ctx.throttle_ms)
             del ctx, request
@@ -266,20 +304,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         slot.done = True
         self._flush()
 
-    def _raw_sasl_token(self, sasl, frame) -> None:
+    def _raw_sasl_token(self, sasl, slot: _Slot, frame) -> None:
         """SASL without Kafka framing (SaslHandshake v0): answer the token bare, or close after
         connection.failed.authentication.delay.ms when it fails (v0 has no error response)."""
         try:
             answer = sasl.authenticate(bytes(frame))
         except Exception:                    # AuthenticationFailed / IllegalSaslState: logged by sasl
-            self._closing = True
+            self._closing = self._stopped = True
             self._loop.call_later(sasl.config.failure_delay_ms / 1000.0, self.abort)
             return
         if sasl.principal is not None:
             self.session.principal = sasl.principal
-        slot = _Slot()
         slot.done, slot.data = True, len(answer).to_bytes(4, "big") + answer
-        self.pending.append(slot)
         self._flush()
 
     def _flush(self) -> None:
@@ -301,11 +337,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # send() each (pipelining clients finish many at once).
             self._write_scheduled = True
             self._loop.call_soon(self._write_out)
-        if self._closing:
-            if not pending and not out and not self._tls_backlog and self.transport is not None:
+        if self._closing and not pending:
+            if not out and not self._tls_backlog and self.transport is not None:
                 self.transport.close()
             return
-        self._process()
+        self._process()                      # closing: the requests already read still start
 
     def _write_out(self) -> None:
         self._write_scheduled = False
@@ -409,7 +445,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.abort()
 
     def abort(self) -> None:
-        self._closing = True
+        self._closing = self._stopped = True
         if self.transport is not None:
             self.transport.abort()
 

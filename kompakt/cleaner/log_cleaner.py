@@ -45,6 +45,7 @@ from collections import deque
 
 from kompakt.cleaner import cleaner as C
 from kompakt.cleaner import rules
+from kompakt.cleaner.history import CleanerHistory
 from kompakt.cleaner.manager import LogCleanerManager, cleanable_offsets, log_dir_of, make_log_to_clean, now_ms
 from kompakt.cleaner.offset_map import BYTES_PER_ENTRY, slots_for_memory
 from kompakt.cleaner.pool import MAX_MAP_MEMORY, Worker
@@ -94,6 +95,8 @@ class LogCleaner:
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d]
         self.manager = LogCleanerManager(log_dirs, self._logs, time=time)
+        self.history = CleanerHistory()       # passes and dirty ratios for the web console (history.py)
+        self.manager.history = self.history
         self.metrics = CleanerMetrics()
         self.partitions: dict = {}            # tp -> PartitionCleanStatus
         self.totals = {"cleanings_total": 0, "bytes_read_total": 0, "bytes_written_total": 0,
@@ -550,6 +553,8 @@ class LogCleaner:
         # Kafka's multi-line layout: the text log format keeps its line breaks (logging_setup)
         log.info(summary_line(worker.id, f"{tp[0]}-{tp[1]}", ltc.first_dirty_offset, result.end_offset, s),
                  extra={"_multiline": True})
+        self.history.record_pass(now_ms(self.time), tp, s, ltc.cleanable_ratio, ltc.first_dirty_offset,
+                                 result.end_offset)
         out = {"topic": tp[0], "partition": tp[1], "cleaned": True,
                "first_dirty_offset": ltc.first_dirty_offset, "end_offset": result.end_offset,
                "first_uncleanable_offset": ltc.first_uncleanable_offset,

@@ -220,6 +220,7 @@ class LogCleanerManager:
         self.dirtiest_ratio = 0.0
         self.max_compaction_delay_ms = 0
         self.last_selection: dict = {}    # tp -> LogToClean of the last selection round
+        self.history = None               # a CleanerHistory (set by LogCleaner): dirty ratio samples
         from kompakt.storage.checkpoint import OffsetCheckpointFile
         for d in self.log_dirs:
             self.checkpoint_files[d] = OffsetCheckpointFile(os.path.join(d, OFFSET_CHECKPOINT_FILE))
@@ -413,6 +414,8 @@ class LogCleanerManager:
                 if is_eligible(ltc, lg.config.min_cleanable_dirty_ratio):
                     candidates.append(ltc)
             self.last_selection = selection
+            if self.history is not None:
+                self.history.sample_dirty(now, {tp: c.cleanable_ratio for tp, c in selection.items()})
             self.max_compaction_delay_ms = max_delay
             # Kafka's dirtiestLogCleanableRatio (max-dirty-percent): over every non-empty log
             # considered, before the min.cleanable.dirty.ratio filter

@@ -94,7 +94,8 @@ def whatif_chart(reports: list[dict]) -> bytes:
             unit_name, unit = _unit(peak, units)
             for side, color in (("current", CURRENT_COLOR), ("proposed", PROPOSED_COLOR)):
                 values = [v / unit for v in series[side]]
-                ax.plot(range(len(values)), values, color=color, linewidth=2, label=side)
+                ax.plot(range(len(values)), values, color=color, linewidth=2, label=side,
+                        marker="o" if len(values) < 3 else None)   # one point draws no line
             ax.set_ylim(bottom=0)
             ax.set_title(f"{rep.get('topic', '')}-{rep.get('partition', '')}: {name} ({unit_name})", fontsize=9)
             ax.set_xlabel("replayed interval", fontsize=8)

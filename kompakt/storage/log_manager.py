@@ -105,6 +105,9 @@ class LogManager:
         self.offline_dirs: list[str] = []
         self.cluster_id: str | None = None
         self.directory_ids: dict[str, str] = {}
+        # topic-metadata changes saved since this process started (DescribeQuorum derives the
+        # end offset of the metadata log a KRaft node would have from it: handlers/describe_quorum.py)
+        self.metadata_changes = 0
         self.had_clean_shutdown: dict[str, bool] = {}
         self.repairs: list[str] = []  # what startup repaired, for logs and tests
         self._lock = threading.RLock()
@@ -503,6 +506,7 @@ class LogManager:
             self._store.save(self._topics, self._deleted_topic_ids)
         except OSError as exc:
             raise KafkaStorageErrorError(f"cannot write topic metadata {self._store.path}: {exc}") from exc
+        self.metadata_changes += 1
 
     def _next_dir(self, counts: dict[str, int]) -> str:
         """The live dir holding the fewest partitions (`counts`, kept up to date by the caller:

@@ -54,7 +54,6 @@ def test_inputs_the_fuzzer_found_are_handled(target, path):
 def test_fuzz_smoke_of_every_target(tmp_path):
     """All six targets in one atheris process (the first byte of an input picks the target), from
     every target's seeds: one start-up instead of six."""
-    pytest.importorskip("atheris", reason="atheris (the test extra) is not installed")
     result = bench_fuzz.fuzz("all", SMOKE_RUNS, str(tmp_path))
     assert result["exit"] == 0 and result["crashes"] == 0, result.get("log", result)
     assert result["inputs"] >= SMOKE_RUNS

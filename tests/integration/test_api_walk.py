@@ -446,6 +446,12 @@ def describe_cluster(w, v):
         {0}, lambda r: [b.broker_id for b in r.brokers] == [NODE]
 
 
+def describe_quorum(w, v):
+    t = sub(55, "TopicData")
+    return req(55, topics=[t(topic_name="__cluster_metadata", partitions=[t.PartitionData(partition_index=0)])]), \
+        {0}, lambda r: [v.replica_id for v in r.topics[0].partitions[0].current_voters] == [NODE]
+
+
 def get_telemetry_subscriptions(w, v):
     # no telemetry: a client instance id is assigned and no metric is requested
     return req(71, client_instance_id=ZERO), {0}, lambda r: (r.requested_metrics == []
@@ -485,7 +491,7 @@ BUILDERS = {
     33: alter_configs, 37: create_partitions, 42: delete_groups, 43: elect_leaders,
     44: incremental_alter_configs, 45: alter_partition_reassignments, 46: list_partition_reassignments,
     35: describe_log_dirs, 47: offset_delete, 48: describe_client_quotas, 49: alter_client_quotas,
-    60: describe_cluster,
+    55: describe_quorum, 60: describe_cluster,
     71: get_telemetry_subscriptions, 75: describe_topic_partitions,
     # security
     17: sasl_handshake, 36: sasl_authenticate, 29: describe_acls, 30: create_acls, 31: delete_acls,

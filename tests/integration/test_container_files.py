@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+import yaml
 
 from kompakt.config.broker_config import BrokerConfig
 
@@ -46,7 +46,6 @@ def test_prometheus_config_is_valid():
 
 
 def test_compose_and_grafana_provisioning():
-    yaml = pytest.importorskip("yaml")
     compose = yaml.safe_load((DOCKER / "compose.yml").read_text())
     services = compose["services"]
     assert set(services) == {"kompakt", "prometheus", "grafana"}
@@ -85,7 +84,6 @@ def test_compose_and_grafana_provisioning():
 def test_sasl_ssl_overlay_starts_a_secured_broker(tmp_path):
     """compose.sasl-ssl.yml's settings over the baked file build a SASL_SSL listener with SCRAM and
     PLAIN, the authorizer, and a token-guarded admin API (certificate swapped for a test one)."""
-    yaml = pytest.importorskip("yaml")
     import trustme
     from kompakt.broker.admin.auth import admin_token, check_exposure
     from kompakt.broker.security.setup import build_authorizer, build_listeners

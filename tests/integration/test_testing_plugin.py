@@ -4,16 +4,21 @@ run by `pytest` in a subprocess: its tests find the kompakt_* fixtures through t
 entry point only, and pass with confluent-kafka, kafka-python and aiokafka under pytest-asyncio,
 in-process and subprocess brokers.
 
-Offline and quick: `python -m venv --system-site-packages --without-pip` (the clients, pytest and
-pip come from this Python's site-packages), then `pip install --no-deps --no-build-isolation
---no-index` of a copy of the package files (so the checkout gets no build/ or egg-info), with
-PYTHONPATH cleared so nothing of the checkout leaks in. About 15 s.
+Offline and quick: `python -m venv --without-pip`, lent the packages of the environment running
+this test (the clients, pytest, pip, setuptools, wheel) by a .pth file, then `pip install --no-deps
+--no-build-isolation --no-index` of a copy of the package files (so the checkout gets no build/ or
+egg-info), with PYTHONPATH cleared so nothing of the checkout leaks in. About 15 s.
+Not `--system-site-packages`: a venv made by a virtualenv's python has the *base* interpreter as
+its home, so it would see the base's packages rather than this virtualenv's (and fail to build
+with "invalid command 'bdist_wheel'" where the base has no wheel); the .pth lends whichever
+environment runs the suite, a virtualenv or not.
 """
 from __future__ import annotations
 
 import os
 import re
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -40,10 +45,20 @@ def venv(tmp_path_factory):
     shutil.copytree(ROOT / "kompakt", src / "kompakt", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith(("KOMPAKT_", "PYTEST_"))}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(base / "venv")], base, env)
+    run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], base, env)
     python = str(base / "venv" / "bin" / "python")
+    lend_site_packages(python, base, env)
     run([python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", str(src)], base, env)
     return python, env
+
+
+def lend_site_packages(python: str, cwd: Path, env: dict) -> None:
+    """Make this environment's site dirs (and their .pth files) importable in the venv of
+    `python`, after the venv's own site-packages, so what the venv installs comes first."""
+    ours = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])
+    theirs = run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], cwd, env).stdout.strip()
+    lines = "; ".join(f"site.addsitedir({d!r})" for d in ours if os.path.isdir(d))
+    Path(theirs, "_lent_by_the_test_environment.pth").write_text(f"import site; {lines}\n")
 
 
 @pytest.mark.slow

@@ -4,7 +4,8 @@
 kafka-python class from `kompakt.protocol.registry`, or ours for schemas kafka-python lacks),
 sends it, and decodes the answer with the matching response class at the same version, checking
 what a client would trip over: the correlation id, and that the body is consumed exactly (no
-bytes missing, none left over). A closed connection fails the test with the API named.
+bytes missing, none left over); `pipeline([(request, version), ...])` sends several at once,
+back to back, and reads their answers in order. A closed connection fails the test with the API named.
 `error_codes(response)` lists every error code anywhere in a response (top level, per topic,
 per partition, ...), for "no unexpected error" checks. `req(key, **fields)`, `sub(key, *names)`
 and `field(key, *names)` build request objects and their nested structs. `plain_login` does
@@ -30,18 +31,30 @@ class Wire:
         self.ids = itertools.count(1)
 
     def call(self, request, version: int, client_id: str = "wire-test"):
-        api = registry.API[request.API_KEY]
-        request.API_VERSION = version
-        correlation_id = next(self.ids)
-        request.with_header(correlation_id=correlation_id, client_id=client_id)
-        self.sock.sendall(bytes(request.encode(header=True, framed=True)))
-        head = self._read(4, api.name, version)
-        (size,) = struct.unpack(">i", head)
-        body = self._read(size, api.name, version)
-        answered_id, response, end = codec.decode_response(api.key, version, body)
-        assert answered_id == correlation_id, f"{api.name} v{version}: correlation id"
-        assert end == len(body), f"{api.name} v{version}: answer is {len(body)} bytes, the schema reads {end}"
-        return response
+        return self.pipeline([(request, version)], client_id)[0]
+
+    def pipeline(self, calls, client_id: str = "wire-test") -> list:
+        """Send every (request, version) of `calls` in one write, back to back without waiting
+        for an answer, then read the answers in order."""
+        sent, out = [], bytearray()
+        for request, version in calls:
+            api = registry.API[request.API_KEY]
+            request.API_VERSION = version
+            correlation_id = next(self.ids)
+            request.with_header(correlation_id=correlation_id, client_id=client_id)
+            out += request.encode(header=True, framed=True)
+            sent.append((api, version, correlation_id))
+        self.sock.sendall(out)
+        answers = []
+        for api, version, correlation_id in sent:
+            head = self._read(4, api.name, version)
+            (size,) = struct.unpack(">i", head)
+            body = self._read(size, api.name, version)
+            answered_id, response, end = codec.decode_response(api.key, version, body)
+            assert answered_id == correlation_id, f"{api.name} v{version}: correlation id"
+            assert end == len(body), f"{api.name} v{version}: answer is {len(body)} bytes, the schema reads {end}"
+            answers.append(response)
+        return answers
 
     def plain_login(self, user: str, password: str) -> None:
         handshake = self.call(req(17, mechanism="PLAIN"), 1)

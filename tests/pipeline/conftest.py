@@ -12,8 +12,7 @@ from kompakt.protocol import records as R
 
 @pytest.fixture(scope="session")
 def spark():
-    pytest.importorskip("pyspark")
-    from kompakt.pipeline.spark import get_session
+    from kompakt.pipeline.spark import get_session   # pyspark: the spark extra (scripts/test.sh installs it)
 
     # tiny data: C1-only JIT and no whole-stage codegen halve session start and first-query time
     session = get_session("local[2]", {

@@ -7,17 +7,17 @@ import os
 import random
 import struct
 
+import pyarrow as pa
 import pytest
 
 from kompakt import native
 from kompakt.cleaner import batch_ops
+from kompakt.pipeline import keyscan
 from kompakt.pipeline import reader as rd
 from kompakt.protocol import records as R
 
 from .conftest import txn_batches, write_partition
 
-pa = pytest.importorskip("pyarrow")
-keyscan = pytest.importorskip("kompakt.pipeline.keyscan")
 needs_native = pytest.mark.skipif(native.LIB is None, reason="no C compiler: nothing to compare")
 T = 1_700_000_000_000
 COLS = ["key", "offset", "batch_base_offset"]

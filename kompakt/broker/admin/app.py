@@ -21,6 +21,7 @@ compaction last run?" / "How many records are on a topic?"):
 | GET    | /v1/cleaner                                  | workers, current jobs, throttle, Kafka cleaner figures |
 | GET    | /v1/transactions                             | every transactional id: state, producer id/epoch, partitions, timeout, start; `?state=Ongoing` filters |
 | GET    | /v1/partitions/{topic}/{partition}/whatif    | replay the newest records under other compaction settings (`?set=k=v`, `max_records`, `format=png`), whatif.py |
+| GET    | /console/...                                 | the web console (kompakt/console/pages.py): pages for people, each also as JSON |
 
 Access (auth.py): with `admin.api.token` set, state-changing calls need `Authorization: Bearer
 <token>` (401 otherwise); a non-loopback `metrics.host` without a token refuses to start;
@@ -517,4 +518,9 @@ def make_app(broker: Any, *, token: str | None = None, protect_reads: bool = Fal
     app.add_routes(routes)
     from kompakt.broker.admin.whatif import routes as whatif_routes
     app.add_routes(whatif_routes)
+    # The web console is a room of its own (kompakt/console) mounted on this listener, under the
+    # same token and TLS; mounting it imports only its routes (Jinja2 and matplotlib load on the
+    # first page or chart).
+    from kompakt.console.pages import add_console
+    add_console(app, broker, token)
     return app

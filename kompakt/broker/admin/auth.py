@@ -8,6 +8,11 @@ Rules (issue 11):
   * `metrics.host` other than a loopback address without a token: the broker refuses to start
     (anyone on the network could pause the cleaner or swap a partition).
   * `admin.api.ssl.enabled=true`: HTTPS with the broker's `ssl.keystore.*` PEM keys (tls.py).
+  * The web console (/console, kompakt/console) is under the same rule. A browser cannot add the
+    header to a form or an <img>, so under /console the token may instead come from the cookie
+    COOKIE, which POST /console/login sets after checking the token (HttpOnly, SameSite=Strict:
+    a form on another site cannot post with it; Secure on HTTPS). A console page refused for want
+    of the token redirects to the login page instead of answering 401 JSON.
 The token is compared in constant time and never logged.
 """
 from __future__ import annotations
@@ -22,6 +27,9 @@ from aiohttp import web
 from kompakt.config.broker_config import ConfigError
 
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+COOKIE = "kompakt_admin_token"
+CONSOLE = "/console"
+CONSOLE_OPEN = ("/console/login", "/console/static/")   # reachable without the token
 
 
 def admin_token(config) -> str | None:
@@ -61,15 +69,32 @@ def admin_ssl_context(config) -> ssl.SSLContext | None:
     return server_context(config.__getitem__, "admin-api")
 
 
+def token_matches(token: str, given: str) -> bool:
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+def _is_console(path: str) -> bool:
+    return path == CONSOLE or path.startswith(CONSOLE + "/")
+
+
 def token_middleware(token: str, protect_reads: bool):
     expected = f"Bearer {token}".encode()
 
     @web.middleware
     async def require_token(request: web.Request,
                             handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+        console = _is_console(request.path)
+        if console and request.path.startswith(CONSOLE_OPEN):
+            return await handler(request)
         if request.method in STATE_CHANGING or protect_reads:
             given = request.headers.get("Authorization", "").encode()
+            if console and not given and COOKIE in request.cookies:
+                given = f"Bearer {request.cookies[COOKIE]}".encode()
             if not hmac.compare_digest(given, expected):
+                if console:
+                    from urllib.parse import quote, urlparse
+                    back = request.path if request.method == "GET" else urlparse(request.headers.get("Referer", "")).path
+                    raise web.HTTPSeeOther(f"/console/login?next={quote(back or '/console/broker', safe='')}")
                 return web.json_response(
                     {"error": "unauthorized", "status": 401,
                      "message": "this call needs the admin API token: Authorization: Bearer <admin.api.token> "

@@ -28,7 +28,10 @@ routes = web.RouteTableDef()
 
 
 def _max_records(request: web.Request) -> int:
-    raw = request.query.get("max_records", str(DEFAULT_MAX_RECORDS))
+    return parse_max_records(request.query.get("max_records", str(DEFAULT_MAX_RECORDS)))
+
+
+def parse_max_records(raw: str) -> int:
     try:
         n = int(raw)
     except ValueError:
@@ -38,20 +41,16 @@ def _max_records(request: web.Request) -> int:
     return n
 
 
-@routes.get("/v1/partitions/{topic}/{partition}/whatif")
-async def whatif(request: web.Request) -> web.Response:
+async def compare_partition(broker: Any, topic: str, partition: str, sets: list[str], max_records: int) -> dict:
+    """The what-if report of one partition (JSON-able); ApiError for bad input. Also the web
+    console's what-if chart (kompakt/console)."""
     from kompakt.pipeline.jobs import whatif as job
 
-    broker = request.app[BROKER_KEY]
-    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
-    fmt = request.query.get("format", "json")
-    if fmt not in ("json", "png"):
-        raise ApiError(400, "bad_format", f"format must be json or png, got {fmt!r}")
-    max_records = _max_records(request)
+    tp, lg = resolve_partition(broker, topic, partition)
     try:
-        sets = job.parse_sets(request.query.getall("set", []))
+        parsed = job.parse_sets(sets)
         meta = (getattr(broker.log_manager, "topics", None) or {}).get(tp[0])
-        current, proposed = job.settings_pair(dict(getattr(meta, "configs", None) or {}), sets,
+        current, proposed = job.settings_pair(dict(getattr(meta, "configs", None) or {}), parsed,
                                               getattr(broker, "config", None))
     except ValueError as exc:
         raise ApiError(400, "bad_setting", str(exc)) from None
@@ -61,9 +60,23 @@ async def whatif(request: web.Request) -> web.Response:
         return job.compare(job.read_batches(str(lg.dir), max_records, getattr(lg, "log_start_offset", None)),
                            current, proposed, tp)
 
-    report = await asyncio.to_thread(run)
+    return await asyncio.to_thread(run)
+
+
+def chart_png(report: dict) -> bytes:
+    from kompakt.pipeline.chart import whatif_chart
+    return whatif_chart([report])
+
+
+@routes.get("/v1/partitions/{topic}/{partition}/whatif")
+async def whatif(request: web.Request) -> web.Response:
+    fmt = request.query.get("format", "json")
+    if fmt not in ("json", "png"):
+        raise ApiError(400, "bad_format", f"format must be json or png, got {fmt!r}")
+    max_records = _max_records(request)
+    report = await compare_partition(request.app[BROKER_KEY], request.match_info["topic"],
+                                     request.match_info["partition"], request.query.getall("set", []), max_records)
     if fmt == "png":
-        from kompakt.pipeline.chart import whatif_chart
-        return web.Response(body=whatif_chart([report]), content_type="image/png")
+        return web.Response(body=await asyncio.to_thread(chart_png, report), content_type="image/png")
     report["max_records"] = max_records
     return web.json_response(jsonable(report))

@@ -25,7 +25,9 @@ partition). Partitions are read one after another, in request order, either way.
 
 Long poll: with fewer than `min_bytes` bytes available and no error reading a log, the fetch
 waits up to `max_wait_ms` on fetch_wait.FetchWaiters, woken by appends to any of its partitions,
-then reads again. Appends are counted from before each read, so one landing during a read in a
+then reads again; before it parks it tells the connection its effects are applied
+(`ctx.effects_applied()`), so the connection's next request starts meanwhile (a client such as
+librdkafka sends its produce requests on the connection its fetches park on). Appends are counted from before each read, so one landing during a read in a
 worker thread re-reads at once rather than being slept through. Unauthorized or unknown
 topics/partitions do not cut it short (Kafka answers those beside the long poll of the others),
 unless nothing else is readable; a partition that becomes unknown while parked (its topic deleted,
@@ -311,6 +313,9 @@ async def _fetch(ctx, request, version, wanted, quota):
         mark = waiters.appends(tps)
     topics, total, errors, readable = await _read_all(ctx, wanted, version, max_bytes, read_committed)
     if total < min_bytes and may_park and not errors:
+        # the session's epoch moved and nothing else of this fetch changes anything: the
+        # connection's next request may start while this one is parked (connection.py)
+        ctx.effects_applied()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000.0
         while total < min_bytes:

@@ -15,8 +15,9 @@ changed): those run on the log writer (storage/log_writer.py, one thread) so the
 on a disk sync or a file creation. While a log has work queued there, its later appends queue
 behind it (first in, first out), so a partition's appends keep arrival order (idempotent
 producers' sequences depend on it). A request hands all its partitions over (or appends them)
-before it waits for any: requests of one connection run concurrently, and a later one must not
-append to this one's later partitions first.
+before it waits for any (which also keeps a partition's appends in order should requests of a
+connection ever overlap: today the next starts only once this one's appends are done,
+connection.py); then it calls `ctx.effects_applied()`.
 
 acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and are answered after
 the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
@@ -182,6 +183,7 @@ async def handle(ctx, request):
     quota = ctx.broker.quotas.produce
     if quota.enabled:
         throttle_ms = _record_quota(ctx, quota)
+    ctx.effects_applied()                    # appended: the connection's next request may start
     if acks == 0:
         for name, topic_id, partitions in responses:
             for index, code, _, _, _, message, _ in partitions:

@@ -1,0 +1,44 @@
+// Kompakt console: pages keep themselves up to date while you watch.
+// Every page is also JSON (data-json on <body>). Every few seconds we fetch that JSON; when it
+// differs from the last, we fetch the page again and swap in its live sections ([data-live]),
+// so forms the user is typing into (outside those sections) are left alone. Charts inside a
+// live section come back with a new ?v= when their data changed, so they reload too.
+(function () {
+  "use strict";
+  var body = document.body;
+  var every = parseInt(body.dataset.refresh, 10) || 3000;
+  var stamp = document.getElementById("updated");
+  var last = null;
+  if (!document.querySelector("[data-live]")) { return; }
+
+  function swap() {
+    return fetch(location.href, { credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (!html) { return; }
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        document.querySelectorAll("[data-live]").forEach(function (el) {
+          var fresh = doc.getElementById(el.id);
+          if (fresh && fresh.innerHTML !== el.innerHTML) { el.replaceWith(document.importNode(fresh, true)); }
+        });
+      });
+  }
+
+  function tick() {
+    if (document.hidden) { return; }
+    fetch(body.dataset.json, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (text) {
+        if (text === null) { return; }
+        var changed = last !== null && text !== last;
+        last = text;
+        return (changed ? swap() : Promise.resolve()).then(function () {
+          if (stamp) { stamp.textContent = "updated " + new Date().toLocaleTimeString(); }
+        });
+      })
+      .catch(function () { if (stamp) { stamp.textContent = "offline?"; } });
+  }
+
+  setInterval(tick, every);
+  tick();
+})();

@@ -1,0 +1,345 @@
+"""The web console in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+One `kompakt serve` process for the module, filled by real clients (confluent-kafka): a compacted
+topic with keys, JSON values, headers and tombstones, a delete-policy topic, a committed and an
+aborted transaction, a classic consumer group and a KIP-848 one (`group.protocol=consumer`), and a
+clean run by `kompakt admin compact`. One Chromium for the module. Each test drives the pages as a
+person does (goto, fill, select, click) and checks what the page shows against what the clients
+wrote or what a Kafka admin client reads back; each page's screenshot goes to the test's tmp dir
+(KOMPAKT_CONSOLE_SHOTS=dir copies them there too: docs/img is made that way).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from playwright.sync_api import expect, sync_playwright
+
+from kompakt.testing.broker import SUBPROCESS, start_broker
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ORDERS, EVENTS = "orders", "events"
+TOKEN = "console-test-token"
+KEYS = 20
+
+
+def _produce(bootstrap: str) -> dict:
+    """What the clients write; returns the facts the tests compare pages with."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    t0 = int(time.time() * 1000)
+    for round_ in range(3):                       # every key three times: the cleaner has work
+        for k in range(KEYS):
+            p.produce(ORDERS, key=f"order-{k}", partition=0,
+                      value=json.dumps({"order": k, "round": round_, "total": 10 * k + round_}),
+                      headers=[("source", b"console-test")])
+        p.flush(10)
+    for k in range(3):                            # tombstones, held back for the billing group
+        p.produce(ORDERS, key=f"order-{k}", value=None, partition=0)
+    for i in range(5):
+        p.produce(EVENTS, key=None, value=f"event {i}", partition=0)
+    p.flush(10)
+    tx = Producer({"bootstrap.servers": bootstrap, "transactional.id": "payments-tx"})
+    tx.init_transactions(10)
+    tx.begin_transaction()
+    tx.produce(EVENTS, value="committed in a transaction", partition=0)
+    tx.commit_transaction(10)
+    tx.begin_transaction()
+    tx.produce(EVENTS, value="aborted in a transaction", partition=0)
+    tx.flush(10)
+    tx.abort_transaction(10)
+    return {"t0": t0}
+
+
+def _consume(bootstrap: str, group: str, protocol: str, topic: str, n: int) -> None:
+    conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False}
+    if protocol == "consumer":
+        conf["group.protocol"] = "consumer"
+    c = Consumer(conf)
+    c.subscribe([topic])
+    got, deadline = 0, time.monotonic() + 30
+    while got < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and not m.error():
+            got += 1
+            if got == n:
+                c.commit(message=m, asynchronous=False)
+    c.close()
+    assert got == n, f"{group} read {got} of {n}"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    base = tmp_path_factory.mktemp("console")
+    broker = start_broker(str(base / "data"), mode=SUBPROCESS, config={"log.cleaner.backoff.ms": "300",
+                                                                       "admin.api.token": TOKEN})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics([
+        NewTopic(ORDERS, 2, 1, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+                                        "kompakt.tombstone.retention.groups": "billing"}),
+        NewTopic(EVENTS, 1, 1)])
+    for f in futures.values():
+        f.result(30)
+    facts = _produce(broker.bootstrap)
+    _consume(broker.bootstrap, "billing", "classic", ORDERS, 30)          # stops part way: lag
+    _consume(broker.bootstrap, "audit", "consumer", EVENTS, 6)
+    # the clean, as an operator runs it
+    out = subprocess.run([sys.executable, "-m", "kompakt", "admin", "--url", f"http://127.0.0.1:{broker.metrics_port}",
+                          "--token", TOKEN, "compact", ORDERS, "0", "--roll"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr + out.stdout
+    facts.update(broker=broker, admin=admin, base=f"http://127.0.0.1:{broker.metrics_port}", compact=out.stdout)
+    yield facts
+    broker.stop()
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory):
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, headless=True, args=FLAGS,
+            viewport={"width": 1280, "height": 900})
+        yield context
+        context.close()
+
+
+def shot(pg, tmp_path, name: str) -> None:
+    """A full-page screenshot into the test's tmp dir (and $KOMPAKT_CONSOLE_SHOTS when set)."""
+    path = tmp_path / f"{name}.png"
+    pg.screenshot(path=str(path), full_page=True)
+    copy_to = os.environ.get("KOMPAKT_CONSOLE_SHOTS")
+    if copy_to:
+        os.makedirs(copy_to, exist_ok=True)
+        shutil.copy(path, os.path.join(copy_to, path.name))
+
+
+@pytest.fixture
+def page(browser_context, world, tmp_path, request):
+    pg = browser_context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.tmp_path = tmp_path
+    yield pg
+    shot(pg, tmp_path, request.node.name)
+    pg.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+@pytest.fixture
+def signed_in(page, world):
+    """The admin token typed into the console's sign-in page (kept in a same-site cookie)."""
+    page.goto(world["base"] + "/console/login")
+    page.fill("input[name=token]", TOKEN)
+    page.click("form button")
+    expect(page.locator("h1")).to_have_text("Broker 1")
+    return page
+
+
+def test_broker_page_shows_listeners_log_dirs_and_versions(page, world):
+    broker = world["broker"]
+    page.goto(world["base"] + "/console")
+    expect(page.locator("h1")).to_have_text("Broker 1")
+    expect(page.locator("table").first).to_contain_text(f"127.0.0.1:{broker.port}")
+    expect(page.locator("body")).to_contain_text(os.path.join(broker.log_dir))
+    expect(page.locator("dl.facts")).to_contain_text("kompakt 0.1.0")
+    assert page.locator("meter").count() >= 1            # disk use of the log dir
+    shot(page, page.tmp_path, "console-broker")
+    # the same page as JSON, for scripts (Datasette's convention)
+    page.click("text=JSON")
+    data = json.loads(page.locator("body").inner_text())
+    assert data["listeners"][0]["port"] == broker.port and data["uptime_s"] > 0
+
+
+def test_topic_page_shows_partitions_as_written_and_cleaned(page, world):
+    page.goto(world["base"] + "/console/topics")
+    row = page.locator("#topic-list tr", has_text=ORDERS)
+    expect(row).to_contain_text("compact")
+    shot(page, page.tmp_path, "console-topics")
+    row.locator(f"a:text-is('{ORDERS}')").click()
+    expect(page.locator("h1")).to_have_text(f"Topic {ORDERS}")
+    p0 = page.locator("#partitions tbody tr").first
+    cells = p0.locator("td")
+    assert cells.nth(2).inner_text() == f"{3 * KEYS + 3}"            # high watermark: every record written
+    assert cells.nth(5).inner_text() != "0"                            # segments
+    assert "20" in cells.nth(10).inner_text()                          # distinct keys at the last clean
+    assert int(cells.nth(9).inner_text().replace(",", "")) < 3 * KEYS  # records after the clean
+    expect(page.locator("#partitions")).to_contain_text("Tombstones kept for groups billing")
+    expect(page.locator("#overrides tr", has_text="min.cleanable.dirty.ratio")).to_contain_text("0.01")
+    shot(page, page.tmp_path, "console-topic")
+
+
+def test_changes_need_the_admin_token(page, world, browser_context):
+    browser_context.clear_cookies()
+    page.goto(world["base"] + "/console/topics")                       # reads stay open (as the API's)
+    page.fill("#create-topic input[name=name]", "not-without-a-token")
+    page.click("#create-topic button")
+    expect(page.locator("h1")).to_have_text("Sign in")                 # a change: the token first
+    page.fill("input[name=token]", "wrong")
+    page.click("form button")
+    expect(page.locator("p.error")).to_contain_text("not the admin API token")
+    page.fill("input[name=token]", TOKEN)
+    page.click("form button")
+    expect(page.locator("h1")).to_have_text("Topics")                  # back where the change was asked
+    assert "not-without-a-token" not in world["admin"].list_topics(timeout=10).topics
+    browser_context.clear_cookies()
+
+
+def test_create_alter_grow_and_delete_a_topic_from_the_page(signed_in, world):
+    page = signed_in
+    admin = world["admin"]
+    page.goto(world["base"] + "/console/topics")
+    # a bad config: Kafka's own validation message, the typed values kept
+    page.fill("#create-topic input[name=name]", "made-in-browser")
+    page.fill("#create-topic input[name=partitions]", "2")
+    page.check("#create-topic input[name=compacted]")
+    page.fill("#create-topic textarea[name=configs]", "min.cleanable.dirty.ratio=2")
+    page.click("#create-topic button")
+    expect(page.locator("p.error")).to_contain_text("INVALID_CONFIG")
+    expect(page.locator("p.error")).to_contain_text("min.cleanable.dirty.ratio")
+    assert page.input_value("#create-topic input[name=name]") == "made-in-browser"
+    assert "made-in-browser" not in admin.list_topics(timeout=10).topics
+    page.fill("#create-topic textarea[name=configs]", "min.cleanable.dirty.ratio=0.2\nsegment.ms=600000")
+    page.click("#create-topic button")
+    expect(page.locator("p.done")).to_contain_text("Created topic made-in-browser (2 partition(s))")
+    meta = admin.list_topics(timeout=10).topics["made-in-browser"]
+    assert len(meta.partitions) == 2
+    res = ConfigResource(ConfigResource.Type.TOPIC, "made-in-browser")
+    configs = admin.describe_configs([res])[res].result(10)
+    assert configs["cleanup.policy"].value == "compact" and configs["min.cleanable.dirty.ratio"].value == "0.2"
+    # the name taken: Kafka's message
+    page.goto(world["base"] + "/console/topics")
+    page.fill("#create-topic input[name=name]", "made-in-browser")
+    page.click("#create-topic button")
+    expect(page.locator("p.error")).to_contain_text("TOPIC_ALREADY_EXISTS: Topic 'made-in-browser' already exists.")
+    # alter a config, reset another
+    page.goto(world["base"] + "/console/topics/made-in-browser")
+    page.fill("#alter-configs textarea[name=set]", "min.compaction.lag.ms=5000")
+    page.fill("#alter-configs input[name=delete]", "segment.ms")
+    page.click("#alter-configs button")
+    expect(page.locator("p.done")).to_contain_text("min.compaction.lag.ms=5000")
+    configs = admin.describe_configs([res])[res].result(10)
+    assert configs["min.compaction.lag.ms"].value == "5000" and configs["segment.ms"].is_default
+    # fewer partitions is refused with Kafka's message; more is done
+    page.fill("#add-partitions input[name=count]", "1")
+    page.click("#add-partitions button")
+    expect(page.locator("p.error")).to_contain_text("INVALID_PARTITIONS")
+    page.fill("#add-partitions input[name=count]", "4")
+    page.click("#add-partitions button")
+    expect(page.locator("p.done")).to_contain_text("now has 4 partitions")
+    assert len(admin.list_topics(timeout=10).topics["made-in-browser"].partitions) == 4
+    # delete: only with the name typed
+    page.click("#delete-topic button")
+    expect(page.locator("p.error")).to_contain_text("type the topic's name")
+    page.fill("#delete-topic input[name=confirm]", "made-in-browser")
+    page.click("#delete-topic button")
+    expect(page.locator("p.done")).to_contain_text("Deleted topic made-in-browser")
+    assert "made-in-browser" not in admin.list_topics(timeout=10).topics
+    expect(page.locator("#topic-list")).not_to_contain_text("made-in-browser")
+
+
+def test_record_browser_shows_what_the_clients_wrote(page, world):
+    page.goto(world["base"] + f"/console/topics/{EVENTS}/records")
+    table = page.locator("table.records")
+    for i in range(5):
+        expect(table).to_contain_text(f"event {i}")
+    expect(table).to_contain_text("committed in a transaction")
+    expect(table).to_contain_text("aborted in a transaction")          # read_uncommitted sees it
+    page.select_option("select[name=isolation]", "read_committed")
+    page.click("#browse button")
+    expect(table).to_contain_text("committed in a transaction")
+    expect(table).not_to_contain_text("aborted in a transaction")
+    # the compacted topic: keys, JSON values, headers; from an offset
+    page.goto(world["base"] + f"/console/topics/{ORDERS}/records?partition=1")   # empty partition
+    expect(table).to_contain_text("No records here.")
+    page.select_option("select[name=partition]", "0")
+    page.select_option("select[name=decode]", "json")
+    page.click("#browse button")
+    expect(table).to_contain_text("order-19")
+    expect(table).to_contain_text('"total": 192')                      # pretty JSON of the last value
+    expect(table).to_contain_text("source")
+    expect(table).to_contain_text("tombstone")
+    shot(page, page.tmp_path, "console-records")
+    page.select_option("select[name=decode]", "hex")
+    page.click("#browse button")
+    expect(table).to_contain_text("6f72 6465 722d")                      # "order-" in hex
+    # from a timestamp in the future: nothing, and the page says why
+    page.select_option("select[name=from]", "timestamp")
+    page.fill("input[name=value]", str(world["t0"] + 3_600_000))
+    page.click("#browse button")
+    expect(page.locator("#records")).to_contain_text("no record has a timestamp at or after")
+
+
+def test_groups_both_protocols_lag_and_reset(signed_in, world):
+    page = signed_in
+    admin = world["admin"]
+    page.goto(world["base"] + "/console/groups")
+    expect(page.locator("#group-list tr", has_text="billing")).to_contain_text("classic")
+    expect(page.locator("#group-list tr", has_text="audit")).to_contain_text("consumer")
+    page.click("text=billing")
+    expect(page.locator("h1")).to_have_text("Group billing")
+    offsets = page.locator("#group table").nth(1)
+    expect(offsets).to_contain_text(ORDERS)
+    row = offsets.locator("tbody tr").first
+    assert row.locator("td").nth(2).inner_text() == "30"
+    assert row.locator("td").nth(4).inner_text() == str(3 * KEYS + 3 - 30)        # lag
+    shot(page, page.tmp_path, "console-group")
+    page.select_option("#reset-offsets select[name=to]", "earliest")
+    page.click("#reset-offsets button")
+    expect(page.locator("p.done")).to_contain_text("Reset 1 offset(s)")        # billing committed orders-0 only
+    got = admin.list_consumer_group_offsets(
+        [__import__("confluent_kafka").ConsumerGroupTopicPartitions("billing", [TopicPartition(ORDERS, 0)])])
+    committed = got["billing"].result(10).topic_partitions[0].offset
+    start = int(page.locator("#group table").nth(1).locator("tbody tr").first.locator("td").nth(2).inner_text())
+    assert committed == start
+    page.goto(world["base"] + "/console/groups/audit")
+    expect(page.locator("dl.facts")).to_contain_text("consumer (KIP-848)")
+    expect(page.locator("#group")).to_contain_text(EVENTS)
+
+
+def test_transactions_and_producers(page, world):
+    page.goto(world["base"] + "/console/transactions")
+    row = page.locator("#transactions table").first.locator("tr", has_text="payments-tx")
+    expect(row).to_contain_text("CompleteAbort")                       # its last transaction was aborted
+    producer_id = row.locator("td").nth(2).inner_text()
+    producers = page.locator("#transactions table").nth(2)
+    expect(producers).to_contain_text(f"{EVENTS}-0")
+    assert producer_id in [r.locator("td").nth(1).inner_text()
+                           for r in producers.locator("tbody tr", has_text=f"{EVENTS}-0").all()]
+
+
+def test_cleaner_page_shows_the_pass_and_charts(page, world):
+    page.goto(world["base"] + "/console/cleaner")
+    passes = page.locator("#passes")
+    expect(passes).to_contain_text(f"{ORDERS}-0")
+    row = passes.locator("tbody tr", has_text=f"{ORDERS}-0").first
+    removed = int(row.locator("td").nth(5).inner_text().replace(",", ""))
+    assert removed >= 2 * KEYS - 3                                     # superseded values went away
+    expect(page.locator("#held-back")).to_contain_text("billing")
+    for img in page.locator("img[data-chart]").all():                 # charts drawn by the broker
+        page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=img.element_handle())
+    page.select_option("#whatif-form select[name=whatif]", f"{ORDERS}-0")
+    page.fill("#whatif-form input[name=set]", "min.cleanable.dirty.ratio=0.9")
+    page.click("#whatif-form button")
+    page.wait_for_function("() => { const i = document.getElementById('whatif-chart');"
+                           " return i && i.complete && i.naturalWidth > 100; }")
+    shot(page, page.tmp_path, "console-cleaner")
+
+
+def test_pages_update_themselves(page, world):
+    page.goto(world["base"] + f"/console/topics/{EVENTS}")
+    hwm = page.locator("#partitions tbody tr").first.locator("td").nth(2)
+    before = int(hwm.inner_text().replace(",", ""))
+    p = Producer({"bootstrap.servers": world["broker"].bootstrap})
+    for i in range(3):
+        p.produce(EVENTS, value=f"late {i}", partition=0)
+    p.flush(10)
+    expect(hwm).to_have_text(str(before + 3), timeout=15_000)          # no reload: the page polled

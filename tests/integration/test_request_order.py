@@ -1,0 +1,125 @@
+"""Requests pipelined on one connection see the effects of the ones before them, as on Kafka.
+
+Kafka's socket server reads a connection's next request only once the previous one is answered,
+so a client may send two requests back to back without waiting (confluent-kafka's admin client
+does: DeleteRecords then ListOffsets) and rely on the second seeing the first's effect. Each
+probe here sends its two requests in one write on ONE connection of a real broker process and
+checks the second answer (broker/connection.py: the next request starts once the previous one
+has applied its effects). A fetch parked for its long poll is not an effect: a produce
+pipelined behind it starts at once and wakes it.
+"""
+from __future__ import annotations
+
+
+import pytest
+
+from kompakt.protocol import registry
+from kompakt.protocol.records import build_batch
+from wire_support import Wire, create_topics, list_offset, produce, req, sub
+
+TOPIC = 2                                   # DescribeConfigs / IncrementalAlterConfigs resource type
+
+
+@pytest.fixture(scope="module")
+def wire(module_broker):
+    w = Wire(module_broker.port)
+    yield w
+    w.close()
+
+
+def _records(n: int) -> bytes:
+    return build_batch([(b"k%d" % i, b"v%d" % i) for i in range(n)])
+
+
+def _list_offsets(topic: str, timestamp: int):
+    T = sub(2, "ListOffsetsTopic")
+    return req(2, replica_id=-1, isolation_level=0, topics=[
+        T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=0, timestamp=timestamp)])])
+
+
+def _create_topic(name: str):
+    T = sub(19, "CreatableTopic")
+    return req(19, topics=[T(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+               timeout_ms=10000, validate_only=False)
+
+
+def test_delete_records_then_list_offsets_earliest(wire):
+    create_topics(wire, {"order-dr": {}})
+    assert produce(wire, "order-dr", _records(10)).error_code == 0
+    T = sub(21, "DeleteRecordsTopic")
+    delete = req(21, topics=[T(name="order-dr", partitions=[T.DeleteRecordsPartition(partition_index=0, offset=6)])],
+                 timeout_ms=10000)
+    deleted, earliest = wire.pipeline([(delete, 2), (_list_offsets("order-dr", -2), 5)])
+    assert deleted.topics[0].partitions[0].error_code == 0
+    assert deleted.topics[0].partitions[0].low_watermark == 6
+    part = earliest.topics[0].partitions[0]
+    assert (part.error_code, part.offset) == (0, 6)
+
+
+def test_create_topics_then_metadata(wire):
+    metadata = req(3, topics=[sub(3, "MetadataRequestTopic")(topic_id=None, name="order-ct")],
+                   allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    created, described = wire.pipeline([(_create_topic("order-ct"), 5), (metadata, 12)])
+    assert created.topics[0].error_code == 0
+    [topic] = described.topics
+    assert (topic.name, topic.error_code, len(topic.partitions)) == ("order-ct", 0, 1)
+
+
+def test_delete_topics_then_create_topics_of_the_same_name(wire):
+    create_topics(wire, {"order-dt": {}})
+    assert produce(wire, "order-dt", _records(3)).error_code == 0
+    delete = req(20, topic_names=["order-dt"], timeout_ms=10000)
+    deleted, created, latest = wire.pipeline([(delete, 4), (_create_topic("order-dt"), 5),
+                                              (_list_offsets("order-dt", -1), 5)])
+    assert deleted.responses[0].error_code == 0
+    assert created.topics[0].error_code == 0            # not TOPIC_ALREADY_EXISTS
+    part = latest.topics[0].partitions[0]
+    assert (part.error_code, part.offset) == (0, 0)     # the new topic, empty
+
+
+def test_offset_commit_then_offset_fetch(wire):
+    create_topics(wire, {"order-oc": {}})
+    T = sub(8, "OffsetCommitRequestTopic")
+    commit = req(8, group_id="order-group", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+                 retention_time_ms=-1, topics=[T(name="order-oc", partitions=[
+                     T.OffsetCommitRequestPartition(partition_index=0, committed_offset=42, committed_leader_epoch=-1,
+                                                    committed_metadata="m")])])
+    F = sub(9, "OffsetFetchRequestTopic")
+    fetch = req(9, group_id="order-group", topics=[F(name="order-oc", partition_indexes=[0])], require_stable=False)
+    committed, fetched = wire.pipeline([(commit, 8), (fetch, 7)])
+    assert committed.topics[0].partitions[0].error_code == 0
+    part = fetched.topics[0].partitions[0]
+    assert (part.error_code, part.committed_offset, part.metadata) == (0, 42, "m")
+
+
+def test_incremental_alter_configs_then_describe_configs(wire):
+    create_topics(wire, {"order-ic": {}})
+    R = sub(44, "AlterConfigsResource")
+    alter = req(44, resources=[R(resource_type=TOPIC, resource_name="order-ic", configs=[
+        R.AlterableConfig(name="retention.ms", config_operation=0, value="1234567")])], validate_only=False)
+    D = sub(32, "DescribeConfigsResource")
+    describe = req(32, resources=[D(resource_type=TOPIC, resource_name="order-ic", configuration_keys=["retention.ms"])],
+                   include_synonyms=False, include_documentation=False)
+    altered, described = wire.pipeline([(alter, 1), (describe, 4)])
+    assert altered.responses[0].error_code == 0
+    [config] = described.results[0].configs
+    assert (config.name, config.value) == ("retention.ms", "1234567")
+
+
+def test_a_parked_fetch_does_not_hold_back_the_next_request(wire):
+    """A long poll is a wait, not an effect: a produce pipelined behind a fetch parked for 25 s
+    starts at once, and its append wakes the fetch, which answers the record."""
+    create_topics(wire, {"order-lp": {}})
+    FT = sub(1, "FetchTopic")
+    fetch = req(1, replica_id=-1, max_wait_ms=25_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                topics=[FT(topic="order-lp", partitions=[FT.FetchPartition(
+                    partition=0, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                    log_start_offset=-1)])])
+    P = sub(0, "TopicProduceData")
+    produced = req(0, transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+        P(name="order-lp", partition_data=[P.PartitionProduceData(index=0, records=_records(1))])])
+    fetched, appended = wire.pipeline([(fetch, 11), (produced, 9)])
+    assert appended.responses[0].partition_responses[0].error_code == 0
+    part = fetched.responses[0].partitions[0]
+    assert part.error_code == 0 and part.records, "the fetch sat out its long poll: the produce waited behind it"
