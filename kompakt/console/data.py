@@ -18,8 +18,8 @@ import sys
 import time
 from typing import Any
 
-from kompakt.broker.admin.views import (ApiError, cleaner_view, count_records, jsonable, log_manager_of,
-                                        partition_view, resolve_partition, topic_partitions, transactions_view)
+from kompakt.broker.admin.views import (ApiError, count_records, jsonable, log_manager_of, partition_view,
+                                        resolve_partition, topic_partitions, transactions_view)
 from kompakt.console import kafka_calls as K
 
 
@@ -128,11 +128,13 @@ async def topic_page(broker: Any, topic: str) -> dict[str, Any]:
 
 
 # --- groups ---------------------------------------------------------------------------------------
-async def _end_offsets(broker: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+def _end_offsets(broker: Any, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    """High watermarks (what kafka-consumer-groups measures lag against) of the partitions that exist."""
     manager = broker.log_manager
+    known = topic_partitions(manager)
     out = {}
     for tp in tps:
-        lg = manager.get_log(tp) if tp[0] in topic_partitions(manager) else None
+        lg = manager.get_log(tp) if tp[0] in known else None
         if lg is not None:
             out[tp] = lg.high_watermark
     return out
@@ -147,7 +149,7 @@ async def groups_page(broker: Any) -> dict[str, Any]:
         except K.CallError as exc:
             g["error"] = exc.message
             continue
-        ends = await _end_offsets(broker, list(committed))
+        ends = _end_offsets(broker, list(committed))
         g["partitions"] = len(committed)
         g["lag"] = sum(max(0, ends[tp] - off) for tp, off in committed.items() if tp in ends)
         g["topics"] = sorted({tp[0] for tp in committed})
@@ -198,7 +200,7 @@ async def group_page(broker: Any, group: str) -> dict[str, Any]:
     info = listed[group]
     detail = await _describe(broker, group, info["type"])
     committed = await K.committed_offsets(broker, group)
-    ends = await _end_offsets(broker, list(committed))
+    ends = _end_offsets(broker, list(committed))
     owner = {}
     for m in detail.get("members", []):
         for t, ps in m.get("assignment", {}).items():
@@ -270,6 +272,3 @@ def cleaner_history(broker: Any):
     cleaner = getattr(broker, "cleaner", None)
     return None if cleaner is None else cleaner.history
 
-
-__all__ = ["broker_page", "topics_page", "topic_page", "groups_page", "group_page", "transactions_page",
-           "cleaner_page", "cleaner_history", "cleaner_view"]

@@ -18,7 +18,7 @@ import sys
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from playwright.sync_api import expect, sync_playwright
 
@@ -175,6 +175,9 @@ def test_topic_page_shows_partitions_as_written_and_cleaned(page, world):
     expect(page.locator("#partitions")).to_contain_text("Tombstones kept for groups billing")
     expect(page.locator("#overrides tr", has_text="min.cleanable.dirty.ratio")).to_contain_text("0.01")
     shot(page, page.tmp_path, "console-topic")
+    page.goto(world["base"] + f"/console/topics/{ORDERS}.json")         # the page's JSON
+    data = json.loads(page.locator("body").inner_text())
+    assert data["partitions"][0]["high_watermark"] == 3 * KEYS + 3 and data["overrides"]["cleanup.policy"] == "compact"
 
 
 def test_changes_need_the_admin_token(page, world, browser_context):
@@ -295,14 +298,20 @@ def test_groups_both_protocols_lag_and_reset(signed_in, world):
     page.select_option("#reset-offsets select[name=to]", "earliest")
     page.click("#reset-offsets button")
     expect(page.locator("p.done")).to_contain_text("Reset 1 offset(s)")        # billing committed orders-0 only
-    got = admin.list_consumer_group_offsets(
-        [__import__("confluent_kafka").ConsumerGroupTopicPartitions("billing", [TopicPartition(ORDERS, 0)])])
+    got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("billing", [TopicPartition(ORDERS, 0)])])
     committed = got["billing"].result(10).topic_partitions[0].offset
     start = int(page.locator("#group table").nth(1).locator("tbody tr").first.locator("td").nth(2).inner_text())
     assert committed == start
     page.goto(world["base"] + "/console/groups/audit")
     expect(page.locator("dl.facts")).to_contain_text("consumer (KIP-848)")
     expect(page.locator("#group")).to_contain_text(EVENTS)
+    # a KIP-848 group's offsets reset the same way (OffsetCommit with no member, group empty)
+    page.select_option("#reset-offsets select[name=to]", "offset")
+    page.fill("#reset-offsets input[name=value]", "2")
+    page.click("#reset-offsets button")
+    expect(page.locator("p.done")).to_contain_text(f"{EVENTS}-0→2")
+    got = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("audit", [TopicPartition(EVENTS, 0)])])
+    assert got["audit"].result(10).topic_partitions[0].offset == 2
 
 
 def test_transactions_and_producers(page, world):
