@@ -43,6 +43,12 @@ Crash points, each named where it sits (the soak in bench/bench_kill_soak.py kil
     txn_prepare_written   TransactionCoordinator: PrepareCommit/PrepareAbort written, no marker yet
     txn_marker_written    txn/markers.py: one more COMMIT/ABORT marker written (`:n` = the n-th)
     txn_markers_written   TransactionCoordinator: every marker written, CompleteCommit/Abort not yet
+    alter_dir_future_created, alter_dir_copying, alter_dir_future_synced, alter_dir_current_renamed,
+    alter_dir_future_renamed
+                          AlterReplicaLogDirs' steps (kompakt/storage/alter_log_dirs.py): the
+                          `-future` dir made; one more chunk copied (`:n` = the n-th); the future
+                          caught up and synced; the current dir renamed `-delete`; the future dir
+                          renamed live
 """
 from __future__ import annotations
 
@@ -62,7 +68,9 @@ CLEANER_BREAK_ENV = "TEST_KOMPAKT_CLEANER_BREAK"
 
 CRASH_POINTS = ("file_op", "segment_roll", "retention_delete", "checkpoint_write", "state_file_write", "swap_renamed",
                 "swap_old_deleted", "before_swap", "after_first_group", "before_checkpoint", "after_checkpoint",
-                "group_rebalance", "txn_prepare_written", "txn_marker_written", "txn_markers_written")
+                "group_rebalance", "txn_prepare_written", "txn_marker_written", "txn_markers_written",
+                "alter_dir_future_created", "alter_dir_copying", "alter_dir_future_synced",
+                "alter_dir_current_renamed", "alter_dir_future_renamed")
 CLEANER_BREAKS = ("drop_last_batch",)
 
 
