@@ -368,6 +368,24 @@ class LogCleanerManager:
             f.write(current)
             self._cp_cache[log_dir] = current
 
+    def retain_checkpoints(self, log_dir: str, tps) -> None:
+        """Keep only the entries of `tps` (the logs in `log_dir`) in its checkpoint: an entry of a
+        partition living in another dir (a move interrupted before it rewrote the old dir's file,
+        storage/alter_log_dirs.py) would otherwise win over the live one there."""
+        log_dir = os.path.abspath(log_dir)
+        with self.lock:
+            f = self.checkpoint_files.get(log_dir)
+            if f is None:
+                return
+            current = self._read_dir(log_dir)
+            keep = {_tp(tp) for tp in tps}
+            kept = {tp: off for tp, off in current.items() if tp in keep}
+            if len(kept) != len(current):
+                log.info("dropping cleaner checkpoints of partitions not in %s: %s", log_dir,
+                         sorted(set(current) - set(kept)))
+                f.write(kept)
+                self._cp_cache[log_dir] = kept
+
     def maybe_truncate_checkpoint(self, tp, offset: int, log_dir: str | None = None) -> None:
         """After truncation: a cleaner point above the new end moves down to `offset`."""
         tp = _tp(tp)

@@ -143,6 +143,8 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("num.io.threads", "int", 8, "Accepted; requests are handled on the event loop.", min=1),
     _k("num.network.threads", "int", 3, "Accepted; one event loop serves every connection.", min=1),
     _k("num.replica.fetchers", "int", 1, "Accepted; a single node fetches from no leader."),
+    _k("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX,
+       "Copy rate of partitions moving between log dirs (AlterReplicaLogDirs), all moves together.", min=1),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle this long.", min=-1),
     _k("queued.max.requests", "int", 500, "In-flight requests per connection before reads pause.", min=1),
     # --- connection and request-memory limits (broker/limits.py) ---

@@ -844,6 +844,33 @@ class Log:
             self.leader_epoch_cache.update_dir(new_dir)
             fsync_dir(os.path.dirname(os.path.abspath(new_dir)))
 
+    def take_over(self, future: "Log") -> list[S.LogSegment]:
+        """AlterReplicaLogDirs' last step (storage/alter_log_dirs.py, step 6): go on with the
+        future log's segments in its dir, keeping this object (the handlers hold it), its
+        producer state (with the verification guards of transactions in flight) and its leader
+        epochs (both already written into the future's dir by step 3). The caller holds this
+        log's `_flush_lock` and `lock`, and the future ends at the same offset. Returns the old
+        segments (their dir renamed `-delete`), for the caller to close; the future is closed."""
+        with self.lock, future.lock:
+            if future.log_end_offset != self._next_offset:
+                raise KafkaStorageErrorError(
+                    f"the future log of {self._tp_str} ends at {future.log_end_offset}, not at "
+                    f"{self._next_offset}")
+            old = self._segments
+            self.dir = future.dir
+            self._segments = list(future._segments)
+            self._bases = list(future._bases)
+            self.loaded_end_offset = future.loaded_end_offset
+            self.recovery_point = future.recovery_point
+            self.unflushed_messages = future.unflushed_messages
+            self.needs_flush_dir = future.needs_flush_dir
+            self.last_flush_time = future.last_flush_time
+            self._roll_pending = -1
+            self.producer_state.move_to(future.dir)
+            self.leader_epoch_cache.update_dir(future.dir)
+            future.closed = True
+            return old
+
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         with self.lock:
             return self.producer_state.remove_expired_producers(now_ms)

@@ -55,6 +55,7 @@ from kompakt.protocol.errors import (InvalidPartitionsError, InvalidTopicExcepti
                                      UnknownTopicOrPartitionError)
 from kompakt.storage import TopicPartition
 from kompakt.storage import retention
+from kompakt.storage.alter_log_dirs import ReplicaAlterLogDirs, parent_dir, parse_future_dir
 from kompakt.storage.checkpoint import (LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
                                         TMP_SUFFIX, OffsetCheckpointFile, fsync_dir)
 from kompakt.storage.log_dirs import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LOCK_FILE,
@@ -125,6 +126,9 @@ class LogManager:
         self._deletions = DeletionQueue()
         self._tasks = LogTasks(self._now)
         self.writer = LogWriter()   # appends and rolls the event loop hands over (storage.log_writer)
+        # partitions moving to another log dir (AlterReplicaLogDirs): their `-future` logs and the
+        # thread copying them (storage.alter_log_dirs)
+        self.alter_log_dirs = ReplicaAlterLogDirs(self)
         self._started = False
         self._shut_down = False
         self._stats = {"retention_deleted_segments_total": 0, "retention_deleted_bytes_total": 0,
@@ -137,6 +141,15 @@ class LogManager:
 
     def get_log(self, tp) -> Any | None:
         return self._logs.get(TopicPartition(*tp))
+
+    def future_logs(self) -> dict[TopicPartition, Any]:
+        """The `-future` log of every partition moving to another log dir (AlterReplicaLogDirs)."""
+        return self.alter_log_dirs.future_logs()
+
+    def alter_replica_log_dir(self, tp, dest: str) -> None:
+        """Move a partition to log dir `dest` while it serves (storage.alter_log_dirs); raises
+        the KafkaError the partition answers. Blocking: run in a thread."""
+        self.alter_log_dirs.alter(tp, dest)
 
     def all_logs(self) -> dict[TopicPartition, Any]:
         """Every online log (the logs of an offline dir are left out: nothing may touch them)."""
@@ -280,6 +293,7 @@ class LogManager:
                     self._topics, self._deleted_topic_ids, ok = self._store.load()
                     self._load_logs()
                     self._reconcile_topics(store_ok=ok)
+                    self._drop_cleaner_checkpoints_elsewhere()
             except BaseException:
                 self._close_logs_quietly()
                 self._unlock_dirs()
@@ -326,8 +340,9 @@ class LogManager:
         self.cluster_id, self.directory_ids = load_meta_properties(
             self.log_dirs, self.config["cluster.id"], self.config.node_id)
 
-    def _scan_dir(self, d: str) -> list[tuple[str, TopicPartition]]:
-        """Partition dirs to load; queue `-delete` dirs; report foreign entries."""
+    def _scan_dir(self, d: str, futures: list) -> list[tuple[str, TopicPartition]]:
+        """Partition dirs to load; `-future` dirs added to `futures`; queue `-delete` dirs;
+        report foreign entries."""
         found = []
         with os.scandir(d) as it:     # entry types come with the read: no stat per partition dir
             listing = sorted((e.name, e.is_dir()) for e in it)
@@ -336,6 +351,9 @@ class LogManager:
             if is_dir:
                 if name.endswith(DELETE_DIR_SUFFIX):
                     self._queue_dir_delete(path, "left over from a deletion before the last shutdown")
+                    continue
+                if name.endswith(FUTURE_DIR_SUFFIX) and parse_future_dir(name) is not None:
+                    futures.append((path, parse_future_dir(name)))
                     continue
                 if name.endswith(STRAY_DIR_SUFFIX) or name.endswith(FUTURE_DIR_SUFFIX):
                     log.warning("%s: leaving %s alone (stray or future replica dir)", d, name)
@@ -361,6 +379,7 @@ class LogManager:
         threads = self.config["num.recovery.threads.per.data.dir"]
         pools: list[ThreadPoolExecutor] = []
         jobs: list[tuple[str, TopicPartition, Any]] = []
+        futures: list[tuple[str, TopicPartition, dict, dict, bool]] = []
         self._config_cache = {}
         try:
             for d in self.log_dirs:
@@ -370,7 +389,9 @@ class LogManager:
                 log_starts = OffsetCheckpointFile(os.path.join(d, LOG_START_OFFSET_CHECKPOINT_FILE)).read()
                 pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=f"log-recovery-{d}")
                 pools.append(pool)
-                found = self._scan_dir(d)
+                found_futures: list = []
+                found = self._scan_dir(d, found_futures)
+                futures += [(path, tp, recovery_points, log_starts, clean) for path, tp in found_futures]
                 if found:          # Kafka's two lines; a new, empty dir has nothing to recover or skip
                     log.info("%s %d logs in %s since %s", "skipping recovery of" if clean else "recovering",
                              len(found), d, "a clean shutdown marker was found" if clean
@@ -400,6 +421,7 @@ class LogManager:
                 self._logs[tp] = plog
             if failures:
                 raise LogDirError("could not load partition logs: " + "; ".join(failures))
+            self._load_future_logs(futures)
         finally:
             for pool in pools:
                 pool.shutdown(wait=True)
@@ -427,6 +449,52 @@ class LogManager:
                            f"{uuid_to_str(meta.topic_id)}; moved aside to {stray}, not loaded")
             return False, None
         return True, stored_id
+
+    def _load_future_logs(self, futures: list) -> None:
+        """`-future` dirs of moves the last run did not finish (recovery rules in
+        storage.alter_log_dirs): beside a live log the move resumes; without one (the crash came
+        after the current dir was renamed `-delete`) the future is renamed live and loaded as the
+        partition's log, unless a log dir is offline (the current may be there: left alone)."""
+        seen: dict[TopicPartition, str] = {}
+        for path, tp, recovery_points, log_starts, clean in futures:
+            if tp in seen:
+                raise LogDirError(f"Duplicate log directories found: {path}, {seen[tp]}")
+            seen[tp] = path
+            load, stored_id = self._should_load(path, tp)
+            if not load:
+                continue
+            d = parent_dir(path)
+            current = self._logs.get(tp)
+            if current is None and self.offline_dirs:
+                log.error("%s: future log of %s-%d without a live log while log dirs %s are offline: "
+                          "left alone until they return", path, tp.topic, tp.partition, ", ".join(self.offline_dirs))
+                continue
+            if current is not None and parent_dir(current.dir) == d:
+                self._repaired(f"{path}: future log in the dir of the live log; deleting it")
+                self._queue_dir_delete(path, "a future log beside its live log")
+                continue
+            if current is None:
+                live = os.path.join(d, partition_dir_name(tp))
+                fs.replace(path, live)
+                fsync_dir(d)
+                self._repaired(f"{path}: the move of {tp.topic}-{tp.partition} was interrupted after its "
+                               f"current log was renamed for deletion; renamed the future log live to {live}")
+                path = live
+            plog = self._open_log(path, tp, recovery_points.get(tp, 0), log_starts.get(tp), clean,
+                                  stored_topic_id=stored_id)
+            if current is None:
+                self._logs[tp] = plog
+            else:
+                self.alter_log_dirs.resume(tp, plog, current)
+
+    def _drop_cleaner_checkpoints_elsewhere(self) -> None:
+        """A move interrupted between its last renames (storage.alter_log_dirs, step 5) leaves the
+        partition's cleaner-offset entry in its old dir, where it would win over the live one if
+        that dir comes later in log.dirs: keep each dir's entries for the logs in it only."""
+        if self.cleaner is None:
+            return
+        for d in self.log_dirs:
+            self.cleaner.manager.retain_checkpoints(d, set(self._logs_in_dir(d)))
 
     def _open_log(self, path: str, tp: TopicPartition, recovery_point: int, log_start: int | None,
                   clean: bool, topic_id: uuid.UUID | None = None, stored_topic_id=None):
@@ -634,10 +702,11 @@ class LogManager:
             except KafkaError:
                 meta.configs = old
                 raise
+            futures = self.future_logs()
             for p in range(meta.partitions):
-                plog = self._logs.get(TopicPartition(name, p))
-                if plog is not None:
-                    plog.update_config(new_config)
+                for plog in (self._logs.get(TopicPartition(name, p)), futures.get(TopicPartition(name, p))):
+                    if plog is not None:
+                        plog.update_config(new_config)
             log.info("topic %s configs now %s", name, configs or "{}")
             return meta
 
@@ -650,7 +719,7 @@ class LogManager:
             expiration = self.config["producer.id.expiration.ms"]
             configs = {name: self._config_for(meta.configs) for name, meta in self._topics.items()}
             n = 0
-            for tp, plog in self._logs.items():
+            for tp, plog in list(self._logs.items()) + list(self.future_logs().items()):
                 new_config = configs.get(tp.topic)
                 if new_config is not None:
                     plog.update_config(new_config)
@@ -677,6 +746,7 @@ class LogManager:
             dirs, unreachable = set(), False
             for p in range(meta.partitions):  # step 2
                 tp = TopicPartition(name, p)
+                self.alter_log_dirs.cancel(tp, "its topic was deleted")
                 plog = self._logs.pop(tp, None)
                 if plog is None:
                     unreachable |= tp in self._unloaded
@@ -824,8 +894,15 @@ class LogManager:
         return flushed
 
     def _logs_in_dir(self, d: str) -> dict[TopicPartition, Any]:
-        return {tp: plog for tp, plog in list(self._logs.items())
-                if os.path.dirname(os.path.abspath(plog.dir)) == d}
+        """The logs in dir `d`, future logs included (a partition's future is never in the dir
+        of its current log, so a dir holds at most one of them per partition, as in Kafka's
+        checkpoints)."""
+        out = {tp: plog for tp, plog in list(self._logs.items())
+               if os.path.dirname(os.path.abspath(plog.dir)) == d}
+        for tp, future in self.alter_log_dirs.future_logs().items():
+            if parent_dir(future.dir) == d:
+                out[tp] = future
+        return out
 
     def _write_checkpoint(self, d: str, name: str, attr: str) -> None:
         try:
@@ -895,6 +972,7 @@ class LogManager:
         ]
         self._tasks.start(loop or asyncio.get_event_loop(), periodic, self._run_deletions,
                           self._deletions.next_due_ms, cfg["log.initial.task.delay.ms"])
+        self.alter_log_dirs.start()
 
     def _flush_check_ms(self) -> int:
         interval = self.config["log.flush.scheduler.interval.ms"]
@@ -904,11 +982,13 @@ class LogManager:
         return max(10, min(finite)) if finite else LONG_MAX
 
     async def stop_background(self) -> None:
+        await asyncio.to_thread(self.alter_log_dirs.stop)
         await self._tasks.stop()
 
     # ---- shutdown --------------------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints and the clean-shutdown marker, unlock dirs."""
+        self.alter_log_dirs.stop()   # before the lock (a swap takes it); moves resume at the next start
         with self._lock:
             if not self._started or self._shut_down:
                 self._unlock_dirs()

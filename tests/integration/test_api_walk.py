@@ -16,6 +16,7 @@ CORRUPT_MESSAGE anywhere; give them a builder to check more.
 """
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -441,6 +442,15 @@ def describe_log_dirs(w, v):
         for d in r.results] == [[(TOPIC, 0, True), (TOPIC, 1, True)]]
 
 
+def alter_replica_log_dirs(w, v):
+    # to the dir it is in already: a no-op success (Kafka's maybeCreateFutureReplica)
+    D = sub(34, "AlterReplicaLogDir")
+    T = sub(34, "AlterReplicaLogDir", "AlterReplicaLogDirTopic")
+    request = req(34, dirs=[D(path=os.path.abspath(w.broker.log_dir), topics=[T(name=TOPIC, partitions=[0])])])
+    return request, {0}, lambda r: [(t.topic_name, [p.partition_index for p in t.partitions])
+                                    for t in r.results] == [(TOPIC, [0])]
+
+
 def describe_cluster(w, v):
     return req(60, include_cluster_authorized_operations=False, endpoint_type=1, include_fenced_brokers=False), \
         {0}, lambda r: [b.broker_id for b in r.brokers] == [NODE]
@@ -490,8 +500,8 @@ BUILDERS = {
     21: delete_records, 22: init_producer_id, 23: offset_for_leader_epoch, 32: describe_configs,
     33: alter_configs, 37: create_partitions, 42: delete_groups, 43: elect_leaders,
     44: incremental_alter_configs, 45: alter_partition_reassignments, 46: list_partition_reassignments,
-    35: describe_log_dirs, 47: offset_delete, 48: describe_client_quotas, 49: alter_client_quotas,
-    55: describe_quorum, 60: describe_cluster,
+    34: alter_replica_log_dirs, 35: describe_log_dirs, 47: offset_delete, 48: describe_client_quotas,
+    49: alter_client_quotas, 55: describe_quorum, 60: describe_cluster,
     71: get_telemetry_subscriptions, 75: describe_topic_partitions,
     # security
     17: sasl_handshake, 36: sasl_authenticate, 29: describe_acls, 30: create_acls, 31: delete_acls,

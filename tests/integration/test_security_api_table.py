@@ -225,6 +225,9 @@ TABLE = {
     "DescribeTransactions": (lambda: req(65, transactional_ids=[TXN]), 0,
                              lambda r: r.transaction_states[0].error_code, TXN_DENIED, EC.TRANSACTIONAL_ID_NOT_FOUND),
     "DescribeAcls": (lambda: req(29, **acl_filter()), 3, lambda r: r.error_code, CLUSTER_DENIED, CLUSTER_DENIED),
+    "AlterReplicaLogDirs": (lambda: req(34, dirs=[sub(34, "AlterReplicaLogDir")(path="/nowhere", topics=[
+        sub(34, "AlterReplicaLogDir", "AlterReplicaLogDirTopic")(name=TOPIC, partitions=[0])])]), 2,
+                            lambda r: r.results[0].partitions[0].error_code, CLUSTER_DENIED, CLUSTER_DENIED),
     "DeleteAcls": (lambda: req(31, filters=[field(31, "filters")(**acl_filter())]), 3,
                    lambda r: r.filter_results[0].error_code, CLUSTER_DENIED, CLUSTER_DENIED),
 }

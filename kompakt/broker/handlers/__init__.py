@@ -41,7 +41,7 @@ MODULES = (
     "sasl_handshake", "sasl_authenticate", "describe_acls", "create_acls", "delete_acls",
     "describe_user_scram_credentials", "alter_user_scram_credentials",
     # faults (log dirs)
-    "describe_log_dirs",
+    "describe_log_dirs", "alter_replica_log_dirs",
 )
 
 

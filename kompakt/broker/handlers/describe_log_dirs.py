@@ -4,8 +4,11 @@ Behaviour (Kafka's ReplicaManager.describeLogDirs on one node): one result per c
 (`log.dirs`, absolute paths), in configuration order:
 * an online dir: error 0 and its partitions, filtered by the request (null topics: every partition
   in the dir; a named topic lists only the requested partitions it hosts, unknown ones are left
-  out): partition_size = the log's size in bytes (every segment), offset_lag = log end offset -
-  high watermark (0 on a single node), is_future_key false (no AlterReplicaLogDirs here);
+  out): partition_size = the log's size in bytes (every segment), offset_lag = max(high watermark
+  - log end offset, 0) (0 on a single node), is_future_key false; a partition moving into the dir
+  (AlterReplicaLogDirs, handlers/alter_replica_log_dirs.py) is listed there too with
+  is_future_key true, its future log's size, and offset_lag = the current log's end offset - the
+  future's (Kafka's getLogEndOffsetLag), until the swap;
 * an offline dir (unusable at start-up or failed by an I/O error, LogManager.handle_io_error):
   KAFKA_STORAGE_ERROR and no topics;
 * v4+: total_bytes and usable_bytes of the volume (statvfs; -1 when it cannot be read).
@@ -55,14 +58,22 @@ def _wanted(request):
 def describe(log_manager, configured: list[str], wanted) -> list:
     offline = {os.path.abspath(d) for d in log_manager.offline_dirs}
     by_dir: dict[str, dict[str, list]] = {}
-    for tp, plog in sorted(log_manager.all_logs().items()):
+    current = log_manager.all_logs()
+    logs = [(tp, plog, False) for tp, plog in current.items()]
+    logs += [(tp, plog, True) for tp, plog in log_manager.future_logs().items() if not plog.offline]
+    for tp, plog, future in sorted(logs, key=lambda x: (x[0], x[2])):
         if wanted is not None and tp.partition not in wanted.get(tp.topic, ()):
             continue
         d = os.path.dirname(os.path.abspath(plog.dir))
         size = sum(s.size for s in plog.segments)
-        lag = max(0, plog.log_end_offset - plog.high_watermark)
+        if not future:
+            lag = max(0, plog.high_watermark - plog.log_end_offset)
+        elif tp in current:
+            lag = current[tp].log_end_offset - plog.log_end_offset
+        else:
+            lag = -1   # Kafka's INVALID_OFFSET_LAG: no current log to compare with
         by_dir.setdefault(d, {}).setdefault(tp.topic, []).append(
-            _Partition(partition_index=tp.partition, partition_size=size, offset_lag=lag, is_future_key=False))
+            _Partition(partition_index=tp.partition, partition_size=size, offset_lag=lag, is_future_key=future))
     results = []
     for d in configured:
         d = os.path.abspath(d)
