@@ -18,6 +18,10 @@ application/json` (Datasette's convention); the JSON is the dict the page is dra
 (data.py). Forms post, then redirect (303) to the page with a message; a refused change is drawn
 again with Kafka's error name and message and the values the user typed, status 400.
 
+A form posted from a page of another origin is refused with 403 (`same_origin`, before the token
+check): the console's forms are plain HTML posts, which any web page could otherwise make the
+operator's browser send to a loopback broker without a token.
+
 Invariants: Jinja2 and matplotlib are imported on the first page or chart, never when the admin
 app starts (the broker's start time and idle memory stay as they were); charts are drawn in
 worker threads; state changes go through the broker's Kafka handlers (kafka_calls.py).
@@ -540,9 +544,28 @@ async def login(request: web.Request) -> web.StreamResponse:
 TOKEN_KEY = web.AppKey("console_token", object)
 
 
+@web.middleware
+async def same_origin(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+    """Refuse a console form posted from another site (cross-site request forgery): a page
+    elsewhere could otherwise make the operator's browser delete a topic on a loopback broker
+    that has no token. Browsers name the posting page's origin in `Origin`; tools that send none
+    (curl, scripts) are not browsers and pass. Runs before the token check, so the refusal is
+    the same with or without a token."""
+    if request.method not in ("GET", "HEAD", "OPTIONS") and request.path.startswith("/console"):
+        origin = request.headers.get("Origin")
+        if origin is not None:
+            from urllib.parse import urlsplit
+            if origin == "null" or urlsplit(origin).netloc.lower() != request.host.lower():
+                return web.Response(status=403, content_type="text/plain",
+                                    text=f"refused: a form posted from {origin} to this console "
+                                         f"({request.host}); open the console's own page and submit it there")
+    return await handler(request)
+
+
 def add_console(app: web.Application, broker: Any, token: str | None) -> None:
     """Mount the console on the admin app (cheap: no Jinja2 or matplotlib import here)."""
     app[BROKER_KEY] = broker
     app[TOKEN_KEY] = token
+    app.middlewares.insert(0, same_origin)
     app.add_routes(routes)
     app.router.add_static("/console/static", STATIC, append_version=False)

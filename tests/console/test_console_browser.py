@@ -196,6 +196,19 @@ def test_changes_need_the_admin_token(page, world, browser_context):
     browser_context.clear_cookies()
 
 
+def test_a_form_posted_from_another_site_is_refused(signed_in, world):
+    """Cross-site request forgery: a page on another origin (here http://localhost:port, not the
+    console's http://127.0.0.1:port) submits a create-topic form to the console."""
+    page = signed_in
+    port = world["broker"].metrics_port
+    page.goto(f"http://localhost:{port}/console/login")
+    page.evaluate("""url => { const f = document.createElement('form'); f.method = 'post'; f.action = url;
+        const i = document.createElement('input'); i.name = 'name'; i.value = 'forged-topic'; f.appendChild(i);
+        document.body.appendChild(f); f.submit(); }""", f"http://127.0.0.1:{port}/console/topics")
+    expect(page.locator("body")).to_contain_text("refused: a form posted from http://localhost")
+    assert "forged-topic" not in world["admin"].list_topics(timeout=10).topics
+
+
 def test_create_alter_grow_and_delete_a_topic_from_the_page(signed_in, world):
     page = signed_in
     admin = world["admin"]
