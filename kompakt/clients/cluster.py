@@ -9,6 +9,9 @@ request classes of kompakt.protocol.registry (kafka-python 3.x's compiled Kafka 
 at the highest version both sides support within `CLIENT_VERSIONS`: the versions whose fields
 the commands fill and read.
 
+Security: `security` (clients/security.py, from --command-config) starts TLS on each connection
+and authenticates with SASL after ApiVersions, as Kafka's clients do.
+
 Errors: every failure is a `CommandError` with a one-line message and the process exit status:
 `BrokerError` (exit 1) carries Kafka's error name and the broker's message (or Kafka's
 description when the broker sent none); a broker that cannot be reached, closes the connection or
@@ -39,9 +42,11 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     10: (0, 6),     # FindCoordinator (v4+: coordinator_keys)
     15: (0, 6),     # DescribeGroups
     16: (0, 5),     # ListGroups
+    17: (1, 1),     # SaslHandshake (v1: the mechanism's bytes travel in SaslAuthenticate)
     18: (0, 0),     # ApiVersions: v0 is answered by every broker since 0.10
     19: (2, 7),     # CreateTopics
     20: (1, 6),     # DeleteTopics (v6: topics by name or id)
+    36: (0, 2),     # SaslAuthenticate
     32: (1, 4),     # DescribeConfigs
     37: (0, 3),     # CreatePartitions
     42: (0, 2),     # DeleteGroups
@@ -116,7 +121,9 @@ def parse_address(address: str) -> tuple[str, int]:
 class Connection:
     """One TCP connection to one broker, with the API versions it announced."""
 
-    def __init__(self, host: str, port: int, timeout: float):
+    def __init__(self, host: str, port: int, timeout: float, security=None):
+        """Connect, start TLS and read ApiVersions, then authenticate (SASL) if `security` says so
+        (a clients.security.ClientSecurity; None: plaintext)."""
         self.address = f"{host}:{port}"
         self.timeout = timeout
         try:
@@ -124,11 +131,20 @@ class Connection:
         except OSError as exc:
             raise CommandError(f"cannot reach a Kafka broker at {self.address} ({_reason(exc)}); is it "
                                "running? Point elsewhere with --bootstrap host:port", 2) from None
+        if security is not None:
+            try:
+                self.sock = security.wrap(self.sock, host)
+            except OSError as exc:   # ssl.SSLError included: an untrusted or mismatched certificate
+                self.sock.close()
+                raise CommandError(f"TLS with {self.address} failed ({_reason(exc)}); check "
+                                   "security.protocol and ssl.truststore.location in --command-config", 2) from None
         self.ids = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {}
         answer = self._send(registry.API[18].request(), 0)
         check(answer.error_code, None, f"ApiVersions from {self.address}")
         self.versions = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
+        if security is not None:
+            security.authenticate(self)
 
     def version(self, api_key: int) -> int:
         """The highest version of `api_key` both this client and the broker support."""
@@ -168,7 +184,8 @@ class Connection:
             answered_id, answer, end = codec.decode_response(request.API_KEY, version, body)
         except Exception as exc:   # a broker speaking something else (TLS, HTTP) on this port
             raise CommandError(f"{self.address} answered {name} v{version} with bytes that do not decode "
-                               f"({exc.__class__.__name__}); is it a plaintext Kafka listener?", 2) from None
+                               f"({exc.__class__.__name__}); is it a Kafka listener of the security.protocol "
+                               "--command-config gives (default PLAINTEXT)?", 2) from None
         if answered_id != correlation_id or end != len(body):
             raise CommandError(f"{self.address} answered {name} v{version} out of order or with a "
                                "malformed body", 2)
@@ -179,8 +196,8 @@ class Connection:
         while len(out) < n:
             chunk = self.sock.recv(n - len(out))
             if not chunk:
-                raise CommandError(f"the broker at {self.address} closed the connection during {name} "
-                                   "(a TLS or SASL listener? this tool speaks plaintext)", 2)
+                raise CommandError(f"the broker at {self.address} closed the connection during {name} (a TLS "
+                                   "or SASL listener? say so with --command-config)", 2)
             out += chunk
         return bytes(out)
 
@@ -195,8 +212,9 @@ def _reason(exc: OSError) -> str:
 class Cluster:
     """The brokers behind a bootstrap list, one lazily opened connection per broker."""
 
-    def __init__(self, bootstrap: str = DEFAULT_BOOTSTRAP, timeout: float = 30.0):
+    def __init__(self, bootstrap: str = DEFAULT_BOOTSTRAP, timeout: float = 30.0, security=None):
         self.timeout = timeout
+        self.security = security
         self.addresses = [parse_address(a) for a in bootstrap.split(",") if a.strip()]
         if not self.addresses:
             raise CommandError("--bootstrap is empty: give host:port[,host:port...]", 2)
@@ -210,7 +228,7 @@ class Cluster:
         failure = None
         for host, port in self.addresses:
             try:
-                return Connection(host, port, self.timeout)
+                return Connection(host, port, self.timeout, self.security)
             except CommandError as exc:
                 failure = exc
         assert failure is not None
@@ -250,7 +268,7 @@ class Cluster:
         if (host, port) == self.bootstrap_address():
             conn = self.bootstrap
         else:
-            conn = Connection(host, port, self.timeout)
+            conn = Connection(host, port, self.timeout, self.security)
         self.connections[node_id] = conn
         return conn
 

@@ -1,10 +1,11 @@
 """What `kompakt topic` and `kompakt group` share: connection options and error reporting.
 
 Role: `add_common_arguments` gives a command `--bootstrap` (default $KOMPAKT_BOOTSTRAP, else
-127.0.0.1:9092), `--timeout` and `--json`; `run(args, prog, action)` opens the Cluster, calls
-`action(cluster, args)` and turns every CommandError into one line on stderr and its exit status
-(1: the broker refused, with Kafka's error name; 2: the broker could not be reached or the
-arguments were wrong), never a traceback.
+127.0.0.1:9092), `--command-config` (TLS / SASL, clients/security.py), `--timeout` and `--json`;
+`run(args, prog, action)` opens the Cluster, calls `action(cluster, args)` and turns every
+CommandError into one line on stderr and its exit status (1: the broker refused, with Kafka's
+error name; 2: the broker could not be reached, TLS failed, or the arguments or settings were
+wrong), never a traceback.
 """
 from __future__ import annotations
 
@@ -20,8 +21,12 @@ from kompakt.clients.output import print_json
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap", "--bootstrap-server", dest="bootstrap",
                         default=os.environ.get("KOMPAKT_BOOTSTRAP") or DEFAULT_BOOTSTRAP,
-                        help=f"host:port[,host:port...] of a Kafka broker (plaintext listener; default "
+                        help=f"host:port[,host:port...] of a Kafka broker (default "
                              f"$KOMPAKT_BOOTSTRAP, else {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--command-config", metavar="FILE", default=os.environ.get("KOMPAKT_COMMAND_CONFIG"),
+                        help="Kafka client properties for TLS / SASL listeners (security.protocol, "
+                             "ssl.truststore.location, sasl.mechanism, sasl.jaas.config, ...; default "
+                             "$KOMPAKT_COMMAND_CONFIG)")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds to wait for a connection or an answer (default 30)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
@@ -29,7 +34,9 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, prog: str, action: Callable[[Cluster, argparse.Namespace], int | None]) -> int:
     try:
-        with Cluster(args.bootstrap, timeout=args.timeout) as cluster:
+        from kompakt.clients.security import ClientSecurity
+        security = ClientSecurity.load(args.command_config)
+        with Cluster(args.bootstrap, timeout=args.timeout, security=security) as cluster:
             return int(action(cluster, args) or 0)
     except CommandError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)

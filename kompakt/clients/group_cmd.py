@@ -9,9 +9,9 @@ Role: the shell face of clients/groups.py, in the spirit of kafka-consumer-group
     kompakt group delete orders-app
 
 reset-offsets is a dry run unless --execute (as kafka-consumer-groups.sh): it prints the offsets it
-would commit. Every action takes --bootstrap, --timeout and --json (command.py). Exit status: 0
-done; 1 the broker refused or the group is active (message on stderr); 2 unreachable broker or bad
-arguments.
+would commit. Every action takes --bootstrap, --command-config (TLS / SASL), --timeout and --json
+(command.py). Exit status: 0 done; 1 the broker refused or the group is active (message on
+stderr); 2 unreachable broker, failed TLS, or bad arguments.
 """
 from __future__ import annotations
 

@@ -8,8 +8,9 @@ Role: the shell face of clients/topics.py, in the spirit of kafka-topics.sh and 
     kompakt topic alter prices --config min.cleanable.dirty.ratio=0.1 --delete-config segment.ms --partitions 6
     kompakt topic delete prices
 
-Every action takes --bootstrap, --timeout and --json (command.py). Exit status: 0 done; 1 the
-broker refused (Kafka's error name and message on stderr); 2 unreachable broker or bad arguments.
+Every action takes --bootstrap, --command-config (TLS / SASL), --timeout and --json (command.py).
+Exit status: 0 done; 1 the broker refused (Kafka's error name and message on stderr); 2 unreachable
+broker, failed TLS, or bad arguments.
 """
 from __future__ import annotations
 
