@@ -230,6 +230,12 @@ class JavaProcess:
             raise JavaError(f"{self.name} exited with {self.proc.returncode}:\n{self.stderr_text()[-6000:]}")
         return result[0]
 
+    def __enter__(self) -> "JavaProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     def close(self, timeout: float = 20.0) -> int | None:
         if self.proc.poll() is None:
             try:

