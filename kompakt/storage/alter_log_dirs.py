@@ -5,7 +5,9 @@ Role: Kafka's future replica on one node: LogManager.getOrCreateLog(isFuture=tru
 current log into it and keeps it caught up while producers append, and
 Partition.maybeReplaceCurrentWithFutureReplica + LogManager.replaceCurrentWithFutureLog swap it in
 once both end at the same offset. The partition keeps serving throughout: the Log object the
-handlers hold stays the same and takes over the future's segments at the swap (`Log.take_over`).
+handlers hold stays the same and takes over the future's segments at the swap (`Log.take_over`),
+keeping its in-memory producer state (the `.snapshot` files on disk are the copy's, rebuilt from
+the copied batches, as Kafka's future log's are).
 
 The copy: one thread (`replica-alter-log-dirs`) steps through the moves in turn; each step reads at
 most COPY_CHUNK_BYTES of whole batches from the current log at the future's log end offset and
@@ -26,11 +28,11 @@ Steps, each with what start-up does if the process dies right after it (crash po
   2. copy, chunk by chunk; a roll of the future flushes it up to the new segment
      [alter_dir_copying, `:n` = after the n-th chunk]
      -> as 1; the future's unsynced tail is recovered or truncated by the loader like any log's.
-  3. under the partition's flush lock and lock (appends to it wait): copy the tail, write the
-     current's producer-state snapshot and leader epochs into the future dir, fsync the future's
-     segments and dir; the destination dir's checkpoints (recovery point, log start, cleaner
-     offset) were written just before and are rewritten here if the log start moved since
-     [alter_dir_future_synced]
+  3. write the destination dir's checkpoints (recovery point, log start, cleaner offset), copy
+     and sync what came meanwhile; then under the partition's flush lock and lock (appends to it
+     wait): copy the tail that came during that sync, write the current's leader epochs into the
+     future dir if they differ, fsync the future's tail (and its dir when a segment was rolled),
+     rewrite the log start checkpoint if it moved [alter_dir_future_synced]
      -> as 1 (nothing is left to copy; the swap runs again).
   4. rename the current dir to `<topic>-<n>.<uuid hex>-delete`, fsync the source dir
      [alter_dir_current_renamed]
@@ -70,7 +72,7 @@ from kompakt.protocol.errors import (InvalidTopicExceptionError, KafkaError, Kaf
                                      LogDirNotFoundError, OffsetOutOfRangeError, UnknownTopicOrPartitionError)
 from kompakt.storage import TopicPartition
 from kompakt.storage.checkpoint import (LEADER_EPOCH_CHECKPOINT_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
-                                        RECOVERY_POINT_CHECKPOINT_FILE, LeaderEpochCheckpointFile, fsync_dir)
+                                        LeaderEpochCheckpointFile, fsync_dir)
 from kompakt.storage.faults import crash_point
 from kompakt.storage.log_dirs import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, parse_partition_dir,
                                       partition_dir_name, unique_dir_name)
@@ -324,28 +326,26 @@ class ReplicaAlterLogDirs:
         tp, fut, dest = move.tp, move.future, move.dest
         if move.done:
             return
-        fut.flush()       # the bulk synced before appends wait: step 3 syncs only the tail
         with m._lock:
-            # checkpoints first, outside the partition's lock; step 3 rewrites them if the log
-            # start moved since (a lower recovery point is only more recovery)
+            # checkpoints first, outside the partition's lock; step 3 rewrites the log start if it
+            # moved since (a lower recovery point is only more recovery)
             self._write_dest_checkpoints(move)
+            start_written = fut.log_start_offset
             with move.lock:
                 if move.done:
                     return
                 cur = self._current(move)
                 source = parent_dir(cur.dir)
+                # copy and sync what came meanwhile while appends go on, so that under the lock
+                # only what arrives during this one flush is left to copy and sync
+                _catch_up(cur, fut)
+                fut.flush()
                 with cur._flush_lock, cur.lock:
                     locked_at = _time.monotonic()
-                    start_written = fut.log_start_offset
-                    while True:                                                       # step 3
-                        _align(fut, cur.log_start_offset, cur.log_end_offset)
-                        if fut.log_end_offset >= cur.log_end_offset:
-                            break
-                        _copy_chunk(cur, fut, cur.log_start_offset)
-                    _write_producer_snapshot(cur, fut.dir)
-                    LeaderEpochCheckpointFile(os.path.join(fut.dir, LEADER_EPOCH_CHECKPOINT_FILE)).write(
-                        cur.leader_epoch_cache.entries(), sync=True)
-                    fut.needs_flush_dir = True
+                    _catch_up(cur, fut)                                               # step 3
+                    if fut.leader_epoch_cache.entries() != cur.leader_epoch_cache.entries():
+                        LeaderEpochCheckpointFile(os.path.join(fut.dir, LEADER_EPOCH_CHECKPOINT_FILE)).write(
+                            cur.leader_epoch_cache.entries(), sync=True)
                     fut.flush()
                     if fut.log_start_offset != start_written:
                         m._write_checkpoint(dest, LOG_START_OFFSET_CHECKPOINT_FILE, "log_start_offset")
@@ -461,6 +461,17 @@ def _align(fut, start: int, end: int) -> None:
         fut.maybe_increment_log_start_offset(start, "the current log's start moved")
 
 
+def _catch_up(cur, fut) -> None:
+    """Copy until the future reaches the current's end as seen on entry (all of it under the
+    current's lock, where the end cannot move)."""
+    end = cur.log_end_offset
+    while True:
+        _align(fut, cur.log_start_offset, cur.log_end_offset)
+        if fut.log_end_offset >= end:
+            return
+        _copy_chunk(cur, fut, cur.log_start_offset)
+
+
 def _copy_chunk(cur, fut, start: int) -> int:
     """Append the next batches of `cur` (at most COPY_CHUNK_BYTES, or one larger batch) to `fut`
     with their offsets; returns the bytes copied."""
@@ -483,10 +494,3 @@ def _copy_chunk(cur, fut, start: int) -> int:
     if fut.log_start_offset < start <= fut.log_end_offset:
         fut.maybe_increment_log_start_offset(start, "the current log's start")
     return len(data)
-
-
-def _write_producer_snapshot(cur, dir: str) -> None:
-    """The current log's producer state (with what only memory holds: entries of producers
-    whose batches retention removed) as the synced `.snapshot` at its log end in `dir`."""
-    cur.producer_state.map_end_offset = cur.log_end_offset
-    cur.producer_state.write_snapshot_into(dir)

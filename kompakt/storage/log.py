@@ -847,8 +847,9 @@ class Log:
     def take_over(self, future: "Log") -> list[S.LogSegment]:
         """AlterReplicaLogDirs' last step (storage/alter_log_dirs.py, step 6): go on with the
         future log's segments in its dir, keeping this object (the handlers hold it), its
-        producer state (with the verification guards of transactions in flight) and its leader
-        epochs (both already written into the future's dir by step 3). The caller holds this
+        producer state (with the verification guards of transactions in flight; the snapshots on
+        disk are now the future's) and its leader epochs (written into the future's dir by step 3
+        when they differed). The caller holds this
         log's `_flush_lock` and `lock`, and the future ends at the same offset. Returns the old
         segments (their dir renamed `-delete`), for the caller to close; the future is closed."""
         with self.lock, future.lock:

@@ -575,20 +575,6 @@ class ProducerStateManager:
         if self.map_end_offset < log_start_offset:
             self.map_end_offset = log_start_offset
 
-    def write_snapshot_into(self, dir: str) -> str:
-        """This state as the synced `<map_end_offset>.snapshot` in another partition dir
-        (AlterReplicaLogDirs writes it into the future log's dir before the swap)."""
-        path = snapshot_file(dir, self.map_end_offset)
-        tmp = path + ".tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, encode_snapshot(list(self.producers.values())))
-            fs.fsync(fd)
-        finally:
-            os.close(fd)
-        fs.replace(tmp, path)
-        return path
-
     def move_to(self, new_dir: str) -> None:
         """Follow the log into another log dir (AlterReplicaLogDirs' swap): the `.snapshot` files
         are now the ones `new_dir` holds."""

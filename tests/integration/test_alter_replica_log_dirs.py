@@ -23,7 +23,7 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition as ConsumerTopicPartition
 from kafka import TopicPartitionReplica
 from kafka.admin import KafkaAdminClient
 from kafka.errors import NoError
@@ -108,7 +108,7 @@ def test_a_partition_moves_under_a_running_producer_and_consumer(start_broker, t
     consumed: list[tuple[int, bytes]] = []
     consumer = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "mover", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
-    consumer.assign([__import__("confluent_kafka").TopicPartition("live", 0, 0)])
+    consumer.assign([ConsumerTopicPartition("live", 0, 0)])
 
     def keep_consuming():
         while not stop.is_set() or len(consumed) < len(acked):
