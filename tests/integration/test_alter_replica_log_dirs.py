@@ -3,8 +3,8 @@
 * kafka-python's admin `alter_replica_log_dirs` moves a partition from one dir to the other while a
   confluent-kafka producer (idempotent, acks=all) and consumer run: DescribeLogDirs (kafka-python's
   `describe_log_dirs`) shows the future replica in the destination with its size and offset lag
-  during the move (the copy is throttled by replica.alter.log.dirs.io.max.bytes.per.second so the
-  move lasts a few seconds), then the partition there alone; the consumer gets every acknowledged
+  during the move (the copy is throttled by replica.alter.log.dirs.io.max.bytes.per.second, set
+  at run time, so the move lasts a few seconds), then the partition there alone; the consumer gets every acknowledged
   record once, in offset order, values as produced.
 * A power cut (the page-cache model of kompakt/storage/power_cut.py: what was not synced is lost)
   at each step of the move (crash points in kompakt/storage/alter_log_dirs.py), and a SIGKILL at
@@ -25,7 +25,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition as ConsumerTopicPartition
 from kafka import TopicPartitionReplica
-from kafka.admin import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import NoError
 
 from compaction_support import check_against_model, create_topic, produce, read_partition, wait_until
@@ -78,7 +78,7 @@ def future_entries(admin, topic):
 def test_a_partition_moves_under_a_running_producer_and_consumer(start_broker, tmp_path):
     dirs = two_dirs(tmp_path)
     b = start_broker(config={"log.dirs": ",".join(dirs), "log.segment.delete.delay.ms": "0",
-                             "offsets.topic.num.partitions": "1", "replica.alter.log.dirs.io.max.bytes.per.second": str(2 << 20)})
+                             "offsets.topic.num.partitions": "1"})
     create_topic(b.bootstrap, "live", {"internal.segment.bytes": str(256 << 10)})
     [src] = live_copies(dirs, "live-0")
     dest = next(d for d in dirs if d != src)
@@ -124,6 +124,11 @@ def test_a_partition_moves_under_a_running_producer_and_consumer(start_broker, t
         t.start()
     admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
     try:
+        # the copy throttled at run time (a dynamic broker config, as Kafka's), so the move lasts
+        # long enough to be seen
+        throttled = admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(NODE), configs={
+            "replica.alter.log.dirs.io.max.bytes.per.second": str(2 << 20)})], incremental=True)
+        assert throttled == {"broker": {str(NODE): "OK"}}
         result = admin.alter_replica_log_dirs({TopicPartitionReplica("live", 0, NODE): dest})
         assert result == {TopicPartitionReplica("live", 0, NODE): NoError}
         # during the move: the future replica in the destination, with a size and a lag
