@@ -9,7 +9,8 @@ pass's figures as gauges); the console draws it as a timeline.
           kept and held back for consumer groups, the dirty ratio the pass started from.
   dirty   per compacted partition, its dirty ratio (cleanable bytes / (clean + cleanable)) at
           each selection round the cleaner runs (every log.cleaner.backoff.ms while idle, and
-          right after each pass), at most one sample per MIN_SAMPLE_INTERVAL_MS, the last
+          right after each pass), at most one sample per MIN_SAMPLE_INTERVAL_MS (the first
+          of the rounds in that time), the last
           MAX_SAMPLES of each; a partition that stops being selectable (deleted topic, policy
           changed) is dropped at the next round.
 
@@ -59,7 +60,8 @@ class CleanerHistory:
                 if samples is None:
                     samples = self._dirty[key] = deque(maxlen=self._max_samples)
                 elif samples and time_ms - samples[-1][0] < MIN_SAMPLE_INTERVAL_MS:
-                    samples[-1] = (int(time_ms), float(ratio))
+                    # keep the first of a burst of rounds: it saw the partition before the pass
+                    # the round chose (a clean is followed at once by another round)
                     continue
                 samples.append((int(time_ms), float(ratio)))
 

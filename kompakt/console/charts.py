@@ -88,9 +88,9 @@ def dirty_chart(samples: dict[str, list[tuple[int, float]]], thresholds: dict[st
         threshold = (thresholds or {}).get(name)
         if threshold is not None:
             ax.axhline(threshold, color=line.get_color(), linestyle="--", linewidth=0.8)
-    if last - first < 120_000:   # a few samples close together: show a couple of minutes around them
+    if last - first < 30_000:   # a few samples close together: show half a minute around them
         mid = (first + last) / 2
-        ax.set_xlim(_when(int(mid - 60_000)), _when(int(mid + 60_000)))
+        ax.set_xlim(_when(int(mid - 15_000)), _when(int(mid + 15_000)))
     ax.set_ylim(0, 1)
     ax.set_ylabel("dirty ratio", fontsize=8)
     ax.set_title("Dirty ratio over time (dashed: min.cleanable.dirty.ratio)", fontsize=10)

@@ -513,7 +513,9 @@ async def whatif_png(request: web.Request) -> web.StreamResponse:
 
 
 def _png(body: bytes) -> web.Response:
-    return web.Response(body=body, content_type="image/png", headers={"Cache-Control": "no-store"})
+    # the pages name their charts with ?v=<what they show>, so a short private cache is exact, and
+    # lets the page preload a new chart before swapping it in (console.js)
+    return web.Response(body=body, content_type="image/png", headers={"Cache-Control": "private, max-age=60"})
 
 
 # --- login (with admin.api.token set) ----------------------------------------------------------------

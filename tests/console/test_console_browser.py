@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -27,7 +28,8 @@ from kompakt.testing.broker import SUBPROCESS, start_broker
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ORDERS, EVENTS = "orders", "events"
+ORDERS, EVENTS, PRICES = "orders", "events", "prices"
+PRICE_ROUNDS = 14
 TOKEN = "console-test-token"
 KEYS = 20
 
@@ -59,6 +61,18 @@ def _produce(bootstrap: str) -> dict:
     return {"t0": t0}
 
 
+def _prices(bootstrap: str) -> None:
+    """Rounds of the same keys a quarter second apart into a topic rolled every 100 ms: each round a
+    new segment, so the cleaner (min.cleanable.dirty.ratio=0.6) cleans it by itself now and again:
+    passes on the timeline and a dirty ratio that rises and falls."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for round_ in range(PRICE_ROUNDS):
+        for k in range(30):
+            p.produce(PRICES, key=f"EUR{k:02d}", value=f"{1.0 + k / 100 + round_ / 1000:.4f}", partition=0)
+        p.flush(10)
+        time.sleep(0.25)
+
+
 def _consume(bootstrap: str, group: str, protocol: str, topic: str, n: int) -> None:
     conf = {"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
             "enable.auto.commit": False}
@@ -86,12 +100,17 @@ def world(tmp_path_factory):
     futures = admin.create_topics([
         NewTopic(ORDERS, 2, 1, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
                                         "kompakt.tombstone.retention.groups": "billing"}),
-        NewTopic(EVENTS, 1, 1)])
+        NewTopic(EVENTS, 1, 1),
+        NewTopic(PRICES, 1, 1, config={"cleanup.policy": "compact", "segment.ms": "100",
+                                       "min.cleanable.dirty.ratio": "0.6"})])
     for f in futures.values():
         f.result(30)
+    prices = threading.Thread(target=_prices, args=(broker.bootstrap,))
+    prices.start()
     facts = _produce(broker.bootstrap)
     _consume(broker.bootstrap, "billing", "classic", ORDERS, 30)          # stops part way: lag
     _consume(broker.bootstrap, "audit", "consumer", EVENTS, 6)
+    prices.join(60)
     # the clean, as an operator runs it
     out = subprocess.run([sys.executable, "-m", "kompakt", "admin", "--url", f"http://127.0.0.1:{broker.metrics_port}",
                           "--token", TOKEN, "compact", ORDERS, "0", "--roll"], capture_output=True, text=True, timeout=60)
@@ -115,6 +134,7 @@ def browser_context(tmp_path_factory):
 def shot(pg, tmp_path, name: str) -> None:
     """A full-page screenshot into the test's tmp dir (and $KOMPAKT_CONSOLE_SHOTS when set)."""
     path = tmp_path / f"{name}.png"
+    pg.wait_for_function("() => Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
     pg.screenshot(path=str(path), full_page=True)
     copy_to = os.environ.get("KOMPAKT_CONSOLE_SHOTS")
     if copy_to:
@@ -348,7 +368,8 @@ def test_cleaner_page_shows_the_pass_and_charts(page, world):
     expect(page.locator("#held-back")).to_contain_text("billing")
     for img in page.locator("img[data-chart]").all():                 # charts drawn by the broker
         page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=img.element_handle())
-    page.select_option("#whatif-form select[name=whatif]", f"{ORDERS}-0")
+    assert len(passes.locator("tbody tr", has_text=f"{PRICES}-0").all()) >= 1   # the cleaner ran by itself too
+    page.select_option("#whatif-form select[name=whatif]", f"{PRICES}-0")
     page.fill("#whatif-form input[name=set]", "min.cleanable.dirty.ratio=0.9")
     page.click("#whatif-form button")
     page.wait_for_function("() => { const i = document.getElementById('whatif-chart');"

@@ -2,7 +2,8 @@
 // Every page is also JSON (data-json on <body>). Every few seconds we fetch that JSON; when it
 // differs from the last, we fetch the page again and swap in its live sections ([data-live]),
 // so forms the user is typing into (outside those sections) are left alone. Charts inside a
-// live section come back with a new ?v= when their data changed, so they reload too.
+// live section come back with a new ?v= when their data changed: they are loaded before the
+// section is swapped in (from the browser's cache then), so a chart never blinks.
 (function () {
   "use strict";
   var body = document.body;
@@ -11,16 +12,27 @@
   var last = null;
   if (!document.querySelector("[data-live]")) { return; }
 
+  function preload(img) {
+    return new Promise(function (done) {
+      var probe = new Image();
+      probe.onload = probe.onerror = function () { done(); };
+      probe.src = img.getAttribute("src");
+    });
+  }
+
   function swap() {
     return fetch(location.href, { credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) {
         if (!html) { return; }
         var doc = new DOMParser().parseFromString(html, "text/html");
-        document.querySelectorAll("[data-live]").forEach(function (el) {
+        return Promise.all(Array.prototype.map.call(document.querySelectorAll("[data-live]"), function (el) {
           var fresh = doc.getElementById(el.id);
-          if (fresh && fresh.innerHTML !== el.innerHTML) { el.replaceWith(document.importNode(fresh, true)); }
-        });
+          if (!fresh || fresh.innerHTML === el.innerHTML) { return null; }
+          // load the section's new charts first, so the page never shows an empty frame
+          return Promise.all(Array.prototype.map.call(fresh.querySelectorAll("img[data-chart]"), preload))
+            .then(function () { el.replaceWith(document.importNode(fresh, true)); });
+        }));
       });
   }
 
