@@ -11,6 +11,9 @@
   two of them, then a restart on the same files: every acknowledged record is read back once, the
   move finishes (a future beside its live log resumes; one without is renamed live), one live copy
   is left.
+* Compaction: cleaning of the partition is paused (the cleaner's state machine shows Paused(1))
+  while it moves and resumes after; its cleaner-offset-checkpoint entry moves to the new dir's
+  file, and the next clean goes on from it there.
 * The wire codes, per partition: unknown or relative dir LOG_DIR_NOT_FOUND, offline dir
   KAFKA_STORAGE_ERROR, unknown partition UNKNOWN_TOPIC_OR_PARTITION, the dir it is in NONE, a
   topic name too long for a `-future` dir INVALID_TOPIC_EXCEPTION. (CLUSTER_AUTHORIZATION_FAILED
@@ -21,6 +24,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition as ConsumerTopicPartition
@@ -28,7 +32,7 @@ from kafka import TopicPartitionReplica
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import NoError
 
-from compaction_support import check_against_model, create_topic, produce, read_partition, wait_until
+from compaction_support import admin_get, check_against_model, create_topic, produce, read_partition, wait_until
 from conftest import BrokerProcess
 from kompakt.protocol.errors import ErrorCode as EC
 from wire_support import Wire, req, sub
@@ -223,3 +227,60 @@ def test_per_partition_error_codes(codes_broker, version):
     # a new future log is refused while a log dir is offline (Kafka's getOrCreateLog)
     assert alter(proc.port, "codes", 0, other, version) == EC.KAFKA_STORAGE_ERROR
     assert live_copies(dirs, "codes-0") == [src] and not leftovers(dirs, "codes-0")
+
+
+def compact(b, topic) -> int:
+    """Clean now through the admin API (waits up to 30 s); the HTTP status."""
+    url = f"{b.metrics_url}/v1/partitions/{topic}/0/compact?wait=30"
+    with urllib.request.urlopen(urllib.request.Request(url, method="POST", data=b""), timeout=60) as r:
+        return r.status
+
+
+def test_cleaning_pauses_for_the_move_and_its_checkpoint_follows_the_partition(start_broker, tmp_path):
+    dirs = two_dirs(tmp_path)
+    b = start_broker(config={"log.dirs": ",".join(dirs), "log.segment.delete.delay.ms": "0",
+                             "log.cleaner.backoff.ms": "3600000"})
+    create_topic(b.bootstrap, "kept", {"cleanup.policy": "compact", "internal.segment.bytes": "20000",
+                                       "min.cleanable.dirty.ratio": "0.01"})
+    [src] = live_copies(dirs, "kept-0")
+    dest = next(d for d in dirs if d != src)
+    produced = produce(b.bootstrap, "kept", [(b"k%d" % (i % 50), b"v%d-" % i + b"z" * 200) for i in range(3000)],
+                       batch_size=4000)
+    assert compact(b, "kept") == 200
+    point = cleaner_checkpoint(src, "kept")
+    assert point is not None and point > 0
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    try:
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(NODE), configs={
+            "replica.alter.log.dirs.io.max.bytes.per.second": str(100 << 10)})], incremental=True)
+        assert admin.alter_replica_log_dirs({TopicPartitionReplica("kept", 0, NODE): dest}) == {
+            TopicPartitionReplica("kept", 0, NODE): NoError}
+        # while the copy runs, the cleaner's state machine holds the partition Paused
+        wait_until(lambda: admin_get(b, "/v1/partitions/kept/0")["cleaner"]["state"] == "Paused(1)",
+                   "cleaning to be paused for the move")
+        assert any(f for _, f, _, _ in future_entries(admin, "kept"))
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, str(NODE), configs={
+            "replica.alter.log.dirs.io.max.bytes.per.second": str(1 << 40)})], incremental=True)
+        wait_until(lambda: live_copies(dirs, "kept-0") == [dest] and not leftovers(dirs, "kept-0"),
+                   "the move to finish")
+    finally:
+        admin.close()
+    # the cleaner's offset moved with the partition, and cleaning goes on from it in the new dir
+    assert cleaner_checkpoint(dest, "kept") == point and cleaner_checkpoint(src, "kept") is None
+    assert admin_get(b, "/v1/partitions/kept/0")["cleaner"]["state"] == "None"
+    more = produce(b.bootstrap, "kept", [(b"k%d" % (i % 50), b"w%d-" % i + b"z" * 200) for i in range(3000)],
+                   batch_size=4000)
+    assert compact(b, "kept") == 200
+    assert cleaner_checkpoint(dest, "kept") > point and cleaner_checkpoint(src, "kept") is None
+    check_against_model(produced + more, read_partition(b.bootstrap, "kept"))
+
+
+def cleaner_checkpoint(log_dir, topic):
+    path = os.path.join(log_dir, "cleaner-offset-checkpoint")
+    if not os.path.exists(path):
+        return None
+    for line in open(path).read().split("\n")[2:]:
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == topic and parts[1] == "0":
+            return int(parts[2])
+    return None
