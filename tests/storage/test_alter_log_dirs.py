@@ -185,3 +185,32 @@ def test_a_future_without_a_live_log_is_renamed_live(dirs, start):
     assert os.path.dirname(again.get_log(TP).dir) == dest and partition_dirs(dest) == ["moving-0"]
     assert records(again.get_log(TP)) == [(o, b"v%d" % o) for o in range(40)]
     assert any("renamed the future log live" in r for r in again.repairs)
+
+
+def test_deleting_the_topic_mid_move_drops_the_future(dirs, start):
+    m, src, dest = topic_in_one_dir(start, dirs, 40)
+    m.alter_replica_log_dir(TP, dest)
+    m.alter_log_dirs._copy_step(m.alter_log_dirs.moves()[TP])
+    m.delete_topic("moving")
+    assert not m.future_logs() and m.get_log(TP) is None
+    assert not [n for d in dirs for n in partition_dirs(d) if not n.endswith("-delete")]
+    assert m.alter_log_dirs.step_all() == 0
+
+
+def test_a_failing_destination_abandons_the_move_and_the_partition_serves_on(dirs, start):
+    m, src, dest = topic_in_one_dir(start, dirs, 40)
+    m.alter_replica_log_dir(TP, dest)
+    m.alter_log_dirs._copy_step(m.alter_log_dirs.moves()[TP])
+    m.handle_io_error(dest, OSError(5, "EIO"), "testing")
+    m.alter_log_dirs.step_all()
+    assert not m.future_logs()
+    append(m, 40, 5)
+    assert os.path.dirname(m.get_log(TP).dir) == src
+    assert records(m.get_log(TP)) == [(o, b"v%d" % o) for o in range(45)]
+
+
+def test_a_topic_config_change_reaches_the_future_log(dirs, start):
+    m, src, dest = topic_in_one_dir(start, dirs, 10)
+    m.alter_replica_log_dir(TP, dest)
+    m.alter_topic_config("moving", {"segment.bytes": str(2 << 20)})
+    assert m.future_logs()[TP].config.segment_bytes == 2 << 20
