@@ -300,6 +300,7 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
     raise done("/console/topics", f"Deleted topic {topic}.")
 
 
+@routes.get("/console/topics/{topic}/records.json")
 @routes.get("/console/topics/{topic}/records")
 async def records_page(request: web.Request) -> web.StreamResponse:
     from kompakt.console.records import DECODINGS, DEFAULT_LIMIT, ISOLATIONS, browse

@@ -293,6 +293,9 @@ def test_record_browser_shows_what_the_clients_wrote(page, world):
     page.click("#browse button")
     expect(table).to_contain_text("committed in a transaction")
     expect(table).not_to_contain_text("aborted in a transaction")
+    page.goto(world["base"] + f"/console/topics/{EVENTS}/records.json?isolation=read_committed")
+    values = [r["value"] for r in json.loads(page.locator("body").inner_text())["records"]]
+    assert values[:5] == [f"event {i}" for i in range(5)] and "aborted in a transaction" not in values
     # the compacted topic: keys, JSON values, headers; from an offset
     page.goto(world["base"] + f"/console/topics/{ORDERS}/records?partition=1")   # empty partition
     expect(table).to_contain_text("No records here.")
