@@ -23,7 +23,7 @@ import logging
 import os
 from bisect import bisect_left, bisect_right
 
-from kompakt.storage.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCheckpointFile
+from kompakt.storage.checkpoint import LEADER_EPOCH_CHECKPOINT_FILE, CheckpointCorruptError, LeaderEpochCheckpointFile
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,7 @@ class LeaderEpochFileCache:
         self.dir = dir
         self._epochs: list[int] = []
         self._offsets: list[int] = []
+        self.unreadable = False     # the file existed but did not parse (e.g. empty after a power cut)
         if dir is not None:
             self._load()
 
@@ -48,7 +49,11 @@ class LeaderEpochFileCache:
 
     def _load(self) -> None:
         path = self.path
-        entries = LeaderEpochCheckpointFile(path).read()  # corrupt file -> logged, empty
+        try:
+            entries = LeaderEpochCheckpointFile(path).read_strict()
+        except (CheckpointCorruptError, OSError) as exc:
+            log.warning("ignoring unreadable leader epoch checkpoint, treating it as empty: %s", exc)
+            entries, self.unreadable = [], True
         for epoch, offset in entries:
             if self._epochs and (epoch <= self._epochs[-1] or offset < self._offsets[-1]):
                 log.warning("ignoring out-of-order leader epoch entry %d %d in %s", epoch, offset, path)

@@ -132,6 +132,7 @@ class LoadedLog:
     leader_epoch_cache: LeaderEpochFileCache
     topic_id: uuid.UUID | None
     repairs: list = field(default_factory=list)
+    created_files: bool = False     # the loader created the first segment: its name is not durable yet
 
 
 def _is_segment_name(name: str) -> bool:
@@ -269,7 +270,10 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
     try:
         stored_id = read_partition_metadata(dir) if stored_topic_id is UNREAD else stored_topic_id
     except (ValueError, UnicodeDecodeError) as exc:
-        repaired(f"unreadable {PARTITION_METADATA_FILENAME} ({exc}); left as is")
+        # written unsynced at creation (start-up derives it from the topic store), so a power cut
+        # can leave it empty: rewritten below when the caller knows the id
+        repaired(f"unreadable {PARTITION_METADATA_FILENAME} ({exc}); "
+                 + ("rewritten from the topic store" if topic_id is not None else "left as is"))
         stored_id = None
     if stored_id is not None and topic_id is not None and stored_id != topic_id:
         log.warning("%s: partition.metadata holds topic id %s, expected %s", dir,
@@ -277,7 +281,7 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
     if topic_id is None:
         topic_id = stored_id
     elif stored_id is None:
-        write_partition_metadata(dir, topic_id)
+        write_partition_metadata(dir, topic_id, sync=False)   # derived again if a cut loses it
 
     # 2. leftovers (one directory read, above; the entry types come with it, no stat per file)
     names = {name for name, _ in entries}
@@ -458,6 +462,7 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
         segments = []
         cache.clear_and_flush()
         wiped = True
+    created_files = not segments
     if not segments:
         first = _open_segment(dir, max(log_start_offset_checkpoint, 0), config, time)
         if getattr(config, "preallocate", False):
@@ -476,6 +481,17 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
     # state to the log end already)
     cache.truncate_from_end(next_offset, keep_current=True)
     cache.truncate_from_start(log_start)
+    if cache.unreadable and not cache.entries() and next_offset > log_start:
+        # The first epoch of a new log is written unsynced (LogManager._create_log): a power cut
+        # can leave the file empty while synced batches survive. The batches carry their epochs
+        # (a file that is missing is left missing, as Kafka: a clean load does not scan).
+        for seg in segments:
+            for _, hdr, _, _ in seg.iter_batches(0):
+                if hdr.partition_leader_epoch >= 0 and hdr.base_offset >= log_start:
+                    cache.assign(hdr.partition_leader_epoch, hdr.base_offset, sync=False)
+        if cache.entries():
+            repaired(f"leader-epoch-checkpoint empty or unreadable: rebuilt from the batches "
+                     f"({len(cache.entries())} epoch(s))")
     if wiped:
         psm.truncate_fully_and_start_at(log_start)
     elif recover_from is not None:
@@ -495,7 +511,8 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
             replay_from = max(replay_from, segments[-2].base_offset)
         replay_producer_state(segments, psm, replay_from, next_offset, cache, rebuild_txn)
     psm.replayed_to(next_offset)
-    return LoadedLog(segments, next_offset, log_start, recovery_point, psm, cache, topic_id, repairs)
+    return LoadedLog(segments, next_offset, log_start, recovery_point, psm, cache, topic_id, repairs,
+                     created_files)
 
 
 def _recover_or_split(segments, seg, bases, repairs, no_split, *args, **kw) -> int:

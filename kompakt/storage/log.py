@@ -150,7 +150,8 @@ class Log:
         self.repairs = loaded.repairs
         self.unflushed_messages = 0
         self.last_flush_time = self._now()
-        self.needs_flush_dir = False
+        # a new segment's name is durable only once the partition dir is synced (the first flush)
+        self.needs_flush_dir = loaded.created_files
         self.closed = False
         self.offline = False      # its log dir failed (LogManager.handle_io_error): closed for good
         # Hooks the LogManager sets: unlink `.deleted` segments later; flush after a roll; an I/O
@@ -647,7 +648,9 @@ class Log:
 
         Never leaves the log without a segment: if every segment goes, a new active segment is
         rolled first. The log start offset moves to the first remaining segment's base offset.
-        Returns how many segments were removed.
+        Returns how many segments were removed. The renames are made durable (directory fsync,
+        outside the lock) before it returns: after a power cut a deleted segment must not come
+        back and move the log start offset below what was deleted.
         """
         with self.lock:
             self._check_open()
@@ -668,7 +671,8 @@ class Log:
                 self.maybe_increment_log_start_offset(min(first, self.high_watermark), "segment deletion")
             for s in wanted:
                 self.producer_state._delete_snapshot(s.base_offset)
-            return len(wanted)
+        fsync_dir(self.dir)
+        return len(wanted)
 
     def _remove_segments(self, segs, reason: str) -> None:
         """Drop segs from the list, rename their files `.deleted`, hand them to the unlink hook."""

@@ -529,6 +529,9 @@ class LogManager:
             highest = max(tp.partition for tp in tps)
             if meta is None:
                 ids = {self._logs[tp].topic_id for tp in tps if self._logs[tp].topic_id is not None}
+                if store_ok and not ids:
+                    self._set_aside_deleted(topic, tps)
+                    continue
                 topic_id = ids.pop() if len(ids) == 1 else random_topic_id()
                 meta = TopicMeta(topic, topic_id, highest + 1, {})
                 self._topics[topic] = meta
@@ -565,6 +568,21 @@ class LogManager:
             changed = True
         if changed:
             self._save_store()
+
+    def _set_aside_deleted(self, topic: str, tps: list) -> None:
+        """Partition dirs of a topic the (valid) topic store lacks, none with a readable
+        partition.metadata: the remains of a topic deleted just before a power cut (creation
+        syncs the store before it makes dirs; deletion saves the store, then renames the dirs, and
+        partition.metadata is written unsynced). Moved aside `-stray`, not loaded, not adopted:
+        adopting would bring the deleted topic back; as Kafka's stray logs, never deleted here."""
+        for tp in tps:
+            plog = self._logs.pop(tp)
+            plog.close()
+            stray = unique_dir_name(plog.dir, STRAY_DIR_SUFFIX)
+            fs.replace(plog.dir, stray)
+            fsync_dir(os.path.dirname(plog.dir))
+            self._repaired(f"{plog.dir}: topic {topic} is not in the topic store and the dir has no readable "
+                           f"partition.metadata (a topic deleted before a crash); moved aside to {stray}, not loaded")
 
     # ---- topics ------------------------------------------------------------------------------------
     def _save_store(self) -> None:
