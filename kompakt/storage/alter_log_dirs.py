@@ -262,11 +262,16 @@ class ReplicaAlterLogDirs:
     def step(self, move: FutureMove) -> None:
         """Copy one chunk; swap once the future has caught up."""
         cleaner = self.manager.cleaner
-        if not move.paused and not move.done:
-            if cleaner is not None:
-                cleaner.abort_and_pause_cleaning(move.tp)
-            move.paused = True
-        if self._copy_step(move):
+        with move.lock:      # a move ended meanwhile must not pause cleaning for good
+            if move.done:
+                return
+            if not move.paused:
+                if cleaner is not None:
+                    cleaner.abort_and_pause_cleaning(move.tp)
+                move.paused = True
+        caught_up, copied = self._copy_step(move)
+        self._throttle(copied)        # outside the move's lock: a cancel never waits for it
+        if caught_up:
             self._swap(move)
 
     # ---- step 2: the copy -----------------------------------------------------------------------------
@@ -279,12 +284,13 @@ class ReplicaAlterLogDirs:
             raise KafkaStorageErrorError(f"the future log {fut.dir} is offline")
         return cur
 
-    def _copy_step(self, move: FutureMove) -> bool:
-        """Copy at most one chunk; True when the future reached the current's end as seen when
-        the step began."""
+    def _copy_step(self, move: FutureMove) -> tuple[bool, int]:
+        """Copy at most one chunk; (whether the future reached the current's end as seen when the
+        step began, bytes copied)."""
+        copied = 0
         with move.lock:
             if move.done:
-                return False
+                return False, 0
             cur = self._current(move)
             fut = move.future
             with cur.lock:
@@ -295,10 +301,9 @@ class ReplicaAlterLogDirs:
                 move.copied_bytes += copied
                 move.chunks += 1
                 crash_point("alter_dir_copying")
-                self._throttle(copied)
             # caught up with the end seen at the start of the step: what arrived since is the
             # tail step 3 copies while appends wait
-            return fut.log_end_offset >= end
+            return fut.log_end_offset >= end, copied
 
     def _throttle(self, copied: int) -> None:
         """Keep the copy of every move together under replica.alter.log.dirs.io.max.bytes.per.second

@@ -173,7 +173,7 @@ def test_a_future_without_a_live_log_is_renamed_live(dirs, start):
     m, src, dest = topic_in_one_dir(start, dirs, 40)
     m.alter_replica_log_dir(TP, dest)
     move = m.alter_log_dirs.moves()[TP]
-    while not m.alter_log_dirs._copy_step(move):
+    while not m.alter_log_dirs._copy_step(move)[0]:
         pass
     move.future.needs_flush_dir = True
     move.future.flush()
