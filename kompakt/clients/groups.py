@@ -7,7 +7,8 @@ kafka-consumer-groups.sh do it:
     group, else DescribeGroups for a classic one (Kafka answers GROUP_ID_NOT_FOUND to each for
     the other kind); members and assignments (a classic "consumer" group's assignment bytes are
     decoded with Kafka's ConsumerProtocolAssignment); committed offsets (OffsetFetch) against
-    each partition's log end offset (ListOffsets latest): lag = end - committed.
+    each partition's log end offset (ListOffsets latest): lag = end - committed (no end, no lag,
+    for a committed partition whose topic has been deleted since).
   * reset_offsets: only while the group is inactive (Empty, or unknown: Kafka then creates it by
     committing), like kafka-consumer-groups.sh; new offsets are computed from ListOffsets, clamped
     into [log start, log end] as Kafka does (with a note), and committed with OffsetCommit
@@ -112,14 +113,14 @@ def describe(cluster: Cluster, group: str) -> dict:
             for p in partitions:
                 owner[(topic, p)] = m
     partitions = sorted(set(committed) | set(owner))
-    ends = list_offsets(cluster, {tp: LATEST for tp in partitions})
+    ends = list_offsets(cluster, {tp: LATEST for tp in partitions}, missing_ok=True)
     desc["offsets"] = []
     for tp in partitions:
         member = owner.get(tp, {})
         current, end = committed.get(tp), ends[tp]
         desc["offsets"].append({
             "topic": tp[0], "partition": tp[1], "current_offset": current, "log_end_offset": end,
-            "lag": None if current is None else max(end - current, 0),
+            "lag": None if current is None or end is None else max(end - current, 0),
             "member_id": member.get("member_id"), "host": member.get("host"), "client_id": member.get("client_id")})
     return desc
 
@@ -177,7 +178,7 @@ def reset_offsets(cluster: Cluster, group: str, topics: list[str], all_topics: b
     if not partitions:
         raise CommandError(f"group '{group}' has no committed offsets to reset; name the topics with --topic")
     starts = list_offsets(cluster, {tp: EARLIEST for tp in partitions})
-    ends = list_offsets(cluster, {tp: LATEST for tp in partitions})
+    ends = list_offsets(cluster, {tp: LATEST for tp in partitions}, missing_ok=True)
     if strategy == "datetime":
         found = list_offsets(cluster, {tp: parse_datetime(value) for tp in partitions})
     notes, rows = [], []

@@ -16,25 +16,33 @@ from kompakt.clients.cluster import Cluster, CommandError, check
 
 LATEST = -1
 EARLIEST = -2
+UNKNOWN_TOPIC_OR_PARTITION = 3
 
 
-def list_offsets(cluster: Cluster, wanted: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+def list_offsets(cluster: Cluster, wanted: dict[tuple[str, int], int],
+                 missing_ok: bool = False) -> dict[tuple[str, int], int | None]:
+    """With `missing_ok`, a partition whose topic or partition no longer exists answers None
+    (a group's commits outlive a deleted topic) instead of failing."""
     if not wanted:
         return {}
     topics = sorted({t for t, _ in wanted})
     leaders = {}
     for topic in cluster.metadata(topics).topics:
-        check(topic.error_code, None, f"topic '{topic.name}'")
+        if not (missing_ok and topic.error_code == UNKNOWN_TOPIC_OR_PARTITION):
+            check(topic.error_code, None, f"topic '{topic.name}'")
         for p in topic.partitions:
             leaders[(topic.name, p.partition_index)] = p.leader_id
     by_leader: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    out: dict[tuple[str, int], int | None] = {}
     for (topic, partition), timestamp in wanted.items():
         if (topic, partition) not in leaders:
+            if missing_ok:
+                out[(topic, partition)] = None
+                continue
             raise CommandError(f"topic '{topic}' has no partition {partition}")
         by_leader[leaders[(topic, partition)]][topic].append(
             {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp,
              "max_num_offsets": 1})
-    out = {}
     for leader, per_topic in by_leader.items():
         if leader < 0:
             raise CommandError(f"no leader for partitions of {sorted(per_topic)} (LEADER_NOT_AVAILABLE)")

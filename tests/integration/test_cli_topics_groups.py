@@ -257,6 +257,10 @@ def test_group_delete_refuses_a_group_with_members(module_broker):
         assert code == 1 and ": NON_EMPTY_GROUP: " in err
     finally:
         c.close()
+    # deleting the topic deletes the group's offsets of it, as on Kafka; the group stays, Empty
+    assert kompakt(module_broker, "topic", "delete", "deletes")[0] == 0
+    [d] = kompakt_json(module_broker, "group", "describe", "busy-g")
+    assert (d["state"], d["offsets"]) == ("Empty", [])
     assert kompakt(module_broker, "group", "delete", "busy-g") == (0, "Deleted group busy-g.\n", "")
     code, _, err = kompakt(module_broker, "group", "describe", "busy-g")
     assert code == 1 and "GROUP_ID_NOT_FOUND: Consumer group 'busy-g' does not exist." in err
