@@ -5,7 +5,7 @@
 | /console                               | redirects to /console/broker                              |
 | /console/broker                        | listeners, log dirs with disk use, uptime, versions       |
 | /console/topics                        | every topic; POST creates one (name, partitions, configs) |
-| /console/topics/{t}                    | partitions, configs; POST .../configs, .../partitions, .../delete |
+| /console/topics/{t}                    | partitions, configs; POST .../configs, .../partitions, .../delete, .../compact |
 | /console/topics/{t}/records            | the record browser (records.py)                           |
 | /console/groups, /console/groups/{g}   | consumer groups, lag; POST .../reset, .../delete          |
 | /console/transactions                  | transactions, producers, open transactions per partition  |
@@ -298,6 +298,38 @@ async def delete_topic(request: web.Request) -> web.StreamResponse:
     if result.error_code:
         return await _topic_view(request, _kafka_error(result.error_code, result.error_message), dict(form))
     raise done("/console/topics", f"Deleted topic {topic}.")
+
+
+CONSOLE_COMPACT_WAIT_S = 30.0
+
+
+@routes.post("/console/topics/{topic}/compact")
+async def compact_now(request: web.Request) -> web.StreamResponse:
+    """The admin API's compact-now (POST /v1/partitions/{t}/{p}/compact?roll=true) from a button:
+    roll the active segment, clean, and say what the pass did."""
+    from kompakt.broker.admin.app import _error_body, start_compact
+    topic = request.match_info["topic"]
+    form = await request.post()
+    partition = (form.get("partition") or "0").strip()
+    try:
+        tp, task = await start_compact(_broker(request), topic, partition, roll=True)
+    except ApiError as exc:
+        return await _topic_view(request, exc.body(), dict(form))
+    done_, _ = await asyncio.wait({task}, timeout=CONSOLE_COMPACT_WAIT_S)
+    if task not in done_:
+        raise done(f"/console/topics/{quote(topic, safe='')}",
+                   f"Cleaning {topic}-{partition}: still running after {CONSOLE_COMPACT_WAIT_S:.0f} s; "
+                   f"the cleaner page lists the pass when it ends.")
+    if task.exception() is not None:
+        return await _topic_view(request, _error_body(task.exception()), dict(form))
+    stats = task.result() or {}
+    if not stats.get("cleaned", True):
+        raise done(f"/console/topics/{quote(topic, safe='')}",
+                   f"{topic}-{partition} was not cleaned: {stats.get('reason')}.")
+    removed = stats.get("messages_read", 0) - stats.get("messages_written", 0)
+    raise done(f"/console/topics/{quote(topic, safe='')}",
+               f"Cleaned {topic}-{partition}: {removed} record(s) removed, {human_bytes(stats.get('bytes_read', 0))} "
+               f"read, {human_bytes(stats.get('bytes_written', 0))} written.")
 
 
 @routes.get("/console/topics/{topic}/records.json")

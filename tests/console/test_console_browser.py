@@ -361,6 +361,18 @@ def test_transactions_and_producers(page, world):
                            for r in producers.locator("tbody tr", has_text=f"{EVENTS}-0").all()]
 
 
+def test_compact_now_from_the_topic_page(signed_in, world):
+    page = signed_in
+    page.goto(world["base"] + f"/console/topics/{PRICES}")
+    page.locator("#partitions tbody tr").first.locator("text=compact now").click()
+    expect(page.locator("p.done")).to_contain_text(f"Cleaned {PRICES}-0:")
+    removed = int(page.locator("p.done").inner_text().split(":", 1)[1].split()[0])
+    assert removed >= 0
+    assert page.locator("#partitions tbody tr").first.locator("td").nth(9).inner_text() == "30"   # one per key
+    page.goto(world["base"] + f"/console/topics/{EVENTS}")          # a delete-policy topic: no button
+    assert page.locator("#partitions").locator("text=compact now").count() == 0
+
+
 def test_cleaner_page_shows_the_pass_and_charts(page, world):
     page.goto(world["base"] + "/console/cleaner")
     passes = page.locator("#passes")

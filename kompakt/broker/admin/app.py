@@ -363,11 +363,11 @@ def _error_body(exc: BaseException) -> dict[str, Any]:
     return {"error": "internal", "message": f"{type(exc).__name__}: {exc}", "status": 500}
 
 
-@routes.post("/v1/partitions/{topic}/{partition}/compact")
-async def compact(request: web.Request) -> web.Response:
-    broker = _broker(request)
-    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
-    wait = _wait_param(request)
+async def start_compact(broker: Any, topic: str, partition: str, *, roll: bool = False) -> tuple[Any, asyncio.Future]:
+    """Check that the partition may be cleaned now and start the clean: (tp, the clean's future,
+    whose result is the clean's figures). ApiError 404/409/503 when it may not (also the web
+    console's "compact now")."""
+    tp, lg = resolve_partition(broker, topic, partition)
     if not is_compacted(lg):
         raise ApiError(409, "not_compacted", f"{tp[0]}-{tp[1]} has cleanup.policy={','.join(cleanup_policy(lg)) or 'delete'}; "
                                              "only cleanup.policy=compact logs are compacted (alter the topic's "
@@ -378,11 +378,20 @@ async def compact(request: web.Request) -> web.Response:
     if paused:
         raise ApiError(409, "paused", f"cleaning of {tp[0]}-{tp[1]} is paused ({paused} pause(s) outstanding); "
                                       "POST .../resume once per pause first")
-    if request.query.get("roll", "").lower() in ("1", "true", "yes"):
+    if roll:
         # `?roll=true`: the active segment is never cleaned, so roll it first and everything
         # written so far becomes cleanable (kompakt.testing's compact helper)
         await asyncio.to_thread(lg.roll)
-    task = asyncio.ensure_future(_maybe_await(cleaner.clean_now(tp)))
+    return tp, asyncio.ensure_future(_maybe_await(cleaner.clean_now(tp)))
+
+
+@routes.post("/v1/partitions/{topic}/{partition}/compact")
+async def compact(request: web.Request) -> web.Response:
+    broker = _broker(request)
+    resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])   # 404 first
+    wait = _wait_param(request)
+    tp, task = await start_compact(broker, request.match_info["topic"], request.match_info["partition"],
+                                   roll=request.query.get("roll", "").lower() in ("1", "true", "yes"))
     done, _ = await asyncio.wait({task}, timeout=wait)
     if task in done:
         exc = task.exception()
