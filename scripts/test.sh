@@ -17,6 +17,12 @@ missing=""
 for p in $APT_PACKAGES; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
+# Commands the tests need (kafkajs and @platformatic/kafka run on node; npm installs them), with the
+# Debian package that provides each, installed only when the command is missing: node and npm
+# often come from elsewhere (NodeSource's nodejs bundles npm, and Debian's npm conflicts with it).
+for pair in node:nodejs npm:npm; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || dpkg -s "${pair#*:}" >/dev/null 2>&1 || missing="$missing ${pair#*:}"
+done
 if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
     echo "installing system packages:$missing"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) \
