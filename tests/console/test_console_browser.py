@@ -350,6 +350,50 @@ def test_groups_both_protocols_lag_and_reset(signed_in, world):
     assert got["audit"].result(10).topic_partitions[0].offset == 2
 
 
+class LiveConsumer:
+    """A consumer polling in a thread until stopped: a group with a member while the test looks."""
+
+    def __init__(self, bootstrap: str, group: str, protocol: str, topic: str):
+        conf = {"bootstrap.servers": bootstrap, "group.id": group, "client.id": f"{group}-client",
+                "auto.offset.reset": "earliest"}
+        if protocol == "consumer":
+            conf["group.protocol"] = "consumer"
+        self.consumer = Consumer(conf)
+        self.consumer.subscribe([topic])
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            self.consumer.poll(0.2)
+        self.consumer.close()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_live_group_shows_its_member_and_refuses_a_reset(signed_in, world, protocol):
+    page = signed_in
+    group = f"live-{protocol}"
+    live = LiveConsumer(world["broker"].bootstrap, group, protocol, EVENTS)
+    try:
+        page.goto(world["base"] + "/console/groups")
+        expect(page.locator("#group-list")).to_contain_text(group, timeout=20_000)   # the page refreshes itself
+        page.goto(world["base"] + f"/console/groups/{group}")
+        members = page.locator("#group table").first
+        expect(members).to_contain_text(f"{group}-client", timeout=20_000)
+        expect(members).to_contain_text(f"{EVENTS}: 0", timeout=20_000)       # its assignment
+        expect(page.locator("dl.facts")).to_contain_text("Stable")
+        page.select_option("#reset-offsets select[name=to]", "earliest")
+        page.click("#reset-offsets button")
+        expect(page.locator("p.error")).to_contain_text("stop its consumers first")
+    finally:
+        live.close()
+
+
 def test_transactions_and_producers(page, world):
     page.goto(world["base"] + "/console/transactions")
     row = page.locator("#transactions table").first.locator("tr", has_text="payments-tx")
