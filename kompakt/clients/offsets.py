@@ -21,8 +21,8 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 
 def list_offsets(cluster: Cluster, wanted: dict[tuple[str, int], int],
                  missing_ok: bool = False) -> dict[tuple[str, int], int | None]:
-    """With `missing_ok`, a partition whose topic or partition no longer exists answers None
-    (a group's commits outlive a deleted topic) instead of failing."""
+    """With `missing_ok`, a partition whose topic or partition no longer exists, or that has no
+    leader (offline), answers None (shown as "-") instead of failing the command."""
     if not wanted:
         return {}
     topics = sorted({t for t, _ in wanted})
@@ -35,7 +35,7 @@ def list_offsets(cluster: Cluster, wanted: dict[tuple[str, int], int],
     by_leader: dict[int, dict[str, list]] = defaultdict(lambda: defaultdict(list))
     out: dict[tuple[str, int], int | None] = {}
     for (topic, partition), timestamp in wanted.items():
-        if (topic, partition) not in leaders:
+        if (topic, partition) not in leaders or (missing_ok and leaders[(topic, partition)] < 0):
             if missing_ok:
                 out[(topic, partition)] = None
                 continue

@@ -102,8 +102,8 @@ def describe(cluster: Cluster, names: list[str] | None = None, all_configs: bool
     bounds = {}
     if offsets:
         tps = [(t.name, p.partition_index) for t in topics for p in t.partitions]
-        starts = list_offsets(cluster, {tp: EARLIEST for tp in tps})
-        ends = list_offsets(cluster, {tp: LATEST for tp in tps})
+        starts = list_offsets(cluster, {tp: EARLIEST for tp in tps}, missing_ok=True)
+        ends = list_offsets(cluster, {tp: LATEST for tp in tps}, missing_ok=True)
         bounds = {tp: (starts[tp], ends[tp]) for tp in tps}
     out = []
     for t in topics:

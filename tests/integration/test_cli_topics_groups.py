@@ -300,3 +300,27 @@ def test_group_reset_offsets_dry_run_execute_and_active_group(module_broker):
 
     code, _, err = kompakt(module_broker, "group", "reset-offsets", "reset-g", "--topic", "resets", "--to-datetime", "soon")
     assert code == 2 and "bad --to-datetime" in err
+
+
+def test_describe_shows_an_offline_partition_without_offsets(start_broker, tmp_path, monkeypatch):
+    """A partition whose log dir failed has no leader (Metadata: LEADER_NOT_AVAILABLE, leader -1):
+    describe shows it with no offsets instead of failing, and the other partitions in full."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient
+    monkeypatch.setenv("TEST_KOMPAKT_IO_ERROR", os.path.join("offl-1", "0000"))   # storage/faults.py
+    b = start_broker(config={"log.dirs": f"{tmp_path / 'd1'},{tmp_path / 'd2'}", "offsets.topic.num.partitions": "1"})
+    assert kompakt(b, "topic", "create", "offl", "--partitions", "2")[0] == 0
+    p = Producer({"bootstrap.servers": b.bootstrap, "message.timeout.ms": 2000, "retries": 0})
+    p.produce("offl", b"x", partition=1)      # its first write fails with EIO: the dir goes offline
+    p.flush(10)
+    admin_client = AdminClient({"bootstrap.servers": b.bootstrap})
+    deadline = time.monotonic() + WAIT_S
+    while admin_client.list_topics("offl", timeout=10).topics["offl"].partitions[1].leader != -1:
+        assert time.monotonic() < deadline, "offl-1 never went offline"
+        time.sleep(0.1)
+    [t] = kompakt_json(b, "topic", "describe", "offl")
+    rows = {r["partition"]: r for r in t["partitions"]}
+    assert (rows[1]["leader"], rows[1]["isr"], rows[1]["log_start_offset"], rows[1]["log_end_offset"]) == \
+        (-1, [], None, None)
+    code, out, _ = kompakt(b, "topic", "describe", "offl")
+    assert code == 0 and any(line.split()[:2] == ["1", "-1"] for line in out.splitlines())
