@@ -4,6 +4,7 @@ token, HTTPS with the broker's PEM keys, and the `kompakt admin` client sending 
 from __future__ import annotations
 
 import ssl
+from urllib.parse import unquote
 
 import aiohttp
 import pytest
@@ -80,5 +81,37 @@ async def test_https_with_the_broker_keys(tmp_path):
         async with aiohttp.ClientSession(handle.url) as http:
             async with http.get("/health", ssl=ctx) as r:
                 assert r.status == 200
+    finally:
+        await stop_admin(handle)
+
+
+async def test_console_signs_in_with_the_token_and_keeps_the_api_rule():
+    """The web console under protected reads: pages send the browser to the sign-in page, the
+    sign-in sets a same-site HTTP-only cookie only for the right token, the cookie opens /console
+    but never the API (which still wants the header), and a form from another origin is refused."""
+    handle = await start_admin(bare_broker(**{"admin.api.token": TOKEN,
+                                              "admin.api.token.required.for.reads": "true"}), port=0)
+    try:   # unsafe=True: keep cookies of an IP address host (aiohttp's jar drops them by default)
+        async with aiohttp.ClientSession(handle.url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+            async with http.get("/console/broker", allow_redirects=False) as r:
+                assert r.status == 303 and unquote(r.headers["Location"]) == "/console/login?next=/console/broker"
+            async with http.get("/console/static/console.css") as r:
+                assert r.status == 200                       # the sign-in page needs its style
+            async with http.post("/console/login", data={"token": "wrong", "next": "/console/broker"},
+                                 allow_redirects=False) as r:
+                assert r.status == 401 and "kompakt_admin_token" not in r.cookies
+            async with http.post("/console/login", data={"token": TOKEN, "next": "https://evil.example/"},
+                                 allow_redirects=False) as r:
+                assert r.status == 303 and r.headers["Location"] == "/console/broker"   # no open redirect
+                cookie = r.headers["Set-Cookie"]
+                assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/console" in cookie
+            async with http.get("/console/broker", allow_redirects=False) as r:
+                assert r.status != 303                       # signed in (no log manager here: 503 page)
+            http.cookie_jar.update_cookies({"kompakt_admin_token": TOKEN})
+            async with http.get("/v1/partitions") as r:
+                assert r.status == 401                       # the API's rule is the header, not the cookie
+            async with http.post("/console/topics", data={"name": "x"}, allow_redirects=False,
+                                 headers={"Origin": "http://elsewhere.example"}) as r:
+                assert r.status == 403 and "refused" in await r.text()
     finally:
         await stop_admin(handle)
