@@ -265,9 +265,11 @@ def test_cleaning_pauses_for_the_move_and_its_checkpoint_follows_the_partition(s
                    "the move to finish")
     finally:
         admin.close()
-    # the cleaner's offset moved with the partition, and cleaning goes on from it in the new dir
+    # the cleaner's offset moved with the partition (the old dir's entry goes, and cleaning
+    # resumes, in the swap's last step: moments after the renames), and cleaning goes on from it
+    wait_until(lambda: admin_get(b, "/v1/partitions/kept/0")["cleaner"]["state"] == "None",
+               "cleaning to resume after the move")
     assert cleaner_checkpoint(dest, "kept") == point and cleaner_checkpoint(src, "kept") is None
-    assert admin_get(b, "/v1/partitions/kept/0")["cleaner"]["state"] == "None"
     more = produce(b.bootstrap, "kept", [(b"k%d" % (i % 50), b"w%d-" % i + b"z" * 200) for i in range(3000)],
                    batch_size=4000)
     assert compact(b, "kept") == 200
