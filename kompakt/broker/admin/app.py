@@ -97,8 +97,8 @@ class AdminHandle:
         await web.SockSite(self.runner, self.sock, ssl_context=self.ssl_context).start()
         # the bound address as it is (self.url names loopback for 0.0.0.0, which would hide from
         # an operator that the API is reachable from outside)
-        log.info("admin API and /metrics listening on %s://%s:%d", "https" if self.ssl_context else "http",
-                 self.host, self.port)
+        log.info("admin API, /metrics and the web console (/console) listening on %s://%s:%d",
+                 "https" if self.ssl_context else "http", self.host, self.port)
         return self
 
     def __await__(self):
