@@ -230,11 +230,11 @@ def test_group_describe_both_protocols_with_lag(module_broker):
             [m] = d["members"]
             assert m["client_id"] == f"{kind.replace('consumer', 'modern')}-client"
             assert m["assignment"] == {"orders": [0, 1]}
-            committed = {tp.partition: tp.offset for tp in c.committed(c.assignment(), timeout=WAIT_S)}
+            commits = {tp.partition: tp.offset for tp in c.committed(c.assignment(), timeout=WAIT_S)}
             rows = {o["partition"]: o for o in d["offsets"]}
             for p, end in ((0, 6), (1, 3)):
                 assert c.get_watermark_offsets(TopicPartition("orders", p), timeout=WAIT_S)[1] == end
-                current = committed[p] if committed[p] >= 0 else None
+                current = commits[p] if commits[p] >= 0 else None
                 assert (rows[p]["current_offset"], rows[p]["log_end_offset"]) == (current, end)
                 assert rows[p]["lag"] == (None if current is None else end - current)
                 assert rows[p]["member_id"] == m["member_id"]
@@ -243,6 +243,18 @@ def test_group_describe_both_protocols_with_lag(module_broker):
     finally:
         classic.close()
         modern.close()
+    # once their members have left, both kinds of group take an admin reset (OffsetCommit with
+    # generation / member epoch -1 and no member), as Kafka accepts for an empty group
+    for group, kind in (("classic-g", "classic"), ("modern-g", "consumer")):
+        deadline = time.monotonic() + WAIT_S
+        while (d := kompakt_json(module_broker, "group", "describe", group)[0])["state"] != "Empty":
+            assert time.monotonic() < deadline, f"{group} is still {d['state']}"
+            time.sleep(0.1)
+        assert d["type"] == kind
+        code, _, err = kompakt(module_broker, "group", "reset-offsets", group, "--topic", "orders:1",
+                               "--to-offset", "2", "--execute")
+        assert code == 0, err
+        assert committed(module_broker, group, "orders")[1] == 2
 
 
 def test_group_delete_refuses_a_group_with_members(module_broker):
