@@ -418,6 +418,9 @@ def test_compact_now_from_the_topic_page(signed_in, world):
 
 
 def test_cleaner_page_shows_the_pass_and_charts(page, world):
+    page.goto(world["base"] + f"/console/topics/{PRICES}")
+    page.click("text=what if…")                                        # from a compacted topic's page
+    expect(page.locator("#whatif-form select[name=whatif]")).to_have_value(f"{PRICES}-0")
     page.goto(world["base"] + "/console/cleaner")
     passes = page.locator("#passes")
     expect(passes).to_contain_text(f"{ORDERS}-0")
