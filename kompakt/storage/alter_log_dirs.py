@@ -130,7 +130,6 @@ class ReplicaAlterLogDirs:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._stopping = False
-        self._rate_window = (_time.monotonic(), 0)    # (since, bytes copied since): the throttle's
         self.completed_total = 0
 
     # ---- views ------------------------------------------------------------------------------------
@@ -269,8 +268,9 @@ class ReplicaAlterLogDirs:
                 if cleaner is not None:
                     cleaner.abort_and_pause_cleaning(move.tp)
                 move.paused = True
+        started = _time.monotonic()
         caught_up, copied = self._copy_step(move)
-        self._throttle(copied)        # outside the move's lock: a cancel never waits for it
+        self._throttle(copied, started)   # outside the move's lock: a cancel never waits for it
         if caught_up:
             self._swap(move)
 
@@ -305,25 +305,19 @@ class ReplicaAlterLogDirs:
             # tail step 3 copies while appends wait
             return fut.log_end_offset >= end, copied
 
-    def _throttle(self, copied: int) -> None:
+    def _throttle(self, copied: int, started: float) -> None:
         """Keep the copy of every move together under replica.alter.log.dirs.io.max.bytes.per.second
-        (Kafka's replica-alter-log-dirs quota): wait as long as the bytes copied since the rate was
-        last met take at that rate. Waits on the condition, so `stop` cuts it short."""
+        (Kafka's replica-alter-log-dirs quota): a step that copied n bytes lasts at least n / rate
+        seconds (the moves take their steps one at a time). Waits on the condition, so `stop`
+        cuts it short."""
         rate = self.manager.config["replica.alter.log.dirs.io.max.bytes.per.second"]
-        now = _time.monotonic()
         if rate >= LONG_MAX or copied <= 0:
-            self._rate_window = (now, 0)
             return
-        since, total = self._rate_window
-        total += copied
-        wait = total / rate - (now - since)
+        wait = copied / rate - (_time.monotonic() - started)
         if wait > 0:
             with self._cond:
                 if not self._stopping:
                     self._cond.wait(wait)
-        else:
-            since, total = now, 0
-        self._rate_window = (since, total)
 
     # ---- steps 3 to 6: the swap ---------------------------------------------------------------------
     def _swap(self, move: FutureMove) -> None:
