@@ -2,10 +2,15 @@
 one ClientShell JVM per module (the Admin, and a producer where a test needs records), each test
 calls Admin methods and checks the fields the Java client exposes, the way Kafka's tools (thin
 layers over Admin: kafka-topics, kafka-configs, kafka-get-offsets, kafka-delete-records,
-kafka-log-dirs, kafka-features, kafka-metadata-quorum, kafka-cluster) read them."""
+kafka-log-dirs, kafka-features, kafka-metadata-quorum, kafka-cluster, kafka-reassign-partitions'
+log-dir moves) read them."""
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
+from confluent_kafka import Producer
 
 
 @pytest.fixture(scope="module")
@@ -187,3 +192,43 @@ def test_describe_metadata_quorum(admin):
     before = quorum["highWatermark"]
     admin.call("createTopics", topics=[{"name": "ja-quorum-moves"}])
     assert admin.call("describeMetadataQuorum")["highWatermark"] > before
+
+
+def test_alter_and_describe_replica_log_dirs(java, interop_broker_factory, tmp_path):
+    """What kafka-reassign-partitions.sh does with log dirs in its JSON (Admin.alterReplicaLogDirs,
+    then describeReplicaLogDirs for --verify): a partition moves between a broker's two log dirs;
+    during the (throttled) copy the Java client sees the future replica's dir and lag."""
+    dirs = [str(tmp_path / "dir-a"), str(tmp_path / "dir-b")]
+    broker = interop_broker_factory({"log.dirs": ",".join(dirs), "log.segment.delete.delay.ms": "0",
+                                     "replica.alter.log.dirs.io.max.bytes.per.second": str(256 << 10)})
+    shell = java.start("ClientShell", broker.bootstrap)
+    try:
+        # 100 kB segments: the copy reads at most a segment at a time, so it takes ten throttled steps
+        shell.call("createTopics", topics=[{"name": "ja-moving", "partitions": 1,
+                                            "configs": {"internal.segment.bytes": "100000"}}])
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 16384})
+        for i in range(1000):
+            producer.produce("ja-moving", value=b"%d-" % i + b"m" * 1000, partition=0)
+        assert producer.flush(30) == 0
+        node = shell.call("describeCluster")["nodes"][0]["id"]
+        [src] = [d for d in dirs if os.path.isdir(os.path.join(d, "ja-moving-0"))]
+        dest = next(d for d in dirs if d != src)
+
+        def replica():
+            return shell.call("describeReplicaLogDirs", broker=node, partitions=["ja-moving-0"])["ja-moving-0"]
+
+        assert replica() == {"currentReplicaLogDir": src, "currentReplicaOffsetLag": 0,
+                             "futureReplicaLogDir": None, "futureReplicaOffsetLag": -1}
+        refused = shell.call("alterReplicaLogDirs", broker=node, partitions={"ja-moving-0": "/no/such/dir"})
+        assert refused["ja-moving-0"]["error"] == "LogDirNotFoundException"
+        assert shell.call("alterReplicaLogDirs", broker=node, partitions={"ja-moving-0": dest}) == {"ja-moving-0": None}
+        during = replica()
+        assert (during["currentReplicaLogDir"], during["futureReplicaLogDir"]) == (src, dest)
+        assert 0 < during["futureReplicaOffsetLag"] <= 1000
+        deadline = time.monotonic() + 60
+        while replica()["futureReplicaLogDir"] is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert replica() == {"currentReplicaLogDir": dest, "currentReplicaOffsetLag": 0,
+                             "futureReplicaLogDir": None, "futureReplicaOffsetLag": -1}
+    finally:
+        shell.close()

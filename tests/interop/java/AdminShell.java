@@ -8,6 +8,7 @@ import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.common.acl.AclOperation;
 import org.apache.kafka.common.config.ConfigResource;
 
@@ -145,6 +146,45 @@ public class AdminShell extends Shell {
                     d.replicaInfos().forEach((k, v) -> replicas.putObject(k.toString()).put("size", v.size())
                             .put("offsetLag", v.offsetLag()).put("isFuture", v.isFuture()));
                 }
+            }
+            return out;
+        });
+        op("alterReplicaLogDirs", r -> {
+            // {"broker": n, "partitions": {"topic-p": "/log/dir"}} -> {"topic-p": null | error}
+            int broker = r.path("broker").asInt(1);
+            Map<TopicPartitionReplica, String> moves = new LinkedHashMap<>();
+            r.get("partitions").fields().forEachRemaining(e -> {
+                TopicPartition t = tp(e.getKey());
+                moves.put(new TopicPartitionReplica(t.topic(), t.partition(), broker), e.getValue().asText());
+            });
+            ObjectNode out = obj();
+            for (var e : admin.alterReplicaLogDirs(moves).values().entrySet()) {
+                String key = e.getKey().topic() + "-" + e.getKey().partition();
+                try {
+                    e.getValue().get();
+                    out.putNull(key);
+                } catch (Exception ex) {
+                    out.set(key, error(ex));
+                }
+            }
+            return out;
+        });
+        op("describeReplicaLogDirs", r -> {
+            // what kafka-reassign-partitions.sh --verify reads: each replica's current and future dir
+            int broker = r.path("broker").asInt(1);
+            List<TopicPartitionReplica> replicas = new ArrayList<>();
+            for (String s : strings(r.get("partitions"))) {
+                TopicPartition t = tp(s);
+                replicas.add(new TopicPartitionReplica(t.topic(), t.partition(), broker));
+            }
+            ObjectNode out = obj();
+            for (var e : admin.describeReplicaLogDirs(replicas).all().get().entrySet()) {
+                DescribeReplicaLogDirsResult.ReplicaLogDirInfo info = e.getValue();
+                out.putObject(e.getKey().topic() + "-" + e.getKey().partition())
+                        .put("currentReplicaLogDir", info.getCurrentReplicaLogDir())
+                        .put("currentReplicaOffsetLag", info.getCurrentReplicaOffsetLag())
+                        .put("futureReplicaLogDir", info.getFutureReplicaLogDir())
+                        .put("futureReplicaOffsetLag", info.getFutureReplicaOffsetLag());
             }
             return out;
         });
