@@ -5,7 +5,7 @@
 | /console                               | redirects to /console/broker                              |
 | /console/broker                        | listeners, log dirs with disk use, uptime, versions       |
 | /console/topics                        | every topic; POST creates one (name, partitions, configs) |
-| /console/topics/{t}                    | partitions, configs; POST .../configs, .../partitions, .../delete, .../compact |
+| /console/topics/{t}                    | partitions, configs; POST .../configs, .../partitions, .../delete, .../compact, .../pause, .../resume |
 | /console/topics/{t}/records            | the record browser (records.py)                           |
 | /console/groups, /console/groups/{g}   | consumer groups, lag; POST .../reset, .../delete          |
 | /console/transactions                  | transactions, producers, open transactions per partition  |
@@ -330,6 +330,25 @@ async def compact_now(request: web.Request) -> web.StreamResponse:
     raise done(f"/console/topics/{quote(topic, safe='')}",
                f"Cleaned {topic}-{partition}: {removed} record(s) removed, {human_bytes(stats.get('bytes_read', 0))} "
                f"read, {human_bytes(stats.get('bytes_written', 0))} written.")
+
+
+@routes.post("/console/topics/{topic}/pause")
+@routes.post("/console/topics/{topic}/resume")
+async def pause_or_resume(request: web.Request) -> web.StreamResponse:
+    """The admin API's pause / resume of one partition's cleaning, from a button."""
+    from kompakt.broker.admin.app import pause_cleaning, resume_cleaning
+    topic = request.match_info["topic"]
+    form = await request.post()
+    partition = (form.get("partition") or "0").strip()
+    pausing = request.path.endswith("/pause")
+    try:
+        view = await (pause_cleaning if pausing else resume_cleaning)(_broker(request), topic, partition)
+    except ApiError as exc:
+        return await _topic_view(request, exc.body(), dict(form))
+    count = view["cleaner"].get("paused_count") or 0
+    raise done(f"/console/topics/{quote(topic, safe='')}",
+               f"Cleaning of {topic}-{partition} {'paused' if pausing else 'resumed'}"
+               + (f" ({count} pause(s) outstanding)." if count else "."))
 
 
 @routes.get("/console/topics/{topic}/records.json")

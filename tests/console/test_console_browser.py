@@ -415,6 +415,16 @@ def test_compact_now_from_the_topic_page(signed_in, world):
     assert page.locator("#partitions tbody tr").first.locator("td").nth(9).inner_text() == "30"   # one per key
     page.goto(world["base"] + f"/console/topics/{EVENTS}")          # a delete-policy topic: no button
     assert page.locator("#partitions").locator("text=compact now").count() == 0
+    # pause, and compact-now is refused with the API's reason; resume
+    page.goto(world["base"] + f"/console/topics/{PRICES}")
+    row = page.locator("#partitions tbody tr").first
+    row.locator("text=pause cleaning").click()
+    expect(page.locator("p.done")).to_contain_text(f"Cleaning of {PRICES}-0 paused (1 pause(s) outstanding).")
+    expect(page.locator("#partitions tbody tr").first).to_contain_text("paused")
+    page.locator("#partitions tbody tr").first.locator("text=compact now").click()
+    expect(page.locator("p.error")).to_contain_text("is paused (1 pause(s) outstanding)")
+    page.locator("#partitions tbody tr").first.locator("text=resume cleaning").click()
+    expect(page.locator("p.done")).to_contain_text(f"Cleaning of {PRICES}-0 resumed.")
 
 
 def test_cleaner_page_shows_the_pass_and_charts(page, world):

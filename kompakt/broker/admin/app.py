@@ -415,20 +415,19 @@ async def get_job(request: web.Request) -> web.Response:
     return web.json_response(job)
 
 
-@routes.post("/v1/partitions/{topic}/{partition}/pause")
-async def pause(request: web.Request) -> web.Response:
-    broker = _broker(request)
-    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
+async def pause_cleaning(broker: Any, topic: str, partition: str) -> dict[str, Any]:
+    """Pause one partition's cleaning (aborting a running clean); its cleaner view after. Also the
+    web console's pause button."""
+    tp, lg = resolve_partition(broker, topic, partition)
     cleaner = cleaner_of(broker, "pause cleaning")
     await _call(cleaner.abort_and_pause_cleaning, tp)
     log.info("cleaning of %s-%s paused through the admin API", tp[0], tp[1])
-    return web.json_response({"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)})
+    return {"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)}
 
 
-@routes.post("/v1/partitions/{topic}/{partition}/resume")
-async def resume(request: web.Request) -> web.Response:
-    broker = _broker(request)
-    tp, lg = resolve_partition(broker, request.match_info["topic"], request.match_info["partition"])
+async def resume_cleaning(broker: Any, topic: str, partition: str) -> dict[str, Any]:
+    """Undo one pause (409 when not paused); its cleaner view after. Also the console's resume."""
+    tp, lg = resolve_partition(broker, topic, partition)
     cleaner = cleaner_of(broker, "resume cleaning")
     try:
         await _call(cleaner.resume_cleaning, tp)
@@ -441,7 +440,19 @@ async def resume(request: web.Request) -> web.Response:
         raise ApiError(409, "not_paused", f"cannot resume cleaning of {tp[0]}-{tp[1]}: it is not paused "
                                           f"(each pause is undone by one resume)") from exc
     log.info("cleaning of %s-%s resumed through the admin API", tp[0], tp[1])
-    return web.json_response({"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)})
+    return {"topic": tp[0], "partition": tp[1], "cleaner": cleaner_view(broker, tp, lg)}
+
+
+@routes.post("/v1/partitions/{topic}/{partition}/pause")
+async def pause(request: web.Request) -> web.Response:
+    return web.json_response(await pause_cleaning(_broker(request), request.match_info["topic"],
+                                                  request.match_info["partition"]))
+
+
+@routes.post("/v1/partitions/{topic}/{partition}/resume")
+async def resume(request: web.Request) -> web.Response:
+    return web.json_response(await resume_cleaning(_broker(request), request.match_info["topic"],
+                                                   request.match_info["partition"]))
 
 
 @routes.get("/v1/transactions")
