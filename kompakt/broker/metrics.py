@@ -119,6 +119,9 @@ LOG_MANAGER_PENDING_DELETIONS = "kompakt_log_manager_pending_deletions"
 LOG_RETENTION_DELETED_SEGMENTS = "kompakt_log_retention_deleted_segments_total"
 LOG_RETENTION_DELETED_BYTES = "kompakt_log_retention_deleted_bytes_total"
 LOG_FLUSHES = "kompakt_log_flushes_total"
+LOG_DIR_MOVES = "kompakt_log_dir_moves"
+LOG_DIR_MOVE_MAX_LAG = "kompakt_log_dir_move_max_lag"
+LOG_DIR_MOVES_COMPLETED = "kompakt_log_dir_moves_completed_total"
 
 # --- group coordinator family (groups; read at scrape time from GroupCoordinator.stats()) ---
 GROUPS = "kompakt_groups"
@@ -686,6 +689,10 @@ class LiveCollector:
              "Kafka: kafka.log:type=LogManager,name=OfflineLogDirectoryCount."),
             (LOG_MANAGER_STARTUP, "startup_seconds", "Time the last start-up took to load and recover "
              "every log. Kafka: the 'Loaded N logs in Xms' log line (no JMX metric)."),
+            (LOG_DIR_MOVES, "log_dir_moves", "Partitions moving to another log dir (AlterReplicaLogDirs: a "
+             "future log copying). Kafka: none (the future replicas DescribeLogDirs lists)."),
+            (LOG_DIR_MOVE_MAX_LAG, "log_dir_move_max_lag", "Largest offset lag of a future log behind its "
+             "partition's log. Kafka: kafka.server:type=ReplicaAlterLogDirsManager,name=MaxLag."),
         )
         for name, key, text in gauges:
             v = _num(stats.get(key))
@@ -711,6 +718,8 @@ class LiveCollector:
              "Kafka: kafka.log:type=LogFlushStats,name=LogFlushRateAndTimeMs (time, ms there)."),
             (LOG_DELETED_DIRS, "deleted_dirs_total", "Partition dirs of deleted topics removed after "
              "file.delete.delay.ms. Kafka: none (kafka-delete-logs task)."),
+            (LOG_DIR_MOVES_COMPLETED, "log_dir_moves_completed_total", "Partitions moved to another log "
+             "dir since start (AlterReplicaLogDirs swaps). Kafka: none."),
         )
         for name, key, text in counters:
             v = _num(stats.get(key))

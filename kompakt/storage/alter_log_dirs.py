@@ -140,6 +140,17 @@ class ReplicaAlterLogDirs:
     def moves(self) -> dict[TopicPartition, FutureMove]:
         return dict(self._moves)
 
+    def stats(self) -> dict[str, int]:
+        """For /metrics: moves in progress, the largest offset lag of a future log behind its
+        partition's log (Kafka's ReplicaAlterLogDirsManager MaxLag), moves completed since start."""
+        lags = []
+        for tp, move in list(self._moves.items()):
+            cur = self.manager.get_log(tp)
+            if cur is not None:
+                lags.append(max(0, cur.log_end_offset - move.future.log_end_offset))
+        return {"log_dir_moves": len(lags), "log_dir_move_max_lag": max(lags, default=0),
+                "log_dir_moves_completed_total": self.completed_total}
+
     # ---- the request (a worker thread; AlterReplicaLogDirs) ----------------------------------------
     def alter(self, tp, dest: str) -> None:
         """Move `tp` to log dir `dest` (an absolute path as configured), as Kafka's

@@ -238,6 +238,7 @@ class LogManager:
         out["deleted_dirs_total"] = self._deletions.deleted_dirs_total
         out["deleted_segments_unlinked_total"] = self._deletions.unlinked_segments_total
         out["pending_dir_deletions"], out["pending_segment_deletions"] = self._deletions.pending()
+        out.update(self.alter_log_dirs.stats())
         return out
 
     def partitions_per_dir(self) -> dict[str, int]:

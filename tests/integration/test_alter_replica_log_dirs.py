@@ -4,8 +4,9 @@
   confluent-kafka producer (idempotent, acks=all) and consumer run: DescribeLogDirs (kafka-python's
   `describe_log_dirs`) shows the future replica in the destination with its size and offset lag
   during the move (the copy is throttled by replica.alter.log.dirs.io.max.bytes.per.second, set
-  at run time, so the move lasts a few seconds), then the partition there alone; the consumer gets every acknowledged
-  record once, in offset order, values as produced.
+  at run time, so the move lasts a few seconds), then the partition there alone; /metrics counts
+  the move in progress, then completed; the consumer gets every acknowledged record once, in
+  offset order, values as produced.
 * A power cut (the page-cache model of kompakt/storage/power_cut.py: what was not synced is lost)
   at each step of the move (crash points in kompakt/storage/alter_log_dirs.py), and a SIGKILL at
   two of them, then a restart on the same files: every acknowledged record is read back once, the
@@ -65,6 +66,14 @@ def alter(port: int, topic: str, partition: int, path: str, version: int = 2) ->
                                  for t in r.results]
     assert (name, index) == (topic, partition)
     return code
+
+
+def metrics(b) -> dict[str, float]:
+    """The unlabelled samples of the broker's /metrics."""
+    with urllib.request.urlopen(f"{b.metrics_url}/metrics", timeout=10) as r:
+        lines = r.read().decode().splitlines()
+    return {name: float(value) for name, _, value in (line.partition(" ") for line in lines)
+            if name and not name.startswith("#") and "{" not in name}
 
 
 def future_entries(admin, topic):
@@ -141,9 +150,13 @@ def test_a_partition_moves_under_a_running_producer_and_consumer(start_broker, t
             f and d == dest and size > 0 and lag > 0 for d, f, size, lag in seen[-1]), "the future replica to show")
         during = next(e for e in seen if any(f for _, f, _, _ in e))
         assert (src, False) in [(d, f) for d, f, _, _ in during]
+        moving = metrics(b)
+        assert moving["kompakt_log_dir_moves"] == 1 and moving["kompakt_log_dir_move_max_lag"] >= 0
         # then the partition in the destination alone
         wait_until(lambda: future_entries(admin, "live")[:1] == [(dest, False) + future_entries(admin, "live")[0][2:]]
                    and len(future_entries(admin, "live")) == 1, "the move to finish", timeout_s=120)
+        wait_until(lambda: metrics(b)["kompakt_log_dir_moves_completed_total"] == 1, "the move to count")
+        assert metrics(b)["kompakt_log_dir_moves"] == 0
         time.sleep(0.5)                                   # producing goes on after the swap
     finally:
         stop.set()
