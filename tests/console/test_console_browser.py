@@ -194,6 +194,8 @@ def test_topic_page_shows_partitions_as_written_and_cleaned(page, world):
     assert int(cells.nth(9).inner_text().replace(",", "")) < 3 * KEYS  # records after the clean
     expect(page.locator("#partitions")).to_contain_text("Tombstones kept for groups billing")
     expect(page.locator("#overrides tr", has_text="min.cleanable.dirty.ratio")).to_contain_text("0.01")
+    chart = page.locator("#partitions img[data-chart]")                # this topic's dirty ratio over time
+    page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=chart.element_handle())
     shot(page, page.tmp_path, "console-topic")
     page.goto(world["base"] + f"/console/topics/{ORDERS}.json")         # the page's JSON
     data = json.loads(page.locator("body").inner_text())
