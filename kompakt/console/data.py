@@ -226,7 +226,7 @@ async def transactions_page(broker: Any) -> dict[str, Any]:
     try:
         txns = transactions_view(broker)
     except ApiError as exc:
-        txns = {"transactions": [], "counters": {}, "error": exc.message}
+        txns = {"transactions": [], "counters": {}, "coordinator_error": exc.message}
     tps = [(tp[0], tp[1]) for tp in manager.all_logs() if not tp[0].startswith("__")]
     producers = await K.describe_producers(broker, tps) if tps else []
     ongoing = []
