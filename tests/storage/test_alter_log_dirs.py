@@ -214,3 +214,34 @@ def test_a_topic_config_change_reaches_the_future_log(dirs, start):
     m.alter_replica_log_dir(TP, dest)
     m.alter_topic_config("moving", {"segment.bytes": str(2 << 20)})
     assert m.future_logs()[TP].config.segment_bytes == 2 << 20
+
+
+def test_transactions_cross_the_swap(dirs, start):
+    """Aborted transactions are indexed in the copy (read_committed fetches are told of them), and
+    a transactional append verified before the swap goes through after it (the log keeps its
+    producer state, with the KIP-890 verification guard)."""
+    from test_txn_log import end, send, tbatch
+    m, src, dest = topic_in_one_dir(start, dirs, 2)                 # 0-1 plain
+    plog = m.get_log(TP)
+    send(plog, 9, 0, 0)                                             # 2
+    end(plog, 9, 0, commit=True)                                    # 3: producer 9 known, no txn open
+    send(plog, 7, 0, 0, n=3)                                        # 4-6
+    send(plog, 8, 0, 0)                                             # 7 (open across the move)
+    end(plog, 7, 0, commit=False)                                   # ABORT at 8
+    m.alter_replica_log_dir(TP, dest)
+    mover = m.alter_log_dirs
+    guard = plog.start_verification(9, 0)                           # the coordinator is asked...
+    assert guard is not None and TP in m.future_logs()
+    while mover.moves():
+        mover.step_all()
+    assert os.path.dirname(plog.dir) == dest
+    plog.append_as_leader(tbatch(9, 0, 1), verification_guard=guard)    # ...and answers after the swap: 9
+    assert plog.last_stable_offset == 7
+    end(plog, 8, 0, commit=True)                                    # 10
+    end(plog, 9, 0, commit=False)                                   # 11
+    assert plog.last_stable_offset == plog.log_end_offset == 12
+    aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in plog.aborted_transactions(0, 12)]
+    assert aborted == [(7, 4, 8), (9, 9, 11)]
+    m.shutdown()
+    again = start().get_log(TP)
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in again.aborted_transactions(0, 12)] == aborted
