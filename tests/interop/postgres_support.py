@@ -3,7 +3,8 @@
 `PostgresCluster(base_dir).start()` runs initdb and pg_ctl from /usr/lib/postgresql/<newest>/bin:
 a cluster with `wal_level=logical` (Debezium's pgoutput decoding needs it), listening on 127.0.0.1
 only, on a free port, trust authentication for loopback TCP (a throw-away cluster nobody else can
-reach), no Unix socket outside its data dir. `sql(statement)` runs psql and returns its rows;
+reach), no Unix socket outside its data dir. `sql(statement)` runs psql and returns its rows
+(`psql(statement)` is the command, to run it in the background);
 `stop()` is `pg_ctl stop -m fast` and removes the cluster.
 
 PostgreSQL refuses to run as root. Under root (CI runs as root) the server runs as Debian's
@@ -99,12 +100,14 @@ class PostgresCluster:
                   "-o", options, "-w", "-t", str(int(START_TIMEOUT_S)), "start")
         return self
 
+    def psql(self, statement: str) -> list[str]:
+        """The psql command running `statement` over TCP (unaligned, tab-separated, no headers)."""
+        return [str(self.bin / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user,
+                "-d", self.dbname, "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-c", statement]
+
     def sql(self, statement: str) -> list[list[str]]:
-        """Run SQL through psql over TCP; rows as lists of text fields (NULL as '')."""
-        done = subprocess.run(
-            [str(self.bin / "psql"), "-h", "127.0.0.1", "-p", str(self.port), "-U", self.user,
-             "-d", self.dbname, "-X", "-q", "-A", "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-c", statement],
-            capture_output=True, text=True, timeout=60)
+        """Run SQL through psql; rows as lists of text fields (NULL as '')."""
+        done = subprocess.run(self.psql(statement), capture_output=True, text=True, timeout=60)
         if done.returncode != 0:
             raise RuntimeError(f"psql failed ({done.returncode}) on {statement!r}:\n{done.stderr}")
         return [line.split("\t") for line in done.stdout.splitlines() if line]
