@@ -3,6 +3,7 @@
     python bench/bench_produce_fetch.py [--quick] [--profile OUT.prof] [--no-write]
     python bench/bench_produce_fetch.py --keyed [--rounds 3] [--codecs none,lz4,zstd]
     python bench/bench_produce_fetch.py --startup [--rounds 5]
+    python bench/bench_produce_fetch.py --contention [--quick] [--rounds 1] [--py-spy DIR]
 
 Measures, against a broker subprocess on a fresh log dir:
   * start-up: process start to the first Metadata answer; idle RSS after start-up;
@@ -21,6 +22,19 @@ alike; the ratio compact / delete is the figure (Kafka 4.0: 308-385 K rec/s keye
 (as `kompakt serve` runs by default, so the web console is mounted): process start to the first
 Metadata answer and RSS 2 s later, then RSS again after the console's first page and first chart
 (what loading Jinja2 and matplotlib costs once someone uses it); medians.
+`--contention` measures the same produce/fetch matrix (100 B and 1 KiB, 1 and 4 partitions, acks=1
+and acks=all) while a fixed CPU load runs beside the broker: one busy-looping process pinned to
+each core (`sched_setaffinity`), the same for every broker, started before and stopped after all
+of them. Next to each rate it reports the broker's CPU-seconds per GB of values produced and per GB
+fetched: user + system time from /proc/<pid>/stat of the broker's whole process tree (the cleaner's
+worker processes included; children already reaped count through cutime/cstime). Fetch reads with
+`fetch.queue.backoff.ms=10` (the broker's rate, see SHORT_QUEUE_BACKOFF). With `KAFKA_HOME` set to
+an unpacked Apache Kafka distribution (4.x, KRaft) it runs Kafka the same way, one single-node
+broker+controller on a fresh log dir, alternating which broker goes first each round, so the
+Kompakt / Kafka ratios come from one run; without it the mode says Kafka was not run and why.
+`--py-spy DIR` samples the Kompakt broker (py-spy, a developer tool: `pip install py-spy`; it is no
+dependency of the project) for the whole Kompakt part of the run and prints the top frames by own
+time and by total time (DIR/kompakt-<time>.txt keeps the collapsed stacks).
 Results go to stdout and, unless --no-write, a dated section appended to bench/RESULTS.md.
 `--profile` runs the broker under cProfile (the event loop thread) and writes the stats file.
 """
@@ -332,16 +346,222 @@ def disk_mb_s(path, size=256 << 20):
     return write, read
 
 
+# -- --contention: a fixed CPU load beside the broker, CPU per GB, Kompakt and (given) Kafka ------
+
+def tree_cpu_s(root: int) -> float:
+    """CPU seconds of `root` and every live descendant: each thread's time on a CPU in nanoseconds
+    (/proc/<pid>/task/<tid>/schedstat: /proc/<pid>/stat counts in clock ticks, 10 ms, too coarse
+    for a case's 0.1-0.3 s), plus the user + system time of children already reaped (stat's
+    cutime/cstime: a cleaner worker that exited still counts). Threads that exited are not seen;
+    the broker's are long-lived (the loop, the to_thread pool, the flushers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                fields = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue                             # exited while we looked
+            parents[int(entry.name)] = (int(fields[1]), int(fields[13]) + int(fields[14]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    ns, ticks, todo = 0, 0, [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in parents:
+            continue
+        ticks += parents[pid][1]
+        todo.extend(children.get(pid, ()))
+        try:
+            for task in os.scandir(f"/proc/{pid}/task"):
+                try:
+                    ns += int(Path(task.path, "schedstat").read_text().split()[0])
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return ns / 1e9 + ticks / tick
+
+
+def start_busy_load() -> list[subprocess.Popen]:
+    """One busy-looping process pinned to each core: the fixed load every broker competes with."""
+    procs = []
+    for cpu in sorted(os.sched_getaffinity(0)):
+        procs.append(subprocess.Popen(
+            [sys.executable, "-c", f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"]))
+    return procs
+
+
+class KafkaBroker:
+    """Apache Kafka from $KAFKA_HOME: one KRaft broker+controller on a fresh log dir, plaintext."""
+
+    def __init__(self, home: str):
+        self.dir = tempfile.mkdtemp(prefix="kafka-bench-")
+        self.port, controller = free_port(), free_port()
+        props = Path(self.dir, "server.properties")
+        props.write_text("\n".join([
+            "process.roles=broker,controller", "node.id=1",
+            f"controller.quorum.voters=1@127.0.0.1:{controller}",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}",
+            "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
+            f"log.dirs={self.dir}/data", "num.partitions=1", "offsets.topic.num.partitions=1",
+            "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0", ""]))
+        bin_dir = Path(home, "bin")
+        cluster = subprocess.run([str(bin_dir / "kafka-storage.sh"), "random-uuid"], check=True,
+                                 capture_output=True, text=True).stdout.strip()
+        subprocess.run([str(bin_dir / "kafka-storage.sh"), "format", "-t", cluster, "-c", str(props)],
+                       check=True, capture_output=True)
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen([str(bin_dir / "kafka-server-start.sh"), str(props)],
+                                     stdout=subprocess.DEVNULL, stderr=open(f"{self.dir}/broker.log", "wb"))
+        while not metadata_answered(self.port):
+            if self.proc.poll() is not None:
+                raise SystemExit(f"Kafka died: {Path(self.dir, 'broker.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+        self.startup_s = time.monotonic() - t0
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(60)
+
+
+def _top_frames(collapsed: Path, n: int = 15) -> list[str]:
+    """Top frames of a py-spy `--format raw` file (collapsed stacks): by own and by total samples."""
+    own: dict[str, int] = {}
+    total: dict[str, int] = {}
+    samples = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        c = int(count)
+        samples += c
+        frames = stack.split(";")
+        own[frames[-1]] = own.get(frames[-1], 0) + c
+        for f in set(frames):
+            total[f] = total.get(f, 0) + c
+    out = [f"{samples} samples; own time:"]
+    out += [f"  {100 * c / samples:5.1f}%  {f}" for f, c in sorted(own.items(), key=lambda kv: -kv[1])[:n]]
+    out.append("total time (frame and what it calls):")
+    out += [f"  {100 * c / samples:5.1f}%  {f}" for f, c in sorted(total.items(), key=lambda kv: -kv[1])[:n]]
+    return out
+
+
+def contention(args) -> None:
+    """--contention: see the module docstring."""
+    scale = 0.1 if args.quick else 1.0
+    kafka_home = os.environ.get("KAFKA_HOME")
+    names = ["kompakt"]
+    kafka_note = ""
+    if kafka_home and Path(kafka_home, "bin", "kafka-server-start.sh").exists():
+        names.append("kafka")
+    else:
+        kafka_note = ("Kafka not run: KAFKA_HOME is not set" if not kafka_home else
+                      f"Kafka not run: KAFKA_HOME={kafka_home} has no bin/kafka-server-start.sh")
+        kafka_note += (" (set it to an unpacked Apache Kafka 4.x distribution, e.g. kafka_2.13-4.0.0, with a JDK "
+                       "on PATH, to get Kompakt / Kafka ratios from the same run)")
+        print(kafka_note, flush=True)
+    cases = [(size, n, partitions, acks)
+             for size, n in ((100, int(1_000_000 * scale)), (1024, int(300_000 * scale)))
+             for partitions in (1, 4) for acks in ("1", "all")]
+    busy = start_busy_load()
+    load0 = os.getloadavg()[0]
+    res: dict = {}                  # (broker, case) -> [(produce rec/s, CPU-s/GB, fetch rec/s, CPU-s/GB)]
+    spy_files = []
+    try:
+        for rnd in range(args.rounds):
+            for name in (names if rnd % 2 == 0 else names[::-1]):
+                broker = Broker(None) if name == "kompakt" else KafkaBroker(kafka_home)
+                spy = None
+                if name == "kompakt" and args.py_spy:
+                    Path(args.py_spy).mkdir(parents=True, exist_ok=True)
+                    out = Path(args.py_spy, f"kompakt-{time.strftime('%H%M%S')}.txt")
+                    spy = subprocess.Popen(["py-spy", "record", "--pid", str(broker.proc.pid), "--subprocesses",
+                                            "--rate", "250", "--format", "raw", "--nonblocking", "-o", str(out)],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                    spy_files.append(out)
+                try:
+                    # warm-up, unmeasured: the first requests compile encoders (dispatch.warm_in_background)
+                    create_topic(broker.bootstrap, "warm-up", 1)
+                    produce(broker.bootstrap, "warm-up", 20_000, 1024, "1")
+                    fetch(broker.bootstrap, "warm-up", 1, 20_000, SHORT_QUEUE_BACKOFF)
+                    for size, n, partitions, acks in cases:
+                        topic = f"c{size}-p{partitions}-a{acks}-r{rnd}"
+                        create_topic(broker.bootstrap, topic, partitions)
+                        gb = n * size / 1e9
+                        c0 = tree_cpu_s(broker.proc.pid)
+                        pt = produce(broker.bootstrap, topic, n, size, acks)
+                        c1 = tree_cpu_s(broker.proc.pid)
+                        ft = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF)
+                        c2 = tree_cpu_s(broker.proc.pid)
+                        row = (n / pt, (c1 - c0) / gb, n / ft, (c2 - c1) / gb)
+                        res.setdefault((name, size, partitions, acks), []).append(row)
+                        print(f"round {rnd} {name:7} {size:>5} B p={partitions} acks={acks:<3} produce {row[0]:>9,.0f} rec/s "
+                              f"{row[1]:6.2f} CPU-s/GB   fetch {row[2]:>9,.0f} rec/s {row[3]:6.2f} CPU-s/GB "
+                              f"(load {os.getloadavg()[0]:.1f})", flush=True)
+                finally:
+                    if spy is not None:
+                        spy.send_signal(2)              # SIGINT: py-spy writes its file and exits
+                        spy.wait(60)
+                    broker.stop()
+                    import shutil
+                    shutil.rmtree(broker.dir, ignore_errors=True)
+    finally:
+        for p in busy:
+            p.kill()
+            p.wait()
+    load1 = os.getloadavg()[0]
+    for f in spy_files:
+        if f.exists():
+            print(f"py-spy {f}:\n" + "\n".join(_top_frames(f)))
+    med = {k: [statistics.median(col) for col in zip(*v)] for k, v in res.items()}
+    head = ["| record | partitions | acks | produce rec/s | produce CPU-s/GB | fetch rec/s | fetch CPU-s/GB |"
+            + (" Kafka produce rec/s | CPU-s/GB | Kafka fetch rec/s | CPU-s/GB | rate Kompakt / Kafka, produce / fetch "
+               "| CPU/GB Kompakt / Kafka, produce / fetch |" if "kafka" in names else ""),
+            "|---:|---:|---|---:|---:|---:|---:|" + ("---:|---:|---:|---:|---:|---:|" if "kafka" in names else "")]
+    for size, _, partitions, acks in cases:
+        k = med[("kompakt", size, partitions, acks)]
+        line = f"| {size} B | {partitions} | {acks} | {k[0]:,.0f} | {k[1]:.2f} | {k[2]:,.0f} | {k[3]:.2f} |"
+        if "kafka" in names:
+            a = med[("kafka", size, partitions, acks)]
+            line += (f" {a[0]:,.0f} | {a[1]:.2f} | {a[2]:,.0f} | {a[3]:.2f} | {k[0] / a[0]:.2f}x / {k[2] / a[2]:.2f}x "
+                     f"| {k[1] / a[1]:.2f}x / {k[3] / a[3]:.2f}x |")
+        head.append(line)
+    print("\n".join(head))
+    if args.no_write:
+        return
+    text = [f"\n## Produce/fetch under a fixed CPU load (`python bench/bench_produce_fetch.py --contention"
+            f"{' --quick' if args.quick else ''} --rounds {args.rounds}`) — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
+            f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
+            f"load average {load0:.1f} at the start (busy load included), {load1:.1f} at the end; shared with other "
+            f"work. One busy-looping process pinned per core beside the broker; confluent-kafka {ck.version()} / "
+            f"librdkafka {ck.libversion()[0]}, linger.ms=5, no compression, idempotence off; fetch with "
+            f"fetch.queue.backoff.ms=10. CPU-s/GB: the broker process tree's CPU per GB of values. "
+            f"Medians of {args.rounds} round(s). {kafka_note + '.' if kafka_note else ''}\n"] + head
+    with open(HERE / "RESULTS.md", "a") as fh:
+        fh.write("\n".join(text) + "\n")
+    print(f"appended to {HERE / 'RESULTS.md'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer records (a smoke run)")
     ap.add_argument("--profile", metavar="OUT.prof", help="run the broker under cProfile")
     ap.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     ap.add_argument("--keyed", action="store_true", help="keyed produce: compact vs delete topics")
-    ap.add_argument("--rounds", type=int, default=3, help="--keyed: rounds of every codec; --startup: broker starts")
+    ap.add_argument("--rounds", type=int, default=3, help="--keyed: rounds of every codec; --startup: broker starts; --contention: rounds")
     ap.add_argument("--startup", action="store_true", help="only start-up time and idle RSS (admin listener on)")
     ap.add_argument("--codecs", default="none,lz4,zstd", help="--keyed: producer compression types")
+    ap.add_argument("--contention", action="store_true",
+                    help="under a busy process pinned per core: rates and broker CPU-s per GB (Kafka too with KAFKA_HOME)")
+    ap.add_argument("--py-spy", metavar="DIR", help="--contention: sample the Kompakt broker with py-spy into DIR")
     args = ap.parse_args()
+    if args.contention:
+        return contention(args)
     if args.keyed:
         return keyed(args)
     if args.startup:
