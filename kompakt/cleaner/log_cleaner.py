@@ -213,6 +213,12 @@ class LogCleaner:
     def maybe_truncate_checkpoint(self, tp, offset) -> None:
         self.manager.maybe_truncate_checkpoint(tp, offset)
 
+    def cleaner_checkpoint(self, tp) -> int | None:
+        return self.manager.cleaner_checkpoint(tp)
+
+    def retain_checkpoints(self, log_dir, tps) -> None:
+        self.manager.retain_checkpoints(log_dir, tps)
+
     def handle_log_dir_failure(self, log_dir) -> None:
         self.manager.handle_log_dir_failure(log_dir)
 

@@ -397,7 +397,7 @@ class ReplicaAlterLogDirs:
         m = self.manager
         m._write_checkpoints_for_dir(move.dest)
         if m.cleaner is not None:
-            offset = m.cleaner.manager.cleaner_checkpoint(move.tp)
+            offset = m.cleaner.cleaner_checkpoint(move.tp)
             if offset is not None:
                 m.cleaner.update_checkpoints(move.dest, partition_to_update=(move.tp, offset))
 

@@ -495,7 +495,7 @@ class LogManager:
         if self.cleaner is None:
             return
         for d in self.log_dirs:
-            self.cleaner.manager.retain_checkpoints(d, set(self._logs_in_dir(d)))
+            self.cleaner.retain_checkpoints(d, set(self._logs_in_dir(d)))
 
     def _open_log(self, path: str, tp: TopicPartition, recovery_point: int, log_start: int | None,
                   clean: bool, topic_id: uuid.UUID | None = None, stored_topic_id=None):
