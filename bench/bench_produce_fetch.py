@@ -4,6 +4,7 @@
     python bench/bench_produce_fetch.py --keyed [--rounds 3] [--codecs none,lz4,zstd]
     python bench/bench_produce_fetch.py --startup [--rounds 5]
     python bench/bench_produce_fetch.py --contention [--quick] [--rounds 1] [--py-spy DIR]
+    python bench/bench_produce_fetch.py --pipelined [--requests 20000] [--window 16] [--rounds 3]
 
 Measures, against a broker subprocess on a fresh log dir:
   * start-up: process start to the first Metadata answer; idle RSS after start-up;
@@ -36,6 +37,12 @@ Kompakt / Kafka ratios come from one run; without it the mode says Kafka was not
 dependency of the project) for the whole Kompakt part of the run and prints the top frames by own
 time and by total time (DIR/kompakt-<time>.txt keeps the collapsed stacks).
 Results go to stdout and, unless --no-write, a dated section appended to bench/RESULTS.md.
+`--pipelined` measures instead the per-request path of one connection: raw Produce requests (v9,
+one batch of 10 records of 100 B per partition, 1 or 4 partitions, acks=1 and acks=all) kept
+`--window` in flight on ONE connection, `--requests` of them per run, `--rounds` runs each: the
+broker's CPU time per request (from /proc, less sensitive to a shared machine than wall time) and
+requests/s, medians. It is the figure the per-connection request order (broker/connection.py)
+could cost.
 `--profile` runs the broker under cProfile (the event loop thread) and writes the stats file.
 """
 from __future__ import annotations
@@ -226,6 +233,74 @@ def keyed(args) -> None:
     with open(HERE / "RESULTS.md", "a") as fh:
         fh.write("\n".join(head + text) + "\n")
     print(f"appended to {HERE / 'RESULTS.md'}")
+
+
+def _produce_request(topic: str, partitions: int, acks: int) -> bytes:
+    """One framed Produce v9 request: a batch of 10 records of 100 B to each partition."""
+    from kafka.protocol.producer.produce import ProduceRequest
+    sys.path.insert(0, str(HERE.parent))
+    from kompakt.protocol.records import build_batch
+    batch = build_batch([(None, os.urandom(100)) for _ in range(10)])
+    T = ProduceRequest.TopicProduceData
+    req = ProduceRequest(version=9, transactional_id=None, acks=acks, timeout_ms=30000, topic_data=[
+        T(name=topic, partition_data=[T.PartitionProduceData(index=i, records=batch) for i in range(partitions)])])
+    req.with_header(correlation_id=1, client_id="bench")
+    return bytes(req.encode(header=True, framed=True))
+
+
+def _read_exactly(sock, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise SystemExit("broker closed the connection")
+        out += chunk
+    return bytes(out)
+
+
+def _pipeline_run(port: int, request: bytes, n: int, window: int) -> float:
+    """Send n copies of `request` on one connection, `window` in flight; seconds taken."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        t0 = time.perf_counter()
+        sent = min(window, n)
+        sock.sendall(request * sent)
+        for _ in range(n):
+            (size,) = struct.unpack(">i", _read_exactly(sock, 4))
+            _read_exactly(sock, size)
+            if sent < n:
+                sock.sendall(request)
+                sent += 1
+        return time.perf_counter() - t0
+
+
+def pipelined(args) -> None:
+    """--pipelined: see the module docstring."""
+    broker = Broker(args.profile)
+    load0 = os.getloadavg()[0]
+    rows = []
+    try:
+        for partitions in (1, 4):
+            for acks in (1, -1):
+                topic = f"pipe-p{partitions}-a{acks}"
+                create_topic(broker.bootstrap, topic, partitions)
+                request = _produce_request(topic, partitions, acks)
+                _pipeline_run(broker.port, request, min(1000, args.requests), args.window)   # warm-up
+                cpu_us, rates = [], []
+                for _ in range(args.rounds):
+                    c0 = cpu_s(broker.proc.pid)
+                    secs = _pipeline_run(broker.port, request, args.requests, args.window)
+                    cpu_us.append((cpu_s(broker.proc.pid) - c0) / args.requests * 1e6)
+                    rates.append(args.requests / secs)
+                row = (partitions, "1" if acks == 1 else "all", statistics.median(cpu_us), min(cpu_us),
+                       statistics.median(rates))
+                rows.append(row)
+                print("p={} acks={:<3} broker CPU per request: median {:.1f} us (min {:.1f}); {:,.0f} requests/s"
+                      .format(*row), flush=True)
+    finally:
+        broker.stop()
+    print(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; "
+          f"{args.rounds} runs of {args.requests:,} requests, {args.window} in flight")
 
 
 def _seam() -> str:
@@ -553,12 +628,17 @@ def main() -> None:
     ap.add_argument("--profile", metavar="OUT.prof", help="run the broker under cProfile")
     ap.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     ap.add_argument("--keyed", action="store_true", help="keyed produce: compact vs delete topics")
-    ap.add_argument("--rounds", type=int, default=3, help="--keyed: rounds of every codec; --startup: broker starts; --contention: rounds")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="--keyed: rounds of every codec; --startup: broker starts; --contention: rounds; "
+                         "--pipelined: runs")
     ap.add_argument("--startup", action="store_true", help="only start-up time and idle RSS (admin listener on)")
     ap.add_argument("--codecs", default="none,lz4,zstd", help="--keyed: producer compression types")
     ap.add_argument("--contention", action="store_true",
                     help="under a busy process pinned per core: rates and broker CPU-s per GB (Kafka too with KAFKA_HOME)")
     ap.add_argument("--py-spy", metavar="DIR", help="--contention: sample the Kompakt broker with py-spy into DIR")
+    ap.add_argument("--pipelined", action="store_true", help="raw produce requests pipelined on one connection")
+    ap.add_argument("--requests", type=int, default=20_000, help="--pipelined: requests per run")
+    ap.add_argument("--window", type=int, default=16, help="--pipelined: requests in flight")
     args = ap.parse_args()
     if args.contention:
         return contention(args)
@@ -566,6 +646,9 @@ def main() -> None:
         return keyed(args)
     if args.startup:
         return startup(args)
+    if args.pipelined:
+        args.rounds = max(args.rounds, 1)
+        return pipelined(args)
     scale = 0.1 if args.quick else 1.0
 
     broker = Broker(args.profile)

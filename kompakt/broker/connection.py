@@ -275,7 +275,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             self._running = slot
             prepared[0].on_effects = self._effects_applied
-            slot.task = self._loop.create_task(self._run(slot, frame, *prepared))
+            run = self._run(slot, frame, *prepared)
+            # Eager start: the handler's first step runs now, in this loop pass. A request that
+            # never waits (most appends, metadata, offsets) is answered before the next frame is
+            # looked at, so a burst of pipelined requests is still handled in one pass and its
+            # answers leave in one writev, as when requests ran concurrently; only a request that
+            # waits gets a task (_resumed).
+            try:
+                waiting_on = run.send(None)
+            except StopIteration:
+                return
+            slot.task = self._loop.create_task(_resumed(run, waiting_on))
 
     def _effects_applied(self) -> None:
         """The running request's effects are visible (RequestContext.effects_applied): start the next."""
@@ -480,6 +490,41 @@ class KafkaConnection(asyncio.BufferedProtocol):
     @property
     def in_flight(self) -> int:
         return len(self.pending)
+
+
+async def _resumed(coro, waiting_on):
+    """The rest of a coroutine that was stepped once by hand (`waiting_on` is what that step
+    yielded), run by the task this wraps it in."""
+    return await _Resume(coro, waiting_on)
+
+
+class _Resume:
+    """Awaitable that hands a task what a hand-stepped coroutine yielded, then drives the
+    coroutine on with whatever the task sends or throws in (what `yield from` does for a
+    coroutine from its start)."""
+    __slots__ = ("coro", "first")
+
+    def __init__(self, coro, first):
+        self.coro, self.first = coro, first
+
+    def __await__(self):
+        coro, yielded = self.coro, self.first
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:       # the task throws in (CancelledError)
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration as stop:
+                    return stop.value
 
 
 TLS_RECORD = 16384
