@@ -108,6 +108,7 @@ _TABLE = [
     _api(_cluster.UpdateFeaturesRequest, _cluster.UpdateFeaturesResponse),                  # 57
     _api(_cluster.DescribeClusterRequest, _cluster.DescribeClusterResponse),                # 60
     _api(_admin_txn.DescribeProducersRequest, _admin_txn.DescribeProducersResponse),        # 61
+    _api(_ours.UnregisterBrokerRequest, _ours.UnregisterBrokerResponse),                    # 64
     _api(_admin_txn.DescribeTransactionsRequest, _admin_txn.DescribeTransactionsResponse),  # 65
     _api(_admin_txn.ListTransactionsRequest, _admin_txn.ListTransactionsResponse),          # 66
     _api(_ours.ConsumerGroupHeartbeatRequest, _ours.ConsumerGroupHeartbeatResponse),        # 68
@@ -115,6 +116,8 @@ _TABLE = [
     _api(_ours.GetTelemetrySubscriptionsRequest, _ours.GetTelemetrySubscriptionsResponse),  # 71
     _api(_configs.ListConfigResourcesRequest, _configs.ListConfigResourcesResponse),        # 74
     _api(_topics.DescribeTopicPartitionsRequest, _topics.DescribeTopicPartitionsResponse),  # 75
+    _api(_ours.AddRaftVoterRequest, _ours.AddRaftVoterResponse),                            # 80
+    _api(_ours.RemoveRaftVoterRequest, _ours.RemoveRaftVoterResponse),                      # 81
 ]
 
 API: dict[int, Api] = {api.key: api for api in _TABLE}

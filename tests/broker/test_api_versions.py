@@ -29,7 +29,7 @@ async def test_golden_v0(h):
         "00000007"      # correlation_id (header v0)
         "0000"          # error_code 0
         "00000003"      # api_keys: 3
-        "0000 0000 000d"  # Produce 0-13 (v0-2 advertised, refused when used)
+        "0000 0000 000c"  # Produce 0-12 (v0-2 advertised, refused when used)
         "0003 0000 000d"  # Metadata 0-13
         "0012 0000 0004"  # ApiVersions 0-4
     ))
@@ -48,7 +48,7 @@ async def test_golden_v3_flexible_body_header_v0(h):
         "00000009"      # correlation_id: header v0 even though v3 is flexible (KIP-511)
         "0000"          # error_code
         "04"            # api_keys: compact array of 3
-        "0000 0000 000d 00"   # Produce 0-13, tagged fields
+        "0000 0000 000c 00"   # Produce 0-12, tagged fields
         "0003 0000 000d 00"   # Metadata 0-13
         "0012 0000 0004 00"   # ApiVersions 0-4
         "00000000"      # throttle_time_ms
@@ -62,7 +62,7 @@ async def test_too_new_version_answers_unsupported_version_in_v0_form(h):
         "0000000b"      # correlation_id
         "0023"          # error_code 35 UNSUPPORTED_VERSION
         "00000003"      # api_keys (v0 layout: int32 count)
-        "0000 0000 000d" "0003 0000 000d" "0012 0000 0004"
+        "0000 0000 000c" "0003 0000 000d" "0012 0000 0004"
     ))
 
 

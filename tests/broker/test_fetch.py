@@ -247,7 +247,8 @@ async def test_records_pass_through_all_versions(h):
     h.create("t", 1)
     append(h, "t", 0, 3)
     expected = stored(h, "t", 0)
-    for version in range(4, 19):
+    from kompakt.broker.handlers import fetch as fetch_handler
+    for version in range(fetch_handler.MIN_VERSION, fetch_handler.MAX_VERSION + 1):
         resp, out = await fetch(h, [("t", 0, 0, 1 << 20)], version=version,
                                 by_id={"t": h.lm.topics["t"].topic_id})
         key = ("t", 0) if version < 13 else (h.lm.topics["t"].topic_id, 0)

@@ -498,7 +498,11 @@ async def test_deleting_offsets_drops_pending_transactional_ones(h):
     assert h.broker.groups.txn_offsets.pending_count() == 0
 
 
-async def test_list_describe_and_producers(h):
+async def test_list_describe_and_producers(h, monkeypatch):
+    # ListTransactions v2 (the transactional-id pattern) is Kafka 4.1's: not advertised while
+    # Kompakt advertises 4.0; its code stays for the next release's table, tested widened
+    from kompakt.broker.handlers import list_transactions
+    monkeypatch.setattr(list_transactions, "MAX_VERSION", 2)
     _, pid, epoch = await init(h)
     await add(h, pid, epoch, [("a", 1)])
     await produce(h, pid, epoch, 0, partition=1)

@@ -70,7 +70,7 @@ def join(conn, version, member_id="", instance=None, group="g"):
 def test_membership_apis_by_version(conn):
     """One broker for every membership API check (each uses its own group ids)."""
     _find_coordinator_versions(conn)
-    _join_v0_needs_no_member_id_round_trip_and_v4_does(conn)
+    _join_v2_needs_no_member_id_round_trip_and_v4_does(conn)
     _static_leader_rejoin_v9_skips_assignment(conn)
     _leave_v0_and_describe_v5_v6(conn)
     _list_groups_filters(conn)
@@ -92,10 +92,11 @@ def _find_coordinator_versions(conn):
         ("a", 0, conn.broker.port), ("b", 0, conn.broker.port)]
 
 
-def _join_v0_needs_no_member_id_round_trip_and_v4_does(conn):
-    v0 = join(conn, 0)
-    assert v0.error_code == 0 and v0.generation_id == 1 and v0.member_id.startswith("proto-test-")
-    assert v0.leader == v0.member_id and v0.members[0].metadata == SUB
+def _join_v2_needs_no_member_id_round_trip_and_v4_does(conn):
+    # v2 is the oldest JoinGroup Kafka 4.0 serves (KIP-896 removed v0-1)
+    v2 = join(conn, 2)
+    assert v2.error_code == 0 and v2.generation_id == 1 and v2.member_id.startswith("proto-test-")
+    assert v2.leader == v2.member_id and v2.members[0].metadata == SUB
     v4 = join(conn, 4, group="g4")
     assert v4.error_code == 79 and v4.member_id               # MEMBER_ID_REQUIRED
     again = join(conn, 4, member_id=v4.member_id, group="g4")

@@ -34,7 +34,8 @@ MODULES = (
     "describe_producers", "describe_transactions", "list_transactions",
     # cluster operations a single node answers (apis)
     "elect_leaders", "alter_partition_reassignments", "list_partition_reassignments",
-    "get_telemetry_subscriptions", "describe_quorum",
+    "get_telemetry_subscriptions", "describe_quorum", "add_raft_voter", "remove_raft_voter",
+    "unregister_broker", "list_client_metrics_resources",
     # client quotas (apis)
     "describe_client_quotas", "alter_client_quotas",
     # security

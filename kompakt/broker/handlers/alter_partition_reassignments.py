@@ -1,4 +1,5 @@
-"""AlterPartitionReassignments (API key 45), versions 0-1: answered as a single node would.
+"""AlterPartitionReassignments (API key 45), version 0 (Kafka 4.0's range, the release Kompakt
+advertises): answered as a single node would.
 
 Behaviour (Kafka's ReplicationControlManager.alterPartitionReassignment, KRaft), per partition:
 * unknown topic: UNKNOWN_TOPIC_OR_PARTITION "Unable to find a topic named <t>."; unknown
@@ -12,7 +13,7 @@ Top-level error_code 0 and error_message null. `timeout_ms` has nothing to wait 
 Authorization: CLUSTER ALTER; without it the top level and every partition answer
 CLUSTER_AUTHORIZATION_FAILED (Kafka's getErrorResponse).
 
-Version notes: v0 flexible; v1 (KIP-860) adds allow_replication_factor_change, echoed in the
+Version notes: v0 flexible; v1 (KIP-860, Kafka 4.1; not served while Kompakt advertises 4.0, the code stays) adds allow_replication_factor_change, echoed in the
 answer (a single node cannot change a replication factor anyway: every other id is unknown).
 """
 from __future__ import annotations
@@ -25,7 +26,7 @@ from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 45
 MIN_VERSION = 0
-MAX_VERSION = 1
+MAX_VERSION = 0
 
 TopicResult = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 PartitionResult = TopicResult.ReassignablePartitionResponse

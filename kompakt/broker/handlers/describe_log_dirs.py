@@ -1,4 +1,4 @@
-"""DescribeLogDirs (API key 35), versions 1-5.
+"""DescribeLogDirs (API key 35), versions 1-4 (Kafka 4.0's range, the release Kompakt advertises).
 
 Behaviour (Kafka's ReplicaManager.describeLogDirs on one node): one result per configured log dir
 (`log.dirs`, absolute paths), in configuration order:
@@ -16,7 +16,7 @@ The statvfs calls run in a worker thread: a failing disk may hang them. Authoriz
 DESCRIBE, else no results (v3+: CLUSTER_AUTHORIZATION_FAILED at the top level), as Kafka answers.
 
 Version notes: v0 was removed in Kafka 4.0 (kafka-python's schema starts at 1); v1 is the
-baseline; v2 flexible; v3 adds the top-level error_code; v4 total/usable bytes; v5 is_cordoned
+baseline; v2 flexible; v3 adds the top-level error_code; v4 total/usable bytes; v5 (Kafka 4.3; not served while Kompakt advertises 4.0, the code stays) is_cordoned
 (always false: Kompakt does not cordon dirs). Java admin clients send v4/v5, kafka-python v4/v5;
 librdkafka (confluent-kafka) and aiokafka do not send DescribeLogDirs.
 """
@@ -32,7 +32,7 @@ from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 35
 MIN_VERSION = 1
-MAX_VERSION = 5
+MAX_VERSION = 4
 
 _Result = DescribeLogDirsResponse.DescribeLogDirsResult
 _Topic = _Result.DescribeLogDirsTopic

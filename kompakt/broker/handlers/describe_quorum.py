@@ -36,7 +36,9 @@ from kafka.protocol.admin.cluster import DescribeQuorumResponse
 
 from kompakt.broker.handlers._common import CLUSTER_METADATA_TOPIC
 from kompakt.broker.security.acl import Op
+from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode
+from kompakt.storage.loader import topic_id_to_string
 from kompakt.storage.topic_store import uuid_from_str
 
 API_KEY = 55
@@ -84,6 +86,39 @@ def _directory_id(log_manager) -> uuid.UUID:
     dirs = log_manager.log_dirs
     text = log_manager.directory_ids.get(dirs[0]) if dirs else None
     return uuid_from_str(text) if text else uuid.UUID(int=0)
+
+
+def voter_directory_id(ctx) -> uuid.UUID:
+    """This node's directory id as the quorum's voter (zero if unknown)."""
+    return _directory_id(ctx.log_manager)
+
+
+def replica_key_text(node_id: int, directory_id: uuid.UUID) -> str:
+    """A voter as Kafka's ReplicaKey.toString prints it in error messages."""
+    directory = "Optional.empty" if directory_id.int == 0 else f"Optional[{topic_id_to_string(directory_id)}]"
+    return f"ReplicaKey(id={node_id}, directoryId={directory})"
+
+
+def voters_text(ctx) -> str:
+    """The voter set (this node) as Kafka prints VoterSet.voterKeys() in error messages."""
+    return f"[{replica_key_text(ctx.broker.node_id, voter_directory_id(ctx))}]"
+
+
+def voter_change_refused(ctx, request) -> tuple[int, str] | None:
+    """What AddRaftVoter / RemoveRaftVoter check first (ControllerApis: ALTER on the cluster; then
+    KafkaRaftClient.hasValidClusterId, null accepted): (error code, message), or None."""
+    if not ctx.authorize_cluster(Op.ALTER):
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_AUTHORIZATION_MESSAGE
+    cluster_id = request.cluster_id
+    if cluster_id is not None and cluster_id != ctx.broker.cluster_id:
+        return (ErrorCode.INCONSISTENT_CLUSTER_ID,
+                f'The given id "{cluster_id}" doesn\'t match the cluster id "{ctx.broker.cluster_id}"')
+    return None
+
+
+def voter_change_answer(api_key: int, code: int, message: str | None = None):
+    """An AddRaftVoter / RemoveRaftVoter response (the two have the same fields)."""
+    return registry.API[api_key].response(throttle_time_ms=0, error_code=int(code), error_message=message)
 
 
 def _listeners(broker) -> list:

@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4-18.
+"""Fetch (key 1), versions 4-17 (Kafka 4.0's range, the release Kompakt advertises).
 
 Behaviour: for each requested partition, in request order, read whole record batches from
 `fetch_offset` with `Log.read` (bytes sliced from the segment files) and pass them to the
@@ -83,7 +83,7 @@ from kompakt.storage import TopicPartition
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 18
+MAX_VERSION = 17
 
 READ_COMMITTED = 1
 INT32_MAX = 2**31 - 1

@@ -1,4 +1,5 @@
-"""JoinGroup (API key 11), versions 0-9.
+"""JoinGroup (API key 11), versions 2-9 (Kafka 4.0's range, the release Kompakt advertises;
+v0-1 were removed in Kafka 4.0, KIP-896).
 
 Behaviour (Kafka's classic group protocol, coordinator.py has the details): a member with no
 member id gets one - from v4 first answered MEMBER_ID_REQUIRED with the id to rejoin with
@@ -28,7 +29,7 @@ from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 11
-MIN_VERSION = 0
+MIN_VERSION = 2
 MAX_VERSION = 9
 
 Member = JoinGroupResponse.JoinGroupResponseMember

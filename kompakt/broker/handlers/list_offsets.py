@@ -1,4 +1,4 @@
-"""ListOffsets (key 2), versions 1-11.
+"""ListOffsets (key 2), versions 1-10 (Kafka 4.0's range, the release Kompakt advertises).
 
 Behaviour, per partition, by the requested timestamp:
   -2 EARLIEST / -4 EARLIEST_LOCAL  the log start offset, timestamp -1
@@ -25,7 +25,8 @@ one); KafkaErrors from storage by their code.
 
 Version notes: Kafka 4 dropped v0 (old_style_offsets); v2 isolation level and throttle time;
 v4 current/returned leader epoch; v6 flexible; v7 MAX_TIMESTAMP; v8 EARLIEST_LOCAL; v9
-LATEST_TIERED; v10 timeout_ms (nothing here waits); v11 EARLIEST_PENDING_UPLOAD (-6: -1, as -5).
+LATEST_TIERED; v10 timeout_ms (nothing here waits); v11 (Kafka 4.2: not served while Kompakt
+advertises 4.0; the code stays) EARLIEST_PENDING_UPLOAD (-6: -1, as -5).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from kompakt.storage import TopicPartition
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 11
+MAX_VERSION = 10
 
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
 READ_COMMITTED = 1

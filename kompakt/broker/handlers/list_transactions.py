@@ -1,9 +1,9 @@
-"""ListTransactions (API key 66), versions 0-2.
+"""ListTransactions (API key 66), versions 0-1 (Kafka 4.0's range, the release Kompakt advertises).
 
 Behaviour: every transactional id the coordinator knows (none in state Dead), with its producer id
 and state name, filtered by the request: `state_filters` (state names; unknown names are echoed in
 `unknown_state_filters` and match nothing), `producer_id_filters`, v1 `duration_filter` (only
-transactions running longer than that many ms; -1 = no filter) and v2 `transactional_id_pattern`
+transactions running longer than that many ms; -1 = no filter) and v2 (Kafka 4.1; not served while Kompakt advertises 4.0, the code stays) `transactional_id_pattern`
 (a regular expression the whole id must match; null or empty = no filter). Ids the principal
 may not DESCRIBE are left out. A pattern that is not a valid regular expression answers
 INVALID_REGULAR_EXPRESSION.
@@ -19,7 +19,7 @@ from kompakt.protocol.errors import ErrorCode
 
 API_KEY = 66
 MIN_VERSION = 0
-MAX_VERSION = 2
+MAX_VERSION = 1
 
 State = ListTransactionsResponse.TransactionState
 

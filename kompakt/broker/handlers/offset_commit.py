@@ -1,4 +1,5 @@
-"""OffsetCommit (API key 8), versions 0-10.
+"""OffsetCommit (API key 8), versions 2-9 (Kafka 4.0's range, the release Kompakt advertises;
+v0-1 were removed in Kafka 4.0, KIP-896).
 
 Behaviour: stores a group's consumed positions in `__consumer_offsets` and answers only after
 the records are appended. Who may commit (Kafka's ClassicGroup.validateOffsetCommit):
@@ -22,7 +23,7 @@ Kept and returned by OffsetFetch: offset, leader epoch, metadata, commit time, e
 Version notes: v1 per-partition commit_timestamp; v2-4 retention_time_ms (-1 = broker default;
 else the offset expires that long after the commit, stored as value version 1); v3 throttle
 time; v6 committed_leader_epoch; v7 group_instance_id; v8+ flexible; v9 GROUP_ID_NOT_FOUND;
-v10 (KIP-848, what the Java client 4.1+ sends) names topics by id instead of name: ids are
+v10 (KIP-848, Kafka 4.2; not served while Kompakt advertises 4.0, the code stays) names topics by id instead of name: ids are
 resolved against the live topics, an unknown id answers UNKNOWN_TOPIC_ID for each of its
 partitions (Kafka's KafkaApis.handleOffsetCommitRequest), and the answer carries the ids back.
 
@@ -38,8 +39,8 @@ from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 8
-MIN_VERSION = 0
-MAX_VERSION = 10
+MIN_VERSION = 2
+MAX_VERSION = 9
 FIRST_TOPIC_ID_VERSION = 10
 
 Topic = OffsetCommitResponse.OffsetCommitResponseTopic

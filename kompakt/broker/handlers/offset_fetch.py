@@ -1,4 +1,5 @@
-"""OffsetFetch (API key 9), versions 0-10.
+"""OffsetFetch (API key 9), versions 1-9 (Kafka 4.0's range, the release Kompakt advertises;
+v0 was removed in Kafka 4.0, KIP-896).
 
 Behaviour: the committed offset, leader epoch and metadata of the requested partitions of a
 group; a partition without a commit (or an unknown group) answers offset -1, epoch -1, metadata
@@ -12,7 +13,7 @@ Version notes: v0 read ZooKeeper in old Kafka - here the same as v1; v2 top-leve
 null topics; v3 throttle time; v5 committed_leader_epoch; v6+ flexible; v7 require_stable;
 v8 several groups per request (`groups` in, `groups` out); v9 member id/epoch (KIP-848
 consumer groups only: a member id or epoch that does not match answers the group
-UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH; ignored for classic groups); v10 (KIP-848, the Java client 4.1+) names
+UNKNOWN_MEMBER_ID / STALE_MEMBER_EPOCH; ignored for classic groups); v10 (KIP-848, Kafka 4.2; not served while Kompakt advertises 4.0, the code stays) names
 topics by id: requested ids are resolved against the live topics (an unknown id answers
 UNKNOWN_TOPIC_ID for each requested partition, as Kafka does), and an "all topics" answer names
 each committed topic by its current id (offsets of a topic that no longer exists have no id and
@@ -32,8 +33,8 @@ from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.broker.security.acl import Op, Res
 
 API_KEY = 9
-MIN_VERSION = 0
-MAX_VERSION = 10
+MIN_VERSION = 1
+MAX_VERSION = 9
 FIRST_TOPIC_ID_VERSION = 10
 
 OldTopic = OffsetFetchResponse.OffsetFetchResponseTopic

@@ -1,4 +1,5 @@
-"""Produce (key 0): advertised v0-13, served v3-13.
+"""Produce (key 0): advertised v0-12 (Kafka 4.0's range, the release Kompakt advertises:
+docs/compatibility.md), served v3-12.
 
 Behaviour: for each partition, hand the client's record bytes, untouched, to
 `Log.append_as_leader` (Kafka's LogValidator rules and idempotent-producer sequence checks live
@@ -55,7 +56,8 @@ Version notes:
 - v3 transactional id + record batch v2; v5 log_start_offset; v7 zstd allowed (before:
   UNSUPPORTED_COMPRESSION_TYPE, as ProduceRequest.validateRecords); v8 record errors
   and error message; v9 flexible; v10 current-leader tagged field (not sent: we never answer
-  NOT_LEADER_OR_FOLLOWER); v13 topic ids instead of names (UNKNOWN_TOPIC_ID).
+  NOT_LEADER_OR_FOLLOWER); v13 (Kafka 4.1) topic ids instead of names (UNKNOWN_TOPIC_ID): the code
+  for it stays, not served while Kompakt advertises Kafka 4.0.
 """
 from __future__ import annotations
 
@@ -78,7 +80,7 @@ from kompakt.storage.log import ROLL_ELSEWHERE, RollRequired
 
 API_KEY = 0
 MIN_VERSION = 0
-MAX_VERSION = 13
+MAX_VERSION = 12
 FIRST_SERVED_VERSION = 3
 
 log = logging.getLogger(__name__)

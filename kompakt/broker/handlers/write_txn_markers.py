@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (API key 27), versions 1-2.
+"""WriteTxnMarkers (API key 27), version 1 (Kafka 4.0's range, the release Kompakt advertises).
 
 Behaviour: write a COMMIT or ABORT end-transaction marker (producer id, epoch, coordinator epoch of
 the request) into each named partition, as a Kafka partition leader does for its transaction
@@ -16,7 +16,7 @@ NOT_LEADER_OR_FOLLOWER for a `__consumer_offsets` partition while the group coor
 loads it (Kafka's translation of COORDINATOR_LOAD_IN_PROGRESS; retry). Needs ALTER on
 the cluster or CLUSTER_ACTION (else every partition CLUSTER_AUTHORIZATION_FAILED).
 
-Version notes: v0 was removed in Kafka 4; v1 flexible; v2 adds the transaction version (read,
+Version notes: v0 was removed in Kafka 4; v1 flexible; v2 (Kafka 4.1; not served while Kompakt advertises 4.0, the code stays) adds the transaction version (read,
 ignored: a marker is the same bytes).
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ from kompakt.storage import TopicPartition
 
 API_KEY = 27
 MIN_VERSION = 1
-MAX_VERSION = 2
+MAX_VERSION = 1
 
 Result = WriteTxnMarkersResponse.WritableTxnMarkerResult
 TopicResult = Result.WritableTxnMarkerTopicResult

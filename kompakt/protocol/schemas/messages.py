@@ -28,3 +28,27 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=_HERE):
 
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_HERE):
     pass
+
+
+class UnregisterBrokerRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class UnregisterBrokerResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class AddRaftVoterRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class AddRaftVoterResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class RemoveRaftVoterRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class RemoveRaftVoterResponse(ApiMessage, load_json=_HERE):
+    pass
