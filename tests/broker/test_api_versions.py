@@ -52,7 +52,15 @@ async def test_golden_v3_flexible_body_header_v0(h):
         "0003 0000 000d 00"   # Metadata 0-13
         "0012 0000 0004 00"   # ApiVersions 0-4
         "00000000"      # throttle_time_ms
-        "00"            # tagged fields (no features)
+        "03"            # tagged fields: 3 (KIP-584 features, handlers/api_versions.py)
+        "00 17"         # tag 0 SupportedFeatures, 23 bytes: compact array of 1 (v3 omits minimum-0 ones)
+        "02" "11" + b"metadata.version".hex() + "0007 0019 00"   # 7-25 (Kafka 4.0's IBP_4_0_IV3)
+        "01 08"         # tag 1 FinalizedFeaturesEpoch, 8 bytes
+        "0000000000000001"
+        "02 3d"         # tag 2 FinalizedFeatures, 61 bytes: compact array of 3 (name, max, min level)
+        "04" "11" + b"metadata.version".hex() + "0019 0019 00"
+        "0e" + b"group.version".hex() + "0001 0001 00"
+        "0e" + b"kraft.version".hex() + "0001 0001 00"
     ))
 
 

@@ -1,4 +1,5 @@
-"""ApiVersions' feature flags on the wire (KIP-584), as a Kafka 4.1 broker sends them, less what
+"""ApiVersions' feature flags on the wire (KIP-584), as a Kafka 4.0 broker (the release Kompakt
+advertises) sends them, less what
 Kompakt does not serve (handlers/api_versions.py): v4 lists every supported feature, v3 leaves
 out those whose minimum is 0 (KAFKA-17011: older clients reject a 0 minimum), both list the
 finalized levels above 0 with a fixed epoch."""
@@ -6,9 +7,9 @@ from __future__ import annotations
 
 from wire_support import Wire, req
 
-SUPPORTED = {"metadata.version": (7, 27), "group.version": (0, 1), "transaction.version": (0, 0),
+SUPPORTED = {"metadata.version": (7, 25), "group.version": (0, 1), "transaction.version": (0, 0),
              "kraft.version": (0, 1), "eligible.leader.replicas.version": (0, 0)}
-FINALIZED = {"metadata.version": (27, 27), "group.version": (1, 1), "kraft.version": (1, 1)}
+FINALIZED = {"metadata.version": (25, 25), "group.version": (1, 1), "kraft.version": (1, 1)}
 
 
 def features(broker, version):
@@ -26,5 +27,5 @@ def test_v4_lists_every_feature_and_the_finalized_levels(module_broker):
 
 def test_v3_omits_features_with_a_zero_minimum(module_broker):
     supported, finalized, epoch = features(module_broker, 3)
-    assert supported == {"metadata.version": (7, 27)}
+    assert supported == {"metadata.version": (7, 25)}
     assert (finalized, epoch) == (FINALIZED, 1)

@@ -59,14 +59,14 @@ def test_describe_topics_of_a_missing_topic(admin):
 
 def test_describe_features(admin):
     """What `kafka-features.sh describe` prints: every supported feature with its finalized level
-    (0 when not finalized); a Kafka 4.1 broker's levels where Kompakt serves them."""
+    (0 when not finalized); a Kafka 4.0 broker's levels (the release Kompakt advertises) where Kompakt serves them."""
     features = admin.call("describeFeatures")
     assert features["epoch"] == 1
-    assert features["finalized"] == {"metadata.version": {"min": 27, "max": 27},
+    assert features["finalized"] == {"metadata.version": {"min": 25, "max": 25},
                                      "group.version": {"min": 1, "max": 1},
                                      "kraft.version": {"min": 1, "max": 1}}
     assert features["supported"] == {
-        "metadata.version": {"min": 7, "max": 27}, "group.version": {"min": 0, "max": 1},
+        "metadata.version": {"min": 7, "max": 25}, "group.version": {"min": 0, "max": 1},
         "transaction.version": {"min": 0, "max": 0}, "kraft.version": {"min": 0, "max": 1},
         "eligible.leader.replicas.version": {"min": 0, "max": 0}}
 

@@ -11,8 +11,9 @@ Version notes:
 - A request newer than v4 is answered by the dispatcher, not here: UNSUPPORTED_VERSION with our
   ranges in the v0 body layout, which every client can read (KIP-511); librdkafka and the Java
   client then retry with a version from that list.
-- v3+ carry the feature flags (KIP-584) as a Kafka 4.1 broker formatted with its defaults and
-  `--standalone` does, except where Kompakt serves less (FEATURES below). Kafka's rules, followed:
+- v3+ carry the feature flags (KIP-584) as a broker of the release Kompakt advertises (Kafka 4.0,
+  docs/compatibility.md) formatted with its defaults and `--standalone` does, except where
+  Kompakt serves less (FEATURES below). Kafka's rules, followed:
   SupportedFeatures in v0-v3 omit features whose minimum is 0 (older clients reject a 0 minimum,
   KAFKA-17011; ApiVersionsResponse.json: "in v0-v3, features with MinSupportedVersion = 0 are
   omitted"); FinalizedFeatures lists metadata.version and every feature finalized above level 0
@@ -37,12 +38,13 @@ _Supported = ApiVersionsResponse.SupportedFeatureKey
 _Finalized = ApiVersionsResponse.FinalizedFeatureKey
 
 # metadata.version levels (server-common MetadataVersion): MINIMUM_VERSION IBP_3_3_IV3 = 7;
-# Kafka 4.1's LATEST_PRODUCTION IBP_4_1_IV1 = 27 (4.0's was IBP_4_0_IV3 = 25).
+# Kafka 4.0's LATEST_PRODUCTION IBP_4_0_IV3 = 25, the release whose API table Kompakt advertises
+# (4.1's would be IBP_4_1_IV1 = 27).
 METADATA_VERSION_MIN = 7
-METADATA_VERSION = 27
+METADATA_VERSION = 25
 
 # feature -> (supported min, supported max, finalized level). Kafka 4.1 supports, and a fresh
-# 4.1 cluster finalizes:
+# 4.1 cluster finalizes (4.0 the same for these, ELR aside: 4.0 leaves it at 0):
 #   group.version 0-1, 1 (GV_1: KIP-848 consumer groups)             Kompakt: the same
 #   transaction.version 0-2, 2 (TV_2: KIP-890 part 2)                 Kompakt: 0-0, 0 (see above)
 #   kraft.version 0-1, 1 with --standalone (dynamic quorum, KIP-853)  Kompakt: the same (its
