@@ -50,7 +50,6 @@ def process_start_s() -> float | None:
 async def broker_page(broker: Any) -> dict[str, Any]:
     log_manager_of(broker)
     started = process_start_s()
-    cfg = broker.config
     listeners = []
     for name, host, port in getattr(broker, "bound", []):
         adv = broker.advertised_by_listener.get(name)

@@ -1,26 +1,21 @@
-"""The console's routes on the admin HTTP app: server-rendered pages, each also as JSON.
+"""The console's pages (GET) and charts on the admin HTTP app; `add_console` mounts everything.
 
 | path                                   | page                                                      |
 |----------------------------------------|-----------------------------------------------------------|
 | /console                               | redirects to /console/broker                              |
 | /console/broker                        | listeners, log dirs with disk use, uptime, versions       |
-| /console/topics                        | every topic; POST creates one (name, partitions, configs) |
-| /console/topics/{t}                    | partitions, configs; POST .../configs, .../partitions, .../delete, .../compact, .../pause, .../resume |
+| /console/topics                        | every topic; its form creates one (actions.py)            |
+| /console/topics/{t}                    | partitions, configs; forms: configs, partitions, delete, compact, pause, resume |
 | /console/topics/{t}/records            | the record browser (records.py)                           |
-| /console/groups, /console/groups/{g}   | consumer groups, lag; POST .../reset, .../delete          |
+| /console/groups, /console/groups/{g}   | consumer groups, lag; forms: reset offsets, delete        |
 | /console/transactions                  | transactions, producers, open transactions per partition  |
-| /console/cleaner                       | passes, dirty ratio over time, tombstones held back       |
+| /console/cleaner                       | passes, dirty ratio over time, tombstones held back, what-if |
 | /console/charts/{passes,dirty}.png     | the cleaner's charts; /console/charts/whatif.png?topic=&partition=&set=k=v |
-| /console/login                         | the admin token, kept in a same-site cookie (auth.py)     |
+| /console/login                         | the admin token, kept in a same-site cookie (access.py)   |
 
-Every page answers JSON for `?_format=json`, a `.json` suffix on its path, or `Accept:
-application/json` (Datasette's convention); the JSON is the dict the page is drawn from
-(data.py). Forms post, then redirect (303) to the page with a message; a refused change is drawn
-again with Kafka's error name and message and the values the user typed, status 400.
-
-A form posted from a page of another origin is refused with 403 (`same_origin`, before the token
-check): the console's forms are plain HTML posts, which any web page could otherwise make the
-operator's browser send to a loopback broker without a token.
+Each page also answers its JSON (render.py). Modules: render.py (HTML or JSON), actions.py (the
+forms), access.py (sign-in, same-origin forms), data.py (what a page shows), kafka_calls.py,
+records.py, charts.py.
 
 Invariants: Jinja2 and matplotlib are imported on the first page or chart, never when the admin
 app starts (the broker's start time and idle memory stay as they were); charts are drawn in
@@ -30,100 +25,20 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import json
 import os
-import time
 from typing import Any, Awaitable, Callable
-from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
 from kompakt.broker.admin.views import ApiError, jsonable
+from kompakt.console.render import BROKER_KEY, broker_of, error_page, render
 
-BROKER_KEY = web.AppKey("console_broker", object)
-TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 STATIC = os.path.join(os.path.dirname(__file__), "static")
-REFRESH_MS = 3000
 
 routes = web.RouteTableDef()
-_env = None
 
 
-# --- rendering ---------------------------------------------------------------------------------------
-def _environment():
-    global _env
-    if _env is None:
-        import jinja2
-
-        env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                                 undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
-        env.filters.update(bytes=human_bytes, ms=ms_time, pct=percent, num=number, duration=duration, q=quote)
-        _env = env
-    return _env
-
-
-def human_bytes(n: Any) -> str:
-    if n is None or n == "":
-        return ""
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def ms_time(ms: Any) -> str:
-    if ms is None or ms == "" or int(ms) < 0:
-        return ""
-    return _dt.datetime.fromtimestamp(int(ms) / 1000).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def percent(ratio: Any) -> str:
-    return "" if ratio is None else f"{100 * float(ratio):.1f}%"
-
-
-def number(n: Any) -> str:
-    return "" if n is None else f"{n:,}"
-
-
-def duration(seconds: Any) -> str:
-    if seconds is None:
-        return ""
-    s = int(seconds)
-    d, s = divmod(s, 86400)
-    h, s = divmod(s, 3600)
-    m, s = divmod(s, 60)
-    return (f"{d}d " if d else "") + (f"{h}h " if d or h else "") + f"{m}m {s}s"
-
-
-def wants_json(request: web.Request) -> bool:
-    return (request.query.get("_format") == "json" or request.path.endswith(".json")
-            or request.headers.get("Accept", "").startswith("application/json"))
-
-
-def json_url(request: web.Request) -> str:
-    query = dict(request.query)
-    query["_format"] = "json"
-    return f"{request.path}?{urlencode(query)}"
-
-
-async def render(request: web.Request, template: str, data: dict[str, Any], *, status: int = 200,
-                 title: str = "", nav: str = "") -> web.Response:
-    if wants_json(request):
-        return web.json_response(jsonable(data), status=status, dumps=lambda v: json.dumps(v, indent=1))
-    context = {"data": data, "title": title, "nav": nav, "json_url": json_url(request),
-               "message": request.query.get("done"), "refresh_ms": REFRESH_MS, "path": request.path,
-               "query": dict(request.query), "now_ms": int(time.time() * 1000)}
-    context.update(data)
-    html = _environment().get_template(template).render(**context)
-    return web.Response(text=html, content_type="text/html", status=status)
-
-
-def _broker(request: web.Request) -> Any:
-    return request.app[BROKER_KEY]
-
-
+# --- page registration -----------------------------------------------------------------------------
 def page(path: str, *, nav: str):
     """A GET page at `path` (and `path.json`): the handler returns (template, data, title)."""
     def wrap(fn: Callable[[web.Request], Awaitable[tuple[str, dict, str]]]):
@@ -138,17 +53,6 @@ def page(path: str, *, nav: str):
             routes.get(path + ".json")(handler)
         return handler
     return wrap
-
-
-async def error_page(request: web.Request, exc: ApiError, nav: str = "") -> web.Response:
-    if wants_json(request):
-        return web.json_response(exc.body(), status=exc.status)
-    return await render(request, "error.html", {"error": exc.body()}, status=exc.status, title="Error", nav=nav)
-
-
-def done(location: str, message: str) -> web.HTTPSeeOther:
-    sep = "&" if "?" in location else "?"
-    return web.HTTPSeeOther(f"{location}{sep}{urlencode({'done': message})}")
 
 
 def _strip_json(name: str, known) -> tuple[str, bool]:
@@ -168,76 +72,31 @@ async def index(request: web.Request) -> web.StreamResponse:
 @page("/console/broker", nav="broker")
 async def broker_page(request: web.Request):
     from kompakt.console import data
-    return "broker.html", await data.broker_page(_broker(request)), "Broker"
+    return "broker.html", await data.broker_page(broker_of(request)), "Broker"
 
 
 @page("/console/topics", nav="topics")
 async def topics_page(request: web.Request):
     from kompakt.console import data
-    return "topics.html", {**await data.topics_page(_broker(request)), "form": {}, "error": None}, "Topics"
-
-
-def _parse_configs(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.replace(",\n", "\n").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if "=" not in line:
-            raise ApiError(400, "bad_config", f"config line {line!r} is not key=value")
-        k, v = line.split("=", 1)
-        out[k.strip()] = v.strip()
-    return out
-
-
-def _int(form, name: str, what: str) -> int:
-    raw = (form.get(name) or "").strip()
-    try:
-        return int(raw)
-    except ValueError:
-        raise ApiError(400, f"bad_{name}", f"{what} must be a whole number, got {raw!r}") from None
-
-
-@routes.post("/console/topics")
-async def create_topic(request: web.Request) -> web.StreamResponse:
-    from kompakt.console import data, kafka_calls as K
-    broker = _broker(request)
-    form = await request.post()
-    name = (form.get("name") or "").strip()
-    error = None
-    try:
-        partitions = _int(form, "partitions", "partitions") if (form.get("partitions") or "").strip() else -1
-        configs = _parse_configs(form.get("configs") or "")
-        if form.get("compacted"):
-            configs.setdefault("cleanup.policy", "compact")
-        result = await K.create_topic(broker, name, partitions, configs)
-        if not result.error_code:
-            raise done(f"/console/topics/{quote(name, safe='')}", f"Created topic {name} "
-                                                                    f"({result.num_partitions} partition(s)).")
-        error = {"kafka_error": K.error_name(result.error_code), "message": result.error_message}
-    except ApiError as exc:
-        error = exc.body()
-    page_data = await data.topics_page(broker)
-    return await render(request, "topics.html", {**page_data, "form": dict(form), "error": error},
-                        status=400, title="Topics", nav="topics")
+    return "topics.html", {**await data.topics_page(broker_of(request)), "form": {}, "error": None}, "Topics"
 
 
 async def _topic(request: web.Request) -> tuple[str, bool]:
     from kompakt.broker.admin.views import log_manager_of, topic_partitions
-    known = topic_partitions(log_manager_of(_broker(request)))
+    known = topic_partitions(log_manager_of(broker_of(request)))
     return _strip_json(request.match_info["topic"], known)
 
 
 @routes.get("/console/topics/{topic}")
 async def topic_page(request: web.Request) -> web.StreamResponse:
-    return await _topic_view(request)
+    return await topic_view(request)
 
 
-async def _topic_view(request: web.Request, error: dict | None = None, form: dict | None = None) -> web.StreamResponse:
+async def topic_view(request: web.Request, error: dict | None = None, form: dict | None = None) -> web.StreamResponse:
     from kompakt.console import data
     try:
         topic, as_json = await _topic(request)
-        page_data = await data.topic_page(_broker(request), topic)
+        page_data = await data.topic_page(broker_of(request), topic)
     except ApiError as exc:
         return await error_page(request, exc, "topics")
     page_data.update(error=error, form=form or {})
@@ -247,108 +106,6 @@ async def _topic_view(request: web.Request, error: dict | None = None, form: dic
                         nav="topics")
 
 
-def _kafka_error(code: int, message: str | None) -> dict:
-    from kompakt.console.kafka_calls import error_name
-    return {"kafka_error": error_name(code), "message": message or error_name(code)}
-
-
-@routes.post("/console/topics/{topic}/configs")
-async def alter_configs(request: web.Request) -> web.StreamResponse:
-    from kompakt.console import kafka_calls as K
-    topic = request.match_info["topic"]
-    form = await request.post()
-    try:
-        to_set = _parse_configs(form.get("set") or "")
-        to_delete = [k for k in (form.get("delete") or "").replace(",", " ").split() if k]
-        if not to_set and not to_delete:
-            raise ApiError(400, "nothing_to_change", "give key=value lines to set or names to delete")
-        result = await K.alter_topic_configs(_broker(request), topic, to_set, to_delete)
-    except ApiError as exc:
-        return await _topic_view(request, exc.body(), dict(form))
-    if result.error_code:
-        return await _topic_view(request, _kafka_error(result.error_code, result.error_message), dict(form))
-    what = ", ".join([f"{k}={v}" for k, v in to_set.items()] + [f"{k} reset to its default" for k in to_delete])
-    raise done(f"/console/topics/{quote(topic, safe='')}", f"Altered {topic}: {what}.")
-
-
-@routes.post("/console/topics/{topic}/partitions")
-async def add_partitions(request: web.Request) -> web.StreamResponse:
-    from kompakt.console import kafka_calls as K
-    topic = request.match_info["topic"]
-    form = await request.post()
-    try:
-        count = _int(form, "count", "the new partition count")
-        result = await K.create_partitions(_broker(request), topic, count)
-    except ApiError as exc:
-        return await _topic_view(request, exc.body(), dict(form))
-    if result.error_code:
-        return await _topic_view(request, _kafka_error(result.error_code, result.error_message), dict(form))
-    raise done(f"/console/topics/{quote(topic, safe='')}", f"{topic} now has {count} partitions.")
-
-
-@routes.post("/console/topics/{topic}/delete")
-async def delete_topic(request: web.Request) -> web.StreamResponse:
-    from kompakt.console import kafka_calls as K
-    topic = request.match_info["topic"]
-    form = await request.post()
-    if (form.get("confirm") or "") != topic:
-        return await _topic_view(request, {"error": "not_confirmed",
-                                           "message": f"type the topic's name ({topic}) to delete it"}, dict(form))
-    result = await K.delete_topic(_broker(request), topic)
-    if result.error_code:
-        return await _topic_view(request, _kafka_error(result.error_code, result.error_message), dict(form))
-    raise done("/console/topics", f"Deleted topic {topic}.")
-
-
-CONSOLE_COMPACT_WAIT_S = 30.0
-
-
-@routes.post("/console/topics/{topic}/compact")
-async def compact_now(request: web.Request) -> web.StreamResponse:
-    """The admin API's compact-now (POST /v1/partitions/{t}/{p}/compact?roll=true) from a button:
-    roll the active segment, clean, and say what the pass did."""
-    from kompakt.broker.admin.app import _error_body, start_compact
-    topic = request.match_info["topic"]
-    form = await request.post()
-    partition = (form.get("partition") or "0").strip()
-    try:
-        tp, task = await start_compact(_broker(request), topic, partition, roll=True)
-    except ApiError as exc:
-        return await _topic_view(request, exc.body(), dict(form))
-    done_, _ = await asyncio.wait({task}, timeout=CONSOLE_COMPACT_WAIT_S)
-    if task not in done_:
-        raise done(f"/console/topics/{quote(topic, safe='')}",
-                   f"Cleaning {topic}-{partition}: still running after {CONSOLE_COMPACT_WAIT_S:.0f} s; "
-                   f"the cleaner page lists the pass when it ends.")
-    if task.exception() is not None:
-        return await _topic_view(request, _error_body(task.exception()), dict(form))
-    stats = task.result() or {}
-    if not stats.get("cleaned", True):
-        raise done(f"/console/topics/{quote(topic, safe='')}",
-                   f"{topic}-{partition} was not cleaned: {stats.get('reason')}.")
-    removed = stats.get("messages_read", 0) - stats.get("messages_written", 0)
-    raise done(f"/console/topics/{quote(topic, safe='')}",
-               f"Cleaned {topic}-{partition}: {removed} record(s) removed, {human_bytes(stats.get('bytes_read', 0))} "
-               f"read, {human_bytes(stats.get('bytes_written', 0))} written.")
-
-
-@routes.post("/console/topics/{topic}/pause")
-@routes.post("/console/topics/{topic}/resume")
-async def pause_or_resume(request: web.Request) -> web.StreamResponse:
-    """The admin API's pause / resume of one partition's cleaning, from a button."""
-    from kompakt.broker.admin.app import pause_cleaning, resume_cleaning
-    topic = request.match_info["topic"]
-    form = await request.post()
-    partition = (form.get("partition") or "0").strip()
-    pausing = request.path.endswith("/pause")
-    try:
-        view = await (pause_cleaning if pausing else resume_cleaning)(_broker(request), topic, partition)
-    except ApiError as exc:
-        return await _topic_view(request, exc.body(), dict(form))
-    count = view["cleaner"].get("paused_count") or 0
-    raise done(f"/console/topics/{quote(topic, safe='')}",
-               f"Cleaning of {topic}-{partition} {'paused' if pausing else 'resumed'}"
-               + (f" ({count} pause(s) outstanding)." if count else "."))
 
 
 @routes.get("/console/topics/{topic}/records.json")
@@ -360,7 +117,7 @@ async def records_page(request: web.Request) -> web.StreamResponse:
     topic = request.match_info["topic"]
     try:
         partition = q.get("partition", "0")
-        tp, lg = resolve_partition(_broker(request), topic, partition)
+        tp, lg = resolve_partition(broker_of(request), topic, partition)
         decode = q.get("decode", "text")
         isolation = q.get("isolation", "read_uncommitted")
         if decode not in DECODINGS:
@@ -394,7 +151,7 @@ async def records_page(request: web.Request) -> web.StreamResponse:
     except ApiError as exc:
         return await error_page(request, exc, "topics")
     from kompakt.broker.admin.views import topic_partitions
-    result.update(topic=topic, partition=tp[1], partitions=topic_partitions(_broker(request).log_manager)[topic],
+    result.update(topic=topic, partition=tp[1], partitions=topic_partitions(broker_of(request).log_manager)[topic],
                   start_from=start_from, value=value, limit=limit)
     return await render(request, "records.html", result, title=f"Records of {topic}-{tp[1]}", nav="topics")
 
@@ -402,17 +159,17 @@ async def records_page(request: web.Request) -> web.StreamResponse:
 @page("/console/groups", nav="groups")
 async def groups_page(request: web.Request):
     from kompakt.console import data
-    return "groups.html", await data.groups_page(_broker(request)), "Consumer groups"
+    return "groups.html", await data.groups_page(broker_of(request)), "Consumer groups"
 
 
 @routes.get("/console/groups/{group}")
 async def group_page(request: web.Request) -> web.StreamResponse:
-    return await _group_view(request)
+    return await group_view(request)
 
 
-async def _group_view(request: web.Request, error: dict | None = None, form: dict | None = None) -> web.StreamResponse:
+async def group_view(request: web.Request, error: dict | None = None, form: dict | None = None) -> web.StreamResponse:
     from kompakt.console import data, kafka_calls as K
-    broker = _broker(request)
+    broker = broker_of(request)
     group = request.match_info["group"]
     try:
         if group.endswith(".json") and group[:-5] in {g["group_id"] for g in await K.list_groups(broker)}:
@@ -426,92 +183,18 @@ async def _group_view(request: web.Request, error: dict | None = None, form: dic
                         nav="groups")
 
 
-RESET_TARGETS = ("earliest", "latest", "offset", "timestamp", "shift")
-
-
-@routes.post("/console/groups/{group}/reset")
-async def reset_offsets(request: web.Request) -> web.StreamResponse:
-    """kafka-consumer-groups --reset-offsets: --to-earliest, --to-latest, --to-offset,
-    --to-datetime (here milliseconds), --shift-by; for one topic or every topic the group has
-    offsets for. Kafka refuses while the group has members (the coordinator answers the commit
-    with UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION); the page says so."""
-    from kompakt.console import data, kafka_calls as K
-    broker = _broker(request)
-    group = request.match_info["group"]
-    form = await request.post()
-    try:
-        target = form.get("to") or ""
-        if target not in RESET_TARGETS:
-            raise ApiError(400, "bad_target", f"reset to one of {', '.join(RESET_TARGETS)}, got {target!r}")
-        current = await data.group_page(broker, group)
-        if current["state"] not in ("Empty", "Dead"):
-            raise ApiError(409, "group_active", f"group {group} is {current['state']} with "
-                                                f"{len(current.get('members', []))} member(s): stop its consumers "
-                                                "first (Kafka resets offsets only of an inactive group)")
-        topic = (form.get("topic") or "").strip()
-        committed = {(o["topic"], o["partition"]): o["committed_offset"] for o in current["offsets"]}
-        if topic:
-            from kompakt.broker.admin.views import topic_partitions
-            counts = topic_partitions(broker.log_manager)
-            if topic not in counts:
-                raise ApiError(404, "unknown_topic", f"unknown topic {topic!r}", kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
-            tps = [(topic, p) for p in range(counts[topic])]
-        else:
-            tps = sorted(committed)
-        if not tps:
-            raise ApiError(400, "no_partitions", f"group {group} has no committed offsets; name a topic")
-        if target in ("earliest", "latest"):
-            new = await K.list_offsets(broker, tps, K.EARLIEST if target == "earliest" else K.LATEST)
-        elif target == "timestamp":
-            ts = _int(form, "value", "the timestamp (ms)")
-            new = await K.list_offsets(broker, tps, ts)
-            latest = await K.list_offsets(broker, tps, K.LATEST)
-            new = {tp: (off if off >= 0 else latest[tp]) for tp, off in new.items()}
-        elif target == "offset":
-            value = _int(form, "value", "the offset")
-            new = {tp: value for tp in tps}
-        else:
-            shift = _int(form, "value", "the shift")
-            new = {tp: committed.get(tp, 0) + shift for tp in tps}
-        if target in ("offset", "shift"):   # clamp into [log start, end] as the Kafka tool does
-            lo = await K.list_offsets(broker, tps, K.EARLIEST)
-            hi = await K.list_offsets(broker, tps, K.LATEST)
-            new = {tp: max(lo[tp], min(hi[tp], off)) for tp, off in new.items()}
-        results = await K.commit_offsets(broker, group, new)
-    except ApiError as exc:
-        return await _group_view(request, exc.body(), dict(form))
-    except K.CallError as exc:
-        return await _group_view(request, {"kafka_error": exc.name, "message": exc.message}, dict(form))
-    failed = [r for r in results if r["error"]]
-    if failed:
-        first = failed[0]
-        return await _group_view(request, {"kafka_error": first["error"],
-                                           "message": f"the coordinator refused the commit for "
-                                                      f"{first['topic']}-{first['partition']}"}, dict(form))
-    summary = ", ".join(f"{t}-{p}→{off}" for (t, p), off in sorted(new.items())[:8])
-    raise done(f"/console/groups/{quote(group, safe='')}", f"Reset {len(new)} offset(s): {summary}.")
-
-
-@routes.post("/console/groups/{group}/delete")
-async def delete_group(request: web.Request) -> web.StreamResponse:
-    from kompakt.console import kafka_calls as K
-    group = request.match_info["group"]
-    result = await K.delete_group(_broker(request), group)
-    if result.error_code:
-        return await _group_view(request, _kafka_error(result.error_code, None))
-    raise done("/console/groups", f"Deleted group {group}.")
 
 
 @page("/console/transactions", nav="transactions")
 async def transactions_page(request: web.Request):
     from kompakt.console import data
-    return "transactions.html", await data.transactions_page(_broker(request)), "Transactions and producers"
+    return "transactions.html", await data.transactions_page(broker_of(request)), "Transactions and producers"
 
 
 @page("/console/cleaner", nav="cleaner")
 async def cleaner_page(request: web.Request):
     from kompakt.console import data
-    page_data = await data.cleaner_page(_broker(request))
+    page_data = await data.cleaner_page(broker_of(request))
     samples = page_data.get("dirty_samples") or {}
     latest = max([s[-1][0] for s in samples.values() if s] + [0])
     page_data["chart_version"] = f"{len(page_data['passes'])}-{latest}"
@@ -524,7 +207,7 @@ async def cleaner_page(request: web.Request):
 @routes.get("/console/charts/passes.png")
 async def passes_png(request: web.Request) -> web.Response:
     from kompakt.console import charts, data
-    history = data.cleaner_history(_broker(request))
+    history = data.cleaner_history(broker_of(request))
     passes = history.passes() if history is not None else []
     return _png(await asyncio.to_thread(charts.passes_chart, passes))
 
@@ -532,7 +215,7 @@ async def passes_png(request: web.Request) -> web.Response:
 @routes.get("/console/charts/dirty.png")
 async def dirty_png(request: web.Request) -> web.Response:
     from kompakt.console import charts, data
-    broker = _broker(request)
+    broker = broker_of(request)
     history = data.cleaner_history(broker)
     topic = request.query.get("topic")
     samples = {f"{t}-{p}": s for (t, p), s in (history.dirty(topic) if history is not None else {}).items()}
@@ -556,7 +239,7 @@ async def whatif_png(request: web.Request) -> web.StreamResponse:
     from kompakt.broker.admin.whatif import DEFAULT_MAX_RECORDS, chart_png, compare_partition, parse_max_records
     q = request.query
     try:
-        report = await compare_partition(_broker(request), q.get("topic", ""), q.get("partition", "0"),
+        report = await compare_partition(broker_of(request), q.get("topic", ""), q.get("partition", "0"),
                                          [s for s in q.getall("set", []) if s.strip()],
                                          parse_max_records(q.get("max_records", str(DEFAULT_MAX_RECORDS))))
     except ApiError as exc:
@@ -570,56 +253,16 @@ def _png(body: bytes) -> web.Response:
     return web.Response(body=body, content_type="image/png", headers={"Cache-Control": "private, max-age=60"})
 
 
-# --- login (with admin.api.token set) ----------------------------------------------------------------
-@routes.get("/console/login")
-async def login_page(request: web.Request) -> web.Response:
-    return await render(request, "login.html", {"next": request.query.get("next", "/console/broker"),
-                                                "error": None}, title="Sign in")
-
-
-@routes.post("/console/login")
-async def login(request: web.Request) -> web.StreamResponse:
-    from kompakt.broker.admin.auth import COOKIE, token_matches
-    form = await request.post()
-    token = form.get("token") or ""
-    target = form.get("next") or "/console/broker"
-    if not target.startswith("/console"):
-        target = "/console/broker"
-    expected = request.app.get(TOKEN_KEY)
-    if expected is None or not token_matches(expected, token):
-        return await render(request, "login.html", {"next": target, "error": {"message": "that is not the admin API token"}},
-                            status=401, title="Sign in")
-    response = web.HTTPSeeOther(target)
-    response.set_cookie(COOKIE, token, httponly=True, samesite="Strict", path="/console",
-                        secure=request.secure)
-    raise response
-
-
-TOKEN_KEY = web.AppKey("console_token", object)
-
-
-@web.middleware
-async def same_origin(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
-    """Refuse a console form posted from another site (cross-site request forgery): a page
-    elsewhere could otherwise make the operator's browser delete a topic on a loopback broker
-    that has no token. Browsers name the posting page's origin in `Origin`; tools that send none
-    (curl, scripts) are not browsers and pass. Runs before the token check, so the refusal is
-    the same with or without a token."""
-    if request.method not in ("GET", "HEAD", "OPTIONS") and request.path.startswith("/console"):
-        origin = request.headers.get("Origin")
-        if origin is not None:
-            from urllib.parse import urlsplit
-            if origin == "null" or urlsplit(origin).netloc.lower() != request.host.lower():
-                return web.Response(status=403, content_type="text/plain",
-                                    text=f"refused: a form posted from {origin} to this console "
-                                         f"({request.host}); open the console's own page and submit it there")
-    return await handler(request)
+# --- mounting ----------------------------------------------------------------------------------------
 
 
 def add_console(app: web.Application, broker: Any, token: str | None) -> None:
     """Mount the console on the admin app (cheap: no Jinja2 or matplotlib import here)."""
+    from kompakt.console import access, actions
+
     app[BROKER_KEY] = broker
-    app[TOKEN_KEY] = token
-    app.middlewares.insert(0, same_origin)
-    app.add_routes(routes)
+    app[access.TOKEN_KEY] = token
+    app.middlewares.insert(0, access.same_origin)
+    for table in (routes, actions.routes, access.routes):
+        app.add_routes(table)
     app.router.add_static("/console/static", STATIC, append_version=False)
