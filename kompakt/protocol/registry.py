@@ -94,6 +94,10 @@ _TABLE = [
     _api(_cluster.DescribeLogDirsRequest, _cluster.DescribeLogDirsResponse),                # 35
     _api(_sasl.SaslAuthenticateRequest, _sasl.SaslAuthenticateResponse),                    # 36
     _api(_topics.CreatePartitionsRequest, _topics.CreatePartitionsResponse),                # 37
+    _api(_ours.CreateDelegationTokenRequest, _ours.CreateDelegationTokenResponse),          # 38
+    _api(_ours.RenewDelegationTokenRequest, _ours.RenewDelegationTokenResponse),            # 39
+    _api(_ours.ExpireDelegationTokenRequest, _ours.ExpireDelegationTokenResponse),          # 40
+    _api(_ours.DescribeDelegationTokenRequest, _ours.DescribeDelegationTokenResponse),      # 41
     _api(_admin_groups.DeleteGroupsRequest, _admin_groups.DeleteGroupsResponse),            # 42
     _api(_topics.ElectLeadersRequest, _topics.ElectLeadersResponse),                        # 43
     _api(_configs.IncrementalAlterConfigsRequest, _configs.IncrementalAlterConfigsResponse),  # 44

@@ -52,3 +52,35 @@ class RemoveRaftVoterRequest(ApiMessage, load_json=_HERE):
 
 class RemoveRaftVoterResponse(ApiMessage, load_json=_HERE):
     pass
+
+
+class CreateDelegationTokenRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class CreateDelegationTokenResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class RenewDelegationTokenRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class RenewDelegationTokenResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class ExpireDelegationTokenRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class ExpireDelegationTokenResponse(ApiMessage, load_json=_HERE):
+    pass
+
+
+class DescribeDelegationTokenRequest(ApiMessage, load_json=_HERE):
+    pass
+
+
+class DescribeDelegationTokenResponse(ApiMessage, load_json=_HERE):
+    pass
