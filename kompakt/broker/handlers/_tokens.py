@@ -15,6 +15,9 @@ Nothing is created or changed.
 """
 from __future__ import annotations
 
+from kompakt.protocol import registry
+from kompakt.protocol.errors import ErrorCode
+
 ERROR_TIMESTAMP = -1          # Kafka's DelegationTokenManager.ErrorTimestamp
 
 
@@ -32,3 +35,12 @@ def principal_parts(principal: str) -> tuple[str, str]:
     """`User:alice` -> ("User", "alice") (KafkaPrincipal's type and name)."""
     kind, _, name = principal.partition(":")
     return kind, name
+
+
+def renew_or_expire_answer(ctx, api_key: int):
+    """RenewDelegationToken's or ExpireDelegationToken's answer (the two have the same fields)."""
+    if not token_requests_allowed(ctx):
+        code, expiry = ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP
+    else:
+        code, expiry = ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, 0     # the controller's answer
+    return registry.API[api_key].response(error_code=int(code), expiry_timestamp_ms=expiry, throttle_time_ms=0)

@@ -4,9 +4,7 @@ expire and nothing changes.
 """
 from __future__ import annotations
 
-from kompakt.broker.handlers._tokens import ERROR_TIMESTAMP, token_requests_allowed
-from kompakt.protocol import registry
-from kompakt.protocol.errors import ErrorCode
+from kompakt.broker.handlers._tokens import renew_or_expire_answer
 
 API_KEY = 40
 MIN_VERSION = 1
@@ -14,8 +12,4 @@ MAX_VERSION = 2
 
 
 async def handle(ctx, request):
-    if not token_requests_allowed(ctx):
-        code, expiry = ErrorCode.DELEGATION_TOKEN_REQUEST_NOT_ALLOWED, ERROR_TIMESTAMP
-    else:
-        code, expiry = ErrorCode.DELEGATION_TOKEN_AUTH_DISABLED, 0     # the controller's answer
-    return registry.API[API_KEY].response(error_code=int(code), expiry_timestamp_ms=expiry, throttle_time_ms=0)
+    return renew_or_expire_answer(ctx, API_KEY)
