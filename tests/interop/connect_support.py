@@ -66,6 +66,9 @@ logger.clients.name = org.apache.kafka.clients
 logger.clients.level = warn
 logger.config.name = org.apache.kafka.common.config
 logger.config.level = warn
+# one line per REST request: the tests poll the status endpoints
+logger.rest.name = org.apache.kafka.connect.runtime.rest.RestServer
+logger.rest.level = warn
 """
 
 
@@ -240,7 +243,8 @@ class ConnectWorker:
         return self.rest("GET", f"/connectors/{name}/status")
 
     def wait_state(self, name: str, state: str, timeout: float = 60.0) -> dict:
-        """Wait until the connector and all its tasks (at least one) are in `state`."""
+        """Wait until the connector and all its tasks (at least one, none for STOPPED) are in
+        `state`."""
         def check():
             try:
                 st = self.status(name)
@@ -249,7 +253,8 @@ class ConnectWorker:
             states = [st["connector"]["state"]] + [t["state"] for t in st["tasks"]]
             if "FAILED" in states:
                 raise RuntimeError(f"connector {name} failed: {json.dumps(st)[:3000]}")
-            return st if st["tasks"] and set(states) == {state} else None
+            has_tasks = bool(st["tasks"]) != (state == "STOPPED")
+            return st if has_tasks and set(states) == {state} else None
         return wait_for(check, timeout, f"connector {name} {state}",
                         details=lambda: f"status: {self._request('GET', f'/connectors/{name}/status')}\n"
                                         f"worker log:\n{self.log_tail()}")

@@ -189,6 +189,58 @@ def test_filestream_resumes_exactly_after_a_worker_kill(interop_broker, worker, 
         worker.rest("DELETE", f"/connectors/{name}")
 
 
+def test_connector_offsets_are_altered_and_reset_through_the_rest_api(interop_broker, worker, tmp_path):
+    """KIP-875: a stopped connector's offsets are read, altered and reset through the REST API.
+    For a sink the worker uses the consumer group's offsets (Admin listConsumerGroupOffsets,
+    alterConsumerGroupOffsets, deleteConsumerGroups); for an exactly-once source it fences the
+    task's transactional producers (Admin fenceProducers) and writes the offsets topic in a
+    transaction. Resumed, the sink starts again at the offset it was given and the source reads
+    its file again from the start."""
+    interop_broker.create_topic("lines-875", partitions=1)
+    source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
+    lines = _lines(1, 50)
+    source_file.write_text("".join(line + "\n" for line in lines))
+    strings = {"key.converter": "org.apache.kafka.connect.storage.StringConverter",
+               "value.converter": "org.apache.kafka.connect.storage.StringConverter", "tasks.max": "1"}
+    worker.put_connector("src-875", {"connector.class": "org.apache.kafka.connect.file.FileStreamSourceConnector",
+                                     "file": str(source_file), "topic": "lines-875", **strings})
+    worker.put_connector("sink-875", {"connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector",
+                                      "file": str(sink_file), "topics": "lines-875", **strings})
+
+    def sink_lines():
+        return sink_file.read_text().splitlines() if sink_file.exists() else []
+
+    wait_for(lambda: len(sink_lines()) >= len(lines), 60, "the sink file to hold the lines",
+             details=lambda: f"worker log:\n{worker.log_tail()}")
+    wait_sink_committed(interop_broker, worker, "sink-875", "lines-875")
+    for name in ("src-875", "sink-875"):
+        worker.rest("PUT", f"/connectors/{name}/stop")
+        worker.wait_state(name, "STOPPED")
+    source_partition = {"filename": str(source_file)}
+    sink_partition = {"kafka_topic": "lines-875", "kafka_partition": 0}
+    assert worker.rest("GET", "/connectors/src-875/offsets")["offsets"] == \
+        [{"partition": source_partition, "offset": {"position": source_file.stat().st_size}}]
+    assert worker.rest("GET", "/connectors/sink-875/offsets")["offsets"] == \
+        [{"partition": sink_partition, "offset": {"kafka_offset": len(lines)}}]
+
+    worker.rest("PATCH", "/connectors/sink-875/offsets",
+                {"offsets": [{"partition": sink_partition, "offset": {"kafka_offset": 10}}]})
+    worker.rest("DELETE", "/connectors/src-875/offsets")
+    assert worker.rest("GET", "/connectors/sink-875/offsets")["offsets"] == \
+        [{"partition": sink_partition, "offset": {"kafka_offset": 10}}]
+    assert worker.rest("GET", "/connectors/src-875/offsets")["offsets"] == []
+
+    for name in ("src-875", "sink-875"):
+        worker.rest("PUT", f"/connectors/{name}/resume")
+    expected = lines + lines[10:] + lines
+    wait_for(lambda: len(sink_lines()) >= len(expected), 60, "the sink file to hold the lines again",
+             details=lambda: f"{len(sink_lines())} lines; worker log:\n{worker.log_tail()}")
+    assert [r.value.decode() for r in read_topic(interop_broker, "lines-875")] == lines + lines
+    assert sink_lines() == expected
+    for name in ("src-875", "sink-875"):
+        worker.rest("DELETE", f"/connectors/{name}")
+
+
 # -- Debezium PostgreSQL -> compacted topic -> cleaner -> snapshot == table ----------------------------
 TABLE = "public.items"
 TOPIC = "pg.public.items"
