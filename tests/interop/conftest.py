@@ -26,7 +26,8 @@ Fixtures:
   group names of their own.
 - `interop_broker_factory` (function): `factory(config={...})` for tests that need their own
   broker settings; all stopped after the test.
-"""from __future__ import annotations
+"""
+from __future__ import annotations
 
 import pytest
 
