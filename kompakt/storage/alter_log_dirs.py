@@ -388,17 +388,22 @@ class ReplicaAlterLogDirs:
                 move.locked_ms = (_time.monotonic() - locked_at) * 1000
                 move.done = True
                 self._moves.pop(tp, None)
-            for seg in old_segments:
-                seg.close_handlers()
-            m._queue_dir_delete(deleted_dir, f"replaced by the future log in {dest}")
-            for d in (source, dest):
-                try:
-                    m._write_checkpoints_for_dir(d)
-                except OSError:
-                    pass   # handled (the dir's error); the next start reads what is there
-            if m.cleaner is not None:
-                m.cleaner.update_checkpoints(source, partition_to_remove=tp)
-        self._end(move)
+            try:
+                for seg in old_segments:
+                    seg.close_handlers()
+                m._queue_dir_delete(deleted_dir, f"replaced by the future log in {dest}")
+                for d in (source, dest):
+                    try:
+                        m._write_checkpoints_for_dir(d)
+                    except OSError:
+                        pass   # handled (the dir's error); the next start reads what is there
+                if m.cleaner is not None:
+                    m.cleaner.update_checkpoints(source, partition_to_remove=tp)
+            except Exception:  # noqa: BLE001 - the move is done: cleaning must resume whatever fails here
+                log.exception("bookkeeping after moving %s-%d to %s failed (the next start redoes it)",
+                              tp.topic, tp.partition, dest)
+            finally:
+                self._end(move)
         self.completed_total += 1
         log.info("moved %s-%d from %s to %s (%d bytes copied in %d chunks; appends waited %.1f ms for "
                  "the swap)", tp.topic, tp.partition, source, dest, move.copied_bytes, move.chunks, move.locked_ms)
