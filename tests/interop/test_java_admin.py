@@ -232,3 +232,57 @@ def test_alter_and_describe_replica_log_dirs(java, interop_broker_factory, tmp_p
                              "futureReplicaLogDir": None, "futureReplicaOffsetLag": -1}
     finally:
         shell.close()
+
+
+def test_the_other_admin_calls_tools_make(admin, interop_broker):
+    """Admin calls behind kafka-configs (quotas, SCRAM), kafka-acls, kafka-reassign-partitions,
+    kafka-leader-election, kafka-topics --alter, kafka-consumer-groups --reset-offsets /
+    --delete-offsets, kafka-transactions fence-producers and kafka-log-dirs: each answers what the
+    Java client expects (no null where Kafka sends a list)."""
+    assert admin.call("describeClientQuotas") == {}
+    assert admin.call("describeUserScramCredentials") == {}
+    admin.call("alterUserScramCredentials", user="ja-user", mechanism="SCRAM_SHA_256", iterations=8192,
+               password="secret")
+    assert admin.call("describeUserScramCredentials") == {
+        "ja-user": [{"mechanism": "SCRAM_SHA_256", "iterations": 8192}]}
+    acls = admin.call("describeAcls", expect_error=True)   # no authorizer configured, as Kafka answers
+    assert acls["error"] == "SecurityDisabledException"
+    assert admin.call("listPartitionReassignments") == {}
+
+    admin.call("createTopics", topics=[{"name": "ja-more", "partitions": 1}])
+    admin.call("createPartitions", topic="ja-more", count=3)
+    assert len(admin.call("describeTopics", topics=["ja-more"])["ja-more"]["partitions"]) == 3
+    fewer = admin.call("createPartitions", topic="ja-more", count=2, expect_error=True)
+    assert fewer["error"] == "InvalidPartitionsException"
+    assert admin.call("electLeaders", partitions=["ja-more-0"]) == {"ja-more-0": "ElectionNotNeededException"}
+    assert admin.call("electLeaders") == {}
+    node = admin.call("describeCluster")["nodes"][0]["id"]
+    assert admin.call("describeReplicaLogDirs", broker=node, partitions=["ja-more-1"]) == {
+        "ja-more-1": {"currentReplicaLogDir": interop_broker.log_dir, "currentReplicaOffsetLag": 0,
+                      "futureReplicaLogDir": None, "futureReplicaOffsetLag": -1}}
+
+    admin.call("alterConsumerGroupOffsets", group="ja-offsets-group", offsets={"ja-more-0": 0, "ja-more-1": 0})
+    assert admin.call("listConsumerGroupOffsets", group="ja-offsets-group") == {"ja-more-0": 0, "ja-more-1": 0}
+    admin.call("deleteConsumerGroupOffsets", group="ja-offsets-group", partitions=["ja-more-1"])
+    assert admin.call("listConsumerGroupOffsets", group="ja-offsets-group") == {"ja-more-0": 0}
+
+    # a live classic member, removed by the Admin (kafka-consumer-groups --delete needs it gone)
+    admin.call("consumer", name="ja-leaver", props={"group.id": "ja-leave-group", "group.protocol": "classic"})
+    admin.call("subscribe", name="ja-leaver", topics=["ja-more"])
+    admin.call("poll", name="ja-leaver", count=1, timeoutMs=3000)
+    (member,) = admin.call("describeConsumerGroups", groups=["ja-leave-group"])["ja-leave-group"]["members"]
+    admin.call("removeMembersFromConsumerGroup", group="ja-leave-group")
+    assert admin.call("describeConsumerGroups", groups=["ja-leave-group"])["ja-leave-group"]["members"] == []
+    admin.call("closeConsumer", name="ja-leaver")
+    assert member["clientId"]
+
+    # fence-producers: a transactional producer is fenced by the Admin
+    admin.call("producer", name="ja-fenced", props={"transactional.id": "ja-fence-me", "linger.ms": "0"})
+    admin.call("initTransactions", name="ja-fenced")
+    fenced = admin.call("fenceProducers", ids=["ja-fence-me"])["ja-fence-me"]
+    assert fenced["producerId"] >= 0 and fenced["epoch"] >= 1
+    admin.call("beginTransaction", name="ja-fenced")
+    failed = admin.call("send", name="ja-fenced", topic="ja-more", records=[{"key": "k", "value": "v"}],
+                        expect_error=True)
+    assert failed["error"] in ("ProducerFencedException", "InvalidProducerEpochException"), failed
+    admin.call("closeProducer", name="ja-fenced")

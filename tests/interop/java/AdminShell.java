@@ -326,6 +326,82 @@ public class AdminShell extends Shell {
                     new org.apache.kafka.common.quota.ClientQuotaEntity(entity), ops))).all().get();
             return obj();
         });
+        op("describeClientQuotas", r -> {
+            ObjectNode out = obj();
+            admin.describeClientQuotas(org.apache.kafka.common.quota.ClientQuotaFilter.all()).entities().get()
+                    .forEach((entity, quotas) -> {
+                        ObjectNode q = out.putObject(new TreeMap<>(entity.entries()).toString());
+                        quotas.forEach(q::put);
+                    });
+            return out;
+        });
+        op("describeUserScramCredentials", r -> {
+            ObjectNode out = obj();
+            admin.describeUserScramCredentials().all().get().forEach((user, d) -> {
+                ArrayNode a = out.putArray(user);
+                d.credentialInfos().forEach(c -> a.addObject().put("mechanism", c.mechanism().name()).put("iterations", c.iterations()));
+            });
+            return out;
+        });
+        op("alterUserScramCredentials", r -> {
+            admin.alterUserScramCredentials(List.of(new UserScramCredentialUpsertion(r.get("user").asText(),
+                    new ScramCredentialInfo(ScramMechanism.valueOf(r.get("mechanism").asText()), r.get("iterations").asInt()),
+                    r.get("password").asText()))).all().get();
+            return obj();
+        });
+        op("describeAcls", r -> {
+            ArrayNode out = JSON.createArrayNode();
+            admin.describeAcls(org.apache.kafka.common.acl.AclBindingFilter.ANY).values().get()
+                    .forEach(b -> out.add(b.toString()));
+            return obj().set("acls", out);
+        });
+        op("listPartitionReassignments", r -> {
+            ObjectNode out = obj();
+            admin.listPartitionReassignments().reassignments().get().forEach((k, v) -> out.put(k.toString(), v.toString()));
+            return out;
+        });
+        op("electLeaders", r -> {
+            Set<TopicPartition> tps = null;
+            if (r.has("partitions")) {
+                tps = new HashSet<>();
+                for (JsonNode n : r.get("partitions")) {
+                    tps.add(tp(n.asText()));
+                }
+            }
+            ObjectNode out = obj();
+            admin.electLeaders(org.apache.kafka.common.ElectionType.valueOf(r.path("type").asText("PREFERRED")), tps)
+                    .partitions().get().forEach((k, v) -> out.put(k.toString(), v.map(t -> t.getClass().getSimpleName()).orElse(null)));
+            return out;
+        });
+        op("createPartitions", r -> {
+            admin.createPartitions(Map.of(r.get("topic").asText(), NewPartitions.increaseTo(r.get("count").asInt()))).all().get();
+            return obj();
+        });
+        op("alterConsumerGroupOffsets", r -> {
+            Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> offsets = new HashMap<>();
+            r.get("offsets").fields().forEachRemaining(e -> offsets.put(tp(e.getKey()),
+                    new org.apache.kafka.clients.consumer.OffsetAndMetadata(e.getValue().asLong())));
+            admin.alterConsumerGroupOffsets(r.get("group").asText(), offsets).all().get();
+            return obj();
+        });
+        op("deleteConsumerGroupOffsets", r -> {
+            Set<TopicPartition> tps = new HashSet<>();
+            r.get("partitions").forEach(n -> tps.add(tp(n.asText())));
+            admin.deleteConsumerGroupOffsets(r.get("group").asText(), tps).all().get();
+            return obj();
+        });
+        op("removeMembersFromConsumerGroup", r -> {
+            admin.removeMembersFromConsumerGroup(r.get("group").asText(), new RemoveMembersFromConsumerGroupOptions()).all().get();
+            return obj();
+        });
+        op("fenceProducers", r -> {
+            FenceProducersResult res = admin.fenceProducers(strings(r.get("ids")));
+            ObjectNode out = obj();
+            for (String id : strings(r.get("ids"))) {
+                out.putObject(id).put("producerId", res.producerId(id).get()).put("epoch", res.epochId(id).get());
+            }
+            return out;
+        });
         op("describeFeatures", r -> {
             FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
             ObjectNode out = obj();
