@@ -245,3 +245,22 @@ def test_transactions_cross_the_swap(dirs, start):
     m.shutdown()
     again = start().get_log(TP)
     assert [(a.producer_id, a.first_offset, a.last_offset) for a in again.aborted_transactions(0, 12)] == aborted
+
+
+def test_a_future_without_a_live_log_waits_while_a_dir_is_offline(dirs, start, tmp_path):
+    """The live copy may be on the offline dir: the future is left as it is, the partition offline."""
+    m, src, dest = topic_in_one_dir(start, dirs, 20)
+    m.alter_replica_log_dir(TP, dest)
+    future_dir = m.future_logs()[TP].dir
+    current = m.get_log(TP).dir
+    _crash(m)
+    os.replace(current, current + ".0123456789abcdef0123456789abcdef-delete")
+    offline = tmp_path / "offline"
+    offline.write_text("not a dir")
+    again = LogManager(make_config(*dirs, offline, log_segment_bytes=3000))
+    again.startup()
+    try:
+        assert again.get_log(TP) is None and again.is_offline(TP) and not again.future_logs()
+        assert os.path.isdir(future_dir)
+    finally:
+        again.shutdown()
