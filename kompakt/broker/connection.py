@@ -31,6 +31,14 @@ nobody else's. Responses that finish in the same loop pass leave in one `writeli
 A client over its byte-rate quota (broker/quotas) is muted the same way for the throttle time
 its answer carries (`throttle`): no new request is read or started until it ends.
 
+Zero copy (plaintext only): requests run with `ctx.zero_copy`, so a Fetch answer may carry storage
+FileRecords (segment file ranges) in place of record bytes. Such an answer, when the transport's
+write buffer is empty, goes out through a network.direct_send.DirectSender, which writes the socket
+itself (sendfile for the ranges); every answer after it goes the same way until it has drained,
+so output stays in order and never interleaves, and while the socket is full reading pauses as
+for pause_writing. If the transport still holds earlier bytes, the ranges are read into memory
+and written through the transport as before.
+
 Security (broker/security): a TLS listener's bytes arrive decrypted (the loop's SSL transport did
 the handshake before connection_made). TLS output joins the small pieces of each flush (one TLS
 record per buffer is the transport's rule, `_coalesce`) and is handed over in 256 KiB writes only
@@ -58,13 +66,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import time
 import traceback
 
 from kompakt.broker.dispatch import CloseConnection, ProtocolViolation
 from kompakt.broker.fetch_wait import Parked
+from kompakt.broker.network.direct_send import DirectSender
 from kompakt.broker.security.session import Session, java_host_address
 from kompakt.protocol.framing import FrameReader, InvalidFrameError
+from kompakt.storage.file_records import FileRecords
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +121,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.gate = None                     # SASL: admits(api_key) before each request, else None
         self._throttled = None               # the TimerHandle ending a quota throttle, while muted
         self._tls = security is not None and security.ssl_context is not None
+        self._zero_copy = not self._tls and hasattr(os, "sendfile")   # Fetch may answer FileRecords
+        self._direct: DirectSender | None = None   # writing the socket itself (see the docstring)
         self.limits = getattr(broker, "limits", None)   # broker/limits.py (connections, request memory)
         self._host = None                    # the client address counted by limits.admit
         self._held = None                    # a frame waiting for request memory (queued.max.request.bytes)
@@ -172,6 +185,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._running = None
         self._stopped = True
         self._tls_backlog.clear()
+        self._close_direct()
         self.transport = None
         if not self.closed.done():
             self.closed.set_result(None)
@@ -275,6 +289,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             self._running = slot
             prepared[0].on_effects = self._effects_applied
+            prepared[0].zero_copy = self._zero_copy
             run = self._run(slot, frame, *prepared)
             # Eager start: the handler's first step runs now, in this loop pass. A request that
             # never waits (most appends, metadata, offsets) is answered before the next frame is
@@ -348,7 +363,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._write_scheduled = True
             self._loop.call_soon(self._write_out)
         if self._closing and not pending:
-            if not out and not self._tls_backlog and self.transport is not None:
+            if not out and not self._tls_backlog and self._direct is None and self.transport is not None:
                 self.transport.close()
             return
         self._process()                      # closing: the requests already read still start
@@ -364,12 +379,45 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._tls_backlog.extend(_coalesce(out) if len(out) > 1 else out)
             self._pump_tls()                 # closes the transport itself once drained
             return
+        if self._direct is not None or (self._zero_copy and any(type(b) is FileRecords for b in out)):
+            if self._direct is None and transport.get_write_buffer_size():
+                # earlier answers still wait in the transport: no writing around them
+                try:
+                    out = [b.read() if type(b) is FileRecords else b for b in out]
+                except OSError as exc:
+                    self._direct_failed(exc)
+                    return
+            else:
+                if self._direct is None:
+                    self._direct = DirectSender(self._loop, transport.get_extra_info("socket").fileno(),
+                                                self._update_reading, self._direct_drained, self._direct_failed)
+                self._direct.send(out)       # may drain (and close, if closing) before it returns
+                return
         if len(out) == 1:
             transport.write(out[0])
         else:
             transport.writelines(out)
         if self._closing and not self.pending:
             transport.close()
+
+    def _direct_drained(self) -> None:
+        """The DirectSender sent everything: answers go through the transport again."""
+        self._direct = None
+        self._update_reading()
+        if self._closing and not self.pending and not self._out and self.transport is not None:
+            self.transport.close()
+
+    def _direct_failed(self, exc: OSError) -> None:
+        """Sending a zero-copy answer failed (peer gone, segment file short): a frame cut short
+        cannot be finished, so the connection goes."""
+        self._direct = None
+        log.debug("closing connection from %s: sending a fetch answer failed: %s", self.peer, exc)
+        self.abort()
+
+    def _close_direct(self) -> None:
+        direct, self._direct = self._direct, None
+        if direct is not None:
+            direct.close()
 
     def _pump_tls(self) -> None:
         """Hand the SSL transport the TLS backlog in writes of TLS_WRITE_CHUNK bytes while it is
@@ -408,7 +456,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or self._closing:
             return
-        should_pause = (self._write_paused or len(self.pending) >= self.max_in_flight
+        should_pause = (self._write_paused or (self._direct is not None and self._direct.blocked)
+                        or len(self.pending) >= self.max_in_flight
                         or self._throttled is not None or self._held is not None or self._awaiting_memory)
         if should_pause and not self._reading_paused:
             self._reading_paused = True
@@ -456,6 +505,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def abort(self) -> None:
         self._closing = self._stopped = True
+        self._close_direct()                 # its duplicate descriptor would keep the socket open
         if self.transport is not None:
             self.transport.abort()
 
@@ -468,7 +518,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
-        if not self.pending and not self._out and not self._tls_backlog:
+        if not self.pending and not self._out and not self._tls_backlog and self._direct is None:
             self.transport.close()
 
     def _admit_large(self, size: int) -> bool:

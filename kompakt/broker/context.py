@@ -36,7 +36,7 @@ from kompakt.broker.security.session import PLAIN_SESSION
 
 class RequestContext:
     __slots__ = ("broker", "header", "api_version", "client_id", "correlation_id", "peer", "frame_size",
-                 "listener", "parked", "session", "throttle_ms", "on_effects")
+                 "listener", "parked", "session", "throttle_ms", "on_effects", "zero_copy")
 
     def __init__(self, broker, header, peer: str = "", frame_size: int = 0, listener: str | None = None,
                  parked=None, session=None):
@@ -55,6 +55,9 @@ class RequestContext:
         self.throttle_ms = 0
         # Set by the connection: called once when this request's effects are visible (see above).
         self.on_effects = None
+        # Set by a plaintext connection: the answer may carry storage FileRecords (file ranges it
+        # sends with sendfile) in place of record bytes (Fetch; broker/network/direct_send.py).
+        self.zero_copy = False
 
     def effects_applied(self) -> None:
         """Every effect of this request is visible to later requests: the connection may start

@@ -61,6 +61,7 @@ from kompakt.storage import loader as L
 from kompakt.storage import segment as S
 from kompakt.storage.checkpoint import fsync_dir
 from kompakt.storage.faults import crash_point
+from kompakt.storage.file_records import FileRecords
 from kompakt.storage.offset_index import CorruptIndexError
 from kompakt.storage.log_validator import validate_and_assign
 from kompakt.protocol.txn_records import decode_marker
@@ -106,7 +107,8 @@ class AppendInfo:
 
 @dataclass(slots=True)
 class FetchData:
-    """Result of Log.read: whole batches as bytes, plus the partition's offsets at read time."""
+    """Result of Log.read: whole batches as bytes (or, read with as_file, a FileRecords), plus the
+    partition's offsets at read time."""
     records: bytes
     high_watermark: int
     log_start_offset: int
@@ -491,11 +493,13 @@ class Log:
 
     # ---- read ------------------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one: bool = True) -> FetchData:
+             min_one: bool = True, as_file: bool = False) -> FetchData:
         """Whole batches from the one holding `offset`, at most max_bytes (unless min_one).
 
         Raises OffsetOutOfRangeError outside [log_start_offset, log_end_offset]. Reading at the log
         end offset returns no records. `max_offset` (exclusive) keeps batches at or above it out.
+        `as_file`: a large read's records may be a FileRecords (the file range, for sendfile; see
+        LogSegment.read) instead of bytes.
         """
         with self.lock:
             leo = self._next_offset
@@ -510,13 +514,18 @@ class Log:
                 i = max(bisect_right(self._bases, offset) - 1, 0)
                 while i < len(self._segments):
                     try:
-                        res = self._segments[i].read(offset, max_bytes, None, min_one)
+                        res = self._segments[i].read(offset, max_bytes, None, min_one, as_file)
                     except OSError as exc:
                         raise self._io_failed(exc, f"reading {self._tp_str}") from exc
                     if res is not None:
                         data = res[1]
                         break
                     i += 1
+            if type(data) is FileRecords:
+                if max_offset is not None and max_offset < leo and data.last_base_offset() >= max_offset:
+                    data = data.read()             # batches to cut off: the bytes path below
+                else:
+                    return FetchData(data, leo, start, leo, leo, data.first_base_offset())
             if max_offset is not None and max_offset < leo and data:
                 # (Fetch passes max_offset = high watermark = log end offset: nothing to cut.)
                 data = data[:_prefix_below(data, max_offset)]

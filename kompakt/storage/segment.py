@@ -41,6 +41,7 @@ from array import array
 from kompakt.protocol import records as R
 from kompakt.protocol.txn_records import decode_marker
 from kompakt.storage.faults import check_io
+from kompakt.storage.file_records import FileRecords
 from kompakt.storage.offset_index import INT32_MAX, IndexOffsetOverflowError, OffsetIndex, round_down
 from kompakt.storage.time_index import NO_TIMESTAMP, TimeIndex
 from kompakt.storage.txn_index import AbortedTxn, TransactionIndex
@@ -65,6 +66,9 @@ _LENGTH = struct.Struct(">i")
 RECOVER_CHUNK = 8 * 1024 * 1024
 _OPEN_LOCK = threading.Lock()
 SCAN_WINDOW = 16 * 1024  # header scan window: covers the default 4 KiB index interval
+# Reads from this size up may come back as FileRecords (read(as_file=True)): below it a pread and
+# one socket write cost less than sendfile's extra calls.
+FILE_RECORDS_MIN = 64 * 1024
 
 
 class LogSegmentOffsetOverflowError(Exception):
@@ -344,12 +348,14 @@ class LogSegment:
         return None if found is None else found[:2]
 
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
-             min_one: bool = False):
+             min_one: bool = False, as_file: bool = False):
         """Whole batches from the batch holding `start_offset`: (position, bytes) or None.
 
         Returns None when no batch in this segment ends at or after start_offset. At most
         `max_size` bytes unless `min_one` and the first batch alone is larger (then that batch).
-        `max_position` bounds the read (e.g. the position of the high watermark).
+        `max_position` bounds the read (e.g. the position of the high watermark). With `as_file`,
+        a read of FILE_RECORDS_MIN bytes or more comes back as a FileRecords (the range, not its
+        bytes: a plaintext Fetch sends it with sendfile); smaller ones are bytes either way.
         """
         if max_size < 0:
             raise ValueError(f"Invalid max size {max_size} for log read from segment {self.log_path}")
@@ -371,13 +377,22 @@ class LogSegment:
         # only from the last entry inside the range (about index.interval.bytes of them), not from
         # the first batch (thousands in a 1 MiB fetch).
         limit = pos + want
-        end = self._whole_batches_end(max(self.offset_index.floor_position(limit), pos), limit)
+        end, last = self._whole_batches_end(max(self.offset_index.floor_position(limit), pos), limit)
+        if as_file and end - pos >= FILE_RECORDS_MIN:
+            if last < 0:                       # the walk began at the batch crossing `limit`
+                last = self._whole_batches_end(max(self.offset_index.floor_position(end - 1), pos), end)[1]
+            try:
+                return pos, FileRecords(self._fd, pos, end - pos, last)
+            except OSError:                    # out of descriptors (EMFILE): the bytes, not a failed disk
+                pass
         return pos, os.pread(self._fd, end - pos, pos)
 
-    def _whole_batches_end(self, pos: int, limit: int) -> int:
-        """End of the last whole batch at or before `limit`, walking batch headers from the batch
-        start `pos` in SCAN_WINDOW reads (a batch larger than the window is stepped over unread)."""
+    def _whole_batches_end(self, pos: int, limit: int) -> tuple[int, int]:
+        """(end, start) of the last whole batch at or before `limit`, walking batch headers from
+        the batch start `pos` in SCAN_WINDOW reads (a batch larger than the window is stepped over
+        unread); (pos, -1) when none fits from `pos`."""
         unpack = _LENGTH.unpack_from
+        last = -1
         while limit - pos >= R.LOG_OVERHEAD:
             win = os.pread(self._fd, min(SCAN_WINDOW, limit - pos), pos)
             n = len(win)
@@ -385,12 +400,13 @@ class LogSegment:
             while n - p >= R.LOG_OVERHEAD:
                 size = unpack(win, p + 8)[0] + R.LOG_OVERHEAD
                 if size < R.BATCH_OVERHEAD or pos + p + size > limit:
-                    return pos + p
+                    return pos + p, last
+                last = pos + p
                 p += size
             if p == 0:
                 break
             pos += p
-        return pos
+        return pos, last
 
     def read_next_offset(self) -> int:
         """Offset after the last batch (base_offset when empty): scan from the last index entry."""

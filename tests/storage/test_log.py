@@ -400,3 +400,32 @@ def test_roll_elsewhere_changes_nothing_and_the_same_bytes_append_afterwards(log
     assert info.first_offset == end and lg.num_segments == 2
     assert [h.base_offset for h in batches_of(lg.read(end, 10_000).records)] == [end]
     lg.close()
+
+
+def test_a_large_read_as_file_is_the_range_of_the_same_bytes(logdir):
+    """read(as_file=True): from FILE_RECORDS_MIN bytes up the records are a FileRecords (the
+    segment range a plaintext Fetch sends with sendfile) holding exactly what a bytes read returns,
+    whose last_offset is the last batch's; smaller reads, and reads that max_offset must cut, stay
+    bytes; the range still reads after the segment is deleted (it keeps its own descriptor)."""
+    from kompakt.storage.file_records import FileRecords
+    from kompakt.storage.segment import FILE_RECORDS_MIN
+    lg = Log.open(logdir, cfg(index_interval_bytes=4096))
+    for _ in range(40):
+        lg.append_as_leader(batch(10, value=os.urandom(500)))          # ~5 KiB batches, 400 records
+    plain = lg.read(3, 150_000).records
+    ranged = lg.read(3, 150_000, as_file=True).records
+    assert type(ranged) is FileRecords and len(ranged) == len(plain) >= FILE_RECORDS_MIN
+    assert ranged.read() == plain
+    assert ranged.first_base_offset() == 0
+    assert ranged.last_offset() == batches_of(plain)[-1].last_offset
+    assert type(lg.read(3, FILE_RECORDS_MIN // 2, as_file=True).records) is bytes
+    cut = lg.read(0, 1 << 20, max_offset=350, as_file=True).records
+    assert type(cut) is bytes and batches_of(cut)[-1].base_offset == 340
+    whole = lg.read(0, 1 << 20, max_offset=400, as_file=True).records
+    assert type(whole) is FileRecords and whole.last_offset() == 399
+    lg.close()
+    import shutil
+    shutil.rmtree(logdir)
+    assert ranged.read() == plain
+    ranged.close()
+    whole.close()

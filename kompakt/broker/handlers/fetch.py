@@ -16,6 +16,13 @@ overlap the bytes returned (Log.aborted_transactions over [fetch offset, the off
 batch returned), from the segments' `.txnindex`): the consumer drops those producers' batches in
 those ranges, and never sees control batches as records.
 
+Zero copy: on a plaintext connection (`ctx.zero_copy`) a large read comes back from the log as
+a storage FileRecords, a range of the segment file, and travels in the answer in place of the
+bytes (the codec asks only its length); the connection sends it with sendfile
+(broker/network/direct_send.py). TLS connections, and reads of less than
+segment.FILE_RECORDS_MIN, get bytes as before. Records are never rewritten on the way out (no
+down-conversion: Fetch v4+ carries v2 batches as stored), so nothing else needs the bytes.
+
 Threads: when every partition reads from its active segment, above what was on disk when the log
 was loaded (consumers at or near the tail: bytes this process wrote, page cache, microseconds) the
 pass runs on the event loop; when any starts in an older segment, or in the part of the active
@@ -80,6 +87,7 @@ from kompakt.protocol.codec import FetchPartitionResult, FetchTopicResult
 from kompakt.protocol.errors import ErrorCode, KafkaError
 from kompakt.protocol.records import BATCH_OVERHEAD, LOG_OVERHEAD
 from kompakt.storage import TopicPartition
+from kompakt.storage.file_records import FileRecords
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -144,6 +152,7 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
     readable = 0
     topics = []
     checked = ctx.authorizer is not None
+    zero_copy = ctx.zero_copy
     for name, topic_id, partitions in wanted:
         results = []
         if checked and name is not None and not ctx.authorize(Op.READ, Res.TOPIC, name):
@@ -185,7 +194,7 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
             elif (limit > 0 or min_one) and offset < (lso if read_committed else hw):
                 try:
                     data = log_obj.read(offset, max(limit, 0), max_offset=lso if read_committed else hw,
-                                        min_one=min_one)
+                                        min_one=min_one, as_file=zero_copy)
                     records = data.records if data is not None else b""
                 except KafkaError as exc:
                     code = exc.code
@@ -210,7 +219,7 @@ def _read_pass(ctx, wanted, version, max_bytes, read_committed):
 
 def _aborted(log_obj, offset: int, records) -> list[tuple[int, int]]:
     """(producer id, first offset) of the aborted transactions overlapping the returned batches."""
-    upper = _last_offset(records) + 1
+    upper = (records.last_offset() if type(records) is FileRecords else _last_offset(records)) + 1
     return [(t.producer_id, t.first_offset) for t in log_obj.aborted_transactions(offset, upper)]
 
 
