@@ -286,3 +286,17 @@ def test_the_other_admin_calls_tools_make(admin, interop_broker):
                         expect_error=True)
     assert failed["error"] in ("ProducerFencedException", "InvalidProducerEpochException"), failed
     admin.call("closeProducer", name="ja-fenced")
+
+
+def test_group_configs(admin):
+    """kafka-configs --entity-type groups: KIP-848 group configs through the Java Admin."""
+    admin.call("incrementalAlterConfigs", type="GROUP", name="ja-configured-group",
+               ops=[{"name": "consumer.session.timeout.ms", "value": "50000"}])
+    configs = admin.call("describeConfigs", type="GROUP", name="ja-configured-group")
+    session = configs["consumer.session.timeout.ms"]
+    assert (session["value"], session["source"], session["isDefault"]) == ("50000", "DYNAMIC_GROUP_CONFIG", False)
+    heartbeat = configs["consumer.heartbeat.interval.ms"]
+    assert (heartbeat["value"], heartbeat["source"]) == ("5000", "DEFAULT_CONFIG")
+    refused = admin.call("incrementalAlterConfigs", type="GROUP", name="ja-configured-group", expect_error=True,
+                         ops=[{"name": "consumer.session.timeout.ms", "value": "1"}])
+    assert refused["error"] == "InvalidConfigurationException"
