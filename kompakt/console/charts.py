@@ -8,14 +8,14 @@ The what-if chart is the pipeline's own (`kompakt.pipeline.chart.whatif_chart`).
 
 Invariant: matplotlib is imported only through kompakt.pipeline.chart's functions, when a chart is
 drawn (the broker's start-up and idle memory do not pay for it); charts are drawn in worker
-threads by the caller.
+threads by the caller, one at a time (`serialized`: matplotlib's caches are shared).
 """
 from __future__ import annotations
 
 import datetime as _dt
 from typing import Any
 
-from kompakt.pipeline.chart import CURRENT_COLOR, DUP_COLOR, SAVE_COLOR, figure, render
+from kompakt.pipeline.chart import CURRENT_COLOR, DUP_COLOR, SAVE_COLOR, figure, render, serialized
 
 READ_COLOR, WRITTEN_COLOR = CURRENT_COLOR, SAVE_COLOR
 MAX_LINES = 12
@@ -31,6 +31,7 @@ def _empty(ax: Any, text: str) -> None:
     ax.set_yticks([])
 
 
+@serialized
 def passes_chart(passes: list[dict]) -> bytes:
     """PNG: bytes read/written per pass (top), duration and records removed per pass (bottom)."""
     fig = figure(8.0, 4.6)
@@ -67,6 +68,7 @@ def passes_chart(passes: list[dict]) -> bytes:
     return render(fig)
 
 
+@serialized
 def dirty_chart(samples: dict[str, list[tuple[int, float]]], thresholds: dict[str, float] | None = None) -> bytes:
     """PNG: dirty ratio over time, one line per partition (the MAX_LINES dirtiest now)."""
     fig = figure(8.0, 3.4)

@@ -11,13 +11,17 @@ web console's charts (kompakt/console/charts.py).
 Invariants: matplotlib is imported inside the functions, never at module import, so importing
 this module (the pipeline CLI, the admin API's what-if route) costs nothing until a chart is drawn;
 figures are `matplotlib.figure.Figure` objects rendered through their own Agg canvas, never pyplot,
-so there is no global figure state and charts can be drawn from worker threads at once.
+so there is no global figure state; matplotlib does not promise thread safety (its font and text
+caches are shared), so every chart function is `serialized`: the broker draws in worker threads,
+one chart at a time.
 Colours are fixed (below) so a chart reads the same everywhere and tests can find the bars.
 """
 from __future__ import annotations
 
+import functools
 import io
-from typing import Any
+import threading
+from typing import Any, Callable, TypeVar
 
 DUP_COLOR, SAVE_COLOR = "#d6604d", "#4393c3"
 CURRENT_COLOR, PROPOSED_COLOR = "#787878", "#d6604d"
@@ -27,6 +31,19 @@ DPI = 100
 WHATIF_PANELS = (("Disk", "disk_bytes", (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1))),
                  ("Oldest uncleaned record", "oldest_uncleaned_age_ms",
                   (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1000), ("ms", 1))))
+
+
+_DRAWING = threading.Lock()
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def serialized(fn: F) -> F:
+    """One chart drawn at a time in this process (see the module docstring)."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with _DRAWING:
+            return fn(*args, **kwargs)
+    return wrapper  # type: ignore[return-value]
 
 
 def figure(width_in: float, height_in: float) -> Any:
@@ -46,6 +63,7 @@ def render(fig: Any, fmt: str = "png") -> bytes:
     return out.getvalue()
 
 
+@serialized
 def audit_chart(rows: list[dict]) -> bytes:
     """PNG bytes: per partition, duplicate ratio and projected byte savings in percent."""
     labels, dups, saves = [], [], []
@@ -75,6 +93,7 @@ def _unit(peak: float, units) -> tuple[str, float]:
     return next(((n, u) for n, u in units if peak >= u), units[-1])
 
 
+@serialized
 def whatif_chart(reports: list[dict]) -> bytes:
     """PNG bytes: per partition (at most MAX_CHART_PARTITIONS), disk used and the oldest uncleaned
     record's age over the replayed time (peak per interval), current settings grey, proposed red."""
