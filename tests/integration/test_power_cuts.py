@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 
-from compaction_support import create_topic, produce, read_partition
+import pytest
+from compaction_support import create_topic, produce, read_partition, wait_until
+from test_compaction_crash import SLOW_START, TOPIC_CONFIG, compact_now, restart_and_check
 
 from kompakt.storage.topic_store import read_partition_metadata
 
@@ -33,3 +35,22 @@ def test_a_cut_after_acknowledged_appends_loses_nothing_and_leaves_no_empty_stat
     assert epochs == "0\n1\n0 0\n", epochs
     got = read_partition(b.bootstrap, "cut", partition=1)
     assert got == acked
+
+
+# Power cuts at each step of the cleaner's swap (kompakt/cleaner/log_cleaner.py's steps, and
+# Log.replace_segments' renames: swap_renamed, swap_old_deleted). flush.messages=1 makes every
+# acknowledged record durable, so a cut may lose none; the swap is all-or-nothing: every record read
+# back is the one produced at its offset, each key's latest survives, no segment is lost.
+@pytest.mark.parametrize("point", ["before_swap", "swap_renamed", "after_first_group", "swap_old_deleted",
+                                   "before_checkpoint", "after_checkpoint"])
+def test_a_power_cut_at_each_swap_step(start_broker, monkeypatch, point):
+    monkeypatch.setenv("TEST_KOMPAKT_CRASH_AT", point)
+    b = start_broker(power=True, config=dict(SLOW_START, **{"log.flush.interval.messages": "1"}))
+    create_topic(b.bootstrap, "crash", TOPIC_CONFIG)
+    produced = produce(b.bootstrap, "crash", [(b"k%d" % (i % 40), b"value-%d" % i) for i in range(400)],
+                       batch_size=1500)
+    compact_now(b, "crash")
+    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", 120)
+    assert f"test hook TEST_KOMPAKT_CRASH_AT={point}" in b.log_text()
+    b.restore_after_crash()
+    restart_and_check(b, produced, monkeypatch)
