@@ -65,17 +65,41 @@ def round_down(value: int, multiple: int) -> int:
     return (value // multiple) * multiple
 
 
+_PAGE = 4096
+_ZERO_PAGE = bytes(_PAGE)
+_SCAN_CHUNK = 64 * 1024
+
+
 def _data_end(fd: int, length: int) -> int:
     """End of the written part of a sparse (preallocated) file, rounded up to whole entries.
 
     SEEK_HOLE finds the first hole, so a crashed active index does not make us read megabytes of
-    preallocated zeros; filesystems without holes report the file length.
+    preallocated zeros. A file system that reports no hole (FUSE ones such as LazyFS, NFS, or a
+    file system without sparse files: the whole file reads as data) is scanned instead for its
+    first all-zero page, the same boundary a hole would give (no valid entry is a page of zeros):
+    without it every crashed active index cost a 10 MiB read, 0.25 s a log under LazyFS.
     """
     try:
         end = os.lseek(fd, 0, os.SEEK_HOLE)
     except (OSError, AttributeError):
-        return length
+        end = length
+    if end >= length > _SCAN_CHUNK:
+        end = _first_zero_page(fd, length)
     return -(-end // (ENTRY_SIZE * 3)) * (ENTRY_SIZE * 3)  # a multiple of both entry sizes
+
+
+def _first_zero_page(fd: int, length: int) -> int:
+    """Offset of the first page-aligned all-zero page (or `length`), reading only up to it."""
+    pos = 0
+    while pos < length:
+        chunk = os.pread(fd, min(_SCAN_CHUNK, length - pos), pos)
+        if not chunk:
+            break
+        for off in range(0, len(chunk) - _PAGE + 1, _PAGE):
+            if chunk[off:off + _PAGE] == _ZERO_PAGE:
+                return pos + off
+        pos += len(chunk)
+    return length
 
 
 def _unpack_column(raw: bytes, typecode: str) -> array:

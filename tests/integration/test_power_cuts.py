@@ -54,3 +54,21 @@ def test_a_power_cut_at_each_swap_step(start_broker, monkeypatch, point):
     assert f"test hook TEST_KOMPAKT_CRASH_AT={point}" in b.log_text()
     b.restore_after_crash()
     restart_and_check(b, produced, monkeypatch)
+
+
+def test_records_deleted_by_delete_records_stay_deleted_after_a_cut(start_broker):
+    """DeleteRecords is answered once the log start offset is checkpointed (synced): a cut right
+    after the answer must not bring the deleted records back."""
+    from confluent_kafka import TopicPartition as CTP
+    from confluent_kafka.admin import AdminClient
+
+    b = start_broker(power=True, config={"log.flush.interval.messages": "1"})
+    create_topic(b.bootstrap, "trim", {})
+    produce(b.bootstrap, "trim", [(b"k%d" % i, b"v") for i in range(30)])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    (fut,) = admin.delete_records([CTP("trim", 0, 20)]).values()
+    assert fut.result(30).low_watermark == 20
+    b.cut()
+    b.start()
+    got = read_partition(b.bootstrap, "trim")
+    assert [o for o, _, _ in got] == list(range(20, 30))

@@ -114,3 +114,21 @@ def test_lookup_matches_a_model(tmp_path_factory, steps, targets, cut):
     for t in targets:
         assert reloaded.lookup(base + t) == expect(base + t)
     reloaded.close()
+
+
+def test_a_preallocated_index_without_holes_is_read_only_up_to_its_entries(tmp_path):
+    """A file system that reports no hole (FUSE ones like LazyFS, NFS; here: zeros written for
+    real, so the blocks are allocated) still finds the end of the entries without reading the
+    whole preallocated file: the first all-zero page is the end, as a hole would be."""
+    from kompakt.storage import offset_index as oi
+    path = tmp_path / "00000000000000000000.index"
+    entries = b"".join(oi._ENTRY.pack(i + 1, 100 * (i + 1)) for i in range(700))     # 5600 bytes
+    path.write_bytes(entries + bytes(4 * 1024 * 1024 - len(entries)))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        end = oi._data_end(fd, os.fstat(fd).st_size)
+    finally:
+        os.close(fd)
+    assert len(entries) <= end <= 2 * 4096 + 24
+    idx = oi.OffsetIndex(str(path), 0)
+    assert idx.entries == 700 and idx.last_entry() == (700, 70000)

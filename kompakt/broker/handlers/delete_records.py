@@ -16,6 +16,11 @@ Behaviour (Kafka's ReplicaManager.deleteRecordsOnLocalLog + Partition.deleteReco
 Version notes: v2 flexible; otherwise identical. timeout_ms is unused: the change is local and
 done before we answer (a single replica has nothing to wait for).
 
+Durability (single node: the disk is the only copy): when a log start offset moved, the
+log-start-offset checkpoints are written (temp, fsync, rename, dir fsync) before the answer, so a
+power cut cannot bring deleted records back (Kafka writes that checkpoint only every
+log.flush.start.offset.checkpoint.interval.ms and relies on its replicas).
+
 Authorization: DELETE on the topic (else TOPIC_AUTHORIZATION_FAILED per partition).
 """
 from __future__ import annotations
@@ -71,7 +76,15 @@ async def _delete(ctx, topic: str, index: int, offset: int) -> PartitionResult:
 
 async def handle(ctx, request) -> DeleteRecordsResponse:
     topics = []
+    moved = False
     for topic in request.topics:
-        partitions = [await _delete(ctx, topic.name, p.partition_index, p.offset) for p in topic.partitions]
+        partitions = []
+        for p in topic.partitions:
+            plog = ctx.log_manager.get_log(TopicPartition(topic.name, p.partition_index))
+            before = plog.log_start_offset if plog is not None else None
+            partitions.append(await _delete(ctx, topic.name, p.partition_index, p.offset))
+            moved = moved or (plog is not None and plog.log_start_offset != before)
         topics.append(TopicResult(name=topic.name, partitions=partitions))
+    if moved:
+        await run_storage(ctx.log_manager.checkpoint_log_start_offsets)
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
