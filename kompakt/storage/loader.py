@@ -391,6 +391,7 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
     rebuild_txn: set[int] = set()   # segments step 4 rebuilt: their .txnindex is rewritten by the replay
     bases = sorted(log_bases)
     recover_from = None             # first base offset step 5 recovers
+    truncation = None               # (segment, bytes, later segments deleted, their bytes): step 5's cut
     if not had_clean_shutdown and bases:
         recover_from = max((b for b in bases if b <= recovery_point_checkpoint), default=bases[0])
     for base in bases:
@@ -433,12 +434,10 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
                                           leader_epoch_cache=cache,
                                           index_size=config.segment_index_bytes if last else None)
             if truncated:
-                repaired(f"recovered segment {S.filename_prefix(seg.base_offset)}: truncated "
-                         f"{truncated} bytes at the first invalid batch")
-                for later in segments[i + 1:]:
-                    later.delete()
-                    repaired(f"deleted segment {S.filename_prefix(later.base_offset)} after a "
-                             f"corrupt batch in an earlier segment")
+                later = segments[i + 1:]
+                truncation = (seg.base_offset, truncated, len(later), sum(s.size for s in later))
+                for s in later:
+                    s.delete()
                 del segments[i + 1:]
             i += 1
 
@@ -476,6 +475,15 @@ def _load_log_once(dir: str, config, *, log_start_offset_checkpoint: int | None 
         next_offset = active.read_next_offset()
     log_start = max(log_start_offset_checkpoint, segments[0].base_offset)
     recovery_point = next_offset if had_clean_shutdown else min(recovery_point_checkpoint, next_offset)
+    if truncation is not None:      # one line per truncated log: where it ends now and what went
+        base, cut, n, cut_later = truncation
+        repaired(f"recovery truncated the log to end at offset {next_offset}: {cut} bytes of segment "
+                 f"{S.filename_prefix(base)} from its first invalid batch"
+                 + (f", and {n} later segment(s) ({cut_later} bytes)" if n else ""))
+    if recover_from is not None and next_offset < recovery_point_checkpoint:
+        repaired(f"log end offset {next_offset} is below the recovery point checkpoint "
+                 f"{recovery_point_checkpoint}: records the checkpoint counted as synced are gone "
+                 f"(a disk or file system that lost synced writes)")
 
     # 7. leader epochs and producer state (after an unclean shutdown step 5 brought the producer
     # state to the log end already)

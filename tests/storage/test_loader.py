@@ -485,3 +485,24 @@ def test_index_swap_files_left_by_the_last_rename_step_are_renamed_live(tmp_path
     assert again.segments[0].txn_index.entries() == aborted
     assert not [n for n in os.listdir(d) if n.endswith((".swap", ".cleaned", ".deleted"))]
     again.close()
+
+
+def test_a_truncating_recovery_says_in_one_line_where_the_log_ends_and_what_went(tmp_path):
+    """After a cut the tail of a segment may hold a torn batch and later segments may survive
+    (written back in another order): one repair line per log says the new end and the bytes cut."""
+    d = str(tmp_path / "t-0")
+    cfg = LogConfig.from_overrides({"internal.segment.bytes": "400"}, None)
+    lg = Log.open(d, cfg)
+    for i in range(6):
+        lg.append_as_leader(R.build_batch([(b"k%d" % i, b"v" * 100)]))
+    lg.close()
+    logs = sorted(n for n in os.listdir(d) if n.endswith(".log"))
+    assert len(logs) >= 3
+    with open(os.path.join(d, logs[0]), "ab") as f:
+        f.write(b"\x00\x00\x00\x00\x00\x00\x00\x07" + b"\xff" * 40)      # a torn batch header
+    again = Log.open(d, cfg, recovery_point=0, had_clean_shutdown=False)
+    lines = [r for r in again.repairs if "recovery truncated" in r]
+    assert len(lines) == 1, again.repairs
+    end = again.log_end_offset
+    assert f"end at offset {end}:" in lines[0] and "48 bytes of segment" in lines[0]
+    assert f"and {len(logs) - 1} later segment(s)" in lines[0]
