@@ -148,9 +148,13 @@ class ConnectWorker:
             # a killed worker's tasks are handed out again at once, not after Connect's 5-minute
             # grace period for a worker to come back (scheduled.rebalance.max.delay.ms)
             "scheduled.rebalance.max.delay.ms": "0",
-            # the group notices a killed worker after Kompakt's minimum session timeout
+            # the groups notice a killed worker, and its sink tasks' consumers, after Kompakt's
+            # minimum session timeout (a consumer's default is 45 s, which a sink task's new
+            # consumer would otherwise wait out in its first rebalance)
             "session.timeout.ms": "6000",
             "heartbeat.interval.ms": "1000",
+            "consumer.session.timeout.ms": "6000",
+            "consumer.heartbeat.interval.ms": "1000",
             **(config or {}),
         }
         self._proc: subprocess.Popen | None = None
