@@ -70,7 +70,7 @@ from kompakt.storage.log_writer import LogWriter
 from kompakt.storage.producer_state import sync_snapshot
 from kompakt.storage import files as fs
 from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
-                                         random_topic_id, read_partition_metadata, uuid_to_str,
+                                         random_topic_id, uuid_to_str,
                                          validate_topic_name)
 
 log = logging.getLogger(__name__)
@@ -433,8 +433,9 @@ class LogManager:
         else (True, the id partition.metadata holds, or UNREAD when it does not parse: the loader
         reports that)."""
         from kompakt.storage.loader import UNREAD
+        from kompakt.storage.loader import read_partition_metadata as read_strict
         try:
-            stored_id = read_partition_metadata(path)
+            stored_id = read_strict(path)      # unreadable: the loader repairs it and says so, once
         except (ValueError, UnicodeDecodeError):
             return True, UNREAD
         if stored_id is not None and stored_id in self._deleted_topic_ids:
