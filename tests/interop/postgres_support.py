@@ -25,7 +25,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 START_TIMEOUT_S = 60.0

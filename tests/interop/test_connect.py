@@ -1,12 +1,13 @@
 """Kafka Connect in distributed mode against Kompakt: Apache Kafka's own worker (connect_support.py),
-its compacted internal topics, FileStream source and sink through a worker kill, and Debezium's
-PostgreSQL connector capturing a real PostgreSQL into a compacted topic that Kompakt's cleaner
-compacts and `kompakt pipeline snapshot` turns back into the table.
+its compacted internal topics, FileStream source and sink through a worker kill, connector offsets
+managed through the REST API (KIP-875), and Debezium's PostgreSQL connector capturing a real
+PostgreSQL, through a worker kill, into a compacted topic that Kompakt's cleaner compacts and
+`kompakt pipeline snapshot` turns back into the table.
 
 One broker (conftest's `interop_broker`, a `kompakt serve` subprocess) and one worker per module:
-the worker JVM is the cost (seconds to start), so the tests share it; the FileStream test kills
-and restarts it and leaves it running for the next test. PostgreSQL is Debian's server in a
-throw-away cluster (postgres_support.py).
+the worker JVM is the cost (seconds to start), so the tests share it; the tests that kill it start
+it again and leave it running for the next. PostgreSQL is Debian's server in a throw-away cluster
+(postgres_support.py).
 """
 from __future__ import annotations
 
