@@ -10,6 +10,9 @@ Measures, against a broker subprocess on a fresh log dir:
   * start-up: process start to the first Metadata answer; idle RSS after start-up;
   * produce throughput (records/s, MB/s) for 100 B and 1 KiB records, 1 and 4 partitions,
     acks=1 and acks=all (librdkafka defaults otherwise: linger 5 ms, batches up to 1 MB, no compression);
+    acks=all is durable (kompakt.durable.acks.enable, the default: answered once synced by the
+    group commit), acks=1 is not, and each acks=all run follows its acks=1 twin, so the ratio
+    acks=all / acks=1 (printed per record size and partition count) is what durability costs;
   * fetch throughput reading those topics back from offset 0, twice: with the consumer settings
     below, and again with `fetch.queue.backoff.ms=10` (librdkafka idles a second whenever its
     queue holds 100 000 records, which a fast broker makes it do every ~0.1 s of 100 B records);
@@ -622,6 +625,13 @@ def contention(args) -> None:
     print(f"appended to {HERE / 'RESULTS.md'}")
 
 
+def durable_ratios(rows) -> dict:
+    """{(record size, partitions): acks=all rec/s / acks=1 rec/s} of the runs in `rows`."""
+    rate = {(r[0], r[1], r[2]): r[4] for r in rows}
+    return {(size, parts): rate[(size, parts, "all")] / rate[(size, parts, "1")]
+            for size, parts, acks in rate if acks == "1" and (size, parts, "all") in rate}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer records (a smoke run)")
@@ -681,6 +691,9 @@ def main() -> None:
         busy_rss = rss_mib(broker.proc.pid)
     finally:
         broker.stop()
+    ratios = durable_ratios(rows)
+    for (size, partitions), ratio in ratios.items():
+        print(f"durable acks=all / acks=1 produce: {size} B, {partitions} partition(s): {ratio:.2f}x")
     lo = loopback_mb_s()
     dw, dr = disk_mb_s(broker.dir)
     print(f"machine: loopback TCP {lo:,.0f} MB/s (one Python stream); disk write+fsync {dw:,.0f} MB/s, "
@@ -703,6 +716,8 @@ def main() -> None:
                      .format(*r))
     lines += ["",
               f"- acks=all produce latency at 5,000 msg/s (linger.ms=0, 100 B): p50 {p50:.2f} ms, p99 {p99:.2f} ms",
+              "- durable acks=all (synced before the answer) / acks=1 produce: " + ", ".join(
+                  f"{size} B {partitions}p {ratio:.2f}x" for (size, partitions), ratio in ratios.items()),
               f"- start-up to first Metadata answer: {broker.startup_s:.2f} s; idle RSS {idle_rss:.0f} MiB "
               f"(after the runs: {busy_rss:.0f} MiB)",
               f"- for scale: loopback TCP {lo:,.0f} MB/s (one Python stream), disk sequential write+fsync "

@@ -15,6 +15,9 @@ malformed headers or bodies, unknown API keys, and versions outside the handler'
 ApiVersions, which answers UNSUPPORTED_VERSION with our ranges in v0 form (KIP-511) so clients
 can retry lower.
 
+Durability: the appends a handler's coordinator writes made (storage.group_commit.pending_acks)
+are synced before its answer is encoded and sent (DESIGN.md: acknowledged means on disk).
+
 Invariant: `prepare` is synchronous and does all parsing, so a bad frame is rejected before any
 later frame on the connection is looked at; `run` never raises for a handler's KafkaError (those
 become error codes inside the handler) - anything else escaping a handler (or a decoder) is a
@@ -29,7 +32,8 @@ import time
 from kompakt.broker.context import RequestContext
 from kompakt.broker.handlers import load_handlers, version_ranges
 from kompakt.protocol import codec, registry
-from kompakt.protocol.errors import ErrorCode
+from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.storage.group_commit import pending_acks
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +123,14 @@ class Dispatcher:
     async def run(self, ctx: RequestContext, module, request):
         """Run the handler and encode its answer (see the table above)."""
         started = time.perf_counter()
-        response = await module.handle(ctx, request)
+        acks = []
+        token = pending_acks.set(acks)
+        try:
+            response = await module.handle(ctx, request)
+        finally:
+            pending_acks.reset(token)
+        if acks:
+            await self._durable(ctx, acks)
         if response is None:
             out = None
             size = 0
@@ -140,3 +151,18 @@ class Dispatcher:
                       self.names[ctx.header.api_key], ctx.api_version, ctx.correlation_id, ctx.peer,
                       ctx.client_id, ctx.frame_size + 4, size, elapsed * 1000)
         return out
+
+    async def _durable(self, ctx: RequestContext, acks: list) -> None:
+        """The handler's coordinator writes (offset commits, transaction state and markers, group
+        metadata) are synced before its answer leaves: wait for the group commit. The next
+        request on the connection may start meanwhile (`effects_applied`: the writes are
+        visible). A failed sync (the log dir failed and is offline now) closes the connection,
+        so the client, which never got the answer, retries against what is left."""
+        ctx.effects_applied()
+        lm = self.broker.log_manager
+        for plog, offset in acks:
+            try:
+                await lm.wait_durable(plog, offset)
+            except KafkaError as exc:
+                raise CloseConnection(f"{self.names[ctx.header.api_key]}: its writes to {plog.tp[0]}-"
+                                      f"{plog.tp[1]} could not be synced: {exc}") from exc

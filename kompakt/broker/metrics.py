@@ -122,6 +122,11 @@ LOG_FLUSHES = "kompakt_log_flushes_total"
 LOG_DIR_MOVES = "kompakt_log_dir_moves"
 LOG_DIR_MOVE_MAX_LAG = "kompakt_log_dir_move_max_lag"
 LOG_DIR_MOVES_COMPLETED = "kompakt_log_dir_moves_completed_total"
+LOG_GROUP_COMMIT_ROUNDS = "kompakt_log_group_commit_rounds_total"
+LOG_GROUP_COMMIT_SYNCED_LOGS = "kompakt_log_group_commit_synced_logs_total"
+LOG_GROUP_COMMIT_ACKS = "kompakt_log_group_commit_acks_total"
+LOG_GROUP_COMMIT_TIME = "kompakt_log_group_commit_round_seconds_total"
+LOG_GROUP_COMMIT_MAX_ACKS = "kompakt_log_group_commit_max_acks_per_round"
 
 # --- group coordinator family (groups; read at scrape time from GroupCoordinator.stats()) ---
 GROUPS = "kompakt_groups"
@@ -693,6 +698,8 @@ class LiveCollector:
              "future log copying). Kafka: none (the future replicas DescribeLogDirs lists)."),
             (LOG_DIR_MOVE_MAX_LAG, "log_dir_move_max_lag", "Largest offset lag of a future log behind its "
              "partition's log. Kafka: kafka.server:type=ReplicaAlterLogDirsManager,name=MaxLag."),
+            (LOG_GROUP_COMMIT_MAX_ACKS, "group_commit_max_acks_per_round", "Most waits (acks=all "
+             "partitions, coordinator writes) one group-commit round answered since start. Kafka: none."),
         )
         for name, key, text in gauges:
             v = _num(stats.get(key))
@@ -720,6 +727,16 @@ class LiveCollector:
              "file.delete.delay.ms. Kafka: none (kafka-delete-logs task)."),
             (LOG_DIR_MOVES_COMPLETED, "log_dir_moves_completed_total", "Partitions moved to another log "
              "dir since start (AlterReplicaLogDirs swaps). Kafka: none."),
+            (LOG_GROUP_COMMIT_ROUNDS, "group_commit_rounds_total", "Group-commit rounds: one sync of "
+             "every log appended to since the last round, per log dir (kompakt.durable.acks.enable). "
+             "Kafka: none (it does not sync before acknowledging)."),
+            (LOG_GROUP_COMMIT_SYNCED_LOGS, "group_commit_synced_logs_total", "Logs synced by "
+             "group-commit rounds (divided by rounds: logs per sync round). Kafka: none."),
+            (LOG_GROUP_COMMIT_ACKS, "group_commit_acks_total", "Waits answered by group-commit rounds: "
+             "acks=all partitions and coordinator writes (divided by rounds: waits sharing one "
+             "round). Kafka: none."),
+            (LOG_GROUP_COMMIT_TIME, "group_commit_round_seconds_total", "Time spent in group-commit "
+             "rounds (the syncs). Kafka: none."),
         )
         for name, key, text in counters:
             v = _num(stats.get(key))

@@ -177,6 +177,12 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
     _k("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks logs.", min=1),
     _k("log.flush.offset.checkpoint.interval.ms", "int", 60000, "Recovery-point checkpoint interval.", min=0),
     _k("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "Log-start checkpoint interval.", min=0),
+    _k("kompakt.durable.acks.enable", "bool", True,
+       "Kompakt: answer acks=all produce requests and the coordinators' writes (offset commits, "
+       "transactions, producer ids) only once synced to disk, sharing one sync per log dir among "
+       "every request waiting (group commit), and let consumers read only synced records (the "
+       "high watermark is the durable offset). false: acks=all is answered after the append, as "
+       "acks=1, and a power cut can take back acknowledged records (a killed process cannot)."),
     _k("log.segment.delete.delay.ms", "long", 60000, "Delay before a .deleted file is unlinked.", min=0),
     _k("log.cleanup.policy", "list", ["delete"], "Default cleanup.policy.", choices=("delete", "compact")),
     _k("log.message.timestamp.type", "string", "CreateTime", "Default message.timestamp.type.",

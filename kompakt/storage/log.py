@@ -6,9 +6,15 @@ lookups (earliest / latest / by timestamp / max timestamp), truncation, log-star
 (DeleteRecords, retention), rolling, flushing, segment deletion with the `.deleted` protocol and
 the cleaner's crash-safe swap (`replace_segments`).
 
-Offsets on a single node: high watermark = log end offset (every append is "replicated" at once);
-last stable offset = the first offset of the oldest open transaction (no lower than the log start
-offset), else the high watermark. Transactions (producer_state.py): a COMMIT/ABORT marker appended
+Offsets on a single node: the disk is the only replica, so the high watermark is the durable
+offset (`durable_offset`: every batch below it is synced, the `.log` bytes and the directory entry
+of their segment; a power cut cannot take it back) while `hw_is_durable` (the LogManager sets it
+from kompakt.durable.acks.enable, on by default); with it off the high watermark is the log end
+offset, as before durable acknowledgements (every append "replicated" at once). The durable offset
+moves when the group commit (storage/group_commit.py, `sync_data`) or a flush (`flush`, which also
+syncs the indexes and moves the recovery point) has synced up to it. Last stable offset = the
+first offset of the oldest open transaction (no lower than the log start offset), never above
+the high watermark (Kafka's: min(first unstable offset, high watermark)). Transactions (producer_state.py): a COMMIT/ABORT marker appended
 here completes its producer's transaction; an aborted one is written to the active segment's
 `.txnindex` (with the LSO it leaves) before the LSO moves past it, and `aborted_transactions`
 finds the ones a read_committed fetch must be told about.
@@ -40,8 +46,8 @@ LogManager to unlink after file.delete.delay.ms), so an in-flight read of them s
 
 Invariants:
 - segments are sorted by base offset and never overlap; there is always at least one segment;
-- log_start_offset <= last_stable_offset <= high_watermark = log_end_offset;
-  recovery_point <= log_end_offset;
+- log_start_offset <= last_stable_offset <= high_watermark <= log_end_offset;
+  recovery_point <= durable_offset <= log_end_offset;
 - every batch appended has offsets starting at the previous log end offset.
 """
 from __future__ import annotations
@@ -146,6 +152,11 @@ class Log:
         self.loaded_end_offset = loaded.next_offset   # below it, bytes came from disk (maybe cold)
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
+        # below it every batch is synced (module docstring); after an unclean shutdown the loaded
+        # tail above the recovery point may be in the page cache only, until the first sync
+        self.durable_offset = min(loaded.recovery_point, loaded.next_offset)
+        self.hw_is_durable = False      # the LogManager turns it on (kompakt.durable.acks.enable)
+        self.group_commit = None        # its log dir's flusher (storage/group_commit.py), likewise
         self.producer_state = loaded.producer_state
         self.leader_epoch_cache = loaded.leader_epoch_cache
         self.topic_id = loaded.topic_id
@@ -190,14 +201,16 @@ class Log:
 
     @property
     def high_watermark(self) -> int:
-        return self._next_offset
+        """What consumers may read: the durable offset, or the log end offset with durable acks off."""
+        return self.durable_offset if self.hw_is_durable else self._next_offset
 
     @property
     def last_stable_offset(self) -> int:
+        hw = self.high_watermark
         first = self.producer_state.first_undecided_offset()
         if first is None:
-            return self._next_offset
-        return min(max(first, self.log_start_offset), self._next_offset)
+            return hw
+        return min(max(first, self.log_start_offset), hw)
 
     @property
     def first_unstable_offset(self) -> int | None:
@@ -527,17 +540,17 @@ class Log:
                 else:
                     return FetchData(data, leo, start, leo, leo, data.first_base_offset())
             if max_offset is not None and max_offset < leo and data:
-                # (Fetch passes max_offset = high watermark = log end offset: nothing to cut.)
                 data = data[:_prefix_below(data, max_offset)]
             first = R.peek_size_and_magic(data, 0)[0] if len(data) >= 17 else -1
-            return FetchData(data, leo, start, leo, leo, first)
+            return FetchData(data, self.high_watermark, start, self.last_stable_offset, leo, first)
 
     # ---- offset lookups --------------------------------------------------------------------------
     def earliest(self) -> tuple[int, int]:
         return self.log_start_offset, R.NO_TIMESTAMP
 
     def latest(self) -> tuple[int, int]:
-        return self._next_offset, R.NO_TIMESTAMP
+        """ListOffsets LATEST for a consumer: the high watermark."""
+        return self.high_watermark, R.NO_TIMESTAMP
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record holding the largest timestamp in the log."""
@@ -608,6 +621,7 @@ class Log:
             self._next_offset = active.read_next_offset()
             self.log_start_offset = min(self.log_start_offset, self._next_offset)
             self.recovery_point = min(self.recovery_point, self._next_offset)
+            self.durable_offset = min(self.durable_offset, self._next_offset)
             self.leader_epoch_cache.truncate_from_end(self._next_offset)
             self._reload_producer_state()
             return True
@@ -623,6 +637,7 @@ class Log:
             self._next_offset = new_offset
             self.log_start_offset = new_offset
             self.recovery_point = new_offset
+            self.durable_offset = new_offset
             self.leader_epoch_cache.clear_and_flush()
             self.producer_state.truncate_fully_and_start_at(new_offset)
             self.needs_flush_dir = True
@@ -804,9 +819,49 @@ class Log:
             with self.lock:
                 if target > self.recovery_point:
                     self.recovery_point = min(target, self._next_offset)
+                if self.recovery_point > self.durable_offset:
+                    self.durable_offset = self.recovery_point
                 if target >= self._next_offset:
                     self.unflushed_messages = max(0, self.unflushed_messages - flushed_messages)
                 self.last_flush_time = self._now()
+
+    def sync_data(self) -> int:
+        """The group commit's sync (storage/group_commit.py): fdatasync the `.log` of every
+        segment holding offsets at or above the durable offset, and the partition directory when
+        it changed (a roll's new segment must be found after a cut), then move the durable offset
+        to the log end offset seen before the syncs; returns the durable offset.
+
+        Indexes are left to `flush` (recovery rebuilds them above the recovery point). Runs in the
+        caller's thread (the group commit's), outside `lock`, so appends go on meanwhile; under
+        `_flush_lock`, as `flush`, so `close` never closes a descriptor being synced."""
+        with self._flush_lock:
+            with self.lock:
+                if self.closed:
+                    return self.durable_offset
+                target = self._next_offset
+                durable = self.durable_offset
+                flush_dir = self.needs_flush_dir
+                if target <= durable and not flush_dir:
+                    return durable
+                segs = self._segments[max(bisect_right(self._bases, durable) - 1, 0):]
+                self.needs_flush_dir = False
+            try:
+                for s in segs:
+                    try:
+                        s.sync_data()
+                    except (OSError, ValueError):
+                        if not s.closed:       # closed meanwhile: deleted or swapped out, not ours
+                            raise
+                if flush_dir:
+                    fsync_dir(self.dir)
+            except BaseException:
+                if flush_dir:
+                    self.needs_flush_dir = True
+                raise
+            with self.lock:
+                if target > self.durable_offset:
+                    self.durable_offset = min(target, self._next_offset)
+                return self.durable_offset
 
     def close(self, sync_snapshot: bool = True) -> str | None:
         """Snapshot producer state (only when it moved since the last snapshot, as Kafka), then
@@ -833,7 +888,7 @@ class Log:
                 failed = exc
             for seg in self._segments:
                 seg.close()
-            self.recovery_point = self._next_offset
+            self.recovery_point = self.durable_offset = self._next_offset
             self.closed = True
             if failed is not None:
                 raise OSError(failed.errno, f"{self.dir}: could not write producer snapshot: {failed}")

@@ -15,7 +15,10 @@ blocking work (fsync, unlink, retention scans) in worker threads:
     delete-file              next due `.deleted` segment                     run_due_segment_deletions()
     producer-id expiration   producer.id.expiration.check.interval.ms        remove_expired_producers()
   every task first waits log.initial.task.delay.ms; the runner and the deletion queue live in
-  storage.log_tasks. (*) Kafka never flushes by time while
+  storage.log_tasks. Beside them, one group-commit flusher thread per log dir
+  (storage.group_commit) syncs every log appended to, round after round, and answers the
+  requests waiting for durability (`wait_durable`); with kompakt.durable.acks.enable (the default)
+  each log's high watermark is its durable offset. (*) Kafka never flushes by time while
   log.flush.scheduler.interval.ms is Long.MAX_VALUE (its default) even if a topic sets flush.ms;
   we check at the smallest finite flush.ms instead, so a topic's flush.ms is honoured.
 
@@ -64,6 +67,7 @@ from kompakt.storage.log_dirs import (CLEAN_SHUTDOWN_FILE, DELETE_DIR_SUFFIX, FU
                                       parse_partition_dir, partition_dir_name, read_and_clear_clean_shutdown,
                                       unique_dir_name, unlock_dir, write_clean_shutdown)
 from kompakt.storage.faults import is_disk_full
+from kompakt.storage.group_commit import GroupCommit, pending_acks
 from kompakt.storage.log import ROLL_HERE, ROLL_LATER
 from kompakt.storage.log_tasks import DeletionQueue, LogTasks
 from kompakt.storage.log_writer import LogWriter
@@ -129,6 +133,10 @@ class LogManager:
         # partitions moving to another log dir (AlterReplicaLogDirs): their `-future` logs and the
         # thread copying them (storage.alter_log_dirs)
         self.alter_log_dirs = ReplicaAlterLogDirs(self)
+        # acks=all and the coordinators' writes answered once synced; high watermark = durable offset
+        self.durable_acks = bool(config.get("kompakt.durable.acks.enable", True))
+        self._group_commits: dict[str, GroupCommit] = {}   # log dir -> its flusher
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._started = False
         self._shut_down = False
         self._stats = {"retention_deleted_segments_total": 0, "retention_deleted_bytes_total": 0,
@@ -210,10 +218,51 @@ class LogManager:
         meta = self._topics.get(topic)
         return self._config_for(meta.configs if meta else {})
 
-    def notify_append(self, tp) -> None:
+    def notify_append(self, tp, plog=None) -> None:
+        """After an append: with durable acks the log joins its flusher's next round (readers hear
+        once it is synced, `_on_durable`); without, readers hear now."""
+        if self.durable_acks:
+            if plog is None:
+                plog = self._logs.get(TopicPartition(*tp))
+            commit = plog.group_commit if plog is not None else None
+            if commit is not None:
+                commit.request(plog)
+                return
+        self._wake_readers(tp)
+
+    def _wake_readers(self, tp) -> None:
         listener = self.append_listener
         if listener is not None:
             listener(TopicPartition(*tp))
+
+    def _on_durable(self, plogs: list) -> None:
+        """On the loop, after a group-commit round moved these logs' high watermarks."""
+        listener = self.append_listener
+        if listener is not None:
+            for plog in plogs:
+                listener(plog.tp)
+
+    async def wait_durable(self, plog, offset: int) -> None:
+        """Return once `plog` is synced below `offset` (acks=all, the coordinators' writes); at
+        once with durable acks off. Raises KafkaStorageErrorError when the sync failed."""
+        commit = plog.group_commit
+        if commit is None or plog.durable_offset >= offset:
+            return
+        await commit.wait(plog, offset)
+
+    def _group_commit_for(self, d: str) -> GroupCommit:
+        commit = self._group_commits.get(d)
+        if commit is None:
+            def failed(plog, exc: BaseException) -> None:
+                if isinstance(exc, OSError):
+                    self.handle_io_error(d, exc, f"syncing {plog.dir}")
+                else:
+                    log.error("group commit sync of %s failed: %s", plog.dir, exc)
+            commit = self._group_commits.setdefault(
+                d, GroupCommit(d, on_error=failed, on_durable=self._on_durable))
+            if self._loop is not None:
+                commit.attach(self._loop)
+        return commit
 
     def append_as_leader(self, tp, records, **kw):
         """Append to a partition and wake fetch long-polls: the seam of the synchronous appends on
@@ -226,7 +275,11 @@ class LogManager:
             raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition: {tp[0]}-{tp[1]}")
         roll = ROLL_LATER if asyncio._get_running_loop() is not None else ROLL_HERE
         info = plog.append_as_leader(records, roll=roll, **kw)
-        self.notify_append(tp)
+        self.notify_append(tp, plog)
+        if plog.group_commit is not None:
+            acks = pending_acks.get()
+            if acks is not None:        # the request answers once this is durable (broker/dispatch.py)
+                acks.append((plog, info.last_offset + 1))
         return info
 
     def stats(self) -> dict[str, Any]:
@@ -239,6 +292,10 @@ class LogManager:
         out["deleted_segments_unlinked_total"] = self._deletions.unlinked_segments_total
         out["pending_dir_deletions"], out["pending_segment_deletions"] = self._deletions.pending()
         out.update(self.alter_log_dirs.stats())
+        commits = [c.stats() for c in list(self._group_commits.values())]
+        for key in ("rounds_total", "synced_logs_total", "acks_total", "round_seconds_total"):
+            out["group_commit_" + key] = sum(c[key] for c in commits)
+        out["group_commit_max_acks_per_round"] = max((c["max_acks_per_round"] for c in commits), default=0)
         return out
 
     def partitions_per_dir(self) -> dict[str, int]:
@@ -514,6 +571,13 @@ class LogManager:
         return plog
 
     def _install_hooks(self, plog) -> None:
+        if self.durable_acks:
+            plog.hw_is_durable = True
+            plog.group_commit = self._group_commit_for(os.path.dirname(os.path.abspath(plog.dir)))
+            if plog.durable_offset < plog.log_end_offset:
+                # an unclean shutdown left a tail that may be in the page cache only: readers see
+                # it once the first round has synced it
+                plog.group_commit.request(plog)
         plog.on_segments_deleted = lambda segs, _log=plog: self._schedule_segment_delete(_log, segs)
         plog.on_roll = self._on_roll
         plog.on_roll_due = self._on_roll_due
@@ -783,7 +847,7 @@ class LogManager:
         for p in range(meta.partitions):
             # a wake-up for fetches parked on it: they re-read and answer UNKNOWN_TOPIC_OR_PARTITION
             # now, not at their max_wait (Kafka's DelayedFetch)
-            self.notify_append(TopicPartition(name, p))
+            self._wake_readers(TopicPartition(name, p))
 
     def _delete_partition_log(self, tp: TopicPartition, plog) -> None:
         parent = os.path.dirname(os.path.abspath(plog.dir))
@@ -980,6 +1044,9 @@ class LogManager:
     def start_background(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Schedule the periodic tasks (module docstring's table) on `loop`; call from the loop's thread."""
         cfg = self.config
+        self._loop = loop = loop or asyncio.get_event_loop()
+        for commit in list(self._group_commits.values()):
+            commit.attach(loop)
         periodic = [
             ("kafka-log-retention", self.cleanup_logs, lambda: cfg["log.retention.check.interval.ms"]),
             ("kafka-log-flusher", self.flush_dirty_logs, self._flush_check_ms),
@@ -990,7 +1057,7 @@ class LogManager:
             ("kafka-producer-id-expiration", self.remove_expired_producers,
              lambda: cfg["producer.id.expiration.check.interval.ms"]),
         ]
-        self._tasks.start(loop or asyncio.get_event_loop(), periodic, self._run_deletions,
+        self._tasks.start(loop, periodic, self._run_deletions,
                           self._deletions.next_due_ms, cfg["log.initial.task.delay.ms"])
         self.alter_log_dirs.start()
 
@@ -1015,6 +1082,8 @@ class LogManager:
                 return
             self._shut_down = True
             self.writer.shutdown()     # appends and rolls handed over finish before logs close
+            for commit in list(self._group_commits.values()):
+                commit.close()         # the last round runs; the closes below sync the rest
             threads = self.config["num.recovery.threads.per.data.dir"]
             errors = []
             t0 = _time.monotonic()

@@ -674,13 +674,22 @@ class LogSegment:
         """Make the .log and both indexes durable (fdatasync: data and size; skipped when clean)."""
         if self._closed:
             return
+        self.sync_data()
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.txn_index.flush()
+
+    def sync_data(self) -> None:
+        """Make the `.log` bytes durable, not the indexes (group commit, storage/group_commit.py):
+        recovery rebuilds the indexes of every segment above the recovery point from the `.log`,
+        which `flush` leaves behind. The dirty flag is cleared before the fdatasync, so whatever
+        was written before it is covered and an append racing it marks the file dirty again."""
+        if self._closed:
+            return
         check_io(self.log_path)
         if self._dirty:
             self._dirty = False
             fs.fdatasync(self._fd)
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename .log/.index/.timeindex from `old_suffix` to `new_suffix` (each rename atomic)."""

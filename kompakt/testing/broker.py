@@ -52,6 +52,9 @@ TEST_DEFAULTS = {
     "group.initial.rebalance.delay.ms": "0",
     "log.initial.task.delay.ms": "0",
     "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+    # speed over power-cut safety in throwaway test brokers: acks=all is answered after the append,
+    # consumers read up to the log end, nothing waits for an fsync (README, "Testing your application")
+    "kompakt.durable.acks.enable": "false",
 }
 
 

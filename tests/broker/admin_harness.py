@@ -77,6 +77,7 @@ class Harness:
     def append(self, topic: str, partition: int, n: int) -> None:
         log = self.lm.get_log(TopicPartition(topic, partition))
         log.append_as_leader(bytearray(build_batch([(b"k%d" % i, b"v%d" % i) for i in range(n)])))
+        log.sync_data()   # readable now: the high watermark is the durable offset (group commit)
 
     def close(self) -> None:
         self.lm.shutdown()

@@ -261,6 +261,7 @@ async def test_tls_responses_are_encrypted_as_the_socket_drains_and_all_arrive_b
     log = b.log_manager.get_log(TopicPartition("big", 0))
     for i in range(128):                                      # 128 batches of 64 KiB
         log.append_as_leader(bytearray(build_batch([(None, bytes([i]) * 1024)] * 64)))
+    log.sync_data()                                           # readable: the high watermark is the durable offset
     stored = log.read(0, 1 << 30).records
     assert len(stored) > 8_000_000
 

@@ -32,10 +32,14 @@ async def call(h, request, version):
     return FetchResponse.decode(out[4:], version=version, header=True)
 
 
-def append(h, topic, partition, n, size=10):
+def append(h, topic, partition, n, size=10, sync=True):
+    """n records, synced (readable at once: the high watermark is the durable offset) unless
+    sync=False, which leaves the sync to the group commit, as the broker's appends do."""
     log = h.lm.get_log(TopicPartition(topic, partition))
     log.append_as_leader(bytearray(build_batch([(b"k", b"x" * size) for _ in range(n)],
                                                base_timestamp=1_700_000_000_000)))
+    if sync:
+        log.sync_data()
     h.lm.notify_append(TopicPartition(topic, partition))
 
 
@@ -157,8 +161,8 @@ async def test_long_poll_is_woken_by_an_append(h):
     task = asyncio.create_task(fetch(h, [("t", 0, 0, 1000)], max_wait=30_000, min_bytes=1))
     while h.broker.fetch_waiters.waiting == 0:           # the fetch is parked
         await asyncio.sleep(0.001)
-    append(h, "t", 0, 1)
-    _, out = await asyncio.wait_for(task, 20)            # far below max_wait: the append woke it
+    append(h, "t", 0, 1, sync=False)
+    _, out = await asyncio.wait_for(task, 20)            # far below max_wait: the append's sync woke it
     assert out[("t", 0)].records
     assert h.broker.fetch_waiters.waiting == 0
 
@@ -363,7 +367,7 @@ async def test_an_append_during_a_threaded_read_is_not_slept_through(h):
         while not _thread_in_log_read():
             assert not task.done()
             await asyncio.sleep(0.001)
-        append(h, "t", 1, 1)                             # lands during the pass, after t-1 was read
+        append(h, "t", 1, 1, sync=False)                 # lands during the pass, after t-1 was read
     _, out = await asyncio.wait_for(task, 30)            # far below max_wait: the append is noticed
     assert out[("t", 0)].records == stored(h, "t", 0) and len(out[("t", 0)].records) == one
     assert out[("t", 1)].records == stored(h, "t", 1) != b""

@@ -16,6 +16,7 @@ def fill(h, topic="t"):
     log = h.lm.get_log(TopicPartition(topic, 0))
     for ts in (TS, TS + 1000, TS + 5000, TS + 2000, TS + 3000, TS + 4000):
         log.append_as_leader(bytearray(build_batch([(b"k", b"v")], base_timestamp=ts)))
+    log.sync_data()   # the high watermark is the durable offset
 
 
 async def lookup(h, ts, version=7, isolation=0, partition=0, topic="t"):

@@ -34,6 +34,7 @@ def append(manager, topic, partition, n, keys=4):
     lg = manager.get_log(TopicPartition(topic, partition))
     for i in range(n):
         lg.append_as_leader(build_batch([(b"k%d" % (i % keys), b"v%d-" % i + b"x" * 100)]))
+    lg.sync_data()    # the cleaner cleans only below the high watermark, the durable offset
     return lg
 
 

@@ -4,6 +4,8 @@ verification / Describe* / ListTransactions, every error path with Kafka's code,
 timeouts and id expiry driven by a test clock, and the `__transaction_state` records."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from kafka.protocol.admin.transactions import (DescribeProducersRequest, DescribeTransactionsRequest,
                                                ListTransactionsRequest)
@@ -38,9 +40,10 @@ class Clock:
 
 
 @pytest.fixture
-async def h(tmp_path):
+async def h(tmp_path, request):
     harness = Harness(tmp_path, **{"transaction.state.log.num.partitions": "3",
-                                   "offsets.topic.num.partitions": "1", "transaction.max.timeout.ms": "60000"})
+                                   "offsets.topic.num.partitions": "1", "transaction.max.timeout.ms": "60000",
+                                   **getattr(request, "param", {})})
     clock = Clock()
     broker = harness.broker
     broker.txn.time_ms = broker.txn.topic.time_ms = clock
@@ -90,6 +93,21 @@ async def produce(h, pid, epoch, seq, topic="a", partition=0, tid="tx", version=
 
 def log_of(h, topic, partition=0):
     return h.lm.get_log(TopicPartition(topic, partition))
+
+
+async def completed(h):
+    """Wait for the transactions being completed in the background (with durable acks the markers
+    follow the Prepare record's sync, coordinator._complete), then for their syncs."""
+    await asyncio.gather(*list(h.broker.txn.completing.values()))
+    for topic in ("a", "b"):
+        await synced(h, topic)
+
+
+async def synced(h, topic, partition=0):
+    """Wait for the group commit to sync what background work appended (the LSO follows the
+    high watermark, the durable offset); requests wait for it themselves."""
+    lg = log_of(h, topic, partition)
+    await h.lm.wait_durable(lg, lg.log_end_offset)
 
 
 def markers(h, topic, partition=0):
@@ -232,6 +250,7 @@ async def test_new_instance_fences_an_open_transaction(h):
     await add(h, pid, epoch, [("a", 0)])
     assert await produce(h, pid, epoch, 0) == E_NONE
     assert await init(h) == (E_CONCURRENT, -1, -1)                 # aborting the old one first
+    await completed(h)
     assert markers(h, "a") == [(pid, 1, T.ABORT)]                 # at the bumped epoch
     assert log_of(h, "a").last_stable_offset == 2
     code, pid2, epoch2 = await init(h)
@@ -263,6 +282,7 @@ async def test_timeout_aborts_and_expired_ids_are_tombstoned(h):
     assert h.broker.txn.abort_timed_out() == 0
     h.clock.now += 2000
     assert h.broker.txn.abort_timed_out() == 1
+    await completed(h)
     assert markers(h, "a") == [(pid, 1, T.ABORT)] and log_of(h, "a").last_stable_offset == 2
     assert await end(h, pid, epoch, True) == E_FENCED               # the timed-out producer learns
     h.clock.now += 7 * 24 * 3600 * 1000
@@ -325,6 +345,8 @@ async def test_offsets_in_a_transaction(h):
     assert h.broker.groups.offsets["grp"][("a", 0)].offset == 5
 
 
+# durable acks off: EndTxn must be answered while the load still runs, which waiting for syncs could outlast
+@pytest.mark.parametrize("h", [{"kompakt.durable.acks.enable": "false"}], indirect=True)
 async def test_a_commit_marker_waits_for_the_offsets_load(h):
     """A COMMIT marker for __consumer_offsets is not written while the group coordinator loads that
     topic (Kafka's completeTransaction fails COORDINATOR_LOAD_IN_PROGRESS, answered to the
@@ -393,6 +415,7 @@ async def test_a_restart_finishes_a_prepare_abort_and_the_lso_outlives_a_deleted
     await restarted.start()
     assert restarted.txns["tx"].state == TxnState.COMPLETE_ABORT
     assert markers(h, "a") == [(pid, epoch, T.ABORT)] and markers(h, "b") == [(pid, epoch, T.ABORT)]
+    await synced(h, "a")
     assert log_of(h, "a").last_stable_offset == 2
     # (2) a second transaction, three batches at offsets 2-4, records deleted up to 4
     await add(h, pid, epoch, [("a", 0)])

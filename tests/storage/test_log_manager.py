@@ -69,8 +69,11 @@ def batch(i: int, ts: int = T0, size: int = 20) -> bytes:  # 90 bytes: 3 per 300
 
 
 def fill(m, tp, n, ts=T0):
+    """n batches, synced: with durable acks (the default) the high watermark, which retention
+    never passes, is the durable offset; the group commit would get there on its own, soon."""
     for i in range(n):
         m.append_as_leader(tp, batch(i, ts))
+    m.get_log(tp).sync_data()
 
 
 # ---- dirs ------------------------------------------------------------------------------------
@@ -317,6 +320,7 @@ def test_retention_by_time_takes_an_expired_active_segment_too(tmp_path, manager
     tp = TopicPartition("t", 0)
     for i in range(12):  # ~100-byte batches, 300-byte segments: 3 batches a segment
         m.append_as_leader(tp, batch(i, ts=T0 + i * 1000))
+    m.get_log(tp).sync_data()
     assert segment_bases(m, tp) == [0, 3, 6, 9]
     clock.ms = T0 + 12_500  # segment [0,3) is 10.5 s old (largest ts T0+2000)
     assert m.cleanup_logs() == 1
@@ -432,8 +436,10 @@ def test_flush_messages_and_checkpoints(tmp_path, manager):
 
 async def test_background_tasks_run_retention_and_deletion(tmp_path, clock):
     d = tmp_path / "logs"
+    # durable acks off: readers hear of every append at once (with them on, of every synced round:
+    # test_group_commit.py)
     cfg = make_config(d, log_retention_check_interval_ms=20, log_segment_delete_delay_ms=0,
-                      log_flush_offset_checkpoint_interval_ms=20)
+                      log_flush_offset_checkpoint_interval_ms=20, kompakt_durable_acks_enable="false")
     m = LogManager(cfg, time=clock)
     await asyncio.to_thread(m.startup)
     woken = []

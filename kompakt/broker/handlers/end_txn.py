@@ -4,7 +4,8 @@ Behaviour: commit or abort the producer's transaction. The coordinator (kompakt/
 writes PrepareCommit/PrepareAbort to `__transaction_state`, a COMMIT/ABORT marker into every
 partition of the transaction (the consumers' last stable offset moves; a group's pending
 transactional offsets become visible or are dropped), then CompleteCommit/CompleteAbort, and
-answers once the Prepare record is written. Codes: NONE (also for a retry of a finished
+answers once the Prepare record is written (durable acks, kompakt.durable.acks.enable: once the
+Prepare record and then every marker are synced, storage/group_commit.py). Codes: NONE (also for a retry of a finished
 commit/abort), INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (INVALID_PRODUCER_EPOCH below v2),
 CONCURRENT_TRANSACTIONS (a retry while markers are still being written), INVALID_TXN_STATE
 (nothing to end, or the opposite of what is being ended), INVALID_REQUEST (empty id),
@@ -18,6 +19,8 @@ transactions.
 Codec: kompakt/protocol/txn_codec.py (hand-written: one EndTxn per transaction).
 """
 from __future__ import annotations
+
+import asyncio
 
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol import txn_codec
@@ -39,6 +42,11 @@ async def handle(ctx, request):
                                       bool(request.committed))
         if code == ErrorCode.PRODUCER_FENCED and v < 2:
             code = ErrorCode.INVALID_PRODUCER_EPOCH
+        completion = ctx.broker.txn.completion(request.transactional_id) if code == ErrorCode.NONE else None
+        if completion is not None:
+            # durable acks: answered once the markers and Complete* are synced (coordinator._complete)
+            ctx.effects_applied()
+            await asyncio.shield(completion)
     if code and ctx.metrics is not None:
         ctx.metrics.record_error("EndTxn", code)
     return txn_codec.encode_end_txn_response(ctx.correlation_id, v, int(code))

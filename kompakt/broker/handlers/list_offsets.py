@@ -76,7 +76,9 @@ def lookup(log_obj, timestamp: int, read_committed: bool) -> tuple[int, int]:
         raise InvalidRequestError(f"ListOffsets timestamp {timestamp} is neither a time nor one of -1..-6")
     else:
         offset, ts = _offset_and_timestamp(log_obj.offset_for_timestamp(timestamp))
-    if read_committed and offset >= log_obj.last_stable_offset:
+    # Kafka's Partition.fetchOffsetForTimestamp: an offset a consumer could not fetch yet (at or
+    # past the LSO, read_committed, or the high watermark, read_uncommitted) is not found
+    if offset >= (log_obj.last_stable_offset if read_committed else log_obj.high_watermark):
         return -1, -1
     return offset, ts
 

@@ -20,8 +20,11 @@ before it waits for any (which also keeps a partition's appends in order should 
 connection ever overlap: today the next starts only once this one's appends are done,
 connection.py); then it calls `ctx.effects_applied()`.
 
-acks: 1 and -1 are the same on a single node (the leader is the whole ISR) and are answered after
-the append; 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
+acks (DESIGN.md, "acknowledged means on disk"): -1 (all) is answered once the appended records
+are synced (the log dir's group commit, storage/group_commit.py; the connection's next request
+may start meanwhile, `ctx.effects_applied()`), unless kompakt.durable.acks.enable is off, when it
+is answered after the append as 1 is; 1 is answered after the append (the leader has the records,
+in the page cache); 0 gets no response at all, and an error with acks=0 closes the connection (Kafka's way
 of telling a client that reads no responses); anything else is INVALID_REQUIRED_ACKS for each
 partition that would be appended to (Kafka's ReplicaManager.appendRecords: partitions refused
 before it, unknown or unauthorized, keep their own error).
@@ -134,7 +137,7 @@ def _would_fsync(log_obj, records) -> bool:
     return log_obj.unflushed_messages + _record_count(records) >= flush_messages
 
 
-def _append(lm, log_obj, records, topic: str, metrics, guard=None):
+def _append(lm, log_obj, records, topic: str, metrics, guard=None, waits=None):
     """Append one partition's bytes on the loop, or hand them to the log writer: the partition
     answer, or (handed over already) an awaitable of it. Nothing here awaits, so a request's
     partitions are all appended or queued before another request's appends run (_produce)."""
@@ -146,14 +149,17 @@ def _append(lm, log_obj, records, topic: str, metrics, guard=None):
         except RollRequired:    # nothing changed: append again where the roll may create files
             pass
         else:
-            return _appended(lm, log_obj, records, topic, metrics, info)
+            return _appended(lm, log_obj, records, topic, metrics, info, waits)
     return writer.submit(log_obj, functools.partial(log_obj.append_as_leader, records, verification_guard=guard))
 
 
-def _appended(lm, log_obj, records, topic: str, metrics, info):
-    """Wake long-polling fetches; the partition answer."""
+def _appended(lm, log_obj, records, topic: str, metrics, info, waits=None):
+    """Wake long-polling fetches (with durable acks: hand the log to its group commit); note
+    what an acks=all answer waits for in `waits`; the partition answer."""
     tp = log_obj.tp
-    lm.notify_append(tp)
+    lm.notify_append(tp, log_obj)
+    if waits is not None:
+        waits.append((log_obj, info.last_offset + 1))
     if metrics is not None:
         metrics.record_produce(topic, len(records), info.records_count)
     return (tp.partition, 0, info.first_offset, info.log_append_time, log_obj.log_start_offset, None, ())
@@ -216,6 +222,8 @@ async def _produce(ctx, request, version: int):
     if refused is not None:
         return _fail_all(request, refused)
     acks = request.acks
+    # acks=all waits for the group commit (durable acks on); acks=1 and 0 never do
+    waits = [] if acks == -1 and lm.durable_acks else None
     by_id = None
     responses = []
     handed = []     # (parts, position, awaitable, ...) of the appends handed to the log writer
@@ -261,7 +269,7 @@ async def _produce(ctx, request, version: int):
                     parts.append(_failed(index, *failure))
                     continue
             try:
-                answer = _append(lm, log_obj, records, name, metrics, guard)
+                answer = _append(lm, log_obj, records, name, metrics, guard, waits)
             except (KafkaError, OSError) as exc:
                 answer = _append_failed(ctx, metrics, name, index, exc)
             if not isinstance(answer, tuple):
@@ -274,10 +282,40 @@ async def _produce(ctx, request, version: int):
     try:
         for parts, i, pending, log_obj, records, name, index in handed:
             try:
-                parts[i] = _appended(lm, log_obj, records, name, metrics, await pending)
+                parts[i] = _appended(lm, log_obj, records, name, metrics, await pending, waits)
             except (KafkaError, OSError) as exc:
                 parts[i] = _append_failed(ctx, metrics, name, index, exc)
     finally:                # cancelled (the connection closed): the appends still run, unawaited
         for _, _, pending, *_ in handed:
             pending.cancel()
+    if waits:
+        await _durable(ctx, lm, responses, waits, metrics)
     return responses
+
+
+async def _durable(ctx, lm, responses, waits, metrics) -> None:
+    """acks=all: answer once every appended partition is synced (storage/group_commit.py). The
+    appends are visible now, so the connection may start its next request meanwhile (pipelined
+    producers keep their requests flowing into the same rounds). A partition whose sync failed
+    (its log dir is offline now) answers KAFKA_STORAGE_ERROR: the producer retries, and nothing
+    it was told is on disk can be missing."""
+    ctx.effects_applied()
+    failed = {}
+    for log_obj, offset in waits:
+        try:
+            await lm.wait_durable(log_obj, offset)
+        except KafkaError as exc:
+            failed[log_obj.tp] = exc
+    if not failed:
+        return
+    for t, (name, topic_id, parts) in enumerate(responses):
+        for i, part in enumerate(parts):
+            exc = failed.get((name, part[0])) if name is not None else None
+            if exc is None and name is None:
+                exc = next((e for tp, e in failed.items()
+                            if tp.partition == part[0] and lm.topics.get(tp.topic) is not None
+                            and lm.topics[tp.topic].topic_id == topic_id), None)
+            if exc is not None and part[1] == 0:
+                if metrics is not None:
+                    metrics.record_error("Produce", exc.code)
+                parts[i] = _failed(part[0], exc.code, exc.message)

@@ -11,8 +11,9 @@ Flow of one change: look the metadata up, check the request against it (Kafka's 
 compute the new metadata (`TxnMetadata.prepare_*`), append its record, install it. Everything runs
 on the event loop between awaits and appends are synchronous, so no two requests interleave on
 one transactional id and memory always equals the log (Kafka's pendingState is never needed).
-EndTxn writes PrepareCommit/PrepareAbort, then every marker, then CompleteCommit/CompleteAbort,
-and answers once the Prepare record is written (markers that fail are retried every second; the
+EndTxn writes PrepareCommit/PrepareAbort, then every marker, then CompleteCommit/CompleteAbort
+(with durable acks each step waits until the one before is synced: `_complete`), and answers once
+the Prepare record is written (with durable acks: once the markers are synced) (markers that fail are retried every second; the
 id answers CONCURRENT_TRANSACTIONS meanwhile). A restart reloads the topic and completes every
 PrepareCommit/PrepareAbort before the listeners open.
 
@@ -33,6 +34,7 @@ marker written, Complete* not yet).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 import time as _time
@@ -45,6 +47,7 @@ from kompakt.broker.txn.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnMeta
 from kompakt.broker.txn.state_topic import TransactionStateTopic
 from kompakt.protocol import txn_records as tr
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.storage import TopicPartition
 from kompakt.storage.faults import crash_point
 
 log = logging.getLogger(__name__)
@@ -79,6 +82,7 @@ class TransactionCoordinator:
         self.topic = TransactionStateTopic(broker.log_manager, self.config, self.time_ms)
         self.txns: dict[str, TxnMetadata] = {}
         self.unmarked: dict[str, set] = {}           # Prepare* ids whose markers still need writing
+        self.completing: dict[str, asyncio.Task] = {}   # ids whose markers wait for a sync (_complete)
         self.active = False
         self.loading = False
         self.load_time_ms = 0.0
@@ -106,7 +110,9 @@ class TransactionCoordinator:
                      "completing %d transactions", len(self.txns), tr.TRANSACTION_STATE_TOPIC,
                      self.load_time_ms, len(pending))
         for meta in pending:
-            self._write_markers_and_complete(meta, meta.state == TxnState.PREPARE_COMMIT)
+            self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
+        if self.completing:      # completed before the listeners open
+            await asyncio.gather(*list(self.completing.values()), return_exceptions=True)
         abort_s = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000.0
         expire_s = self.config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000.0
         self._tasks = [asyncio.create_task(self._every(abort_s, self.abort_timed_out), name="txn-abort-timed-out"),
@@ -116,6 +122,8 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         self.active = False
+        for task in list(self.completing.values()):   # left in Prepare*: the next start completes them
+            task.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -301,17 +309,74 @@ class TransactionCoordinator:
         prepared = meta.prepare_end(commit, self.time_ms())
         self._persist(prepared)
         crash_point("txn_prepare_written")
-        self._write_markers_and_complete(prepared, commit)
+        self._complete(prepared, commit)
+
+    def completion(self, transactional_id: str) -> asyncio.Task | None:
+        """The task writing this id's markers and Complete* once what precedes them is synced
+        (durable acks), or None: EndTxn answers once it has ended."""
+        return self.completing.get(transactional_id)
+
+    def _complete(self, meta: TxnMetadata, commit: bool) -> None:
+        """The markers, then Complete*. With durable acks, in Kafka's order with "replicated" read
+        as "synced": the Prepare* record is synced before any marker is written and every marker
+        before Complete* is, so a power cut that keeps a marker keeps Prepare* (the restart writes
+        the other markers) and one that keeps Complete* keeps every marker. The waiting runs in a
+        task of its own (`completing`, one per id; a fresh context, so it is not counted as the
+        request's own writes); the id answers CONCURRENT_TRANSACTIONS meanwhile, as while markers
+        are retried."""
+        lm = self.broker.log_manager
+        loop = asyncio._get_running_loop()
+        if not getattr(lm, "durable_acks", False) or loop is None:
+            self._write_markers_and_complete(meta, commit)
+            return
+        tid = meta.transactional_id
+        if tid in self.completing:
+            return
+        task = loop.create_task(self._complete_durably(meta, commit), name=f"txn-complete-{tid}",
+                                context=contextvars.Context())
+        self.completing[tid] = task
+        task.add_done_callback(lambda t, tid=tid: self.completing.pop(tid, None)
+                               if self.completing.get(tid) is t else None)
+
+    async def _complete_durably(self, meta: TxnMetadata, commit: bool) -> None:
+        tid = meta.transactional_id
+        try:
+            await self._synced([TopicPartition(tr.TRANSACTION_STATE_TOPIC, self.topic.partition_for(tid))])
+            if not self._write_markers(meta, commit):
+                return                      # retry_markers goes on
+            await self._synced([TopicPartition(t, p) for t, p in sorted(meta.partitions)])
+        except KafkaError as exc:           # a sync failed: its log dir is offline now
+            log.warning("transaction %s: a sync before its markers or Complete failed (%s); will retry",
+                        tid, exc)
+            self.unmarked.setdefault(tid, set(meta.partitions))
+            return
+        self._write_complete(meta, commit)
+
+    async def _synced(self, tps) -> None:
+        lm = self.broker.log_manager
+        for tp in tps:
+            plog = lm.get_log(tp)
+            if plog is not None:
+                await lm.wait_durable(plog, plog.log_end_offset)
 
     def _write_markers_and_complete(self, meta: TxnMetadata, commit: bool) -> None:
+        if self._write_markers(meta, commit):
+            self._write_complete(meta, commit)
+
+    def _write_markers(self, meta: TxnMetadata, commit: bool) -> bool:
+        """Every marker still due is written (else they are left in `unmarked` for the retry)."""
         tid = meta.transactional_id
         partitions = self.unmarked.get(tid, meta.partitions)
         left = markers.write_markers(self.broker, meta.copy(partitions=set(partitions)), commit, self.time_ms())
         if left:
             self.unmarked[tid] = left
-            return
+            return False
         self.unmarked.pop(tid, None)
         crash_point("txn_markers_written")
+        return True
+
+    def _write_complete(self, meta: TxnMetadata, commit: bool) -> None:
+        tid = meta.transactional_id
         try:
             self._persist(meta.prepare_complete(self.time_ms()))
         except CoordinatorError as exc:
@@ -327,7 +392,7 @@ class TransactionCoordinator:
             if meta is None or not meta.pending:
                 self.unmarked.pop(tid, None)
                 continue
-            self._write_markers_and_complete(meta, meta.state == TxnState.PREPARE_COMMIT)
+            self._complete(meta, meta.state == TxnState.PREPARE_COMMIT)
 
     # =========================================================================== timers
 

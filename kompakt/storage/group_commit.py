@@ -1,0 +1,204 @@
+"""Group commit: one flusher thread per log dir makes appends durable, many requests per sync.
+
+Role: "acknowledged means on disk" without one fsync per request (PostgreSQL's XLogFlush group
+commit, Redpanda's flush batching). Every append marks its log as waiting for a sync (`request`,
+any thread); a request that must be answered only once durable (Produce acks=all, the
+coordinators' writes) also registers a waiter, (log, offset), and awaits it (`wait`, on the event
+loop). The flusher thread runs rounds: it takes every log waiting at that moment, syncs each one
+(Log.sync_data: the `.log` bytes of its unsynced segments and, after a roll, the directory
+entry), which moves each log's durable offset to the log end offset it saw, then resolves every
+waiter whose offset the round covered, all in one hand-over to the loop. The next round starts
+as soon as this one ends, with whatever arrived meanwhile: no timer, so a lone request waits one
+sync, and under load one sync serves every request that arrived during the previous one.
+
+Threads: `request` and `wait` take `_cond` briefly (a set insert, a notify when the thread is
+idle); the syncs run in the flusher thread without it. Waiters live under `_cond` too, so one
+registered during a round is either covered by that round (its offset was below what the round
+saw) or found by the next one (its log is pending again): no wake-up is lost. Futures are set on
+the loop they belong to (`call_soon_threadsafe`, once per round).
+
+Coordinators' writes (OffsetCommit, TxnOffsetCommit, EndTxn and its markers, InitProducerId,
+AddPartitionsToTxn, group metadata) append synchronously on the loop through
+LogManager.append_as_leader, which notes each one in `pending_acks`; the dispatcher waits for
+them after the handler returned its answer and before sending it.
+
+Failures: a sync that raises (a failing disk) fails the waiters of that log with
+KAFKA_STORAGE_ERROR and goes to `on_error` (the LogManager takes the dir offline); a log closed
+before its offset was synced (topic deleted) fails its waiters the same way. A log closed by a
+clean shutdown was synced by its close and resolves its waiters normally.
+
+Figures (`stats()`, exported as kompakt_log_group_commit_* by broker/metrics.py): rounds, logs
+synced, waiters answered, time in rounds, and the largest number of waiters one round answered.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+import time as _time
+from typing import Any, Callable
+
+from kompakt.protocol.errors import KafkaStorageErrorError
+
+log = logging.getLogger(__name__)
+
+# The (log, end offset) of every append the coordinators made for the request being handled
+# (LogManager.append_as_leader adds them): the dispatcher sets a list around each handler and
+# answers only once they are durable (broker/dispatch.py). None outside a request, so background
+# work (timeouts, expirations, marker retries) records nothing.
+pending_acks: contextvars.ContextVar[list | None] = contextvars.ContextVar("kompakt_pending_acks", default=None)
+
+
+class GroupCommit:
+    """The flusher of one log dir (see module docstring)."""
+
+    def __init__(self, name: str, *, on_error: Callable[[Any, BaseException], None] | None = None,
+                 on_durable: Callable[[list], None] | None = None):
+        self.name = name
+        self._on_error = on_error          # (log, exc), in the flusher thread
+        self._on_durable = on_durable      # [logs the round synced], on the loop
+        self._cond = threading.Condition(threading.Lock())
+        self._pending: dict[Any, None] = {}           # logs for the next round (an ordered set)
+        self._waiters: dict[Any, list[tuple[int, asyncio.Future]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._idle = False
+        self._closed = False
+        self.rounds_total = 0
+        self.synced_logs_total = 0
+        self.acks_total = 0
+        self.round_seconds_total = 0.0
+        self.max_acks_per_round = 0
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The loop that hears about durable offsets moving (the broker's)."""
+        self._loop = loop
+
+    def request(self, plog) -> None:
+        """Make `plog` part of the next round (after an append; any thread)."""
+        with self._cond:
+            if self._closed:
+                return
+            if self._loop is None:         # the first request from the broker's loop names it
+                self._loop = asyncio._get_running_loop()
+            self._pending[plog] = None
+            self._wake()
+
+    async def wait(self, plog, offset: int) -> None:
+        """Return once every offset below `offset` of `plog` is durable (on the event loop);
+        raises KafkaStorageErrorError when its sync failed or the log closed first."""
+        if plog.durable_offset >= offset:
+            return
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._cond:
+            if self._closed:       # shutting down: the close syncs every log
+                raise KafkaStorageErrorError(f"{self.name}: the broker is shutting down")
+            if self._loop is None:
+                self._loop = loop
+            self._waiters.setdefault(plog, []).append((offset, fut))
+            self._pending[plog] = None
+            self._wake()
+        await fut
+
+    def close(self) -> None:
+        """Run what is pending, then stop the thread (LogManager.shutdown, before logs close)."""
+        with self._cond:
+            self._closed = True
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+    def stats(self) -> dict[str, float]:
+        return {"rounds_total": self.rounds_total, "synced_logs_total": self.synced_logs_total,
+                "acks_total": self.acks_total, "round_seconds_total": self.round_seconds_total,
+                "max_acks_per_round": self.max_acks_per_round}
+
+    # ---- the flusher thread ------------------------------------------------------------------
+    def _wake(self) -> None:
+        """Under _cond: start the thread on first use, or wake it when it waits for work."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=f"kompakt-group-commit-{self.name}",
+                                            daemon=True)
+            self._thread.start()
+        elif self._idle:
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._idle = True
+                    self._cond.wait()
+                self._idle = False
+                if not self._pending:
+                    return                      # closed, nothing left
+                batch = list(self._pending)
+                self._pending.clear()
+            self._round(batch)
+
+    def _round(self, batch: list) -> None:
+        t0 = _time.perf_counter()
+        failed_logs: dict[Any, BaseException] = {}
+        for plog in batch:
+            try:
+                plog.sync_data()
+            except Exception as exc:  # noqa: BLE001 - its waiters get the error, the others go on
+                failed_logs[plog] = exc
+                if self._on_error is not None:
+                    try:
+                        self._on_error(plog, exc)
+                    except Exception:  # noqa: BLE001
+                        log.exception("%s: reporting a failed sync of %s failed", self.name, plog)
+        # readers hear of every log of the round, not only of those this round moved: a flush
+        # elsewhere (flush.ms, a roll's) may have synced an append before the round came to it
+        advanced = [plog for plog in batch if plog not in failed_logs and not plog.closed]
+        resolved: list[asyncio.Future] = []
+        failed: list[tuple[asyncio.Future, BaseException]] = []
+        with self._cond:
+            for plog in batch:
+                waiters = self._waiters.get(plog)
+                if not waiters:
+                    continue
+                durable = plog.durable_offset
+                exc = failed_logs.get(plog)
+                if exc is None and plog.closed and any(o > durable for o, _ in waiters):
+                    exc = KafkaStorageErrorError(f"{plog.dir} closed before its appends were synced")
+                keep = []
+                for offset, fut in waiters:
+                    if offset <= durable:
+                        resolved.append(fut)
+                    elif exc is not None:
+                        failed.append((fut, exc))
+                    else:
+                        keep.append((offset, fut))
+                if keep:
+                    self._waiters[plog] = keep
+                else:
+                    del self._waiters[plog]
+            self.rounds_total += 1
+            self.synced_logs_total += len(batch)
+            self.acks_total += len(resolved)
+            self.max_acks_per_round = max(self.max_acks_per_round, len(resolved))
+            self.round_seconds_total += _time.perf_counter() - t0
+            loop = self._loop
+        if loop is None or not (resolved or failed or (advanced and self._on_durable is not None)):
+            return
+        try:
+            loop.call_soon_threadsafe(self._deliver, resolved, failed, advanced)
+        except RuntimeError:                     # the loop is closed: nobody waits any more
+            pass
+
+    def _deliver(self, resolved: list, failed: list, advanced: list) -> None:
+        """On the loop: answer the round's waiters, then tell who reads (fetch long polls)."""
+        for fut in resolved:
+            if not fut.done():
+                fut.set_result(None)
+        for fut, exc in failed:
+            if not fut.done():
+                fut.set_exception(exc if isinstance(exc, KafkaStorageErrorError)
+                                  else KafkaStorageErrorError(f"sync failed: {exc}"))
+        if advanced and self._on_durable is not None:
+            self._on_durable(advanced)
