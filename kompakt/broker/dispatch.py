@@ -124,11 +124,14 @@ class Dispatcher:
         """Run the handler and encode its answer (see the table above)."""
         started = time.perf_counter()
         acks = []
-        token = pending_acks.set(acks)
+        # set anew by every request, not reset by token: connection.py runs a handler's first step
+        # in its own callback and the rest in a task (another context), and a stale list left in
+        # the callback's context is replaced by the next request's before any append can reach it
+        pending_acks.set(acks)
         try:
             response = await module.handle(ctx, request)
         finally:
-            pending_acks.reset(token)
+            pending_acks.set(None)
         if acks:
             await self._durable(ctx, acks)
         if response is None:

@@ -931,6 +931,9 @@ class Log:
             self._bases = list(future._bases)
             self.loaded_end_offset = future.loaded_end_offset
             self.recovery_point = future.recovery_point
+            self.durable_offset = future.durable_offset     # the future's files are the ones now
+            if future.group_commit is not None:             # its dir's flusher syncs them from now
+                self.group_commit = future.group_commit
             self.unflushed_messages = future.unflushed_messages
             self.needs_flush_dir = future.needs_flush_dir
             self.last_flush_time = future.last_flush_time

@@ -209,3 +209,24 @@ def test_offset_commits_and_transactions_are_answered_once_synced(kb):
         assert committed.is_set() and data_log.last_stable_offset == 2
     finally:
         c.close()
+
+
+def test_pipelined_produce_requests_keep_appending_while_one_waits_for_its_sync(kb):
+    kb.create_topic("pipe-a", 1)
+    kb.create_topic("pipe-b", 1)
+    a, b = plog(kb, "pipe-a"), plog(kb, "pipe-b")
+    p = producer(kb, "all", **{"enable.idempotence": False})      # one connection, many in flight
+    for topic in ("pipe-a", "pipe-b"):                             # metadata and connection ready
+        p.produce(topic, b"warm-up", partition=0)
+    assert delivered(p, WAIT_S) == 0
+    with sync_blocked(a):
+        p.produce("pipe-a", b"first", partition=0)
+        p.poll(0)
+        until(lambda: a.log_end_offset == 2)
+        p.produce("pipe-b", b"second", partition=0)                # the next request on the connection
+        p.poll(0)
+        # it was started (appended) while the first one still waits for its round: Produce calls
+        # ctx.effects_applied() before it waits (its answer still leaves after the first's)
+        until(lambda: b.log_end_offset == 2)
+        assert delivered(p, 0.2) == 2                              # neither answered yet
+    assert delivered(p, WAIT_S) == 0

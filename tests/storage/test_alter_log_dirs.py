@@ -239,6 +239,8 @@ def test_transactions_cross_the_swap(dirs, start):
     assert plog.last_stable_offset == 7
     end(plog, 8, 0, commit=True)                                    # 10
     end(plog, 9, 0, commit=False)                                   # 11
+    assert plog.durable_offset == 9                                 # the swap synced the future
+    plog.sync_data()                                                # the LSO stops at the durable offset
     assert plog.last_stable_offset == plog.log_end_offset == 12
     aborted = [(a.producer_id, a.first_offset, a.last_offset) for a in plog.aborted_transactions(0, 12)]
     assert aborted == [(7, 4, 8), (9, 9, 11)]

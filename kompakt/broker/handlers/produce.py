@@ -179,6 +179,7 @@ def _append_failed(ctx, metrics, name: str, index: int, exc: Exception):
 async def handle(ctx, request):
     version = ctx.api_version
     acks = request.acks
+    waits = None
     if version < FIRST_SERVED_VERSION:
         responses = _fail_all(request, ErrorCode.UNSUPPORTED_VERSION)
     elif (ctx.authorizer is not None and request.transactional_id is not None
@@ -186,12 +187,14 @@ async def handle(ctx, request):
           and not ctx.authorize(Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id)):
         responses = _fail_all(request, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     else:
-        responses = await _produce(ctx, request, version)
+        responses, waits = await _produce(ctx, request, version)
     throttle_ms = 0
     quota = ctx.broker.quotas.produce
     if quota.enabled:
         throttle_ms = _record_quota(ctx, quota)
     ctx.effects_applied()                    # appended: the connection's next request may start
+    if waits:                                # acks=all: answered once synced
+        await _durable(ctx.log_manager, responses, waits, ctx.metrics)
     if acks == 0:
         for name, topic_id, partitions in responses:
             for index, code, _, _, _, message, _ in partitions:
@@ -220,7 +223,7 @@ async def _produce(ctx, request, version: int):
     checked = ctx.authorizer is not None
     refused = txn_verification.request_error(request)
     if refused is not None:
-        return _fail_all(request, refused)
+        return _fail_all(request, refused), None
     acks = request.acks
     # acks=all waits for the group commit (durable acks on); acks=1 and 0 never do
     waits = [] if acks == -1 and lm.durable_acks else None
@@ -288,18 +291,15 @@ async def _produce(ctx, request, version: int):
     finally:                # cancelled (the connection closed): the appends still run, unawaited
         for _, _, pending, *_ in handed:
             pending.cancel()
-    if waits:
-        await _durable(ctx, lm, responses, waits, metrics)
-    return responses
+    return responses, waits
 
 
-async def _durable(ctx, lm, responses, waits, metrics) -> None:
+async def _durable(lm, responses, waits, metrics) -> None:
     """acks=all: answer once every appended partition is synced (storage/group_commit.py). The
-    appends are visible now, so the connection may start its next request meanwhile (pipelined
-    producers keep their requests flowing into the same rounds). A partition whose sync failed
+    caller said the effects are applied first, so the connection's next request starts meanwhile
+    (pipelined producers keep their requests flowing into the same rounds). A partition whose sync failed
     (its log dir is offline now) answers KAFKA_STORAGE_ERROR: the producer retries, and nothing
     it was told is on disk can be missing."""
-    ctx.effects_applied()
     failed = {}
     for log_obj, offset in waits:
         try:
