@@ -538,7 +538,8 @@ class Log:
                 if max_offset is not None and max_offset < leo and data.last_base_offset() >= max_offset:
                     data = data.read()             # batches to cut off: the bytes path below
                 else:
-                    return FetchData(data, leo, start, leo, leo, data.first_base_offset())
+                    return FetchData(data, self.high_watermark, start, self.last_stable_offset, leo,
+                                     data.first_base_offset())
             if max_offset is not None and max_offset < leo and data:
                 data = data[:_prefix_below(data, max_offset)]
             first = R.peek_size_and_magic(data, 0)[0] if len(data) >= 17 else -1
