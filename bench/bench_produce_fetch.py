@@ -37,7 +37,7 @@ an unpacked Apache Kafka distribution (4.x, KRaft) it runs Kafka the same way, o
 broker+controller on a fresh log dir, alternating which broker goes first each round, so the
 Kompakt / Kafka ratios come from one run; without it the mode says Kafka was not run and why.
 `--py-spy DIR` samples the Kompakt broker (py-spy, a developer tool: `pip install py-spy`; it is no
-dependency of the project) for the whole Kompakt part of the run and prints the top frames by own
+dependency of the project) from after the warm-up to the end of the Kompakt part of the run and prints the top frames by own
 time and by total time (DIR/kompakt-<time>.txt keeps the collapsed stacks).
 Results go to stdout and, unless --no-write, a dated section appended to bench/RESULTS.md.
 `--pipelined` measures instead the per-request path of one connection: raw Produce requests (v9,
@@ -555,18 +555,18 @@ def contention(args) -> None:
             for name in (names if rnd % 2 == 0 else names[::-1]):
                 broker = Broker(None) if name == "kompakt" else KafkaBroker(kafka_home)
                 spy = None
-                if name == "kompakt" and args.py_spy:
-                    Path(args.py_spy).mkdir(parents=True, exist_ok=True)
-                    out = Path(args.py_spy, f"kompakt-{time.strftime('%H%M%S')}.txt")
-                    spy = subprocess.Popen(["py-spy", "record", "--pid", str(broker.proc.pid), "--subprocesses",
-                                            "--rate", "250", "--format", "raw", "--nonblocking", "-o", str(out)],
-                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                    spy_files.append(out)
                 try:
                     # warm-up, unmeasured: the first requests compile encoders (dispatch.warm_in_background)
                     create_topic(broker.bootstrap, "warm-up", 1)
                     produce(broker.bootstrap, "warm-up", 20_000, 1024, "1")
                     fetch(broker.bootstrap, "warm-up", 1, 20_000, SHORT_QUEUE_BACKOFF)
+                    if name == "kompakt" and args.py_spy:
+                        Path(args.py_spy).mkdir(parents=True, exist_ok=True)
+                        out = Path(args.py_spy, f"kompakt-{time.strftime('%H%M%S')}.txt")
+                        spy = subprocess.Popen(["py-spy", "record", "--pid", str(broker.proc.pid), "--subprocesses",
+                                                "--rate", "250", "--format", "raw", "--nonblocking", "-o", str(out)],
+                                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                        spy_files.append(out)
                     for size, n, partitions, acks in cases:
                         topic = f"c{size}-p{partitions}-a{acks}-r{rnd}"
                         create_topic(broker.bootstrap, topic, partitions)
