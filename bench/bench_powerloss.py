@@ -90,8 +90,11 @@ class LazyFS:
         t0 = time.monotonic()
         done = os.open(self.done, os.O_RDONLY | os.O_NONBLOCK)   # open the reader first: no lost reply
         try:
-            with open(self.fifo, "w") as f:
-                f.write("lazyfs::clear-cache\n")
+            fd = os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK)   # ENXIO if LazyFS is gone
+            try:
+                os.write(fd, b"lazyfs::clear-cache\n")
+            finally:
+                os.close(fd)
             reply = b""
             while b"finished::clear-cache" not in reply:
                 if time.monotonic() - t0 > 60:
@@ -107,14 +110,26 @@ class LazyFS:
             os.close(done)
         return time.monotonic() - t0
 
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def unmount(self) -> None:
         if self.mounted():
-            subprocess.run(["fusermount3", "-u", self.mnt], check=False)
+            if subprocess.run(["fusermount3", "-u", self.mnt], check=False).returncode != 0:
+                subprocess.run(["umount", "-l", self.mnt], check=False)    # a dead LazyFS: detach it
         if self.proc is not None:
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
+
+    def remount(self) -> None:
+        """After LazyFS itself died: what it had not written to its backing dir is gone (one more
+        cut, during the broker's recovery); mount it again over the same backing dir."""
+        self.unmount()
+        self.mount()
 
 
 class PowerSoak(soak.Soak):
@@ -127,6 +142,7 @@ class PowerSoak(soak.Soak):
         self.broker.log_dir = os.path.join(fs.mnt, "data")
         self.broker.config["log.dirs"] = self.broker.log_dir
         self.failed_starts = 0
+        self.lazyfs_crashes = 0
 
     def cut(self) -> float:
         """Freeze the broker and its workers, drop LazyFS's unsynced data, kill them."""
@@ -157,12 +173,7 @@ class PowerSoak(soak.Soak):
         self.pause_quietly()
         killed_at = time.time()
         checkpoint = soak.cleaner_checkpoint(self.broker.log_dir)
-        try:
-            recovery = self.broker.start()
-        except RuntimeError as exc:
-            self.failed_starts += 1
-            print(f"cut {n:3d}: FAILED START: {exc}", file=self.out, flush=True)
-            raise
+        recovery = self.start_after_cut(n)
         result = self.check(killed_at, checkpoint)
         result.update(cycle=n, kill="power cut", recovery_s=round(recovery, 3), clear_cache_s=round(clear_s, 3),
                       loop_stall_s=round(self.cycle_lag, 3), armed_start_s=None)
@@ -173,6 +184,25 @@ class PowerSoak(soak.Soak):
             print(f"    VIOLATION {v}", file=self.out, flush=True)
         return result
 
+    def start_after_cut(self, n: int) -> float:
+        """Restart on the cut's files. LazyFS itself sometimes dies under the recovery's load (its
+        own bug: "Resource deadlock avoided"); that is one more cut, during recovery: remount and
+        start again. A start that fails with LazyFS alive is a failed start (ends the run)."""
+        for _ in range(3):
+            try:
+                return self.broker.start()
+            except RuntimeError as exc:
+                self.broker.kill()
+                if self.fs.alive:
+                    self.failed_starts += 1
+                    print(f"cut {n:3d}: FAILED START: {exc}", file=self.out, flush=True)
+                    raise
+                self.lazyfs_crashes += 1
+                print(f"cut {n:3d}: LazyFS died during the broker's recovery; remounted (a second cut)",
+                      file=self.out, flush=True)
+                self.fs.remount()
+        raise RuntimeError("LazyFS died three times in a row")
+
     def summary(self) -> dict:
         out = super().summary()
         rec = [c["recovery_s"] for c in self.cycles]
@@ -180,6 +210,7 @@ class PowerSoak(soak.Soak):
         out.pop("chosen_reached", None)
         out["cuts"] = out.pop("cycles")
         out["failed_starts"] = self.failed_starts
+        out["lazyfs_crashes_during_recovery"] = self.lazyfs_crashes
         out["commits_gone_back"] = sum(1 for c in self.cycles for v in c["violations"] if "committed offset" in v)
         if rec:
             out["recovery_s_p95"] = round(sorted(rec)[max(0, int(len(rec) * 0.95) - 1)], 3)

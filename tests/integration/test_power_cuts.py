@@ -72,3 +72,55 @@ def test_records_deleted_by_delete_records_stay_deleted_after_a_cut(start_broker
     b.start()
     got = read_partition(b.bootstrap, "trim")
     assert [o for o, _, _ in got] == list(range(20, 30))
+
+
+# Durable acknowledgements (the defaults) and a cut inside a transaction's commit: after its
+# Prepare is synced (txn_prepare_written) or between its markers (txn_marker_written): the
+# transaction is all-or-nothing after the restart, all once its EndTxn was answered; what was
+# acknowledged before (records, a group commit, the first transaction) is all there.
+# (A cut right after the answers: tests/integration/test_durable_acks_power_cut.py.)
+@pytest.mark.parametrize("point", ["txn_prepare_written:2", "txn_marker_written:5"])
+def test_a_cut_inside_a_transaction_commit_keeps_it_all_or_nothing(start_broker, monkeypatch, point):
+    import confluent_kafka as ck
+    from txn_support import DEADLINE_S, TXN_BROKER_CONFIG, committed_offset, read_values
+
+    monkeypatch.setenv("TEST_KOMPAKT_CRASH_AT", point)
+    b = start_broker(power=True, config=TXN_BROKER_CONFIG)
+    create_topic(b.bootstrap, "out", {}, partitions=2)
+    create_topic(b.bootstrap, "other", {})
+    acked = produce(b.bootstrap, "other", [(b"k%d" % i, b"v%d" % i) for i in range(40)])
+    p = ck.Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "cut-txn",
+                     "transaction.timeout.ms": 60000})
+    p.init_transactions(DEADLINE_S)
+    p.begin_transaction()                     # a third partition: the first commit writes 3 markers
+    p.produce("other", value=b"first-other", partition=0)
+    for i in range(6):
+        p.produce("out", value=b"first-%d" % i, partition=i % 2)
+    p.commit_transaction(DEADLINE_S)
+    c = ck.Consumer({"bootstrap.servers": b.bootstrap, "group.id": "cut-group", "enable.auto.commit": False})
+    c.commit(offsets=[ck.TopicPartition("other", 0, 25)], asynchronous=False)
+    c.close()
+    p.begin_transaction()
+    for i in range(6):
+        p.produce("out", value=b"second-%d" % i, partition=i % 2)
+    p.produce("other", value=b"second-other", partition=0)
+    second_acked = False
+    try:
+        p.commit_transaction(2)               # the power goes inside this EndTxn
+        second_acked = True
+    except ck.KafkaException:
+        pass
+    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", 60)
+    b.restore_after_crash()
+    monkeypatch.delenv("TEST_KOMPAKT_CRASH_AT")
+    b.start()
+    got = read_partition(b.bootstrap, "other")
+    assert [r for r in got if r[0] < len(acked)] == acked                 # nothing acknowledged is lost
+    assert committed_offset(b.bootstrap, "cut-group", "other", 0) == 25   # the acknowledged commit too
+    values = read_values(b.bootstrap, [("out", 0), ("out", 1)], committed=True, expect=6)
+    out = sorted(values[("out", 0)] + values[("out", 1)])
+    first = sorted(b"first-%d" % i for i in range(6))
+    second = sorted(b"second-%d" % i for i in range(6))
+    assert out in (first, sorted(first + second)), out                    # all or nothing ...
+    if second_acked:
+        assert out == sorted(first + second)                              # ... all once answered
