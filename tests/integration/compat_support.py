@@ -84,7 +84,7 @@ def _b(s: str | None) -> bytes | None:
 @contextlib.contextmanager
 def running_broker(base_dir, config: dict):
     """A `kompakt serve` of the test harness with `config`, for a module-scoped fixture."""
-    from conftest import BrokerProcess
+    from broker_process import BrokerProcess
     proc = BrokerProcess(base_dir, config)
     proc.start()
     try:

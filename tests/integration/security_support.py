@@ -129,7 +129,7 @@ def endpoints(pki: Pki, ports: dict[str, int]) -> dict[str, Endpoint]:
 def security_broker(base: Path, extra: dict | None = None):
     """A broker with the five listeners of `listener_config` and the SCRAM user `scrammy`
     (context manager for module fixtures): yields (BrokerProcess, Pki, ports, endpoints)."""
-    from conftest import BrokerProcess, free_port
+    from broker_process import BrokerProcess, free_port
     pki = Pki(base / "pki")
     ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")}
     proc = BrokerProcess(base / "broker", {**listener_config(pki, ports), **(extra or {})})

@@ -22,7 +22,7 @@ import time
 import pytest
 from confluent_kafka import TopicPartition
 
-from conftest import free_port
+from broker_process import free_port
 from kompakt.cli import main
 
 WAIT_S = 30.0

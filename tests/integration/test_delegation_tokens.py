@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import BrokerProcess, free_port
+from broker_process import BrokerProcess, free_port
 from kompakt.protocol.errors import ErrorCode as EC
 from wire_support import Wire, req, sub
 

@@ -38,7 +38,7 @@ def value_of(p: int, i: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def zc_broker(tmp_path_factory):
-    from conftest import BrokerProcess, free_port
+    from broker_process import BrokerProcess, free_port
     base = tmp_path_factory.mktemp("zero-copy")
     pki = Pki(base / "pki")
     ssl_port = free_port()

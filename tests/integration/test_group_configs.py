@@ -27,7 +27,7 @@ BROKER = {
 
 @pytest.fixture(scope="module")
 def gbroker(tmp_path_factory):
-    from conftest import BrokerProcess
+    from broker_process import BrokerProcess
     b = BrokerProcess(tmp_path_factory.mktemp("group-configs"), BROKER).start()
     yield b
     b.kill()

@@ -24,7 +24,7 @@ CLASSIC_ONLY = {"group.coordinator.rebalance.protocols": "classic", "offsets.top
 
 @pytest.fixture(scope="module")
 def classic_only(tmp_path_factory):
-    from conftest import BrokerProcess
+    from broker_process import BrokerProcess
     b = BrokerProcess(tmp_path_factory.mktemp("classic-only"), CLASSIC_ONLY).start()
     yield b
     b.kill()

@@ -17,7 +17,7 @@ FT = OffsetFetchRequest.OffsetFetchRequestTopic
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    from conftest import BrokerProcess
+    from broker_process import BrokerProcess
     proc = BrokerProcess(tmp_path_factory.mktemp("review8"), GROUP_BROKER).start()
     create_topic(proc.bootstrap, "two", 2)      # the probes' shared topic
     yield proc

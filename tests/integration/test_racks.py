@@ -17,7 +17,7 @@ from wire_support import Wire, req
 
 @pytest.fixture(scope="module")
 def rbroker(tmp_path_factory):
-    from conftest import BrokerProcess
+    from broker_process import BrokerProcess
     b = BrokerProcess(tmp_path_factory.mktemp("racks"), {
         "broker.rack": "rack-a", "offsets.topic.num.partitions": "1",
         "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "100"}).start()

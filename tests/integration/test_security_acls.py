@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 
-from conftest import BrokerProcess, free_port
+from broker_process import BrokerProcess, free_port
 from kompakt.protocol.records import build_batch
 from security_support import PLAIN_JAAS, TIMEOUT_S, Pki, mtls_config
 from wire_support import Wire, field, req, sub

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import BrokerProcess, free_port
+from broker_process import BrokerProcess, free_port
 from kompakt.protocol.errors import ErrorCode as EC
 from kompakt.protocol.records import build_batch
 from wire_support import Wire, field, req, sub

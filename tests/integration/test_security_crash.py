@@ -14,7 +14,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
-from conftest import BrokerProcess, free_port
+from broker_process import BrokerProcess, free_port
 from security_support import TIMEOUT_S
 
 CRASH_ENV = "TEST_KOMPAKT_CRASH_AT"

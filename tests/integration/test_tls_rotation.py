@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from cryptography import x509
 
-from conftest import BrokerProcess, free_port
+from broker_process import BrokerProcess, free_port
 from kompakt.broker.security.store_file import read_json
 from kompakt.broker.state_files import BROKER_CONFIGS_FILE
 from security_support import Pki

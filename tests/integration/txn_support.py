@@ -7,7 +7,7 @@ import time
 
 import confluent_kafka as ck
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import BrokerProcess
+from broker_process import BrokerProcess
 
 from kompakt.protocol import records as R
 from kompakt.protocol import txn_records as T
