@@ -14,7 +14,10 @@ offset of its aborted transaction until its abort marker). Control batches (mark
 records.
 
 Invariants: read-only; runs in a worker thread (it reads segment files); at most MAX_LIMIT
-records and MAX_BYTES of batches per page.
+records per page, and reading stops once MAX_BYTES of batches are read (one batch more than that
+at most: a page always shows a record when there is one); a key, value or header value longer
+than MAX_FIELD bytes is shown cut there, saying how many bytes were left out. A page cut inside a
+batch ends there: `next_offset` is the first record not shown, never the batch's end.
 """
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from kompakt.protocol import records as R
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 MAX_BYTES = 4 * 1024 * 1024
+MAX_FIELD = 256 * 1024
 DECODINGS = ("text", "json", "hex")
 ISOLATIONS = ("read_uncommitted", "read_committed")
 
@@ -34,6 +38,9 @@ ISOLATIONS = ("read_uncommitted", "read_committed")
 def decode_bytes(data: bytes | None, how: str) -> str | None:
     if data is None:
         return None
+    left_out = len(data) - MAX_FIELD
+    if left_out > 0:
+        return decode_bytes(data[:MAX_FIELD], how) + f" … ({left_out:,} more bytes not shown)"
     data = bytes(data)
     if how == "hex":
         return binascii.hexlify(data, " ", -2).decode() if data else ""
@@ -72,10 +79,12 @@ def browse(lg: Any, *, offset: int | None = None, timestamp_ms: int | None = Non
     out: list[dict[str, Any]] = []
     skipping: set[int] = set()
     position = offset
-    while len(out) < limit and position < upper:
-        data = lg.read(position, MAX_BYTES, max_offset=upper).records
+    read = 0
+    while len(out) < limit and position < upper and read < MAX_BYTES:
+        data = lg.read(position, MAX_BYTES - read, max_offset=upper).records
         if not data:
             break
+        read += len(data)
         for pos, h in R.iter_batches(data):
             position = h.last_offset + 1
             while aborted and aborted[0].first_offset <= h.last_offset:
@@ -96,6 +105,7 @@ def browse(lg: Any, *, offset: int | None = None, timestamp_ms: int | None = Non
                                          "value": decode_bytes(v, decode)} for k, v in rec.headers],
                             "producer_id": h.producer_id, "transactional": h.is_transactional})
                 if len(out) >= limit:
+                    position = at + 1   # the rest of this batch is the next page's start
                     break
             if len(out) >= limit:
                 break
