@@ -646,6 +646,8 @@ def main() -> None:
     ap.add_argument("--contention", action="store_true",
                     help="under a busy process pinned per core: rates and broker CPU-s per GB (Kafka too with KAFKA_HOME)")
     ap.add_argument("--py-spy", metavar="DIR", help="--contention: sample the Kompakt broker with py-spy into DIR")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker key for the default runs (e.g. kompakt.durable.acks.enable=false)")
     ap.add_argument("--pipelined", action="store_true", help="raw produce requests pipelined on one connection")
     ap.add_argument("--requests", type=int, default=20_000, help="--pipelined: requests per run")
     ap.add_argument("--window", type=int, default=16, help="--pipelined: requests in flight")
@@ -661,7 +663,7 @@ def main() -> None:
         return pipelined(args)
     scale = 0.1 if args.quick else 1.0
 
-    broker = Broker(args.profile)
+    broker = Broker(args.profile, tuple(args.override))
     time.sleep(2.0)
     idle_rss = rss_mib(broker.proc.pid)
     print(f"startup to first Metadata: {broker.startup_s:.2f} s; idle RSS {idle_rss:.0f} MiB", flush=True)
@@ -705,7 +707,9 @@ def main() -> None:
     lines = [f"\n## Produce/fetch through `kompakt serve` (protocol-server) — "
              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
              f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-             f"shared with other work while measured. `python bench/bench_produce_fetch.py{' --quick' if args.quick else ''}`; "
+             f"shared with other work while measured. `python bench/bench_produce_fetch.py{' --quick' if args.quick else ''}"
+             f"{''.join(' --override ' + o for o in args.override)}`; load average {os.getloadavg()[0]:.1f} "
+             f"at the end; "
              f"confluent-kafka {ck.version()} / librdkafka {ck.libversion()[0]}, no compression, "
              f"linger.ms=5, idempotence off.\n",
              "| record | partitions | acks | records | produce rec/s | produce MB/s | broker CPU | fetch rec/s | fetch MB/s | broker CPU "
