@@ -115,3 +115,23 @@ async def test_console_signs_in_with_the_token_and_keeps_the_api_rule():
                 assert r.status == 403 and "refused" in await r.text()
     finally:
         await stop_admin(handle)
+
+
+async def test_the_record_browser_needs_the_token_even_with_open_reads(guarded):
+    """Reads stay open with a token set, but records are data, not metadata: the console's record
+    browser (page and JSON) asks for the token as a change does, so a broker listening beyond
+    loopback (allowed once a token is set) does not hand every record to anyone who reaches it,
+    past the Kafka listeners' SASL and ACLs."""
+    async with aiohttp.ClientSession(guarded.url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        for path in ("/console/topics/orders/records", "/console/topics/orders/records.json",
+                     "/console/topics/orders/records?_format=json&partition=0"):
+            async with http.get(path, allow_redirects=False) as r:
+                assert r.status == 303 and r.headers["Location"].startswith("/console/login?next="), path
+        async with http.get("/console/topics/orders/records", allow_redirects=False,
+                            headers={"Authorization": f"Bearer {TOKEN}"}) as r:
+            assert r.status != 303                            # past the gate (no log manager here)
+        http.cookie_jar.update_cookies({"kompakt_admin_token": TOKEN})
+        async with http.get("/console/topics/orders/records", allow_redirects=False) as r:
+            assert r.status != 303
+        async with http.get("/console/topics", allow_redirects=False) as r:
+            assert r.status != 303                            # other pages keep the API's read rule

@@ -284,7 +284,8 @@ def test_create_alter_grow_and_delete_a_topic_from_the_page(signed_in, world):
     expect(page.locator("#topic-list")).not_to_contain_text("made-in-browser")
 
 
-def test_record_browser_shows_what_the_clients_wrote(page, world):
+def test_record_browser_shows_what_the_clients_wrote(signed_in, world):
+    page = signed_in                                                   # records need the token
     page.goto(world["base"] + f"/console/topics/{EVENTS}/records")
     table = page.locator("table.records")
     for i in range(5):

@@ -13,6 +13,10 @@ Rules (issue 11):
     COOKIE, which POST /console/login sets after checking the token (HttpOnly, SameSite=Strict:
     a form on another site cannot post with it; Secure on HTTPS). A console page refused for want
     of the token redirects to the login page instead of answering 401 JSON.
+  * Open reads are metadata (offsets, configs, groups, cleaner state), as the API's own. The
+    console's record browser shows records, so with a token set it always needs it, like a change:
+    otherwise a broker listening beyond loopback (allowed once a token is set) would hand every
+    record to anyone who reaches the admin port, past the Kafka listeners' SASL and ACLs.
 The token is compared in constant time and never logged.
 """
 from __future__ import annotations
@@ -77,6 +81,11 @@ def _is_console(path: str) -> bool:
     return path == CONSOLE or path.startswith(CONSOLE + "/")
 
 
+def _shows_records(path: str) -> bool:
+    # /console/topics/{topic}/records[.json]: a topic name has no '/', so this is the browser only
+    return path.startswith(CONSOLE + "/topics/") and path.endswith(("/records", "/records.json"))
+
+
 def token_middleware(token: str, protect_reads: bool):
     expected = f"Bearer {token}".encode()
 
@@ -86,7 +95,7 @@ def token_middleware(token: str, protect_reads: bool):
         console = _is_console(request.path)
         if console and request.path.startswith(CONSOLE_OPEN):
             return await handler(request)
-        if request.method in STATE_CHANGING or protect_reads:
+        if request.method in STATE_CHANGING or protect_reads or (console and _shows_records(request.path)):
             given = request.headers.get("Authorization", "").encode()
             if console and not given and COOKIE in request.cookies:
                 given = f"Bearer {request.cookies[COOKIE]}".encode()
