@@ -102,3 +102,12 @@ async def test_metrics_are_gzipped_when_asked(served):
     assert 'kompakt_topic_bytes_in_total{topic="topic-199"} 100.0' in text
     async with http.get("/metrics", headers={"Accept-Encoding": "identity"}) as r:
         assert "Content-Encoding" not in r.headers
+
+
+async def test_a_console_error_page_says_its_error_once(served):
+    """The console's error page (console/templates/error.html) under base.html, which already draws
+    the page's `error`: one alert, not the same message twice."""
+    _, _, http = served
+    async with http.get("/console/broker") as r:             # no logs loaded yet: a 503 page
+        assert r.status == 503
+        assert (await r.text()).count('role="alert"') == 1
