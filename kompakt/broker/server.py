@@ -96,6 +96,10 @@ class Broker:
             self.cleaner = LogCleaner(config, self.log_manager, time=time_source)
             self.log_manager.cleaner = self.cleaner
 
+        from kompakt.broker.features.levels import FeatureLevels
+        from kompakt.broker.state_files import FEATURES_FILE
+        self.features = FeatureLevels(StateFile(config.log_dirs[0], FEATURES_FILE))
+        self.features.load()
         from kompakt.broker.groups.group_configs import GroupConfigs
         from kompakt.broker.state_files import GROUP_CONFIGS_FILE
         self.group_configs = GroupConfigs(config, StateFile(config.log_dirs[0], GROUP_CONFIGS_FILE))

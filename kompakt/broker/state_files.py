@@ -6,8 +6,10 @@
                                   {"quotas": [[[[entity type, name or null], ...], {key: value}], ...]}
     kompakt-group-configs.json    dynamic group configs (broker/groups/group_configs.py):
                                   {"groups": {group id: {key: value}}}
+    kompakt-features.json         finalized feature levels (broker/features/levels.py):
+                                  {"epoch": int, "levels": {feature: level}}
 
-(Kafka keeps all three in its metadata log; a single node keeps each as one file.) Each is written
+(Kafka keeps all four in its metadata log; a single node keeps each as one file.) Each is written
 whole by security/store_file.write_json: temp file, fsync, rename, fsync dir, with a CRC32C of
 the body, so a crash leaves the old content or the new, and a damaged file stops the start with
 the path named rather than silently dropping settings.
@@ -21,6 +23,7 @@ from kompakt.broker.security.store_file import read_json, write_json
 BROKER_CONFIGS_FILE = "kompakt-broker-configs.json"
 CLIENT_QUOTAS_FILE = "kompakt-client-quotas.json"
 GROUP_CONFIGS_FILE = "kompakt-group-configs.json"
+FEATURES_FILE = "kompakt-features.json"
 
 
 def root_files() -> set[str]:
@@ -29,7 +32,8 @@ def root_files() -> set[str]:
     from kompakt.broker.producer_ids import FILE_NAME as PRODUCER_ID_BLOCK
     from kompakt.broker.security.acl_store import ACL_FILE
     from kompakt.broker.security.scram_store import SCRAM_FILE
-    return {BROKER_CONFIGS_FILE, CLIENT_QUOTAS_FILE, GROUP_CONFIGS_FILE, PRODUCER_ID_BLOCK, ACL_FILE, SCRAM_FILE}
+    return {BROKER_CONFIGS_FILE, CLIENT_QUOTAS_FILE, GROUP_CONFIGS_FILE, FEATURES_FILE, PRODUCER_ID_BLOCK, ACL_FILE,
+            SCRAM_FILE}
 
 
 class StateFile:

@@ -2,7 +2,8 @@
 advertises) sends them, less what
 Kompakt does not serve (handlers/api_versions.py): v4 lists every supported feature, v3 leaves
 out those whose minimum is 0 (KAFKA-17011: older clients reject a 0 minimum), both list the
-finalized levels above 0 with a fixed epoch."""
+finalized levels above 0 with the epoch of a fresh node, 1 (UpdateFeatures raises it:
+test_update_features)."""
 from __future__ import annotations
 
 from wire_support import Wire, req

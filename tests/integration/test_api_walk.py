@@ -462,6 +462,17 @@ def describe_quorum(w, v):
         {0}, lambda r: [v.replica_id for v in r.topics[0].partitions[0].current_voters] == [NODE]
 
 
+def update_features(w, v):
+    # group.version to the level it has (no change of level); validate only where the version has it
+    key = sub(57, "FeatureUpdateKey")(feature="group.version", max_version_level=1, allow_downgrade=False,
+                                      upgrade_type=1)
+    fields = dict(timeout_ms=10000, feature_updates=[key])
+    if v >= 1:
+        fields["validate_only"] = True
+    return req(57, **fields), {0}, lambda r: r.error_message is None and (
+        v >= 2 or [x.feature for x in r.results] == ["group.version"])
+
+
 def get_telemetry_subscriptions(w, v):
     # no telemetry: a client instance id is assigned and no metric is requested
     return req(71, client_instance_id=ZERO), {0}, lambda r: (r.requested_metrics == []
@@ -501,7 +512,7 @@ BUILDERS = {
     33: alter_configs, 37: create_partitions, 42: delete_groups, 43: elect_leaders,
     44: incremental_alter_configs, 45: alter_partition_reassignments, 46: list_partition_reassignments,
     34: alter_replica_log_dirs, 35: describe_log_dirs, 47: offset_delete, 48: describe_client_quotas,
-    49: alter_client_quotas, 55: describe_quorum, 60: describe_cluster,
+    49: alter_client_quotas, 55: describe_quorum, 57: update_features, 60: describe_cluster,
     71: get_telemetry_subscriptions, 75: describe_topic_partitions,
     # security
     17: sasl_handshake, 36: sasl_authenticate, 29: describe_acls, 30: create_acls, 31: delete_acls,

@@ -95,7 +95,6 @@ KAFKA_4_0 = {
 NOT_YET_SERVED = {
     26: (0, 4),    # EndTxn v5: transaction version 2 (KIP-890 part 2)
     28: (0, 4),    # TxnOffsetCommit v5: transaction version 2
-    57: None,      # UpdateFeatures
 }
 
 

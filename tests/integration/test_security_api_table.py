@@ -228,6 +228,9 @@ TABLE = {
     "AlterReplicaLogDirs": (lambda: req(34, dirs=[sub(34, "AlterReplicaLogDir")(path="/nowhere", topics=[
         sub(34, "AlterReplicaLogDir", "AlterReplicaLogDirTopic")(name=TOPIC, partitions=[0])])]), 2,
                             lambda r: r.results[0].partitions[0].error_code, CLUSTER_DENIED, CLUSTER_DENIED),
+    "UpdateFeatures": (lambda: req(57, timeout_ms=10000, validate_only=False, feature_updates=[
+        sub(57, "FeatureUpdateKey")(feature="group.version", max_version_level=0, upgrade_type=2)]), 1,
+                       lambda r: r.error_code, CLUSTER_DENIED, CLUSTER_DENIED),
     "DeleteAcls": (lambda: req(31, filters=[field(31, "filters")(**acl_filter())]), 3,
                    lambda r: r.filter_results[0].error_code, CLUSTER_DENIED, CLUSTER_DENIED),
 }

@@ -35,7 +35,7 @@ MODULES = (
     # cluster operations a single node answers (apis)
     "elect_leaders", "alter_partition_reassignments", "list_partition_reassignments",
     "get_telemetry_subscriptions", "describe_quorum", "add_raft_voter", "remove_raft_voter",
-    "unregister_broker", "list_client_metrics_resources",
+    "unregister_broker", "list_client_metrics_resources", "update_features",
     # delegation tokens, as Kafka with them disabled (its default)
     "create_delegation_token", "renew_delegation_token", "expire_delegation_token", "describe_delegation_token",
     # client quotas (apis)

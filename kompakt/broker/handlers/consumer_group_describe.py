@@ -4,7 +4,7 @@ Behaviour: per group, its state (Empty, Assigning, Reconciling, Stable), group e
 assignment epoch, server assignor and members - each with its epoch, client, subscription
 (topic names, regex), current assignment and target assignment (topic id, name, partitions).
 Every group answers UNSUPPORTED_VERSION (before any authorization, as Kafka's KafkaApis) when
-`consumer` is not in group.coordinator.rebalance.protocols.
+`consumer` is not in group.coordinator.rebalance.protocols or the finalized group.version is 0.
 A classic or unknown group answers GROUP_ID_NOT_FOUND (with Kafka's message); an empty group id
 INVALID_GROUP_ID; COORDINATOR_LOAD_IN_PROGRESS while __consumer_offsets loads at start. Authorization as Kafka's handleConsumerGroupDescribe: DESCRIBE on the group
 (else GROUP_AUTHORIZATION_FAILED for it), and DESCRIBE on every topic its members subscribe or
@@ -16,6 +16,7 @@ only kind Kompakt's consumer groups have).
 """
 from __future__ import annotations
 
+from kompakt.broker.features.levels import GROUP_VERSION
 from kompakt.broker.groups.consumer.heartbeat import consumer_protocol_enabled
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode
@@ -54,7 +55,8 @@ def _topics(d) -> set[str]:
 
 async def handle(ctx, request):
     v = ctx.api_version
-    if not consumer_protocol_enabled(ctx.config):     # checked before any ACL, as Kafka does
+    # checked before any ACL, as Kafka does
+    if not consumer_protocol_enabled(ctx.config, ctx.broker.features.level(GROUP_VERSION)):
         return Response(version=v, throttle_time_ms=0, groups=[
             _failed(group_id, ErrorCode.UNSUPPORTED_VERSION) for group_id in request.group_ids])
     out = []

@@ -5,8 +5,8 @@ then heartbeats every `group.consumer.heartbeat.interval.ms` with its epoch; the
 answers with the member's epoch and, when it changed or the request was a full one, the
 partitions the member may use now (server-side assignment, `group.consumer.assignors`). Epoch -1
 leaves; -2 is a static member leaving to come back. Errors: UNSUPPORTED_VERSION (no message)
-when `consumer` is not in group.coordinator.rebalance.protocols - before any authorization, as
-Kafka's KafkaApis does; the API stays in ApiVersions, as Kafka keeps it there, and clients
+when `consumer` is not in group.coordinator.rebalance.protocols or the finalized group.version is
+0 (UpdateFeatures) - before any authorization, as Kafka's KafkaApis does; the API stays in ApiVersions, as Kafka keeps it there, and clients
 report that the broker does not support the consumer protocol -, GROUP_AUTHORIZATION_FAILED (no READ on
 the group), TOPIC_AUTHORIZATION_FAILED (a subscribed topic the principal may not DESCRIBE; a
 regex resolves only to topics the principal of the member whose heartbeat triggered the
@@ -22,6 +22,7 @@ requires the member to choose its id (KIP-1082).
 """
 from __future__ import annotations
 
+from kompakt.broker.features.levels import GROUP_VERSION
 from kompakt.broker.groups.consumer.heartbeat import HeartbeatRequest, consumer_protocol_enabled
 from kompakt.broker.groups.member import client_host
 from kompakt.broker.security.acl import Op, Res
@@ -43,7 +44,8 @@ def _error(v, code, message=None):
 
 async def handle(ctx, request):
     v = ctx.api_version
-    if not consumer_protocol_enabled(ctx.config):     # checked before any ACL, as Kafka does
+    # checked before any ACL, as Kafka does
+    if not consumer_protocol_enabled(ctx.config, ctx.broker.features.level(GROUP_VERSION)):
         return _error(v, ErrorCode.UNSUPPORTED_VERSION)
     if not ctx.authorize(Op.READ, Res.GROUP, request.group_id):
         return _error(v, ErrorCode.GROUP_AUTHORIZATION_FAILED)

@@ -103,13 +103,13 @@ def configured_assignors(config) -> list[str]:
     return [n for n in names if n]
 
 
-def consumer_protocol_enabled(config) -> bool:
+def consumer_protocol_enabled(config, group_version: int) -> bool:
     """Kafka's KafkaApis.isConsumerGroupProtocolEnabled: `consumer` is among
-    group.coordinator.rebalance.protocols (Kafka also needs its new coordinator and a finalized
-    group.version >= 1; Kompakt always has both). Without it ConsumerGroupHeartbeat and
-    ConsumerGroupDescribe answer UNSUPPORTED_VERSION before any authorization, and no
-    consumer-protocol group can come to exist."""
-    return "consumer" in config["group.coordinator.rebalance.protocols"]
+    group.coordinator.rebalance.protocols and the finalized group.version is >= 1 (GV_1; an
+    UpdateFeatures can set it to 0). Kafka also needs its new coordinator; Kompakt always has it.
+    Without both, ConsumerGroupHeartbeat and ConsumerGroupDescribe answer UNSUPPORTED_VERSION
+    before any authorization, and no consumer-protocol group can come to exist."""
+    return group_version >= 1 and "consumer" in config["group.coordinator.rebalance.protocols"]
 
 
 def check_consumer_group_config(config) -> None:
