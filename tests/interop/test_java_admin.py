@@ -71,6 +71,25 @@ def test_describe_features(admin):
         "eligible.leader.replicas.version": {"min": 0, "max": 0}}
 
 
+def test_update_features_validate_only_and_refusals(admin):
+    """What `kafka-features.sh upgrade/downgrade --dry-run` and a refused upgrade get (the module's
+    broker is shared: nothing here changes a level; the changes themselves are in
+    tests/integration/test_update_features.py)."""
+    assert admin.call("updateFeatures", validateOnly=True, features={
+        "group.version": [0, "SAFE_DOWNGRADE"], "metadata.version": [24, "SAFE_DOWNGRADE"]}) == {
+        "group.version": None, "metadata.version": None}
+    answer = admin.call("updateFeatures", features={"transaction.version": [2, "UPGRADE"]})
+    assert answer["transaction.version"]["error"] == "InvalidUpdateVersionException"
+    assert answer["transaction.version"]["message"].startswith(
+        "The update failed for all features since the following feature had an error: Invalid update version 2 "
+        "for feature transaction.version. Local controller 1 does not support this feature.")
+    answer = admin.call("updateFeatures", features={"metadata.version": [22, "SAFE_DOWNGRADE"]})
+    assert "might delete metadata information" in answer["metadata.version"]["message"]
+    features = admin.call("describeFeatures")
+    assert features["finalized"]["group.version"] == {"min": 1, "max": 1}
+    assert features["finalized"]["metadata.version"] == {"min": 25, "max": 25}
+
+
 def test_create_topics_refusals(admin):
     admin.call("createTopics", topics=[{"name": "ja-exists"}])
     answer = admin.call("createTopics", topics=[

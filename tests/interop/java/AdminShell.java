@@ -412,6 +412,24 @@ public class AdminShell extends Shell {
             f.supportedFeatures().forEach((k, v) -> sup.putObject(k).put("min", v.minVersion()).put("max", v.maxVersion()));
             return out;
         });
+        op("updateFeatures", r -> {
+            // {"features": {name: [level, "UPGRADE" | "SAFE_DOWNGRADE" | "UNSAFE_DOWNGRADE"]},
+            //  "validateOnly": bool} -> {name: null | error}: what kafka-features.sh upgrade/downgrade sends
+            Map<String, FeatureUpdate> updates = new LinkedHashMap<>();
+            r.get("features").fields().forEachRemaining(e -> updates.put(e.getKey(), new FeatureUpdate(
+                    (short) e.getValue().get(0).asInt(), FeatureUpdate.UpgradeType.valueOf(e.getValue().get(1).asText()))));
+            UpdateFeaturesOptions options = new UpdateFeaturesOptions().validateOnly(r.path("validateOnly").asBoolean(false));
+            ObjectNode out = obj();
+            for (var e : admin.updateFeatures(updates, options).values().entrySet()) {
+                try {
+                    e.getValue().get();
+                    out.putNull(e.getKey());
+                } catch (Exception ex) {
+                    out.set(e.getKey(), error(ex));
+                }
+            }
+            return out;
+        });
         op("describeMetadataQuorum", r -> {
             QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
             ObjectNode out = obj();
