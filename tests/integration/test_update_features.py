@@ -2,14 +2,20 @@
 wire and through kafka-python's admin (update_features / describe_features): Kafka's refusal
 texts, nothing changed by a refused or validate-only request, the three answer shapes, the new
 levels in ApiVersions under a higher epoch, group.version 0 turning ConsumerGroupHeartbeat off,
-and the levels surviving a SIGKILL right after the answer (kompakt-features.json)."""
+and kompakt-features.json across crashes: the levels survive a SIGKILL and a power cut right after
+the answer; a power cut while saving (crash point state_file_write: the temp file written and
+synced, not renamed) leaves the old levels and an unanswered request."""
 from __future__ import annotations
+
+import os
+import time
 
 import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import UpdateFeatureType
 from kafka.errors import InvalidUpdateVersionError
 
+from kompakt.broker.security.store_file import read_json, write_json
 from kompakt.protocol.errors import ErrorCode as EC
 from wire_support import Wire, req, sub
 
@@ -148,3 +154,37 @@ def test_changes_apply_raise_the_epoch_and_survive_a_kill(start_broker):
     assert heartbeat_code(port, "uf-on") == 0
     b.restart()
     assert finalized(port) == (DEFAULT[0], 4)
+
+
+def test_a_power_cut_mid_save_keeps_the_old_levels_and_one_after_the_answer_keeps_the_new(
+        start_broker, monkeypatch):
+    monkeypatch.setenv("TEST_KOMPAKT_CRASH_AT", "state_file_write")
+    b = start_broker(power=True)
+    with pytest.raises(AssertionError, match="broker closed the connection"):   # no answer: not acknowledged
+        update(b.port, [("group.version", 0, SAFE)])
+    deadline = time.monotonic() + 30
+    while b.running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "test hook TEST_KOMPAKT_CRASH_AT=state_file_write" in b.log_text()
+    b.restore_after_crash()
+    monkeypatch.delenv("TEST_KOMPAKT_CRASH_AT")
+    b.start()                                       # the leftover temp file is ignored
+    assert finalized(b.port) == DEFAULT
+    assert update(b.port, [("metadata.version", 23, SAFE)]).error_code == 0
+    b.cut()                                         # right after the answer: only synced writes stay
+    b.start()
+    assert finalized(b.port) == ({"metadata.version": 23, "group.version": 1, "kraft.version": 1}, 2)
+
+
+def test_a_stored_level_this_build_does_not_support_stops_the_start_naming_the_file(start_broker):
+    b = start_broker()
+    assert update(b.port, [("metadata.version", 24, SAFE)]).error_code == 0
+    b.stop()
+    path = os.path.join(b.log_dir, "kompakt-features.json")
+    body = read_json(path)
+    assert body == {"epoch": 2, "levels": {"metadata.version": 24, "group.version": 1, "transaction.version": 0,
+                                           "kraft.version": 1, "eligible.leader.replicas.version": 0}}
+    write_json(path, {**body, "levels": {**body["levels"], "transaction.version": 2}})   # a newer build's
+    with pytest.raises(RuntimeError, match="finalized transaction.version level 2 is not supported"):
+        b.start()
+    assert path in b.log_text()
