@@ -81,13 +81,14 @@ log = logging.getLogger(__name__)
 
 
 class _Slot:
-    __slots__ = ("done", "data", "task", "nbytes", "frame")
+    __slots__ = ("done", "data", "task", "nbytes", "frame", "held")
 
     def __init__(self, nbytes: int = 0):
         self.done = False
         self.data = None
         self.task = None
         self.frame = None                    # the request's frame until it starts
+        self.held = None                     # then until its effects are applied (recycled then)
         self.nbytes = nbytes                 # held in the broker's request-memory pool until answered
 
 
@@ -288,6 +289,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._flush()
         else:
             self._running = slot
+            slot.held = frame
             prepared[0].on_effects = self._effects_applied
             prepared[0].zero_copy = self._zero_copy
             run = self._run(slot, frame, *prepared)
@@ -303,8 +305,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             slot.task = self._loop.create_task(_resumed(run, waiting_on))
 
     def _effects_applied(self) -> None:
-        """The running request's effects are visible (RequestContext.effects_applied): start the next."""
+        """The running request's effects are visible (RequestContext.effects_applied): start the
+        next. Its handler reads its frame no more (context.py), so a large frame's buffer goes
+        back to the reader now, not when the answer is ready: a produce waiting for its durable
+        acknowledgement would otherwise hold its megabyte while the next ones get fresh ones."""
+        slot = self._running
         self._running = None
+        if slot is not None and slot.held is not None:
+            held, slot.held = slot.held, None
+            self.reader.recycle(held)
         if self.transport is not None:
             self._process()
 
@@ -317,7 +326,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if ctx.throttle_ms > 0:
                 self.throttle(ctx.throttle_ms)
             del ctx, request
-            self.reader.recycle(frame)       # answered: a large frame's buffer can take the next one
+            held, slot.held = slot.held, None
+            if held is not None:             # answered: a large frame's buffer can take the next one
+                self.reader.recycle(held)
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:

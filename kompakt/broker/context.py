@@ -12,7 +12,9 @@ applied its effects, by default when the handler returns. A handler that keeps w
 effects are visible (Fetch before it parks for its long poll, Produce after its appends and
 before a durable acknowledgement) calls `ctx.effects_applied()` there, so the next request starts
 while this one's answer is pending (responses still leave in request order). It is idempotent,
-and a no-op outside a connection (`on_effects` None).
+and a no-op outside a connection (`on_effects` None). After it the handler must not read its
+request's raw bytes again (Produce's records are views into the request's frame): the connection
+hands a large frame's buffer to the next request then.
 
 Authorization, the one way for handlers (Kafka's authorization table names what each API checks):
 

@@ -385,3 +385,54 @@ async def test_queued_max_request_bytes_0_is_no_limit_as_kafka(broker):
     writer.write(frame(ApiVersionsRequest(version=0), 0, 7))
     assert await read_correlation(reader) == 7
     writer.close()
+
+
+class _WaitsAfterEffects:
+    """A handler that applies its effects, then keeps waiting (as Produce waits for its durable
+    acknowledgement), noting whether its large frame's buffer was back with the reader by then."""
+    API_KEY, MIN_VERSION, MAX_VERSION = 18, 0, 4
+
+    def __init__(self, conns):
+        self.conns = conns
+        self.buffers = []
+        self.recycled = []
+        self.release = asyncio.Event()
+
+    def decode(self, header, frame):
+        self.buffers.append(frame.obj)
+        return None
+
+    async def handle(self, ctx, request):
+        buf = self.buffers[-1]
+        ctx.effects_applied()
+        self.recycled.append(any(s is buf for s in self.conns[0].reader._spares))
+        await self.release.wait()
+        return struct.pack(">ii", 4, ctx.correlation_id)
+
+
+async def test_a_large_frame_is_recycled_once_its_effects_are_applied(broker):
+    """A request that waits after its effects are applied (a produce waiting for its sync) gives
+    its frame's buffer back then: the pipelined large frames behind it reuse it instead of each
+    getting a fresh megabyte, and every answer still arrives, in order."""
+    from kompakt.protocol.framing import LARGE_FRAME
+    b = await broker()
+    reader, writer = await connect(b)
+    conns = await _connections(b)
+    real = b.dispatcher.handlers[18]
+    handler = b.dispatcher.handlers[18] = _WaitsAfterEffects(conns)
+    try:
+        body = b"\0" * (2 * LARGE_FRAME)
+        for cid in (1, 2, 3):
+            payload = struct.pack(">hhih", 18, 0, cid, 1) + b"t" + body
+            writer.write(struct.pack(">i", len(payload)) + payload)
+        deadline = asyncio.get_running_loop().time() + DEADLINE_S
+        while len(handler.recycled) < 3:
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.005)
+        assert handler.recycled == [True, True, True]
+        assert handler.buffers[1] is handler.buffers[0] and handler.buffers[2] is handler.buffers[0]
+        handler.release.set()
+        assert [await read_correlation(reader) for _ in range(3)] == [1, 2, 3]
+    finally:
+        b.dispatcher.handlers[18] = real
+        writer.close()
