@@ -262,7 +262,6 @@ def add_console(app: web.Application, broker: Any, token: str | None) -> None:
 
     app[BROKER_KEY] = broker
     app[access.TOKEN_KEY] = token
-    app.middlewares.insert(0, access.same_origin)
     for table in (routes, actions.routes, access.routes):
         app.add_routes(table)
     app.router.add_static("/console/static", STATIC, append_version=False)

@@ -135,3 +135,34 @@ async def test_the_record_browser_needs_the_token_even_with_open_reads(guarded):
             assert r.status != 303
         async with http.get("/console/topics", allow_redirects=False) as r:
             assert r.status != 303                            # other pages keep the API's read rule
+
+
+async def test_a_tokenless_api_refuses_other_sites_and_foreign_host_names():
+    """Without a token the API trusts whoever reaches its loopback port, so it must not be a web
+    page's: a POST whose Origin is another site (a form or a no-cors fetch needs no preflight) is
+    refused on /v1 as on /console, and a request whose Host is not a loopback name (a DNS-rebinding
+    page that made evil.example resolve to 127.0.0.1) is refused even for reads."""
+    handle = await start_admin(bare_broker(), port=0)
+    try:
+        async with aiohttp.ClientSession(handle.url) as http:
+            async with http.post("/v1/partitions/t/0/pause", headers={"Origin": "http://evil.example"}) as r:
+                assert r.status == 403 and "refused" in await r.text()
+            async with http.post("/v1/partitions/t/0/pause") as r:
+                assert r.status != 403                            # kompakt admin, curl: no Origin
+            async with http.post("/v1/partitions/t/0/pause", headers={"Origin": handle.url}) as r:
+                assert r.status != 403                            # the console's own page
+            for path in ("/v1/partitions", "/console/broker", "/metrics"):
+                async with http.get(path, headers={"Host": f"evil.example:{handle.port}"}) as r:
+                    assert r.status == 403 and "loopback" in await r.text(), path
+            for host in ("localhost", "127.0.0.1", "[::1]"):
+                async with http.get("/health", headers={"Host": f"{host}:{handle.port}"}) as r:
+                    assert r.status == 200, host
+    finally:
+        await stop_admin(handle)
+    guarded = await start_admin(bare_broker(**{"admin.api.token": TOKEN}), port=0)
+    try:   # with a token, a Host name is the operator's business (a proxy, a DNS name)
+        async with aiohttp.ClientSession(guarded.url) as http:
+            async with http.get("/health", headers={"Host": "kompakt.example.com"}) as r:
+                assert r.status == 200
+    finally:
+        await stop_admin(guarded)

@@ -17,6 +17,13 @@ Rules (issue 11):
     console's record browser shows records, so with a token set it always needs it, like a change:
     otherwise a broker listening beyond loopback (allowed once a token is set) would hand every
     record to anyone who reaches the admin port, past the Kafka listeners' SASL and ACLs.
+  * Browsers (browser_guard, every path, /v1 and /console alike): a state-changing request whose
+    `Origin` names another site is refused (403): without a token a web page elsewhere could make
+    the operator's browser post to a loopback API (a form or a no-cors fetch needs no preflight).
+    Tools that send no Origin (kompakt admin, curl) pass. And without a token, a request whose
+    `Host` is not a loopback name or address is refused (403): a tokenless API listens on
+    loopback only (check_exposure), so another Host is a DNS-rebinding page reading or posting
+    to it as if it were its own site.
 The token is compared in constant time and never logged.
 """
 from __future__ import annotations
@@ -75,6 +82,36 @@ def admin_ssl_context(config) -> ssl.SSLContext | None:
 
 def token_matches(token: str, given: str) -> bool:
     return hmac.compare_digest(given.encode(), token.encode())
+
+
+def _host_name(host: str) -> str:
+    """`Host` without its port: 127.0.0.1:9644 -> 127.0.0.1, [::1]:9644 -> ::1."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def browser_guard(token: str | None):
+    """Refuse cross-site posts (always) and foreign Host names (without a token): see the module
+    docstring. Runs first, so the refusal is the same with or without a token."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]):
+        host = request.headers.get("Host")    # absent: not a browser (HTTP/1.0 tools), nothing to check
+        if token is None and host is not None and not is_loopback(_host_name(host).lower()):
+            return web.Response(status=403, content_type="text/plain",
+                                text=f"refused: Host {host!r} is not a loopback name; this admin API has "
+                                     f"no token and answers only to 127.0.0.1, ::1 or localhost")
+        if request.method in STATE_CHANGING:
+            origin = request.headers.get("Origin")
+            if origin is not None:
+                from urllib.parse import urlsplit
+                if origin == "null" or urlsplit(origin).netloc.lower() != request.host.lower():
+                    return web.Response(status=403, content_type="text/plain",
+                                        text=f"refused: a form posted from {origin} to this admin API ({request.host}); "
+                                             f"open the console's own page and submit it there")
+        return await handler(request)
+    return guard
 
 
 def _is_console(path: str) -> bool:
