@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.conftest import BrokerProcess, free_port
+from broker_process import BrokerProcess, free_port
 
 QUIET = {"log_level": 0}
 PAD = b"x" * 100  # values large enough that a few dozen records roll 1 KiB segments

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from tests.integration.conftest import free_port
+from broker_process import free_port
 from tests.integration.test_admin_api import PAD, create_topics, http, produce, read_all
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docker" / "grafana" / "dashboards" / "kompakt.json"
