@@ -44,6 +44,14 @@ class Parked:
                 fut.set_result(None)
 
 
+_TIMED_OUT = object()     # a wait's result when its timer ended it
+
+
+def _time_out(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(_TIMED_OUT)
+
+
 class FetchWaiters:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None):
         self._loop = loop
@@ -94,17 +102,22 @@ class FetchWaiters:
             return False
         if since is not None and self.appends(tps) != since:
             return True
-        fut = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
         for tp in tps:
             self._waiters.setdefault(tp, set()).add(fut)
         if parked is not None:
             parked.futures.add(fut)
+        # A timer, not asyncio.wait_for: this wait may be reached in a handler's first step, which
+        # the connection runs outside any task (its eager start) or inside the task of the request
+        # before it (that one's effects_applied() starts it); from Python 3.12 wait_for is
+        # asyncio.timeout, which binds to the current task: RuntimeError outside one, and inside
+        # another request's task it cancels that request when the fetch's max_wait_ms ends.
+        timer = loop.call_later(timeout, _time_out, fut)
         try:
-            await asyncio.wait_for(fut, timeout)
-            return True
-        except asyncio.TimeoutError:
-            return False
+            return await fut is not _TIMED_OUT
         finally:
+            timer.cancel()
             if parked is not None:
                 parked.futures.discard(fut)
             for tp in tps:
