@@ -166,3 +166,16 @@ async def test_a_tokenless_api_refuses_other_sites_and_foreign_host_names():
                 assert r.status == 200
     finally:
         await stop_admin(guarded)
+
+
+async def test_the_sign_in_page_brings_back_the_page_asked_with_its_query(guarded):
+    """A record-browser link (partition, offset) followed without the token comes back to that
+    same view after the sign-in, not to partition 0 from the log start."""
+    async with aiohttp.ClientSession(guarded.url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
+        asked = "/console/topics/orders/records?partition=2&value=40"
+        async with http.get(asked, allow_redirects=False) as r:
+            assert r.status == 303
+            location = r.headers["Location"]
+        assert unquote(location) == f"/console/login?next={asked}"
+        async with http.post("/console/login", data={"token": TOKEN, "next": asked}, allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == asked

@@ -139,7 +139,12 @@ def token_middleware(token: str, protect_reads: bool):
             if not hmac.compare_digest(given, expected):
                 if console:
                     from urllib.parse import quote, urlparse
-                    back = request.path if request.method == "GET" else urlparse(request.headers.get("Referer", "")).path
+                    # back where the browser was, query included (a record browser's partition and offset)
+                    if request.method == "GET":
+                        back = request.path_qs
+                    else:
+                        referer = urlparse(request.headers.get("Referer", ""))
+                        back = referer.path + (f"?{referer.query}" if referer.query else "")
                     raise web.HTTPSeeOther(f"/console/login?next={quote(back or '/console/broker', safe='')}")
                 return web.json_response(
                     {"error": "unauthorized", "status": 401,
