@@ -81,6 +81,14 @@ FLOWS = {
         append("new", 0)
         ack(offset=0, topic="new")
     """,
+    # a JSON state file (ACLs, SCRAM, dynamic configs, quotas, group configs: store_file.write_json)
+    # rewritten twice: after a cut it is the old or the new one, never torn, never older than acked
+    "state_file": """
+        from kompakt.broker.security.store_file import write_json
+        for v in (1, 2):
+            write_json(d + "/kompakt-acls.json", {"version": v, "acls": ["a"] * v})
+            ack(version=v)
+    """,
     # deleted topics stay deleted; "fresh" dies in the run that made it (its partition.metadata
     # never synced: start-up must not adopt its dirs back as a topic)
     "delete_topic": """
@@ -227,6 +235,13 @@ def test_a_cut_at_every_step(scratch, template, flow):
                     assert "new" in m.topics and m.topics["new"].configs == {"cleanup.policy": "compact"}
                 if len(acks) > 1:
                     assert m.get_log(TopicPartition("new", 0)).log_end_offset == 1
+            elif flow == "state_file":
+                from kompakt.broker.security.store_file import read_json
+                body = read_json(os.path.join(d, "kompakt-acls.json"))   # raises on a torn file
+                if acks:
+                    assert body is not None and body["version"] >= acks[-1]["version"], (n, body)
+                if body is not None:
+                    assert body["acls"] == ["a"] * body["version"]
             elif flow == "delete_topic":
                 for a in acks:
                     gone = a["deleted"]
