@@ -68,8 +68,9 @@ to its next epoch; no new session is opened) and the connection reads nothing fo
 
 Version notes: v4 isolation level + last stable offset; v5 log start offset; v7 sessions;
 v9 current leader epoch (accepted, not checked: our epoch is always 0); v11 rack id and preferred
-read replica (-1); v12 flexible; v13 topic ids; v15-18 replica state / directory id / high
-watermark tagged fields (for followers; ignored).
+read replica (-1); v12 flexible; v13 topic ids; v15-17 replica state / directory id tagged fields
+(for followers; ignored). v18 (Kafka 4.1, a follower's high watermark) is not served while
+Kompakt advertises Kafka 4.0.
 """
 from __future__ import annotations
 
@@ -304,13 +305,13 @@ async def _fetch(ctx, request, version, wanted, quota):
     fetch_max = ctx.config.get("fetch.max.bytes")
     if fetch_max:
         max_bytes = min(max_bytes, fetch_max)
-    min_bytes = request.min_bytes
     if quota.enabled:
         # Kafka: no more than the quota allows in one window, so one answer is never throttled for sure
         cap = quota.max_value_in_window(ctx.principal, ctx.client_id)
         if cap is not None:
             max_bytes = max(1, min(max_bytes, cap))
-        min_bytes = min(min_bytes, max_bytes)
+    # never wait for more than the fetch may return (Kafka's fetchMinBytes = min(minBytes, fetchMaxBytes))
+    min_bytes = min(request.min_bytes, max_bytes)
     read_committed = request.isolation_level == READ_COMMITTED
     wait_ms = request.max_wait_ms
     may_park = min_bytes > 0 and wait_ms > 0 and wanted
