@@ -123,10 +123,15 @@ async def test_the_record_browser_needs_the_token_even_with_open_reads(guarded):
     loopback (allowed once a token is set) does not hand every record to anyone who reaches it,
     past the Kafka listeners' SASL and ACLs."""
     async with aiohttp.ClientSession(guarded.url, cookie_jar=aiohttp.CookieJar(unsafe=True)) as http:
-        for path in ("/console/topics/orders/records", "/console/topics/orders/records.json",
-                     "/console/topics/orders/records?_format=json&partition=0"):
-            async with http.get(path, allow_redirects=False) as r:
-                assert r.status == 303 and r.headers["Location"].startswith("/console/login?next="), path
+        async with http.get("/console/topics/orders/records", allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"].startswith("/console/login?next=")
+        for path in ("/console/topics/orders/records.json", "/console/topics/orders/records?_format=json&partition=0"):
+            async with http.get(path, allow_redirects=False) as r:   # a script: the API's 401, not HTML
+                assert r.status == 401 and (await r.json())["error"] == "unauthorized", path
+                assert r.headers["WWW-Authenticate"].startswith("Bearer")
+        async with http.get("/console/topics/orders/records", allow_redirects=False,
+                            headers={"Accept": "application/json"}) as r:
+            assert r.status == 401
         async with http.get("/console/topics/orders/records", allow_redirects=False,
                             headers={"Authorization": f"Bearer {TOKEN}"}) as r:
             assert r.status != 303                            # past the gate (no log manager here)

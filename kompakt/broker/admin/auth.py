@@ -12,7 +12,8 @@ Rules (issue 11):
     header to a form or an <img>, so under /console the token may instead come from the cookie
     COOKIE, which POST /console/login sets after checking the token (HttpOnly, SameSite=Strict:
     a form on another site cannot post with it; Secure on HTTPS). A console page refused for want
-    of the token redirects to the login page instead of answering 401 JSON.
+    of the token redirects to the login page instead of answering 401 JSON (its JSON, asked by
+    `.json`, `?_format=json` or `Accept: application/json`, answers the API's 401).
   * Open reads are metadata (offsets, configs, groups, cleaner state), as the API's own. The
     console's record browser shows records, so with a token set it always needs it, like a change:
     otherwise a broker listening beyond loopback (allowed once a token is set) would hand every
@@ -118,6 +119,13 @@ def _is_console(path: str) -> bool:
     return path == CONSOLE or path.startswith(CONSOLE + "/")
 
 
+def _wants_json(request: web.Request) -> bool:
+    # a console page's JSON (console.render.wants_json's rule) is for scripts and the page's own
+    # poll: they get the API's 401, not a redirect to an HTML sign-in page
+    return (request.query.get("_format") == "json" or request.path.endswith(".json")
+            or request.headers.get("Accept", "").startswith("application/json"))
+
+
 def _shows_records(path: str) -> bool:
     # /console/topics/{topic}/records[.json]: a topic name has no '/', so this is the browser only
     return path.startswith(CONSOLE + "/topics/") and path.endswith(("/records", "/records.json"))
@@ -137,7 +145,7 @@ def token_middleware(token: str, protect_reads: bool):
             if console and not given and COOKIE in request.cookies:
                 given = f"Bearer {request.cookies[COOKIE]}".encode()
             if not hmac.compare_digest(given, expected):
-                if console:
+                if console and not _wants_json(request):
                     from urllib.parse import quote, urlparse
                     # back where the browser was, query included (a record browser's partition and offset)
                     if request.method == "GET":
