@@ -7,10 +7,12 @@ earlier one is written, because Kafka clients match responses to requests by ord
 correlation id.
 
 Request order (Kafka's muted channel): a request starts (is parsed, passes the SASL gate, and
-its handler runs as a task) only after the request before it on this connection has applied its
-effects, so a client may pipeline DeleteRecords then ListOffsets, or CreateTopics then Metadata,
-and the second sees the first's effect, as on Kafka, whose socket server reads a connection's
-next request only once the previous one is answered. Applied means: the handler returned, or it
+its handler's first step runs at once, in the read callback or in the task of the request before
+it that applied its effects; it gets a task of its own only if it then waits: `_start`) only
+after the request before it on this connection has applied its effects, so a client may
+pipeline DeleteRecords then ListOffsets, or CreateTopics then Metadata, and the second sees the
+first's effect, as on Kafka, whose socket server reads a connection's next request only once the
+previous one is answered. Applied means: the handler returned, or it
 called `ctx.effects_applied()` (broker/context.py) because it keeps waiting after its effects
 are visible: Fetch before it parks for its long poll, Produce after its appends. Those waits are
 not effects, so they hold back neither the next request nor pipelined produce throughput (on
@@ -57,9 +59,11 @@ raised it; the traceback goes to DEBUG (a client can provoke it at will, so it m
 log at ERROR). Nothing a client sends reaches past its own connection.
 
 Shutdown: `close_when_idle()` stops reading and closes the transport once every request
-already read has been started in turn and answered; the server waits for that with a timeout, then `abort()`s. A client
-that half-closes (EOF) gets the same treatment: answers to what it sent, then the close. Either
-way its parked fetches answer at once (`Parked.release`) rather than at their max_wait_ms.
+already taken in (a slot in `pending`) has been started in turn and answered; the server waits
+for that with a timeout, then `abort()`s. A client that half-closes (EOF) gets the same
+treatment: answers to what was taken in, then the close. Frames still in the reader at that
+point (beyond queued.max.requests in flight, or waiting for request memory) are not answered.
+Either way its parked fetches answer at once (`Parked.release`) rather than at their max_wait_ms.
 """
 from __future__ import annotations
 
