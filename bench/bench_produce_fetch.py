@@ -3,7 +3,7 @@
     python bench/bench_produce_fetch.py [--quick] [--profile OUT.prof] [--no-write]
     python bench/bench_produce_fetch.py --keyed [--rounds 3] [--codecs none,lz4,zstd]
     python bench/bench_produce_fetch.py --startup [--rounds 5]
-    python bench/bench_produce_fetch.py --contention [--quick] [--rounds 1] [--py-spy DIR]
+    python bench/bench_produce_fetch.py --contention [--quick] [--rounds 1] [--py-spy DIR] [--override KEY=VALUE]
     python bench/bench_produce_fetch.py --pipelined [--requests 20000] [--window 16] [--rounds 3]
 
 Measures, against a broker subprocess on a fresh log dir:
@@ -553,7 +553,7 @@ def contention(args) -> None:
     try:
         for rnd in range(args.rounds):
             for name in (names if rnd % 2 == 0 else names[::-1]):
-                broker = Broker(None) if name == "kompakt" else KafkaBroker(kafka_home)
+                broker = Broker(None, tuple(args.override)) if name == "kompakt" else KafkaBroker(kafka_home)
                 spy = None
                 try:
                     # warm-up, unmeasured: the first requests compile encoders (dispatch.warm_in_background)
@@ -619,7 +619,8 @@ def contention(args) -> None:
             f"work. One busy-looping process pinned per core beside the broker; confluent-kafka {ck.version()} / "
             f"librdkafka {ck.libversion()[0]}, linger.ms=5, no compression, idempotence off; fetch with "
             f"fetch.queue.backoff.ms=10. CPU-s/GB: the broker process tree's CPU per GB of values. "
-            f"Medians of {args.rounds} round(s). {kafka_note + '.' if kafka_note else ''}\n"] + head
+            f"Medians of {args.rounds} round(s). {kafka_note + '.' if kafka_note else ''}"
+            f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}\n"] + head
     with open(HERE / "RESULTS.md", "a") as fh:
         fh.write("\n".join(text) + "\n")
     print(f"appended to {HERE / 'RESULTS.md'}")
@@ -647,7 +648,7 @@ def main() -> None:
                     help="under a busy process pinned per core: rates and broker CPU-s per GB (Kafka too with KAFKA_HOME)")
     ap.add_argument("--py-spy", metavar="DIR", help="--contention: sample the Kompakt broker with py-spy into DIR")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                    help="a broker key for the default runs (e.g. kompakt.durable.acks.enable=false)")
+                    help="a broker key for the default and --contention runs (e.g. kompakt.durable.acks.enable=false)")
     ap.add_argument("--pipelined", action="store_true", help="raw produce requests pipelined on one connection")
     ap.add_argument("--requests", type=int, default=20_000, help="--pipelined: requests per run")
     ap.add_argument("--window", type=int, default=16, help="--pipelined: requests in flight")
