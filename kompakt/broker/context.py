@@ -63,7 +63,9 @@ class RequestContext:
 
     def effects_applied(self) -> None:
         """Every effect of this request is visible to later requests: the connection may start
-        the next one now (idempotent; a no-op outside a connection)."""
+        the next one now (idempotent; a no-op outside a connection). The next request's first
+        step may run inside this call, before it returns (connection.py's eager start): what
+        the caller read of shared state before it may have changed after it."""
         on_effects = self.on_effects
         if on_effects is not None:
             self.on_effects = None
