@@ -8,11 +8,13 @@ segment.FILE_RECORDS_MIN. Checked: a confluent-kafka consumer on either listener
 with its key and value; raw Fetch answers read by a slow reader with a 4 KiB receive buffer (the
 broker's sends fill the socket and wait for it: back-pressure) equal, byte for byte, the same
 request answered over TLS and what the segment files hold; answers pipelined behind a large one
-arrive whole and in order.
+arrive whole and in order; the descriptors the sends hold are all closed afterwards, clients
+that vanish mid-answer included.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 import ssl
 import time
@@ -167,3 +169,37 @@ def test_a_slow_reader_gets_exactly_the_log_bytes_in_order(zc_broker):
         assert records_of(wire.call(fetch_request(), 12)) == plain
     finally:
         wire.close()
+
+
+def test_every_range_descriptor_is_closed_after_sending(zc_broker):
+    """Each FileRecords holds a dup() of its segment's descriptor, and a DirectSender a dup() of
+    the socket's: all are closed once sent, or when the client goes away mid-answer (a leak would
+    exhaust the broker's descriptors). The broker's open descriptors return to what they were."""
+    proc, _, _ = zc_broker
+    fds = Path(f"/proc/{proc.pid}/fd")
+
+    def fetch_once():
+        wire = Wire(proc.port)
+        try:
+            assert sum(map(len, records_of(wire.call(fetch_request(), 12)).values())) > 1 << 20
+        finally:
+            wire.close()
+
+    fetch_once()                                      # segments opened, connections settled
+    deadline = time.monotonic() + TIMEOUT_S
+    baseline = len(list(fds.iterdir()))
+    for _ in range(10):
+        fetch_once()
+    for _ in range(3):                                # gone mid-answer: 4 KiB window, closed unread
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", proc.port))
+        request = fetch_request()
+        request.API_VERSION = 12
+        request.with_header(correlation_id=1, client_id="gone")
+        sock.sendall(request.encode(header=True, framed=True))
+        time.sleep(0.2)
+        sock.close()
+    while len(list(fds.iterdir())) > baseline:
+        assert time.monotonic() < deadline, (baseline, sorted(os.readlink(f) for f in fds.iterdir()))
+        time.sleep(0.05)
