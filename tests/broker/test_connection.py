@@ -436,3 +436,66 @@ async def test_a_large_frame_is_recycled_once_its_effects_are_applied(broker):
     finally:
         b.dispatcher.handlers[18] = real
         writer.close()
+
+
+async def test_a_zero_copy_answer_behind_bytes_the_transport_holds_is_read_into_memory(broker):
+    """A plaintext answer carrying file ranges is sent directly (sendfile) only when the
+    transport's buffer is empty; behind an answer the transport still holds, its ranges are read
+    into memory and queued after it, so the bytes never overtake or interleave. Both answers
+    arrive whole, in order, with the log's bytes."""
+    import socket
+
+    from kafka.protocol.consumer.fetch import FetchResponse
+
+    from kompakt.protocol.records import build_batch
+    from kompakt.storage import TopicPartition
+    from kompakt.storage.segment import FILE_RECORDS_MIN
+
+    b = await broker()
+    stored = {}
+    b.log_manager.create_topic("zc", 8, {})
+    for p in range(8):
+        log = b.log_manager.get_log(TopicPartition("zc", p))
+        for i in range(32):                                   # 32 batches of ~16 KiB
+            log.append_as_leader(bytearray(build_batch([(None, bytes([p, i]) * 512)] * 16)))
+        log.sync_data()                                       # readable: the high watermark is the durable offset
+        stored[p] = bytes(log.read(0, 1 << 30).records)
+
+    def fetch(correlation_id, part_max):
+        req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 26, isolation_level=0,
+                           session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                           topics=[FT(topic="zc", partitions=[FP(partition=p, fetch_offset=0, partition_max_bytes=part_max,
+                                                                 current_leader_epoch=-1, log_start_offset=-1)
+                                                              for p in range(8)])])
+        return frame(req, 11, correlation_id)
+
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)        # a client that reads nothing yet
+    sock.connect(("127.0.0.1", b.bound[0][2]))
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=sock, limit=1 << 16)
+    [conn] = await _connections(b)
+    conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    writer.write(fetch(1, FILE_RECORDS_MIN - 1024))           # bytes only: through the transport
+    for _ in range(DEADLINE_S * 100):
+        if conn.transport.get_write_buffer_size() > 0 and not conn.pending:
+            break
+        await asyncio.sleep(0.01)
+    assert conn.transport.get_write_buffer_size() > 0          # the socket is full: the transport holds it
+    writer.write(fetch(2, 1 << 20))                           # file ranges, behind those bytes
+    for _ in range(DEADLINE_S * 100):
+        if not conn.pending:
+            break
+        await asyncio.sleep(0.01)
+    assert conn._direct is None                               # not sent around the transport's bytes
+    answers = []
+    for _ in range(2):
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))[0]
+        answers.append(FetchResponse.decode(await asyncio.wait_for(reader.readexactly(size), DEADLINE_S),
+                                            version=11, header=True))
+    assert [a.header.correlation_id for a in answers] == [1, 2]
+    for part in answers[0].responses[0].partitions:
+        data = bytes(part.records)
+        assert 0 < len(data) < FILE_RECORDS_MIN and stored[part.partition_index].startswith(data)
+    assert {p.partition_index: bytes(p.records) for p in answers[1].responses[0].partitions} == stored
+    writer.close()

@@ -145,11 +145,13 @@ def test_a_slow_reader_gets_exactly_the_log_bytes_in_order(zc_broker):
     sock.connect(("127.0.0.1", proc.port))
     wire = SlowWire(None, sock=sock)
     try:
-        # a large answer, a small one limited to 64 KiB per partition, the large one again, and
-        # an ApiVersions: every answer whole and in request order (Wire checks ids and sizes)
-        calls = [(fetch_request(), 12), (fetch_request(part_max=64 * 1024), 12), (fetch_request(), 11),
+        # an answer of bytes only (64 KiB per partition: below FILE_RECORDS_MIN) that the
+        # transport still holds when the next, large one is ready (its ranges are then read into
+        # memory), that large answer again once sending directly, and an ApiVersions: every answer
+        # whole and in request order (Wire checks ids and sizes)
+        calls = [(fetch_request(part_max=64 * 1024), 12), (fetch_request(), 12), (fetch_request(), 11),
                  (req(18, client_software_name="t", client_software_version="1"), 3)]
-        big, small, again, versions = wire.pipeline(calls)
+        small, big, again, versions = wire.pipeline(calls)
     finally:
         wire.close()
     assert versions.error_code == 0
