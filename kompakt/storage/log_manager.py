@@ -997,6 +997,21 @@ class LogManager:
             raise
 
     def checkpoint_recovery_offsets(self) -> None:
+        """Write each dir's recovery-point checkpoint, first moving the recovery point of every
+        log that lags its durable offset (Log.flush up to it: the `.log` bytes are synced already
+        by the group commit, so this syncs the indexes). Recovery after a cut re-reads everything
+        above the checkpointed recovery point: without this that was everything since the last
+        roll (up to segment.bytes per log, whatever was synced); with it, at most what arrived in
+        one log.flush.offset.checkpoint.interval.ms. Logs with nothing new are not touched."""
+        for tp, plog in list(self._logs.items()):
+            if plog.closed or plog.offline or plog.recovery_point >= plog.durable_offset:
+                continue
+            try:
+                plog.flush(plog.durable_offset)
+            except OSError as exc:
+                self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}")
+            except (KafkaError, ValueError) as exc:      # closed meanwhile (deleted, moved): skip it
+                log.debug("recovery-point flush of %s-%d skipped: %s", tp.topic, tp.partition, exc)
         self._checkpoint_live_dirs(RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point")
 
     def checkpoint_log_start_offsets(self) -> None:

@@ -300,9 +300,9 @@ def test_garbage_checkpoint_and_foreign_files(tmp_path, manager, caplog):
     assert (d / "notes.txt").read_text() == "operator notes" and (d / "t-0" / "README").exists()
     assert "corrupt checkpoint" in caplog.text and "notes.txt" in caplog.text
     assert "not_a_partition" in caplog.text
-    m2.checkpoint_recovery_offsets()  # recovered, not yet flushed: the recovery point stays at 0
-    assert OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read() == {("t", 0): 0}
-    m2.get_log(("t", 0)).flush()
+    # recovered from 0: once the group commit has synced the recovered tail (here by hand, it
+    # may race us), the checkpoint flushes the log and follows its durable offset
+    m2.get_log(("t", 0)).sync_data()
     m2.checkpoint_recovery_offsets()
     assert OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read() == {("t", 0): 5}
 
@@ -667,3 +667,23 @@ def test_partitions_of_a_dir_offline_at_start_stay_offline_and_a_deletion_waits_
     m3 = manager(a, b)
     assert "y" not in m3.topics and not any(tp.topic == "y" for tp in m3.all_logs())
     assert m3.get_log(next(tp for tp in lost if tp.topic == "x")) is not None
+
+
+def test_the_recovery_point_checkpoint_follows_the_durable_offset(tmp_path, manager):
+    """The group commit syncs the .log only; the periodic recovery-point checkpoint first flushes
+    logs whose recovery point lags their durable offset, so a cut re-reads at most one interval of
+    appends (not everything since the last roll); logs with nothing new are left alone."""
+    d = tmp_path / "logs"
+    m = manager(d)
+    m.create_topic("busy", 1)
+    m.create_topic("idle", 1)
+    fill(m, ("busy", 0), 4)                 # synced by sync_data (the group commit's sync)
+    busy = m.get_log(("busy", 0))
+    assert busy.durable_offset == 4 and busy.recovery_point == 0
+    m.checkpoint_recovery_offsets()
+    assert busy.recovery_point == 4
+    assert OffsetCheckpointFile(str(d / "recovery-point-offset-checkpoint")).read() == {("busy", 0): 4,
+                                                                                        ("idle", 0): 0}
+    m.append_as_leader(("busy", 0), batch(9, T0))    # appended, not synced yet: not passed
+    m.checkpoint_recovery_offsets()
+    assert busy.recovery_point == 4 and busy.log_end_offset == 5
