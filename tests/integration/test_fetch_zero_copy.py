@@ -9,7 +9,8 @@ with its key and value; raw Fetch answers read by a slow reader with a 4 KiB rec
 broker's sends fill the socket and wait for it: back-pressure) equal, byte for byte, the same
 request answered over TLS and what the segment files hold; answers pipelined behind a large one
 arrive whole and in order; the descriptors the sends hold are all closed afterwards, clients
-that vanish mid-answer included.
+that vanish mid-answer included; a read_committed consumer over ranges holding aborted and
+committed transactions gets exactly the committed records.
 """
 from __future__ import annotations
 
@@ -205,3 +206,46 @@ def test_every_range_descriptor_is_closed_after_sending(zc_broker):
     while len(list(fds.iterdir())) > baseline:
         assert time.monotonic() < deadline, (baseline, sorted(os.readlink(f) for f in fds.iterdir()))
         time.sleep(0.05)
+
+
+def test_read_committed_over_ranges_drops_an_aborted_transaction(zc_broker):
+    """read_committed answers name the aborted transactions overlapping the records returned, up
+    to the last batch's last offset: read from a FileRecords' last batch header. A consumer reading
+    large answers (ranges) of aborted and committed transactions gets exactly the committed ones."""
+    proc, _, _ = zc_broker
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+    admin.create_topics([NewTopic("zc-txn", 1)])["zc-txn"].result(TIMEOUT_S)
+    p = ck.Producer({"bootstrap.servers": proc.bootstrap, "transactional.id": "zc-txn", "linger.ms": 20,
+                     "batch.size": 32768})
+    p.init_transactions(TIMEOUT_S)
+    expected = []
+    for txn in range(6):                                   # ~600 KiB each: abort, commit, abort, ...
+        p.begin_transaction()
+        for i in range(600):
+            value = b"%d/%d/" % (txn, i) + value_of(txn, i)[:1000]
+            p.produce("zc-txn", value, partition=0)
+            if txn % 2:
+                expected.append(value)
+        p.flush(TIMEOUT_S)
+        if txn % 2:
+            p.commit_transaction(TIMEOUT_S)
+        else:
+            p.abort_transaction(TIMEOUT_S)
+    c = ck.Consumer({"bootstrap.servers": proc.bootstrap, "group.id": f"zc-txn-{time.monotonic_ns()}",
+                     "isolation.level": "read_committed", "enable.auto.commit": False,
+                     "fetch.max.bytes": 52_428_800, "max.partition.fetch.bytes": 10_485_760})
+    c.assign([ck.TopicPartition("zc-txn", 0, 0)])
+    got = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while len(got) < len(expected) and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                if m.error() is None:
+                    got.append(m.value())
+        for m in c.consume(1000, 1.0):                     # nothing more (no aborted record leaks)
+            if m.error() is None:
+                got.append(m.value())
+    finally:
+        c.close()
+    assert got == expected
