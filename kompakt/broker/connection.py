@@ -464,7 +464,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     room = 0
             transport.writelines(batch)      # may call pause_writing before it returns
             transport = self.transport
-        if not backlog and self._closing and not self.pending and transport is not None:
+        if not backlog and self._closing and not self.pending and not self._out and transport is not None:
             transport.close()
 
     def _update_reading(self) -> None:
