@@ -230,3 +230,19 @@ def test_pipelined_produce_requests_keep_appending_while_one_waits_for_its_sync(
         until(lambda: b.log_end_offset == 2)
         assert delivered(p, 0.2) == 2                              # neither answered yet
     assert delivered(p, WAIT_S) == 0
+
+
+def test_init_producer_id_is_answered_once_the_transaction_state_is_synced(kb):
+    first = producer(kb, "all", **{"transactional.id": "durable-init"})
+    first.init_transactions(WAIT_S)                        # __transaction_state exists from here
+    state_log = plog(kb, "__transaction_state")
+    done = threading.Event()
+    q = producer(kb, "all", **{"transactional.id": "durable-init-2"})
+    with sync_blocked(state_log):
+        end = state_log.log_end_offset
+        t = threading.Thread(target=lambda: (q.init_transactions(WAIT_S), done.set()))
+        t.start()
+        until(lambda: state_log.log_end_offset > end)       # its record is written ...
+        assert not done.wait(0.5)                          # ... and not answered before its sync
+    t.join(WAIT_S)
+    assert done.is_set()
