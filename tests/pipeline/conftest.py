@@ -113,9 +113,13 @@ def stream_once(spark, bootstrap: str, topic: str, out: str, ckpt: str) -> None:
 def load_integration_fixtures():
     """The broker fixtures of tests/integration/conftest.py (contract in docs/contracts.md)."""
     import importlib.util
+    import sys
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "integration" / "conftest.py"
+    integration = Path(__file__).resolve().parents[1] / "integration"
+    if str(integration) not in sys.path:     # its `from broker_process import ...`, when run alone
+        sys.path.append(str(integration))
+    path = integration / "conftest.py"
     spec = importlib.util.spec_from_file_location("kompakt_integration_conftest_for_pipeline", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
