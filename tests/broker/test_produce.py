@@ -169,7 +169,9 @@ async def test_append_wakes_the_fetch_waiters(h):
     woken = []
     h.lm.append_listener = woken.append               # what Broker.start installs: fetch_waiters.notify
     await produce(h, "t", batch())
-    assert woken == [TopicPartition("t", 0)]
+    # With durable acks readers hear when a group-commit round covering the log ends; a second
+    # round may cover it too (a spare wake-up: a woken fetch only reads again). Never another tp.
+    assert woken and set(woken) == {TopicPartition("t", 0)}
 
 
 async def test_internal_topics_refuse_client_appends(h):
