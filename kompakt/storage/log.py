@@ -153,7 +153,7 @@ class Log:
         self.log_start_offset = loaded.log_start_offset
         self.recovery_point = loaded.recovery_point
         # below it every batch is synced (module docstring); after an unclean shutdown the loaded
-        # tail above the recovery point may be in the page cache only, until the first sync
+        # tail above the recovery point may be in the page cache only, until the LogManager syncs it while loading
         self.durable_offset = min(loaded.recovery_point, loaded.next_offset)
         self.hw_is_durable = False      # the LogManager turns it on (kompakt.durable.acks.enable)
         self.group_commit = None        # its log dir's flusher (storage/group_commit.py), likewise

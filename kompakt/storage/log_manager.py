@@ -575,9 +575,15 @@ class LogManager:
             plog.hw_is_durable = True
             plog.group_commit = self._group_commit_for(os.path.dirname(os.path.abspath(plog.dir)))
             if plog.durable_offset < plog.log_end_offset:
-                # an unclean shutdown left a tail that may be in the page cache only: readers see
-                # it once the first round has synced it
-                plog.group_commit.request(plog)
+                # An unclean shutdown left a tail that may be in the page cache only: sync it here,
+                # in the loading thread, so the high watermark is the log end from the first
+                # request (handed to the first round instead, a consumer reading right after the
+                # restart saw the high watermark at the recovery point and stopped there). A sync
+                # that fails goes to the round, which retries it and reports the failure.
+                try:
+                    plog.sync_data()
+                except OSError:
+                    plog.group_commit.request(plog)
         plog.on_segments_deleted = lambda segs, _log=plog: self._schedule_segment_delete(_log, segs)
         plog.on_roll = self._on_roll
         plog.on_roll_due = self._on_roll_due
