@@ -44,7 +44,7 @@ Results go to stdout and, unless --no-write, a dated section appended to bench/R
 one batch of 10 records of 100 B per partition, 1 or 4 partitions, acks=1 and acks=all) kept
 `--window` in flight on ONE connection, `--requests` of them per run, `--rounds` runs each: the
 broker's CPU time per request (from /proc, less sensitive to a shared machine than wall time) and
-requests/s, medians. It is the figure the per-connection request order (broker/connection.py)
+requests/s, medians. It is the figure the per-connection request order (broker/network/connection.py)
 could cost.
 `--profile` runs the broker under cProfile (the event loop thread) and writes the stats file.
 """

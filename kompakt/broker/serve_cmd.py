@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _configure_logging(level: str, fmt: str) -> None:
-    from kompakt.broker.logging_setup import configure
+    from kompakt.broker.observability.logging_setup import configure
     configure(level, fmt)
 
 

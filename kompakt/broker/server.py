@@ -35,10 +35,10 @@ import socket
 import time
 import uuid
 
-from kompakt.broker.connection import KafkaConnection
-from kompakt.broker.dispatch import Dispatcher
-from kompakt.broker.fetch_session import FetchSessionCache
-from kompakt.broker.fetch_wait import FetchWaiters
+from kompakt.broker.network.connection import KafkaConnection
+from kompakt.broker.network.dispatch import Dispatcher
+from kompakt.broker.fetch.session import FetchSessionCache
+from kompakt.broker.fetch.wait import FetchWaiters
 from kompakt.broker.security.scram_store import ScramStore
 from kompakt.broker.security.listeners import parse_listener  # noqa: F401 - re-exported (tests, tools)
 from kompakt.broker.security.setup import ListenerSecurity, build_authorizer, build_listeners
@@ -61,7 +61,7 @@ class Broker:
         self.node_id = config.node_id
         # Dynamic broker configs first: every component below reads its sizes from `config`, the
         # listeners a keystore rotated at run time (listener.name.<l>.ssl.keystore.*).
-        from kompakt.broker.state_files import BROKER_CONFIGS_FILE, StateFile
+        from kompakt.broker.metadata.state_files import BROKER_CONFIGS_FILE, StateFile
         from kompakt.config.dynamic import DynamicBrokerConfig
         self.dynamic_config = DynamicBrokerConfig(config, StateFile(config.log_dirs[0], BROKER_CONFIGS_FILE))
         self.dynamic_config.load()
@@ -72,7 +72,7 @@ class Broker:
         self.advertised_listeners = [parse_listener(s) for s in advertised] if advertised else None
         self.ready = False
         self.connections: set[KafkaConnection] = set()
-        from kompakt.broker.limits import Limits
+        from kompakt.broker.network.limits import Limits
         self.limits = Limits(config)
         self.fetch_waiters = FetchWaiters()
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
@@ -82,12 +82,12 @@ class Broker:
         self.advertised_by_listener: dict[str, tuple[str, int]] = {}
 
 
-        from kompakt.broker.metrics import Metrics
+        from kompakt.broker.observability.metrics import Metrics
         self.metrics = Metrics(partition_labels=config["metrics.partition.labels"])
 
         from kompakt.storage.log_manager import LogManager
         self.log_manager = LogManager(config, time=time_source)
-        from kompakt.broker.state_files import root_files
+        from kompakt.broker.metadata.state_files import root_files
         self.log_manager.owned_root_files.update(root_files())
 
         self.cleaner = None
@@ -97,11 +97,11 @@ class Broker:
             self.log_manager.cleaner = self.cleaner
 
         from kompakt.broker.features.levels import FeatureLevels
-        from kompakt.broker.state_files import FEATURES_FILE
+        from kompakt.broker.metadata.state_files import FEATURES_FILE
         self.features = FeatureLevels(StateFile(config.log_dirs[0], FEATURES_FILE))
         self.features.load()
         from kompakt.broker.groups.group_configs import GroupConfigs
-        from kompakt.broker.state_files import GROUP_CONFIGS_FILE
+        from kompakt.broker.metadata.state_files import GROUP_CONFIGS_FILE
         self.group_configs = GroupConfigs(config, StateFile(config.log_dirs[0], GROUP_CONFIGS_FILE))
         self.group_configs.load()
         from kompakt.broker.groups.coordinator import GroupCoordinator
@@ -113,17 +113,17 @@ class Broker:
         self.authorizer = None               # security.authorizer.Authorizer once logs are loaded
         self.scram_store = None              # security.scram_store.ScramStore once logs are loaded
 
-        from kompakt.broker.tombstone_guard import TombstoneGuard
+        from kompakt.broker.groups.tombstone_guard import TombstoneGuard
         self.tombstone_guard = TombstoneGuard(self.groups, time_ms=lambda: int(time_source.time() * 1000))
         if self.cleaner is not None:
             self.cleaner.group_horizon = self.tombstone_guard.horizon
 
         from kompakt.broker.quotas.manager import ClientQuotas
-        from kompakt.broker.state_files import CLIENT_QUOTAS_FILE
+        from kompakt.broker.metadata.state_files import CLIENT_QUOTAS_FILE
         self.quotas = ClientQuotas(config, StateFile(config.log_dirs[0], CLIENT_QUOTAS_FILE))
         self.quotas.load()
 
-        from kompakt.broker.reconfigure import register_reconfigurables
+        from kompakt.broker.metadata.reconfigure import register_reconfigurables
         register_reconfigurables(self)
         self.dispatcher = Dispatcher(self)
         self._servers: list[asyncio.AbstractServer] = []
@@ -139,7 +139,7 @@ class Broker:
         loop = asyncio.get_running_loop()
         t0 = time.monotonic()
         self.fetch_waiters.bind(loop)
-        from kompakt.broker.loop_lag import probe
+        from kompakt.broker.observability.loop_lag import probe
         self._lag_probe = loop.create_task(probe(self.metrics), name="kompakt-loop-lag")
         if self.config["metrics.port"] != 0:
             # first, so /health answers and /ready says 503 while a long recovery runs

@@ -556,7 +556,7 @@ class LogCleaner:
         ps.cleans += 1
         if result.end_offset < ltc.first_uncleanable_offset:
             ps.partial_passes += 1
-        # Kafka's multi-line layout: the text log format keeps its line breaks (logging_setup)
+        # Kafka's multi-line layout: the text log format keeps its line breaks (broker/observability/logging_setup.py)
         log.info(summary_line(worker.id, f"{tp[0]}-{tp[1]}", ltc.first_dirty_offset, result.end_offset, s),
                  extra={"_multiline": True})
         self.history.record_pass(now_ms(self.time), tp, s, ltc.cleanable_ratio, ltc.first_dirty_offset,

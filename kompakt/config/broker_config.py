@@ -147,7 +147,7 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "Copy rate of partitions moving between log dirs (AlterReplicaLogDirs), all moves together.", min=1),
     _k("connections.max.idle.ms", "long", 600000, "Close connections idle this long.", min=-1),
     _k("queued.max.requests", "int", 500, "In-flight requests per connection before reads pause.", min=1),
-    # --- connection and request-memory limits (broker/limits.py) ---
+    # --- connection and request-memory limits (broker/network/limits.py) ---
     _k("max.connections", "int", 2147483647, "Open connections across listeners; more are closed at once.", min=0),
     _k("max.connections.per.ip", "int", 2147483647, "Open connections from one address; more are closed at once.",
        min=0),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from kompakt.broker.context import RequestContext
+from kompakt.broker.network.context import RequestContext
 from kompakt.broker.security.acl import SUPPORTED_OPERATIONS
 from kompakt.broker.security.session import Session
 from kompakt.protocol import codec, registry

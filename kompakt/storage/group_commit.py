@@ -27,7 +27,7 @@ KAFKA_STORAGE_ERROR and goes to `on_error` (the LogManager takes the dir offline
 before its offset was synced (topic deleted) fails its waiters the same way. A log closed by a
 clean shutdown was synced by its close and resolves its waiters normally.
 
-Figures (`stats()`, exported as kompakt_log_group_commit_* by broker/metrics.py): rounds, logs
+Figures (`stats()`, exported as kompakt_log_group_commit_* by broker/observability/metrics.py): rounds, logs
 synced, waiters answered, time in rounds, and the largest number of waiters one round answered.
 """
 from __future__ import annotations
@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 
 # The (log, end offset) of every append the coordinators made for the request being handled
 # (LogManager.append_as_leader adds them): the dispatcher sets a list around each handler and
-# answers only once they are durable (broker/dispatch.py). None outside a request, so background
+# answers only once they are durable (broker/network/dispatch.py). None outside a request, so background
 # work (timeouts, expirations, marker retries) records nothing.
 pending_acks: contextvars.ContextVar[list | None] = contextvars.ContextVar("kompakt_pending_acks", default=None)
 

@@ -278,7 +278,7 @@ class LogManager:
         self.notify_append(tp, plog)
         if plog.group_commit is not None:
             acks = pending_acks.get()
-            if acks is not None:        # the request answers once this is durable (broker/dispatch.py)
+            if acks is not None:        # the request answers once this is durable (broker/network/dispatch.py)
                 acks.append((plog, info.last_offset + 1))
         return info
 

@@ -14,7 +14,7 @@ import pytest
 
 from kompakt.broker.admin.app import routes, start_admin, stop_admin
 from kompakt.broker.admin.openapi import OPENAPI
-from kompakt.broker.metrics import Metrics
+from kompakt.broker.observability.metrics import Metrics
 from kompakt.config.broker_config import BrokerConfig
 
 

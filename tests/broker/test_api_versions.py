@@ -4,7 +4,7 @@ import pytest
 
 from admin_harness import Harness, framed
 
-from kompakt.broker.dispatch import Dispatcher
+from kompakt.broker.network.dispatch import Dispatcher
 from kompakt.broker.handlers import api_versions, load_handlers, metadata, produce
 
 

@@ -136,7 +136,7 @@ async def _connections(b):
 
 
 def _stuck_slot():
-    from kompakt.broker.connection import _Slot
+    from kompakt.broker.network.connection import _Slot
     return _Slot()                                            # a request that never finishes
 
 
@@ -201,11 +201,11 @@ async def test_a_handler_bug_closes_that_connection_with_one_warning_line(broker
     real = b.dispatcher.handlers[18]
     b.dispatcher.handlers[18] = _CrashingHandler(where)
     reader, writer = await connect(b)
-    with caplog.at_level("DEBUG", logger="kompakt.broker.connection"):
+    with caplog.at_level("DEBUG", logger="kompakt.broker.network.connection"):
         writer.write(frame(ApiVersionsRequest(version=0), 0, 7))
         assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""      # closed, no answer
     b.dispatcher.handlers[18] = real
-    records = [r for r in caplog.records if r.name == "kompakt.broker.connection"]
+    records = [r for r in caplog.records if r.name == "kompakt.broker.network.connection"]
     warnings = [r for r in records if r.levelname == "WARNING"]
     assert [r.levelname for r in records if r.levelname not in ("DEBUG",)] == ["WARNING"]
     line = warnings[0].getMessage()

@@ -1,5 +1,5 @@
-"""broker/limits.py on its own: connection counting, overrides, and the request-memory pool."""
-from kompakt.broker.limits import Limits, parse_overrides
+"""broker/network/limits.py on its own: connection counting, overrides, and the request-memory pool."""
+from kompakt.broker.network.limits import Limits, parse_overrides
 
 
 class Conn:

@@ -5,7 +5,7 @@ import pytest
 
 from admin_harness import h, s16  # noqa: F401  (h is a fixture)
 
-from kompakt.broker.dispatch import ProtocolViolation
+from kompakt.broker.network.dispatch import ProtocolViolation
 from kompakt.broker.handlers import metadata
 
 

@@ -2,7 +2,7 @@
 import random
 from collections import OrderedDict
 
-from kompakt.broker.fetch_session import (EVICTION_S, MAX_EPOCH, FetchSessionCache, SessionPartition,
+from kompakt.broker.fetch.session import (EVICTION_S, MAX_EPOCH, FetchSessionCache, SessionPartition,
                                           next_epoch)
 from kompakt.protocol.codec import FetchPartitionResult
 

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 
-from kompakt.broker.fetch_wait import FetchWaiters
+from kompakt.broker.fetch.wait import FetchWaiters
 
 TP = ("t", 0)
 
 
 def _start_eagerly(coro):
     """What connection._start does: the first step by hand, the rest in a task."""
-    from kompakt.broker.connection import _resumed
+    from kompakt.broker.network.connection import _resumed
     try:
         waiting_on = coro.send(None)
     except StopIteration as stop:

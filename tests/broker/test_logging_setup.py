@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from kompakt.broker import logging_setup
+from kompakt.broker.observability import logging_setup
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kompakt.broker import metrics as M
-from kompakt.broker.metrics import Metrics
+from kompakt.broker.observability import metrics as M
+from kompakt.broker.observability.metrics import Metrics
 
 
 def samples(m: Metrics) -> dict[tuple[str, tuple], float]:

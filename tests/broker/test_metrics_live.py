@@ -8,7 +8,7 @@ import types
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kompakt.broker.metrics import Metrics
+from kompakt.broker.observability.metrics import Metrics
 from kompakt.cleaner import LogCleaner
 from kompakt.config.broker_config import BrokerConfig
 from kompakt.protocol.records import build_batch

@@ -8,7 +8,7 @@ from kafka.protocol.producer.produce import ProduceRequest
 
 from admin_harness import Harness, cs, framed, h, s16  # noqa: F401  (h is a fixture)
 
-from kompakt.broker.dispatch import CloseConnection
+from kompakt.broker.network.dispatch import CloseConnection
 from kompakt.protocol.records import build_batch, iter_batches, read_header
 from kompakt.storage import TopicPartition
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from kompakt.broker.producer_ids import (FILE_NAME, MAX_EPOCH, ProducerIdFileError, ProducerIdManager,
+from kompakt.broker.txn.producer_ids import (FILE_NAME, MAX_EPOCH, ProducerIdFileError, ProducerIdManager,
                                          read_block_file)
 
 
@@ -32,7 +32,7 @@ def test_restart_never_reuses_an_id(tmp_path):
 
 def test_sigkill_after_ids_handed_out_never_reuses(tmp_path):
     # A real process hands out ids, prints them, and is killed without any shutdown.
-    code = ("import sys; from kompakt.broker.producer_ids import ProducerIdManager;"
+    code = ("import sys; from kompakt.broker.txn.producer_ids import ProducerIdManager;"
             "m = ProducerIdManager(sys.argv[1], block_size=7);"
             "print(','.join(str(m.generate()) for _ in range(9)), flush=True);"
             "import time; time.sleep(60)")

@@ -1,9 +1,9 @@
-"""The group-safe horizon rule (broker/tombstone_guard.py) over committed offsets, and its staleness
+"""The group-safe horizon rule (broker/groups/tombstone_guard.py) over committed offsets, and its staleness
 bookkeeping: WARNING once per crossing, the counter, and a group coming back."""
 import logging
 
 from kompakt.broker.groups.offsets import OffsetAndMetadata
-from kompakt.broker.tombstone_guard import TombstoneGuard, compute
+from kompakt.broker.groups.tombstone_guard import TombstoneGuard, compute
 from kompakt.cleaner.rules import NO_GROUP_HORIZON
 from kompakt.config.topic_config import LogConfig
 

@@ -1,10 +1,10 @@
 """Dynamic broker configs (config/dynamic.py): layers, Kafka's refusals and messages, the
-reconfigurable hooks, and the persisted store (a real file through broker/state_files)."""
+reconfigurable hooks, and the persisted store (a real file through broker/metadata/state_files)."""
 import asyncio
 
 import pytest
 
-from kompakt.broker.state_files import BROKER_CONFIGS_FILE, StateFile
+from kompakt.broker.metadata.state_files import BROKER_CONFIGS_FILE, StateFile
 from kompakt.config.broker_config import BrokerConfig, ConfigError
 from kompakt.config.dynamic import (CLUSTER_DEFAULT, PER_BROKER, DynamicBrokerConfig, DynamicConfigError,
                                     Reconfigurable, is_dynamic)

@@ -13,7 +13,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
 
-from kompakt.broker.state_files import BROKER_CONFIGS_FILE
+from kompakt.broker.metadata.state_files import BROKER_CONFIGS_FILE
 from kompakt.storage.faults import IO_ERROR_ENV
 from config_support import restart_with_stored_overrides, topic_configs
 from wire_support import Wire, req, sub

@@ -14,7 +14,7 @@ Afterwards every partition holds each number exactly once, in order, and every s
 acknowledged. Polling has deadlines; nothing depends on timing beyond them.
 
 Also covers InitProducerId end to end: producer ids are never reused after SIGKILL
-(broker/producer_ids.py), KIP-360 epoch bumps, a transactional id's first id.
+(broker/txn/producer_ids.py), KIP-360 epoch bumps, a transactional id's first id.
 """
 import json
 import os

@@ -4,7 +4,7 @@ Kafka's socket server reads a connection's next request only once the previous o
 so a client may send two requests back to back without waiting (confluent-kafka's admin client
 does: DeleteRecords then ListOffsets) and rely on the second seeing the first's effect. Each
 probe here sends its two requests in one write on ONE connection of a real broker process and
-checks the second answer (broker/connection.py: the next request starts once the previous one
+checks the second answer (broker/network/connection.py: the next request starts once the previous one
 has applied its effects). A fetch parked for its long poll is not an effect: a produce
 pipelined behind it starts at once and wakes it.
 """

@@ -20,7 +20,7 @@ from cryptography import x509
 
 from broker_process import BrokerProcess, free_port
 from kompakt.broker.security.store_file import read_json
-from kompakt.broker.state_files import BROKER_CONFIGS_FILE
+from kompakt.broker.metadata.state_files import BROKER_CONFIGS_FILE
 from security_support import Pki
 from wire_support import Wire, req
 

@@ -620,7 +620,7 @@ def test_log_manager_metrics_are_exported(manager, clock):
     import shutil
     import subprocess
     import types
-    from kompakt.broker.metrics import Metrics
+    from kompakt.broker.observability.metrics import Metrics
     m = manager(log_segment_delete_delay_ms=0)
     m.create_topic("t", 1, {"retention.ms": "1"})
     fill(m, ("t", 0), 6)

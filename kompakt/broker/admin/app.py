@@ -7,7 +7,7 @@ compaction last run?" / "How many records are on a topic?"):
 
 | method | path                                         | what                                          |
 |--------|----------------------------------------------|-----------------------------------------------|
-| GET    | /metrics                                     | Prometheus text format (kompakt.broker.metrics)|
+| GET    | /metrics                                     | Prometheus text format (broker/observability) |
 | GET    | /health                                      | 200 while the process serves HTTP (liveness)  |
 | GET    | /ready                                       | 200 once logs are loaded and listeners bound, else 503; names offline log dirs (503 when none is left) |
 | GET    | /openapi.json                                | OpenAPI 3 description of all of this          |
@@ -58,7 +58,7 @@ from kompakt.broker.admin.auth import admin_ssl_context, admin_token, browser_gu
 from kompakt.broker.admin.views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, count_records,
                                         is_compacted, jsonable, kafka_error_of, log_manager_of, partition_view,
                                         resolve_partition, topic_partitions, transactions_view)
-from kompakt.broker.metrics import CONTENT_TYPE
+from kompakt.broker.observability.metrics import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ of a feature at level 0, so ApiVersions lists only levels above 0, and metadata.
 finalized-features epoch, which grows by one with every applied update (Kafka's epoch is the
 metadata log offset of the last feature change, which also only grows).
 
-File `kompakt-features.json` in the first log dir (state_files.StateFile: temp file, fsync,
+File `kompakt-features.json` in the first log dir (metadata/state_files.StateFile: temp file, fsync,
 rename, fsync dir, CRC32C of the body): {"epoch": int, "levels": {feature: level}}. A change is
 one whole-file write before memory changes and before the answer, so a crash leaves the old
 levels or the new and an acknowledged change survives a restart. No file: the defaults above,
@@ -60,7 +60,7 @@ class FeatureLevels:
     """The finalized levels and their epoch; `apply` persists, then swaps memory."""
 
     def __init__(self, store=None):
-        self.store = store                      # state_files.StateFile, or None (in memory)
+        self.store = store                      # metadata/state_files.StateFile, or None (in memory)
         self.levels: dict[str, int] = dict(DEFAULT_LEVELS)
         self.epoch = INITIAL_EPOCH
         self._lock: asyncio.Lock | None = None

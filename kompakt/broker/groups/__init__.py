@@ -10,6 +10,8 @@
     offsets.py         OffsetAndMetadata and Kafka's retention rule
     offsets_topic.py   the __consumer_offsets topic: create, append, replay
     txn_offsets.py     transactional offset commits (TxnOffsetCommit), pending until the marker
+    tombstone_guard.py group-safe tombstones: the groups a compacted topic names hold its deletes
+                       back (the horizon the cleaner asks for, from committed offsets)
     consumer/          ConsumerGroupHeartbeat / ConsumerGroupDescribe groups (see its __init__)
 A group id names a classic group (`GroupCoordinator.groups`) or a consumer-protocol group
 (`GroupCoordinator.consumer_groups`), never both; an empty one of either kind makes way for the

@@ -22,7 +22,7 @@ equal to group.consumer.min.session.timeout.ms"); a session timeout not above th
 interval. An empty group name is INVALID_REQUEST ("Default group resources are not allowed.").
 
 Persistence: the whole map goes to `kompakt-group-configs.json` in the first log dir
-({"groups": {group id: {key: value}}}, state_files.StateFile: temp file, fsync, rename, fsync
+({"groups": {group id: {key: value}}}, metadata/state_files.StateFile: temp file, fsync, rename, fsync
 dir) before the change is acknowledged; memory follows after the save, so a crash leaves the
 old set or the new, and start-up loads what was saved (a stored entry that no longer parses is
 dropped with an ERROR line, never a failed start). Changes apply at the member's next heartbeat

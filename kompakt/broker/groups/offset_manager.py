@@ -139,7 +139,7 @@ class OffsetManager:
     def committed_offsets_of_topic(self, topic: str) -> dict[str, dict[int, OffsetAndMetadata]]:
         """{group: {partition: OffsetAndMetadata}} of every group with commits on `topic`. A copy
         built from atomic snapshots (list() of a dict runs under the GIL), so another thread (the
-        cleaner's, through broker/tombstone_guard.py) may call it while the loop commits."""
+        cleaner's, through broker/groups/tombstone_guard.py) may call it while the loop commits."""
         out: dict[str, dict[int, OffsetAndMetadata]] = {}
         for group_id, committed in list(self.offsets.items()):
             parts = {p: om for (t, p), om in list(committed.items()) if t == topic}

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 from typing import Callable, Iterator
 
-from kompakt.broker.internal_topic import InternalTopic, iter_log_batches
+from kompakt.broker.coordinator_common.internal_topic import InternalTopic, iter_log_batches
 from kompakt.protocol import errors
 from kompakt.protocol import group_records as gr
 from kompakt.protocol import records as rec

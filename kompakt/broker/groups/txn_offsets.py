@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from kompakt.broker.groups.group import GroupState
 from kompakt.broker.groups.membership import storage_error_to_coordinator_error
 from kompakt.broker.groups.offsets import OffsetAndMetadata
-from kompakt.broker.internal_topic import iter_log_batches
+from kompakt.broker.coordinator_common.internal_topic import iter_log_batches
 from kompakt.protocol import errors
 from kompakt.protocol import group_records as gr
 from kompakt.protocol import records as rec

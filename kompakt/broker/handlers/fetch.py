@@ -31,7 +31,7 @@ whose bytes may have to come from disk) the whole pass runs in one worker thread
 partition). Partitions are read one after another, in request order, either way.
 
 Long poll: with fewer than `min_bytes` bytes available and no error reading a log, the fetch
-waits up to `max_wait_ms` on fetch_wait.FetchWaiters, woken by appends to any of its partitions,
+waits up to `max_wait_ms` on fetch/wait.FetchWaiters, woken by appends to any of its partitions,
 then reads again; before it parks it tells the connection its effects are applied
 (`ctx.effects_applied()`), so the connection's next request starts meanwhile (a client such as
 librdkafka sends its produce requests on the connection its fetches park on). Appends are counted from before each read, so one landing during a read in a
@@ -48,7 +48,7 @@ Errors per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13), IN
 (high watermark, LSO, log start -1) when its log dir is offline, OFFSET_OUT_OF_RANGE when fetch_offset is below the log start offset or above the log end offset
 (the consumer then applies auto.offset.reset).
 
-Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens a session (fetch_session.py has
+Fetch sessions (KIP-227, v7+): a full fetch with epoch 0 opens a session (broker/fetch/session.py has
 the table); incremental requests then carry only added/changed/forgotten partitions and get back
 only partitions with news (records, an error, or a moved high watermark / LSO / log start).
 `max.incremental.fetch.session.cache.slots=0` answers every fetch sessionless (session id 0).
@@ -80,7 +80,7 @@ import struct
 import time
 from collections import OrderedDict
 
-from kompakt.broker.fetch_session import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID,
+from kompakt.broker.fetch.session import (FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID,
                                           SessionPartition, next_epoch)
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol import codec
@@ -243,7 +243,7 @@ async def handle(ctx, request):
     sessions = ctx.broker.fetch_sessions
     session_id, epoch = (request.session_id, request.session_epoch) if version >= 7 else (0, FINAL_EPOCH)
     session = None
-    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):            # a full fetch (see fetch_session.py)
+    if epoch in (INITIAL_EPOCH, FINAL_EPOCH):            # a full fetch (see broker/fetch/session.py)
         if session_id != INVALID_SESSION_ID:
             sessions.remove(session_id)
         wanted = _resolve(ctx, request.topics, version)
@@ -317,14 +317,14 @@ async def _fetch(ctx, request, version, wanted, quota):
     may_park = min_bytes > 0 and wait_ms > 0 and wanted
     if may_park:
         # appends counted from before the read: one landing while a read runs in a worker thread
-        # then re-reads at once instead of parking past it (fetch_wait.py)
+        # then re-reads at once instead of parking past it (broker/fetch/wait.py)
         waiters = ctx.broker.fetch_waiters
         tps = [TopicPartition(name, index) for name, _, parts in wanted for index, _, _ in parts]
         mark = waiters.appends(tps)
     topics, total, errors, readable = await _read_all(ctx, wanted, version, max_bytes, read_committed)
     if total < min_bytes and may_park and not errors:
         # the session's epoch moved and nothing else of this fetch changes anything: the
-        # connection's next request may start while this one is parked (connection.py)
+        # connection's next request may start while this one is parked (network/connection.py)
         ctx.effects_applied()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000.0

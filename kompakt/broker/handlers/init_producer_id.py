@@ -2,12 +2,12 @@
 
 Behaviour:
 * No transactional id (idempotent producer, the default of kafka-python 3.x, the Java client
-  and librdkafka with enable.idempotence): a producer id from `broker/producer_ids.py`, never
+  and librdkafka with enable.idempotence): a producer id from `broker/txn/producer_ids.py`, never
   reused across restarts, epoch 0.
 * producer_id and producer_epoch (v3+, KIP-360): both -1 asks for a new id; both set asks for an
   epoch bump: the (id, epoch) this broker last handed out keeps its id with epoch + 1 (fencing
   the producer's own older in-flight batches); a stale epoch, an id from before a restart or an
-  exhausted epoch gets a fresh id with epoch 0 (producer_ids.py). One set and the other -1:
+  exhausted epoch gets a fresh id with epoch 0 (broker/txn/producer_ids.py). One set and the other -1:
   INVALID_REQUEST.
 * A transactional id: the transaction coordinator (kompakt/broker/txn) answers: a producer id and
   an epoch bumped on every call (fencing older instances; an Ongoing transaction is aborted
@@ -34,7 +34,7 @@ import logging
 
 from kafka.protocol.producer.transaction import InitProducerIdResponse
 
-from kompakt.broker.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdFileError, get_manager
+from kompakt.broker.txn.producer_ids import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, ProducerIdFileError, get_manager
 from kompakt.broker.security.acl import Op, Res
 from kompakt.protocol.errors import ErrorCode
 

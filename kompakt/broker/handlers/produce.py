@@ -18,7 +18,7 @@ behind it (first in, first out), so a partition's appends keep arrival order (id
 producers' sequences depend on it). A request hands all its partitions over (or appends them)
 before it waits for any (which also keeps a partition's appends in order should requests of a
 connection ever overlap: today the next starts only once this one's appends are done,
-connection.py); then it calls `ctx.effects_applied()`.
+network/connection.py); then it calls `ctx.effects_applied()`.
 
 acks (DESIGN.md, "acknowledged means on disk"): -1 (all) is answered once the appended records
 are synced (the log dir's group commit, storage/group_commit.py; the connection's next request
@@ -69,7 +69,7 @@ import logging
 import struct
 import time
 
-from kompakt.broker.dispatch import CloseConnection
+from kompakt.broker.network.dispatch import CloseConnection
 from kompakt.broker.handlers._common import INTERNAL_TOPICS
 from kompakt.broker.security.acl import Op, Res
 from kompakt.broker.txn import verification as txn_verification

@@ -10,7 +10,7 @@ re-authentication began: ILLEGAL_SASL_STATE, connection kept (Kafka's KafkaApis 
 the SaslAuthenticate that follows (Kafka's REAUTH_BAD_MECHANISM).
 
 Version notes: after v0 the client sends the SASL tokens bare (size-prefixed, no request header)
-and reads the answers so (connection.py hands them to the SASL state machine); v1 uses
+and reads the answers so (network/connection.py hands them to the SASL state machine); v1 uses
 SaslAuthenticate. librdkafka requires v0 in the advertised range and then sends v1.
 """
 from __future__ import annotations

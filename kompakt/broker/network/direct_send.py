@@ -9,7 +9,7 @@ share packets), each range with os.sendfile from the segment's page cache to the
 Python buffer and no copy in user space. Kafka sends fetches the same way (FileRecords.writeTo,
 FileChannel.transferTo).
 
-Invariants (broker/connection.py keeps them):
+Invariants (broker/network/connection.py keeps them):
   * bytes never interleave: a DirectSender starts only when the transport's write buffer is empty,
     and while it holds anything every later answer of the connection goes through it, in order;
     the transport gets nothing until it has drained;

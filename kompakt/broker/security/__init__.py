@@ -11,6 +11,6 @@ Modules (each its own job):
   sasl_*.py       SASL mechanisms (sans-io) and the per-connection SASL state machine
   scram_store.py  SCRAM credentials, salted and hashed, crash-safe
 
-Handlers authorize through `RequestContext.authorize` (broker/context.py); nothing else in the
-broker needs to import this package except server.py (building it) and connection.py (sessions).
+Handlers authorize through `RequestContext.authorize` (broker/network/context.py); nothing else in the
+broker needs to import this package except server.py (building it) and network/connection.py (sessions).
 """

@@ -1,5 +1,5 @@
 """Small JSON state files (ACLs, SCRAM credentials; also the dynamic broker configs and client
-quotas, broker/state_files.py), written crash-safely.
+quotas, broker/metadata/state_files.py), written crash-safely.
 
 Role: `write_json(path, obj)` = temp file (mode 0600: these files say who may do what, or hold
 password hashes) + fsync + rename + directory fsync, so a crash leaves the old file or the new one,

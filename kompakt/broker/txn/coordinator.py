@@ -40,7 +40,7 @@ import re
 import time as _time
 from typing import Callable
 
-from kompakt.broker.producer_ids import ProducerIdFileError, get_manager
+from kompakt.broker.txn.producer_ids import ProducerIdFileError, get_manager
 from kompakt.broker.txn import markers
 from kompakt.broker.txn.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnMetadata, TxnState,
                                       is_epoch_exhausted)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from kompakt.broker.internal_topic import InternalTopic, iter_log_batches
+from kompakt.broker.coordinator_common.internal_topic import InternalTopic, iter_log_batches
 from kompakt.protocol import records as rec
 from kompakt.protocol import txn_records as tr
 from kompakt.storage import TopicPartition

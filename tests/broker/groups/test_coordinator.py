@@ -392,7 +392,7 @@ async def test_dump_log_decodes_our_records(env, tmp_path):
 
 
 async def test_metrics_export_group_figures(env):
-    from kompakt.broker.metrics import Metrics
+    from kompakt.broker.observability.metrics import Metrics
     broker, clock = env
     c = await started(broker, clock)
     broker.groups = c

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from kompakt.broker.groups.group_configs import GroupConfigError, GroupConfigs
-from kompakt.broker.state_files import GROUP_CONFIGS_FILE, StateFile
+from kompakt.broker.metadata.state_files import GROUP_CONFIGS_FILE, StateFile
 from kompakt.config.broker_config import BrokerConfig
 
 BOUNDS = {"group.consumer.min.session.timeout.ms": "1000", "group.consumer.min.heartbeat.interval.ms": "100"}

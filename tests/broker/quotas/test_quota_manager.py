@@ -9,7 +9,7 @@ import pytest
 from kompakt.broker.quotas import entities as E
 from kompakt.broker.quotas.manager import ClientQuotas, QuotaType
 from kompakt.broker.quotas.rate import Rate
-from kompakt.broker.state_files import CLIENT_QUOTAS_FILE, StateFile
+from kompakt.broker.metadata.state_files import CLIENT_QUOTAS_FILE, StateFile
 from kompakt.config.broker_config import BrokerConfig
 from kompakt.protocol.errors import ErrorCode as EC
 

@@ -267,7 +267,7 @@ def test_tls_configuration_errors(tmp_path, caplog):
 def test_tls_write_coalescing():
     """A TLS connection joins small response pieces (one TLS record per buffer otherwise) and
     passes record data of a full TLS record or more through without copying it."""
-    from kompakt.broker.connection import TLS_RECORD, _coalesce
+    from kompakt.broker.network.connection import TLS_RECORD, _coalesce
     big = bytes(TLS_RECORD)
     out = _coalesce([b"a", b"bc", big, b"d", b"e", big, big, b"f"])
     assert out == [b"abc", big, b"de", big, big, b"f"] and out[1] is big and out[4] is big

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import time
 
-from kompakt.broker.context import RequestContext
+from kompakt.broker.network.context import RequestContext
 from kompakt.broker.handlers import load_handlers, version_ranges
 from kompakt.protocol import codec, registry
 from kompakt.protocol.errors import ErrorCode, KafkaError

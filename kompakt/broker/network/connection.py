@@ -13,7 +13,7 @@ after the request before it on this connection has applied its effects, so a cli
 pipeline DeleteRecords then ListOffsets, or CreateTopics then Metadata, and the second sees the
 first's effect, as on Kafka, whose socket server reads a connection's next request only once the
 previous one is answered. Applied means: the handler returned, or it
-called `ctx.effects_applied()` (broker/context.py) because it keeps waiting after its effects
+called `ctx.effects_applied()` (broker/network/context.py) because it keeps waiting after its effects
 are visible: Fetch before it parks for its long poll, Produce after its appends. Those waits are
 not effects, so they hold back neither the next request nor pipelined produce throughput (on
 Kafka a request behind a parked fetch waits for its answer; here it starts at once, and the
@@ -25,7 +25,7 @@ Flow control (uvicorn's shape): at most `queued.max.requests` requests are in fl
 not answered) on this connection (frames beyond that wait in the reader) and reading pauses
 while that many are in flight or while the transport's write buffer is above its high-water
 mark (`pause_writing`); it resumes when both clear. Request memory (queued.max.request.bytes,
-broker/limits.py): a large frame's memory is asked for when its size prefix arrives, before its
+broker/network/limits.py): a large frame's memory is asked for when its size prefix arrives, before its
 buffer is made and its body read (`_admit_large`, Kafka's memory pool); a small frame, already in
 the shared read buffer, when it is complete; either way a connection that gets none pauses
 reading until answers free some. A slow consumer throttles its own connection and
@@ -74,8 +74,8 @@ import os
 import time
 import traceback
 
-from kompakt.broker.dispatch import CloseConnection, ProtocolViolation
-from kompakt.broker.fetch_wait import Parked
+from kompakt.broker.network.dispatch import CloseConnection, ProtocolViolation
+from kompakt.broker.fetch.wait import Parked
 from kompakt.broker.network.direct_send import DirectSender
 from kompakt.broker.security.session import Session, java_host_address
 from kompakt.protocol.framing import FrameReader, InvalidFrameError
@@ -128,7 +128,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._tls = security is not None and security.ssl_context is not None
         self._zero_copy = not self._tls and hasattr(os, "sendfile")   # Fetch may answer FileRecords
         self._direct: DirectSender | None = None   # writing the socket itself (see the docstring)
-        self.limits = getattr(broker, "limits", None)   # broker/limits.py (connections, request memory)
+        self.limits = getattr(broker, "limits", None)   # broker/network/limits.py (connections, request memory)
         self._host = None                    # the client address counted by limits.admit
         self._held = None                    # a frame waiting for request memory (queued.max.request.bytes)
         self._precharged = 0                 # request memory taken for a large frame before its body is read

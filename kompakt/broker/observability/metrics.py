@@ -174,7 +174,7 @@ GUARANTEE_VIOLATIONS = "kompakt_compaction_guarantee_violations_total"
 GUARANTEE_CHECKS = "kompakt_compaction_guarantee_checks_total"
 GUARANTEE_CHECK_TIME = "kompakt_compaction_guarantee_check_seconds_total"
 
-# --- group-safe tombstones (broker/tombstone_guard.py; scrape time) -------------------------------
+# --- group-safe tombstones (broker/groups/tombstone_guard.py; scrape time) -------------------------------
 TOMBSTONE_STALE_GROUPS = "kompakt_tombstone_retention_stale_groups"
 TOMBSTONE_STALE_EVENTS = "kompakt_tombstone_retention_stale_group_events_total"
 
@@ -216,7 +216,7 @@ class Metrics:
                                  "Kafka: kafka.server:type=socket-server-metrics,name=connection-count.",
                                  registry=r)
         self.loop_lag = Gauge(EVENT_LOOP_LAG, "How late the event loop's lag probe woke last time (a stall "
-                              "every connection waited through; broker/loop_lag.py). Kafka: none (its "
+                              "every connection waited through; broker/observability/loop_lag.py). Kafka: none (its "
                               "network threads: kafka.network:type=SocketServer,name=NetworkProcessorAvgIdlePercent).",
                               registry=r)
         self.loop_lag_max = Gauge(EVENT_LOOP_LAG_MAX, "Longest event-loop stall the lag probe saw since start. Kafka: none.",
@@ -543,7 +543,7 @@ class LiveCollector:
                 family.add_metric([sec.name, mechanism, result], n)
         yield family
 
-    # -- connection and request-memory limits (broker/limits.py) --
+    # -- connection and request-memory limits (broker/network/limits.py) --
     def _collect_limits(self) -> Iterable[Any]:
         limits = getattr(self.broker, "limits", None)
         if limits is None:

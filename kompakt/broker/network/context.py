@@ -4,10 +4,10 @@ Role: a small slotted object built per request by the dispatcher: the broker (an
 log manager, group coordinator, config, metrics), the request header fields handlers need
 (`api_version`, `client_id`, `correlation_id`), the peer (for logging) and the listener it came
 in on (Metadata advertises that listener's address), the connection's `Parked` set of long
-polls (fetch_wait.py), so a fetch parked by a client that has gone answers at once, and the
+polls (broker/fetch/wait.py), so a fetch parked by a client that has gone answers at once, and the
 connection's security `Session` (who the client is: `ctx.principal`).
 
-Request order (broker/connection.py): a connection starts its next request once this one has
+Request order (broker/network/connection.py): a connection starts its next request once this one has
 applied its effects, by default when the handler returns. A handler that keeps waiting after its
 effects are visible (Fetch before it parks for its long poll, Produce after its appends and
 before a durable acknowledgement) calls `ctx.effects_applied()` there, so the next request starts
@@ -50,7 +50,7 @@ class RequestContext:
         self.correlation_id = header.correlation_id
         self.peer = peer
         self.frame_size = frame_size
-        self.parked = parked              # the connection's fetch_wait.Parked (None outside a connection)
+        self.parked = parked              # the connection's broker/fetch/wait.Parked (None outside a connection)
         self.session = session if session is not None else PLAIN_SESSION
         # A handler that finds the client over its quota sets this: the connection reads no new
         # request for that long after the answer (Kafka's channel muting, broker/quotas).

@@ -1,0 +1,14 @@
+"""What Kafka keeps in its metadata log (KRaft) and how the broker follows changes to it; a single
+node keeps it in small files in the first log dir.
+
+    state_files.py   the broker's state files (dynamic broker configs, client quotas, group
+                     configs, finalized features) and the list of every file the broker owns at
+                     the root of the first log dir
+    reconfigure.py   the components that follow dynamic broker configs (Kafka's
+                     BrokerReconfigurable list): their keys, checks and how a change applies
+
+Invariants: each state file is written whole and crash-safely (temp, fsync, rename, fsync dir,
+CRC32C: security/store_file.py), so a crash leaves the old content or the new, and a damaged file
+stops the start with its path named; a dynamic change is validated by every registered component
+before it is applied, and saved only once applied (config/dynamic.py rolls a failed one back).
+"""
