@@ -27,7 +27,7 @@ KAFKA_STORAGE_ERROR and goes to `on_error` (the LogManager takes the dir offline
 before its offset was synced (topic deleted) fails its waiters the same way. A log closed by a
 clean shutdown was synced by its close and resolves its waiters normally.
 
-Figures (`stats()`, exported as kompakt_log_group_commit_* by broker/observability/metrics.py): rounds, logs
+Figures (`stats()`, exported as kompakt_log_group_commit_* by broker/observability/live.py): rounds, logs
 synced, waiters answered, time in rounds, and the largest number of waiters one round answered.
 """
 from __future__ import annotations

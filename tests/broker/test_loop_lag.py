@@ -3,7 +3,8 @@ import asyncio
 import time
 
 from kompakt.broker.observability.loop_lag import probe
-from kompakt.broker.observability.metrics import EVENT_LOOP_LAG_MAX, Metrics
+from kompakt.broker.observability.metrics import Metrics
+from kompakt.broker.observability.names import EVENT_LOOP_LAG_MAX
 
 
 async def test_probe_measures_a_blocking_stall():

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kompakt.broker.observability import metrics as M
+from kompakt.broker.observability import names as M
 from kompakt.broker.observability.metrics import Metrics
 
 

@@ -16,7 +16,7 @@ import logging
 import os
 from typing import Any, Mapping
 
-from kompakt.broker.observability.metrics import log_size
+from kompakt.broker.observability.live import log_size
 from kompakt.broker.txn.state import TxnState
 
 log = logging.getLogger(__name__)

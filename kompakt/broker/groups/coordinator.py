@@ -81,7 +81,7 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
         self.deleted_while_loading: set[str] = set()   # DeleteTopics while loading: tombstoned after
         self.closing = False   # release_parked() was called: JoinGroup/SyncGroup answer NOT_COORDINATOR
         self._stopped = False
-        # cumulative counters exported by broker/observability/metrics.py (see stats())
+        # cumulative counters exported by broker/observability/live.py (see stats())
         self.counters = {"rebalances_total": 0, "members_expired_total": 0,
                          "offset_commits_total": 0, "offsets_expired_total": 0}
 
@@ -158,7 +158,7 @@ class GroupCoordinator(ClassicMembership, OffsetManager, ConsumerGroupHeartbeat,
         self._timers.clear()
 
     def stats(self) -> dict:
-        """Figures for /metrics (read at scrape time by broker/observability/metrics.py's LiveCollector)."""
+        """Figures for /metrics (read at scrape time by broker/observability/live.py's LiveCollector)."""
         by_state: dict[str, int] = {s.value: 0 for s in GroupState if s is not GroupState.DEAD}
         for g in self.groups.values():
             if g.state is not GroupState.DEAD:

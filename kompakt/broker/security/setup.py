@@ -54,7 +54,7 @@ class ListenerSecurity:
     def __init__(self, listener: Listener):
         self.listener = listener
         self.name = listener.name
-        self.stats: Counter = Counter()   # (mechanism or "TLS", "success" | "failure") -> count (broker/observability/metrics.py)
+        self.stats: Counter = Counter()   # (mechanism or "TLS", "success" | "failure") -> count (broker/observability/live.py)
         # ssl_context: the one the listening socket was created with (and the TLS check of each
         # connection); its SNI callback, run for every ClientHello, hands each new handshake the
         # live context, which a dynamic keystore change replaces (tls_reload.py)
