@@ -35,7 +35,7 @@ Crash points, each named where it sits (the soak in bench/bench_kill_soak.py kil
     checkpoint_write      checkpoint atomic_write: `<name>.tmp` written and fsynced, not renamed
     state_file_write      the same for the broker's JSON state files (ACLs, SCRAM credentials, dynamic
                           configs, client quotas, group configs, feature levels:
-                          broker/security/store_file.py)
+                          broker/metadata/store_file.py)
     swap_renamed          Log.replace_segments step 2 done: cleaned segments are `.swap`
     swap_old_deleted      Log.replace_segments step 4 done: old segments are `.deleted`
     before_swap, after_first_group, before_checkpoint, after_checkpoint

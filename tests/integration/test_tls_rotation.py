@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, C
 from cryptography import x509
 
 from broker_process import BrokerProcess, free_port
-from kompakt.broker.security.store_file import read_json
+from kompakt.broker.metadata.store_file import read_json
 from kompakt.broker.metadata.state_files import BROKER_CONFIGS_FILE
 from security_support import Pki
 from wire_support import Wire, req

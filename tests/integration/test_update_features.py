@@ -15,7 +15,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import UpdateFeatureType
 from kafka.errors import InvalidUpdateVersionError
 
-from kompakt.broker.security.store_file import read_json, write_json
+from kompakt.broker.metadata.store_file import read_json, write_json
 from kompakt.protocol.errors import ErrorCode as EC
 from wire_support import Wire, req, sub
 

@@ -84,7 +84,7 @@ FLOWS = {
     # a JSON state file (ACLs, SCRAM, dynamic configs, quotas, group configs: store_file.write_json)
     # rewritten twice: after a cut it is the old or the new one, never torn, never older than acked
     "state_file": """
-        from kompakt.broker.security.store_file import write_json
+        from kompakt.broker.metadata.store_file import write_json
         for v in (1, 2):
             write_json(d + "/kompakt-acls.json", {"version": v, "acls": ["a"] * v})
             ack(version=v)
@@ -236,7 +236,7 @@ def test_a_cut_at_every_step(scratch, template, flow):
                 if len(acks) > 1:
                     assert m.get_log(TopicPartition("new", 0)).log_end_offset == 1
             elif flow == "state_file":
-                from kompakt.broker.security.store_file import read_json
+                from kompakt.broker.metadata.store_file import read_json
                 body = read_json(os.path.join(d, "kompakt-acls.json"))   # raises on a torn file
                 if acks:
                     assert body is not None and body["version"] >= acks[-1]["version"], (n, body)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from kompakt.broker.security.store_file import StoreCorruptError
+from kompakt.broker.metadata.store_file import StoreCorruptError
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@
                                   {"epoch": int, "levels": {feature: level}}
 
 (Kafka keeps all four in its metadata log; a single node keeps each as one file.) Each is written
-whole by security/store_file.write_json: temp file, fsync, rename, fsync dir, with a CRC32C of
+whole by store_file.write_json (this room): temp file, fsync, rename, fsync dir, with a CRC32C of
 the body, so a crash leaves the old content or the new, and a damaged file stops the start with
 the path named rather than silently dropping settings.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from kompakt.broker.security.store_file import read_json, write_json
+from kompakt.broker.metadata.store_file import read_json, write_json
 
 BROKER_CONFIGS_FILE = "kompakt-broker-configs.json"
 CLIENT_QUOTAS_FILE = "kompakt-client-quotas.json"

@@ -1,7 +1,7 @@
 """The ACL set on disk: `kompakt-acls.json` in the first log dir (Kafka keeps ACLs in its metadata log).
 
 Role: `AclStore(dir).load() -> [AclBinding]` at start, `save(bindings)` after every CreateAcls /
-DeleteAcls, rewriting the whole file through store_file.write_json (temp, fsync, rename, fsync
+DeleteAcls, rewriting the whole file through metadata/store_file.write_json (temp, fsync, rename, fsync
 dir): a crash leaves either the set before the change or the set after it, and the change is
 acknowledged to the client only after the rename.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from kompakt.broker.security.acl import AclBinding
-from kompakt.broker.security.store_file import read_json, write_json
+from kompakt.broker.metadata.store_file import read_json, write_json
 
 ACL_FILE = "kompakt-acls.json"
 

@@ -7,7 +7,7 @@ with the salt and iteration count (RFC 5802), exactly what Kafka stores, so neit
 nor the salted password is ever on disk or in memory after the call, nor in any log line.
 
 Body: {"users": {"<user>": {"SCRAM-SHA-256": {"salt": b64, "stored_key": b64, "server_key": b64,
-"iterations": n}, ...}}}. Every change rewrites the file crash-safely (store_file.write_json:
+"iterations": n}, ...}}}. Every change rewrites the file crash-safely (metadata/store_file.write_json:
 temp, fsync, rename, fsync dir; mode 0600) before it is acknowledged.
 
 Kafka's limits: 4096 <= iterations <= 16384 (UNACCEPTABLE_CREDENTIAL otherwise); mechanism codes
@@ -22,7 +22,7 @@ import os
 import threading
 from typing import NamedTuple
 
-from kompakt.broker.security.store_file import read_json, write_json
+from kompakt.broker.metadata.store_file import read_json, write_json
 
 SCRAM_FILE = "kompakt-scram-credentials.json"
 MECHANISM_CODES = {1: "SCRAM-SHA-256", 2: "SCRAM-SHA-512"}

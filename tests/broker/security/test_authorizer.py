@@ -7,7 +7,7 @@ from kompakt.broker.security.acl import (AclBinding, AclFilter, Op, PatternType,
                                          binding_matches, validate_binding)
 from kompakt.broker.security.acl_store import AclStore
 from kompakt.broker.security.authorizer import Authorizer
-from kompakt.broker.security.store_file import StoreCorruptError
+from kompakt.broker.metadata.store_file import StoreCorruptError
 
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
 ALLOW, DENY = PermissionType.ALLOW, PermissionType.DENY

@@ -1,5 +1,6 @@
-"""Small JSON state files (ACLs, SCRAM credentials; also the dynamic broker configs and client
-quotas, broker/metadata/state_files.py), written crash-safely.
+"""Small JSON state files, written crash-safely: every file that holds what Kafka keeps in its
+metadata log (ACLs and SCRAM credentials for broker/security; dynamic broker configs, client quotas,
+group configs and feature levels, state_files.py).
 
 Role: `write_json(path, obj)` = temp file (mode 0600: these files say who may do what, or hold
 password hashes) + fsync + rename + directory fsync, so a crash leaves the old file or the new one,
