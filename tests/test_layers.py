@@ -15,7 +15,9 @@ function (a lazy import is still a dependency):
   (broker, console, testing, cli, __main__ sit on top and are not limited here)
 
 Inside the broker, `kompakt.broker.server` (the Broker, which builds every room) is imported only by
-what runs it: the `kompakt serve` command and kompakt.testing. And no two modules import each other,
+what runs it: the `kompakt serve` command and kompakt.testing; and the handlers (the wire face of the
+rooms: groups, txn, fetch, quotas, ...) are imported only by each other and the dispatcher that
+finds them (network/dispatch.py), never by a room they serve. And no two modules import each other,
 directly or round a longer loop, at import time (imports at a module's top level, with the
 packages an import runs on the way: `import a.b.c` runs a/__init__ and a/b/__init__ first).
 """
@@ -106,6 +108,17 @@ def test_only_what_runs_the_broker_imports_it():
              for name in MODULES if name not in RUNS_THE_BROKER
              for target, line, _ in imports(name) if target == SERVER]
     assert not wrong, f"{SERVER} imported from: {wrong}"
+
+
+HANDLERS = "kompakt.broker.handlers"
+FINDS_HANDLERS = {"kompakt.broker.network.dispatch"}
+
+
+def test_no_room_imports_the_handlers_it_serves():
+    wrong = [f"{MODULES[name].relative_to(ROOT.parent)}:{line} imports {target}"
+             for name in MODULES if name not in FINDS_HANDLERS and not name.startswith(HANDLERS)
+             for target, line, _ in imports(name) if target == HANDLERS or target.startswith(HANDLERS + ".")]
+    assert not wrong, "handlers imported from below them:\n" + "\n".join(wrong)
 
 
 def test_no_import_cycle_at_import_time():
