@@ -17,7 +17,9 @@ function (a lazy import is still a dependency):
 Inside the broker, `kompakt.broker.server` (the Broker, which builds every room) is imported only by
 what runs it: the `kompakt serve` command and kompakt.testing; and the handlers (the wire face of the
 rooms: groups, txn, fetch, quotas, ...) are imported only by each other and the dispatcher that
-finds them (network/dispatch.py), never by a room they serve. And no two modules import each other,
+finds them (network/dispatch.py), never by a room they serve. New capabilities arrive as rooms:
+kompakt/broker/'s root holds the Broker, the command that runs it and the package files, nothing
+loose. And no two modules import each other,
 directly or round a longer loop, at import time (imports at a module's top level, with the
 packages an import runs on the way: `import a.b.c` runs a/__init__ and a/b/__init__ first).
 """
@@ -77,7 +79,7 @@ def imports(name: str) -> list[tuple[str, int, bool]]:
                 visit(child, top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
     visit(tree, True)
-    return [(t, line, top) for t, line, top in found if t == "kompakt" or t.startswith("kompakt.")]
+    return sorted({(t, line, top) for t, line, top in found if t == "kompakt" or t.startswith("kompakt.")})
 
 
 def layer(name: str) -> str:
@@ -108,6 +110,15 @@ def test_only_what_runs_the_broker_imports_it():
              for name in MODULES if name not in RUNS_THE_BROKER
              for target, line, _ in imports(name) if target == SERVER]
     assert not wrong, f"{SERVER} imported from: {wrong}"
+
+
+BROKER_ROOT = {"__init__.py", "__main__.py", "server.py", "serve_cmd.py"}
+
+
+def test_the_broker_root_holds_no_loose_module():
+    loose = sorted(p.name for p in (ROOT / "broker").glob("*.py") if p.name not in BROKER_ROOT)
+    assert not loose, (f"kompakt/broker/ has loose modules {loose}: give each a room (a subpackage "
+                       "that says what it belongs to, e.g. network/, fetch/, txn/, observability/, metadata/)")
 
 
 HANDLERS = "kompakt.broker.handlers"
