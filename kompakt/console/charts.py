@@ -22,7 +22,8 @@ MAX_LINES = 12
 
 
 def _when(ms: int) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(ms / 1000.0)
+    # UTC, as every time the console shows (render.ms_time), whatever the server's time zone
+    return _dt.datetime.fromtimestamp(ms / 1000.0, tz=_dt.timezone.utc)
 
 
 def _empty(ax: Any, text: str) -> None:
@@ -60,7 +61,7 @@ def passes_chart(passes: list[dict]) -> bytes:
     twin.plot(xs, [p["duration_s"] * 1000 for p in passes], "o-", color="#333333", markersize=3, label="duration")
     twin.set_ylabel("duration (ms)", fontsize=8)
     twin.set_ylim(bottom=0)
-    labels = [f"{p['topic']}-{p['partition']}\n{_when(p['time_ms']):%H:%M:%S}" for p in passes]
+    labels = [f"{p['topic']}-{p['partition']}\n{_when(p['time_ms']):%H:%M:%S} UTC" for p in passes]
     step = max(1, len(xs) // 10)
     bottom.set_xticks(xs[::step], labels[::step], fontsize=7)
     for ax in (top, bottom, twin):
@@ -100,6 +101,7 @@ def dirty_chart(samples: dict[str, list[tuple[int, float]]], thresholds: dict[st
     ax.legend(lines, names, fontsize=7, frameon=False, loc="upper left", ncols=3)
     ax.tick_params(labelsize=7)
     from matplotlib.dates import DateFormatter
-    ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S"))
+    ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S", tz=_dt.timezone.utc))
+    ax.set_xlabel("time (UTC)", fontsize=8)
     fig.autofmt_xdate()
     return render(fig)

@@ -1,7 +1,7 @@
 """What each console page shows, as plain JSON-able dicts (the `.json` of every page).
 
 Role: gather a page's figures from what already answers them: the admin API's views
-(kompakt.broker.admin.views: partition_view, cleaner_view, count_records, transactions_view), the
+(kompakt.broker.admin.views: partition_view, cleaner_view, transactions_view; record_count), the
 broker's own Kafka handlers called in process (kafka_calls.py), and the cleaner's history
 (kompakt.cleaner.history). Nothing here computes a Kafka figure a second time.
 
@@ -18,8 +18,9 @@ import sys
 import time
 from typing import Any
 
-from kompakt.broker.admin.views import (ApiError, count_records, jsonable, log_manager_of, partition_view,
-                                        resolve_partition, topic_partitions, transactions_view)
+from kompakt.broker.admin.record_count import count_records
+from kompakt.broker.admin.views import (ApiError, jsonable, log_manager_of, partition_view, resolve_partition,
+                                        topic_partitions, transactions_view)
 from kompakt.console import kafka_calls as K
 
 
@@ -110,17 +111,26 @@ async def topic_page(broker: Any, topic: str) -> dict[str, Any]:
     if topic not in counts:
         raise ApiError(404, "unknown_topic", f"unknown topic {topic!r}", kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
 
+    logs: list[tuple[Any, Any]] = []
+
     def build() -> list[dict[str, Any]]:
         views = []
         for p in range(counts[topic]):
             tp, lg = resolve_partition(broker, topic, str(p))
+            logs.append((tp, lg))
             view = partition_view(broker, tp, lg, detail=True)
             view["records"] = count_records(lg)
             views.append(view)
         return views
 
-    partitions = await asyncio.to_thread(build)
-    configs = await K.describe_topic_configs(broker, topic)
+    try:
+        partitions = await asyncio.to_thread(build)
+        configs = await K.describe_topic_configs(broker, topic)
+    except (OSError, ValueError, K.CallError) as exc:
+        # its files renamed away or its log closed under the read, or DescribeConfigs' UNKNOWN_TOPIC
+        if topic_gone(broker, topic, logs):
+            raise deleted_while_read(topic) from exc
+        raise
     history = cleaner_history(broker)
     samples = history.dirty(topic) if history is not None else {}
     return {"topic": topic, "topic_id": partitions[0].get("topic_id") if partitions else None,
@@ -129,6 +139,24 @@ async def topic_page(broker: Any, topic: str) -> dict[str, Any]:
                                    f"{max([v[-1][0] for v in samples.values() if v] + [0])}",
             "partitions": partitions, "configs": configs,
             "overrides": {c["name"]: c["value"] for c in configs if c["source"] == "topic"}}
+
+
+def topic_gone(broker: Any, topic: str, logs: list[tuple[Any, Any]]) -> bool:
+    """Whether `topic` was deleted (perhaps made anew: another topic id) since `logs`, its (tp, log)
+    pairs, were looked up. A log moved to another dir (AlterReplicaLogDirs) is the same topic."""
+    manager = broker.log_manager
+    if topic not in topic_partitions(manager):
+        return True
+    for tp, lg in logs:
+        now = manager.get_log(tp)
+        if now is None or getattr(now, "topic_id", None) != getattr(lg, "topic_id", None):
+            return True
+    return False
+
+
+def deleted_while_read(topic: str) -> ApiError:
+    return ApiError(404, "unknown_topic", f"topic {topic!r} was deleted while this page was being read",
+                    kafka_error="UNKNOWN_TOPIC_OR_PARTITION")
 
 
 # --- groups ---------------------------------------------------------------------------------------

@@ -111,8 +111,9 @@ async def topic_view(request: web.Request, error: dict | None = None, form: dict
 @routes.get("/console/topics/{topic}/records.json")
 @routes.get("/console/topics/{topic}/records")
 async def records_page(request: web.Request) -> web.StreamResponse:
+    from kompakt.broker.admin.views import resolve_partition, topic_partitions
+    from kompakt.console import data
     from kompakt.console.records import DECODINGS, DEFAULT_LIMIT, ISOLATIONS, browse
-    from kompakt.broker.admin.views import resolve_partition
     q = request.query
     topic = request.match_info["topic"]
     try:
@@ -134,10 +135,15 @@ async def records_page(request: web.Request) -> web.StreamResponse:
                 if start_from != "timestamp":
                     raise ApiError(400, "bad_value", f"the offset must be a whole number, got {value!r}") from None
                 try:
-                    number = int(_dt.datetime.fromisoformat(value).timestamp() * 1000)
+                    when = _dt.datetime.fromisoformat(value)
                 except ValueError:
                     raise ApiError(400, "bad_value", f"the timestamp must be milliseconds since the epoch or an "
-                                                     f"ISO date-time (2026-01-31T12:00:00), got {value!r}") from None
+                                                     f"ISO date-time, UTC unless it names an offset "
+                                                     f"(2026-01-31T12:00:00, 2026-01-31T13:00:00+01:00), "
+                                                     f"got {value!r}") from None
+                if when.tzinfo is None:      # as the page shows times: UTC, not the server's zone
+                    when = when.replace(tzinfo=_dt.timezone.utc)
+                number = int(when.timestamp() * 1000)
             if start_from == "timestamp":
                 timestamp = number
             else:
@@ -146,12 +152,19 @@ async def records_page(request: web.Request) -> web.StreamResponse:
             limit = int(q.get("limit", DEFAULT_LIMIT))
         except ValueError:
             raise ApiError(400, "bad_limit", f"limit must be a whole number, got {q.get('limit')!r}") from None
-        result = await asyncio.to_thread(browse, lg, offset=offset, timestamp_ms=timestamp, limit=limit,
-                                         decode=decode, isolation=isolation)
+        try:
+            result = await asyncio.to_thread(browse, lg, offset=offset, timestamp_ms=timestamp, limit=limit,
+                                             decode=decode, isolation=isolation)
+        except (OSError, ValueError) as exc:      # its files renamed away or its log closed under the read
+            if data.topic_gone(broker_of(request), topic, [(tp, lg)]):
+                raise data.deleted_while_read(topic) from exc
+            raise
+        partitions = topic_partitions(broker_of(request).log_manager).get(topic)
+        if partitions is None:
+            raise data.deleted_while_read(topic)
     except ApiError as exc:
         return await error_page(request, exc, "topics")
-    from kompakt.broker.admin.views import topic_partitions
-    result.update(topic=topic, partition=tp[1], partitions=topic_partitions(broker_of(request).log_manager)[topic],
+    result.update(topic=topic, partition=tp[1], partitions=partitions,
                   start_from=start_from, value=value, limit=limit)
     return await render(request, "records.html", result, title=f"Records of {topic}-{tp[1]}", nav="topics")
 

@@ -18,6 +18,7 @@ from urllib.parse import quote, urlencode
 
 from aiohttp import web
 
+from kompakt.broker.admin.auth import COOKIE
 from kompakt.broker.admin.views import ApiError, jsonable
 
 BROKER_KEY = web.AppKey("console_broker", object)
@@ -51,9 +52,10 @@ def human_bytes(n: Any) -> str:
 
 
 def ms_time(ms: Any) -> str:
+    """A time as UTC, labelled: the server's own time zone means nothing to a browser elsewhere."""
     if ms is None or ms == "" or int(ms) < 0:
         return ""
-    return _dt.datetime.fromtimestamp(int(ms) / 1000).strftime("%Y-%m-%d %H:%M:%S")
+    return _dt.datetime.fromtimestamp(int(ms) / 1000, tz=_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def percent(ratio: Any) -> str:
@@ -91,7 +93,9 @@ async def render(request: web.Request, template: str, data: dict[str, Any], *, s
         return web.json_response(jsonable(data), status=status, dumps=lambda v: json.dumps(v, indent=1))
     context = {"data": data, "title": title, "nav": nav, "json_url": json_url(request),
                "message": request.query.get("done"), "refresh_ms": REFRESH_MS, "path": request.path,
-               "query": dict(request.query), "now_ms": int(time.time() * 1000)}
+               "query": dict(request.query), "now_ms": int(time.time() * 1000),
+               # the sign-in page offers no sign-out (its one form is the sign-in)
+               "signed_in": COOKIE in request.cookies and template != "login.html"}
     context.update(data)
     html = _environment().get_template(template).render(**context)
     return web.Response(text=html, content_type="text/html", status=status)

@@ -184,3 +184,24 @@ async def test_the_sign_in_page_brings_back_the_page_asked_with_its_query(guarde
         assert unquote(location) == f"/console/login?next={asked}"
         async with http.post("/console/login", data={"token": TOKEN, "next": asked}, allow_redirects=False) as r:
             assert r.status == 303 and r.headers["Location"] == asked
+
+
+def test_wrong_tokens_from_one_address_make_it_wait_longer_each_time():
+    """TokenThrottle: three wrong tokens in a row are free (typos), then 1 s, 2 s, 4 s ... up to
+    60 s; other addresses are not held back; a right token clears the count; a client quiet for
+    15 minutes after its wait starts afresh."""
+    from kompakt.broker.admin.auth import MAX_WAIT_S, TokenThrottle
+    now = [1000.0]
+    throttle = TokenThrottle(clock=lambda: now[0])
+    assert [throttle.failed("a") for _ in range(2)] == [0.0, 0.0] and throttle.wait_s("a") == 0
+    assert throttle.failed("a") == 1.0 and throttle.wait_s("a") == 1.0 and throttle.wait_s("b") == 0
+    now[0] += 0.4
+    assert throttle.wait_s("a") == pytest.approx(0.6)
+    now[0] += 0.6
+    assert throttle.wait_s("a") == 0 and throttle.failed("a") == 2.0 and throttle.failed("a") == 4.0
+    assert max(throttle.failed("a") for _ in range(10)) == MAX_WAIT_S
+    throttle.succeeded("a")
+    assert throttle.wait_s("a") == 0 and throttle.failed("a") == 0.0
+    throttle.failed("a"), throttle.failed("a")
+    now[0] += 901 + 1
+    assert throttle.failed("a") == 0.0                        # forgotten: the first of a new run

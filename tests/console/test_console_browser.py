@@ -10,6 +10,7 @@ wrote or what a Kafka admin client reads back; each page's screenshot goes to th
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -17,6 +18,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
@@ -32,6 +35,8 @@ ORDERS, EVENTS, PRICES = "orders", "events", "prices"
 PRICE_ROUNDS = 14
 TOKEN = "console-test-token"
 KEYS = 20
+BROKER_TZ = "Asia/Kolkata"            # UTC+05:30, no daylight saving
+DELETE_ROUNDS = 20
 
 
 def _produce(bootstrap: str) -> dict:
@@ -94,8 +99,16 @@ def _consume(bootstrap: str, group: str, protocol: str, topic: str, n: int) -> N
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     base = tmp_path_factory.mktemp("console")
-    broker = start_broker(str(base / "data"), mode=SUBPROCESS, config={"log.cleaner.backoff.ms": "300",
-                                                                       "admin.api.token": TOKEN})
+    # the broker runs in a time zone far from UTC: the pages must not show its local time
+    zone, os.environ["TZ"] = os.environ.get("TZ"), BROKER_TZ
+    try:
+        broker = start_broker(str(base / "data"), mode=SUBPROCESS, config={"log.cleaner.backoff.ms": "300",
+                                                                           "admin.api.token": TOKEN})
+    finally:
+        if zone is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = zone
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     futures = admin.create_topics([
         NewTopic(ORDERS, 2, 1, config={"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
@@ -461,3 +474,129 @@ def test_pages_update_themselves(page, world):
         p.produce(EVENTS, value=f"late {i}", partition=0)
     p.flush(10)
     expect(hwm).to_have_text(str(before + 3), timeout=15_000)          # no reload: the page polled
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, dict, dict]:
+    """(status, JSON body, headers) of a GET with the admin token as a Bearer header, if given."""
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read()), dict(r.headers)
+    except urllib.error.HTTPError as exc:
+        body = exc.read()
+        return exc.code, (json.loads(body) if body.startswith(b"{") else {"text": body.decode()}), dict(exc.headers)
+
+
+def test_record_counts_read_only_what_changed(world):
+    """The topic page counts records exactly on every poll, from each segment's kept tally: a poll
+    with nothing new reads no batch header, one after two more batches reads those two."""
+    url = world["base"] + f"/console/topics/{EVENTS}.json"
+    _get(url)
+    status, first, _ = _get(url)
+    before = first["partitions"][0]["records"]
+    assert status == 200 and before["headers_read"] == 0
+    p = Producer({"bootstrap.servers": world["broker"].bootstrap, "linger.ms": 0})
+    for i in range(2):
+        p.produce(EVENTS, value=f"counted {i}", partition=0)
+        p.flush(10)
+    after = _get(url)[1]["partitions"][0]["records"]
+    assert after["headers_read"] == 2 and after["records"] == before["records"] + 2
+
+
+def test_times_are_shown_in_utc_whatever_the_brokers_time_zone(signed_in, world):
+    page = signed_in
+    page.goto(world["base"] + f"/console/topics/{EVENTS}/records.json")
+    records = json.loads(page.locator("body").inner_text())["records"]
+    last = records[-1]
+    page.goto(world["base"] + f"/console/topics/{EVENTS}/records")
+    utc = dt.datetime.fromtimestamp(last["timestamp_ms"] / 1000, tz=dt.timezone.utc)
+    row = page.locator("table.records tbody tr").nth(len(records) - 1)
+    expect(row.locator("td").first).to_have_text(str(last["offset"]))
+    expect(row.locator("td").nth(1)).to_have_text(utc.strftime("%Y-%m-%d %H:%M:%S UTC"))
+    # an ISO date-time without an offset is UTC too (the broker's zone is 5.5 hours away)
+    expected = min(r["offset"] for r in records if r["timestamp_ms"] >= last["timestamp_ms"])
+    assert expected > records[0]["offset"]
+    page.select_option("select[name=from]", "timestamp")
+    page.fill("input[name=value]", utc.replace(tzinfo=None).isoformat(timespec="milliseconds"))
+    page.click("#browse button")
+    expect(page.locator("table.records tbody tr").first.locator("td").first).to_have_text(str(expected))
+
+
+def test_sign_out_forgets_the_token(signed_in, world, browser_context):
+    page = signed_in
+    page.click("#sign-out button")
+    expect(page.locator("h1")).to_have_text("Sign in")
+    expect(page.locator("p.done")).to_have_text("Signed out.")
+    assert "kompakt_admin_token" not in {c["name"] for c in browser_context.cookies()}
+    page.goto(world["base"] + f"/console/topics/{EVENTS}/records")      # records need the token again
+    expect(page.locator("h1")).to_have_text("Sign in")
+    assert page.locator("#sign-out").count() == 0
+
+
+def test_wrong_tokens_make_the_client_wait(page, world, browser_context):
+    """Three wrong tokens in a row: the sign-in page and the API make this address wait (429 with
+    Retry-After) and check nothing meanwhile, not even the right token; after the wait the right
+    token signs in and clears the count."""
+    browser_context.clear_cookies()
+    page.goto(world["base"] + "/console/login")
+    for attempt in range(3):
+        page.fill("input[name=token]", f"guess-{attempt}")
+        page.click("form button")
+        expect(page.locator("p.error")).to_contain_text("not the admin API token")
+    expect(page.locator("p.error")).to_contain_text("try again in 1 s")
+    page.fill("input[name=token]", TOKEN)                               # right, but within the wait
+    page.click("form button")
+    expect(page.locator("p.error")).to_contain_text("too many wrong admin tokens from this address")
+    status, body, headers = _get(world["base"] + f"/console/topics/{EVENTS}/records.json", TOKEN)
+    assert status in (200, 429)                                         # the wait may be over already
+    if status == 429:
+        assert int(headers["Retry-After"]) >= 1 and "too many wrong admin tokens" in body["message"]
+    deadline = time.monotonic() + 10
+    while page.locator("h1").inner_text() != "Broker 1":                # poll: the wait is 1 s
+        assert time.monotonic() < deadline, page.locator("p.error").inner_text()
+        page.goto(world["base"] + "/console/login")
+        page.fill("input[name=token]", TOKEN)
+        page.click("form button")
+        page.wait_for_load_state()
+    browser_context.clear_cookies()
+
+
+def test_a_topic_deleted_while_its_page_is_read_is_a_404(page, world):
+    """Pages of a topic read (polled) over and over while it is created and deleted again: each
+    answer is the page (200) or a clear 404, never a server error."""
+    name = "short-lived"
+    admin = world["admin"]
+    statuses: dict[int, int] = {}
+    odd: list = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        urls = [world["base"] + f"/console/topics/{name}.json",
+                world["base"] + f"/console/topics/{name}/records.json"]
+        while not stop.is_set():
+            for url in urls:
+                status, body, _ = _get(url, TOKEN)
+                statuses[status] = statuses.get(status, 0) + 1
+                if status not in (200, 404):
+                    odd.append((url, status, body))
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for _ in range(DELETE_ROUNDS):
+            for f in admin.create_topics([NewTopic(name, 4, 1, config={"internal.segment.bytes": "200"})]).values():
+                f.result(30)
+            p = Producer({"bootstrap.servers": world["broker"].bootstrap, "linger.ms": 0})
+            for i in range(40):
+                p.produce(name, value=f"record {i}", partition=i % 4)
+            p.flush(10)
+            for f in admin.delete_topics([name], operation_timeout=30).values():
+                f.result(30)
+    finally:
+        stop.set()
+        poller.join(30)
+    assert not poller.is_alive() and statuses.get(404) and statuses.get(200), statuses
+    assert not odd, (statuses, odd[:3])
+    page.goto(world["base"] + f"/console/topics/{name}")
+    expect(page.locator("h1")).to_have_text("Error")
+    expect(page.locator("p.error")).to_contain_text(f"UNKNOWN_TOPIC_OR_PARTITION: unknown topic '{name}'")

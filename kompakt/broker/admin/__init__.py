@@ -3,6 +3,7 @@
 Modules:
   app.py      the aiohttp application on the broker's loop (`start_admin` / `stop_admin`, the routes)
   views.py    JSON views of partitions and the cleaner, and Kafka error -> HTTP status (no aiohttp)
+  record_count.py  exact record counts from batch headers, each segment's tally kept (count=true, console)
   openapi.py  the OpenAPI 3 document served at /openapi.json (a test keeps it equal to the routes)
   cmd.py      `kompakt admin ...`: the same endpoints from a shell, standard library only
 

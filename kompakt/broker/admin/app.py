@@ -54,9 +54,10 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from aiohttp import web
 
-from kompakt.broker.admin.auth import admin_ssl_context, admin_token, browser_guard, check_exposure, token_middleware
-from kompakt.broker.admin.views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, count_records,
-                                        is_compacted, jsonable, kafka_error_of, log_manager_of, partition_view,
+from kompakt.broker.admin.auth import (THROTTLE_KEY, TokenThrottle, admin_ssl_context, admin_token, browser_guard,
+                                       check_exposure, token_middleware)
+from kompakt.broker.admin.record_count import count_records
+from kompakt.broker.admin.views import (ApiError, cleaner_of, cleaner_view, cleanup_policy, is_compacted, jsonable, kafka_error_of, log_manager_of, partition_view,
                                         resolve_partition, topic_partitions, transactions_view)
 from kompakt.broker.observability.metrics import CONTENT_TYPE
 
@@ -531,8 +532,10 @@ def _advance_cleaner_point(cleaner: Any, tp: Any, lg: Any, result: Any) -> None:
 
 
 def make_app(broker: Any, *, token: str | None = None, protect_reads: bool = False) -> web.Application:
-    middlewares = [browser_guard(token)] + ([token_middleware(token, protect_reads)] if token else [])
+    throttle = TokenThrottle()
+    middlewares = [browser_guard(token)] + ([token_middleware(token, protect_reads, throttle)] if token else [])
     app = web.Application(middlewares=[*middlewares, _errors], client_max_size=1 << 20)
+    app[THROTTLE_KEY] = throttle
     app[BROKER_KEY] = broker
     app[JOBS_KEY] = Jobs()
     app.add_routes(routes)

@@ -25,13 +25,22 @@ Rules (issue 11):
     `Host` is not a loopback name or address is refused (403): a tokenless API listens on
     loopback only (check_exposure), so another Host is a DNS-rebinding page reading or posting
     to it as if it were its own site.
+  * Wrong tokens (TokenThrottle): after FREE_FAILURES wrong tokens in a row from one client
+    address (a header, the console's cookie or its sign-in form), that client waits before its
+    next try is even checked: 1 s, then twice as long after each further wrong one, at most 60 s;
+    a try during the wait answers 429 with `Retry-After` and says how long, a right token clears
+    the count. Kafka slows guessing the same way on its listeners, per connection
+    (`connection.failed.authentication.delay.ms`, 100 ms before closing a failed SASL
+    authentication); an HTTP client needs no new connection per try, hence a per-address wait.
 The token is compared in constant time and never logged.
 """
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import math
 import ssl
+import time
 from typing import Awaitable, Callable
 
 from aiohttp import web
@@ -41,7 +50,59 @@ from kompakt.config.broker_config import ConfigError
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 COOKIE = "kompakt_admin_token"
 CONSOLE = "/console"
-CONSOLE_OPEN = ("/console/login", "/console/static/")   # reachable without the token
+CONSOLE_OPEN = ("/console/login", "/console/logout", "/console/static/")   # reachable without the token
+FREE_FAILURES = 3            # wrong tokens in a row a client may send before it must wait (typos)
+FIRST_WAIT_S = 1.0           # the wait after the FREE_FAILURES-th; doubled after each further one
+MAX_WAIT_S = 60.0
+FORGET_AFTER_S = 900.0       # a client quiet this long after its wait starts afresh
+MAX_CLIENTS = 4096           # addresses remembered at most (the oldest go first)
+
+
+class TokenThrottle:
+    """Per-client backoff after wrong admin tokens (module docstring). `clock` is passed in (tests)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._clients: dict[str, tuple[int, float]] = {}   # address -> (wrong tokens in a row, wait until)
+
+    def wait_s(self, client: str) -> float:
+        """How long `client` must still wait before a token it sends is checked (0: now)."""
+        entry = self._clients.get(client)
+        return 0.0 if entry is None else max(0.0, entry[1] - self._clock())
+
+    def failed(self, client: str) -> float:
+        """Count a wrong token from `client`; the wait it now has before its next try."""
+        now = self._clock()
+        failures, until = self._clients.pop(client, (0, now))
+        if now - until > FORGET_AFTER_S:
+            failures = 0
+        failures += 1
+        wait = 0.0 if failures < FREE_FAILURES else min(MAX_WAIT_S, FIRST_WAIT_S * 2 ** (failures - FREE_FAILURES))
+        self._clients[client] = (failures, now + wait)     # re-inserted: the dict's order is the age
+        while len(self._clients) > MAX_CLIENTS:
+            del self._clients[next(iter(self._clients))]
+        return wait
+
+    def succeeded(self, client: str) -> None:
+        self._clients.pop(client, None)
+
+
+THROTTLE_KEY = web.AppKey("admin_token_throttle", TokenThrottle)
+
+
+def client_of(request: web.Request) -> str:
+    """The address a wrong token is counted against (a proxy in front makes all clients one)."""
+    return request.remote or "unknown"
+
+
+def too_many_message(wait_s: float) -> str:
+    return (f"too many wrong admin tokens from this address: try again in {math.ceil(wait_s)} s "
+            f"(each further wrong token doubles the wait, up to {MAX_WAIT_S:.0f} s)")
+
+
+def too_many(wait_s: float) -> web.Response:
+    return web.json_response({"error": "too_many_attempts", "status": 429, "message": too_many_message(wait_s)},
+                             status=429, headers={"Retry-After": str(math.ceil(wait_s))})
 
 
 def admin_token(config) -> str | None:
@@ -131,7 +192,7 @@ def _shows_records(path: str) -> bool:
     return path.startswith(CONSOLE + "/topics/") and path.endswith(("/records", "/records.json"))
 
 
-def token_middleware(token: str, protect_reads: bool):
+def token_middleware(token: str, protect_reads: bool, throttle: TokenThrottle):
     expected = f"Bearer {token}".encode()
 
     @web.middleware
@@ -142,9 +203,17 @@ def token_middleware(token: str, protect_reads: bool):
             return await handler(request)
         if request.method in STATE_CHANGING or protect_reads or (console and _shows_records(request.path)):
             given = request.headers.get("Authorization", "").encode()
-            if console and not given and COOKIE in request.cookies:
+            from_cookie = console and not given and COOKIE in request.cookies
+            if from_cookie:
                 given = f"Bearer {request.cookies[COOKIE]}".encode()
-            if not hmac.compare_digest(given, expected):
+            client = client_of(request)
+            if given and throttle.wait_s(client) > 0:
+                return too_many(throttle.wait_s(client))
+            if given and hmac.compare_digest(given, expected):
+                throttle.succeeded(client)
+            else:
+                if given:
+                    throttle.failed(client)
                 if console and not _wants_json(request):
                     from urllib.parse import quote, urlparse
                     # back where the browser was, query included (a record browser's partition and offset)
@@ -153,7 +222,10 @@ def token_middleware(token: str, protect_reads: bool):
                     else:
                         referer = urlparse(request.headers.get("Referer", ""))
                         back = referer.path + (f"?{referer.query}" if referer.query else "")
-                    raise web.HTTPSeeOther(f"/console/login?next={quote(back or '/console/broker', safe='')}")
+                    redirect = web.HTTPSeeOther(f"/console/login?next={quote(back or '/console/broker', safe='')}")
+                    if from_cookie:      # a stale cookie (the token changed): dropped, so it is tried once
+                        redirect.del_cookie(COOKIE, path=CONSOLE)
+                    raise redirect
                 return web.json_response(
                     {"error": "unauthorized", "status": 401,
                      "message": "this call needs the admin API token: Authorization: Bearer <admin.api.token> "
