@@ -41,7 +41,7 @@ import crc32c as _crc32c
 
 from kompakt.cleaner import native as _native
 from kompakt.cleaner import rules
-from kompakt.protocol.records import CorruptRecordError, compress, decompress, encode_varint
+from kompakt.protocol.records import CorruptRecordError, compress, decode_varint, decompress, encode_varint
 
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = 61
@@ -69,19 +69,10 @@ def implementation() -> str:
     return "native" if _LIB is not None else "python"
 
 
-def _varint_slow(d, p):
-    """Zigzag varint at p -> (value, next position); the general case of the inline fast paths."""
-    result = 0
-    shift = 0
-    while True:
-        b = d[p]
-        p += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), p
-        shift += 7
-        if shift > 63:
-            raise ValueError(f"varint at {p} is longer than 10 bytes")
+# Zigzag varint at p -> (value, next position): the general case of the inline fast paths below,
+# protocol/records.py's decoder (its CorruptRecordError is a ValueError, which _parse_guard turns
+# into CorruptBatchError).
+_varint_slow = decode_varint
 
 
 def records_of(batch: bytes, hdr) -> bytes:
