@@ -121,6 +121,14 @@ def test_the_broker_root_holds_no_loose_module():
                        "that says what it belongs to, e.g. network/, fetch/, txn/, observability/, metadata/)")
 
 
+def test_every_module_and_package_says_what_it_is():
+    # STYLE: a docstring at the top of each module saying role and invariants; a package's says
+    # what its room holds
+    bare = [str(path.relative_to(ROOT.parent)) for path in MODULES.values()
+            if not ast.get_docstring(ast.parse(path.read_text()))]
+    assert not bare, f"modules without a docstring: {bare}"
+
+
 HANDLERS = "kompakt.broker.handlers"
 FINDS_HANDLERS = {"kompakt.broker.network.dispatch"}
 
