@@ -10,7 +10,7 @@ value is a tombstone written when the id expires). Key and value start with an i
     TransactionLogKey (version 0)
         int16  version             0
         STRING transactional_id    int16 length + UTF-8
-    TransactionLogValue version 0 (what Kafka writes with transaction.version 0; we write it)
+    TransactionLogValue version 0 (what Kafka writes while transaction.version is 0)
         int16  version             0
         int64  producer_id
         int16  producer_epoch
@@ -21,10 +21,12 @@ value is a tombstone written when the id expires). Key and value start with an i
                STRING topic, ARRAY int32 partition_ids
         int64  transaction_last_update_timestamp_ms
         int64  transaction_start_timestamp_ms   (-1 when no transaction is running)
-    TransactionLogValue version 1 (flexible: compact strings/arrays, length + 1 as an unsigned
-    varint, 0 = null; each struct ends with tagged fields) adds tagged fields
+    TransactionLogValue version 1 (what Kafka writes once transaction.version is 1 or 2: flexible,
+    compact strings/arrays, length + 1 as an unsigned varint, 0 = null; each partitions entry and
+    the value end with a tagged-field section) adds tagged fields, each written only when not
+    its default, in tag order (uvarint tag, uvarint size, the bytes):
         tag 0 previous_producer_id int64 (default -1), tag 1 next_producer_id int64 (default -1),
-        tag 2 client_transaction_version int16 (default 0); read, never written.
+        tag 2 client_transaction_version int16 (default 0).
 
 End-transaction marker: a control batch (attributes: transactional + control; producer id and
 epoch of the transaction; base sequence -1; uncompressed) holding one record:
@@ -46,7 +48,7 @@ from typing import Any
 import crc32c as _crc32c
 
 from kompakt.protocol import records as R
-from kompakt.protocol.group_records import GroupRecordError, _Reader, partition_for
+from kompakt.protocol.group_records import GroupRecordError, _Reader, _Writer, partition_for
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 KEY_VERSION = 0
@@ -67,6 +69,7 @@ _VALUE_HEAD = struct.Struct(">hqhib")
 _VALUE_TAIL = struct.Struct(">qq")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _ONE_RECORD_HEAD = struct.Struct(R.HEADER_FORMAT)
 assert _ONE_RECORD_HEAD.size == R.BATCH_OVERHEAD
 
@@ -104,12 +107,21 @@ def decode_key(data: bytes) -> dict[str, Any]:
 
 def encode_value(*, producer_id: int, producer_epoch: int, timeout_ms: int, state: int,
                  partitions: dict[str, list[int]] | None, last_update_ms: int,
-                 start_ms: int) -> bytes:
-    """Version 0. `partitions` (topic -> partition ids) must be None or empty in state Empty."""
-    parts = [_VALUE_HEAD.pack(VALUE_VERSION, producer_id, producer_epoch, timeout_ms, state)]
-    if state == 0 or partitions is None:
-        if partitions:
-            raise TxnRecordError(f"a transaction in state Empty has no partitions, got {partitions}")
+                 start_ms: int, version: int = VALUE_VERSION, previous_producer_id: int = -1,
+                 next_producer_id: int = -1, client_transaction_version: int = 0) -> bytes:
+    """Version 0 (the tagged fields are not in it) or 1. `partitions` (topic -> partition
+    ids) must be None or empty in state Empty."""
+    if state == 0 and partitions:
+        raise TxnRecordError(f"a transaction in state Empty has no partitions, got {partitions}")
+    if state == 0:
+        partitions = None
+    if version == 1:
+        return _encode_value_v1(producer_id, producer_epoch, timeout_ms, state, partitions, last_update_ms,
+                                start_ms, previous_producer_id, next_producer_id, client_transaction_version)
+    if version != 0:
+        raise TxnRecordError(f"Unknown version {version} for the transaction log message value")
+    parts = [_VALUE_HEAD.pack(0, producer_id, producer_epoch, timeout_ms, state)]
+    if partitions is None:
         parts.append(_I32.pack(-1))
     else:
         parts.append(_I32.pack(len(partitions)))
@@ -118,6 +130,37 @@ def encode_value(*, producer_id: int, producer_epoch: int, timeout_ms: int, stat
             parts.append(struct.pack(f">i{len(ids)}i", len(ids), *ids))
     parts.append(_VALUE_TAIL.pack(last_update_ms, start_ms))
     return b"".join(parts)
+
+
+def _encode_value_v1(producer_id, producer_epoch, timeout_ms, state, partitions, last_update_ms, start_ms,
+                     previous_producer_id, next_producer_id, client_transaction_version) -> bytes:
+    w = _Writer(flexible=True)
+    w.i16(1)
+    w.i64(producer_id)
+    w.i16(producer_epoch)
+    w.i32(timeout_ms)
+    w.i8(state)
+    if partitions is None:
+        w.array_len(-1)
+    else:
+        w.array_len(len(partitions))
+        for topic, ids in partitions.items():
+            w.string(topic)
+            w.array_len(len(ids))
+            for i in ids:
+                w.i32(i)
+            w.tagged_fields()
+    w.i64(last_update_ms)
+    w.i64(start_ms)
+    tagged = {}
+    if previous_producer_id != -1:
+        tagged[0] = _I64.pack(previous_producer_id)
+    if next_producer_id != -1:
+        tagged[1] = _I64.pack(next_producer_id)
+    if client_transaction_version != 0:
+        tagged[2] = _I16.pack(client_transaction_version)
+    w.tagged_fields(tagged)
+    return w.getvalue()
 
 
 def decode_value(data: bytes | None) -> dict[str, Any] | None:

@@ -57,9 +57,10 @@ async def test_golden_v3_flexible_body_header_v0(h):
         "02" "11" + b"metadata.version".hex() + "0007 0019 00"   # 7-25 (Kafka 4.0's IBP_4_0_IV3)
         "01 08"         # tag 1 FinalizedFeaturesEpoch, 8 bytes
         "0000000000000001"
-        "02 3d"         # tag 2 FinalizedFeatures, 61 bytes: compact array of 3 (name, max, min level)
-        "04" "11" + b"metadata.version".hex() + "0019 0019 00"
+        "02 56"         # tag 2 FinalizedFeatures, 86 bytes: compact array of 4 (name, max, min level)
+        "05" "11" + b"metadata.version".hex() + "0019 0019 00"
         "0e" + b"group.version".hex() + "0001 0001 00"
+        "14" + b"transaction.version".hex() + "0002 0002 00"   # 2: Kafka 4.0's default (TV_2)
         "0e" + b"kraft.version".hex() + "0001 0001 00"
     ))
 

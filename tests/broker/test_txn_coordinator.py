@@ -251,10 +251,11 @@ async def test_new_instance_fences_an_open_transaction(h):
     assert await produce(h, pid, epoch, 0) == E_NONE
     assert await init(h) == (E_CONCURRENT, -1, -1)                 # aborting the old one first
     await completed(h)
-    assert markers(h, "a") == [(pid, 1, T.ABORT)]                 # at the bumped epoch
+    # at the bumped epoch, bumped once more by the abort itself (transaction.version 2 finalized)
+    assert markers(h, "a") == [(pid, 2, T.ABORT)]
     assert log_of(h, "a").last_stable_offset == 2
     code, pid2, epoch2 = await init(h)
-    assert (code, pid2, epoch2) == (E_NONE, pid, 2)
+    assert (code, pid2, epoch2) == (E_NONE, pid, 3)
     assert await produce(h, pid, epoch, 1) == E_EPOCH             # the zombie's writes
     assert await end(h, pid, epoch, True) == E_FENCED
     assert h.broker.txn.counters["fenced_total"] == 1
@@ -283,7 +284,7 @@ async def test_timeout_aborts_and_expired_ids_are_tombstoned(h):
     h.clock.now += 2000
     assert h.broker.txn.abort_timed_out() == 1
     await completed(h)
-    assert markers(h, "a") == [(pid, 1, T.ABORT)] and log_of(h, "a").last_stable_offset == 2
+    assert markers(h, "a") == [(pid, 2, T.ABORT)] and log_of(h, "a").last_stable_offset == 2
     assert await end(h, pid, epoch, True) == E_FENCED               # the timed-out producer learns
     h.clock.now += 7 * 24 * 3600 * 1000
     assert h.broker.txn.expire_transactional_ids() == 1
@@ -628,3 +629,124 @@ async def test_a_batch_of_another_epoch_is_verified_even_with_a_transaction_open
     assert await end(h, pid, epoch, True) == E_NONE
     assert markers(h, "a") == [(pid, epoch, T.COMMIT)]
     assert log_of(h, "a").last_stable_offset == log_of(h, "a").log_end_offset == 3
+
+
+# ---- transaction version 2 (KIP-890 part 2: EndTxn v5, Produce v12, TxnOffsetCommit v5) --------
+
+async def end5(h, pid, epoch, commit, tid="tx"):
+    """EndTxn v5: (code, the producer id and epoch the answer carries)."""
+    r = await h.call(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                   committed=commit), 5)
+    return r.error_code, r.producer_id, r.producer_epoch
+
+
+def state_values(h, tid="tx"):
+    """Every `__transaction_state` value written for `tid`, decoded, in order."""
+    lg = log_of(h, T.TRANSACTION_STATE_TOPIC, h.broker.txn.topic.partition_for(tid))
+    data = lg.read(0, 1 << 20).records
+    return [T.decode_value(rec.value) for pos, hd in R.iter_batches(data)
+            for rec in R.decode_records(data, pos, hd) if T.decode_key(rec.key)["transactional_id"] == tid]
+
+
+async def test_tv2_produce_adds_the_partition_and_every_end_bumps_the_epoch(h):
+    """Kafka 4.0's TransactionCoordinator for a v5 EndTxn, row by row of its table (Empty /
+    Complete* x commit / abort x current / retried epoch), with Produce v12 adding partitions
+    itself: no AddPartitionsToTxn is sent anywhere here."""
+    _, pid, epoch = await init(h, version=5)
+    assert epoch == 0
+    assert await produce(h, pid, 0, 0, version=12) == E_NONE         # a-0 never added: added now
+    assert await produce(h, pid, 0, 0, topic="b", version=12) == E_NONE
+    meta = h.broker.txn.txns["tx"]
+    assert (meta.state, meta.partitions, meta.client_transaction_version) == (
+        TxnState.ONGOING, {("a", 0), ("b", 0)}, 2)
+    assert await produce(h, pid, 0, 0, partition=1, version=11) == E_ABORTABLE   # v11 only asks
+    assert await end5(h, pid, 0, True) == (E_NONE, pid, 1)           # the bumped epoch, answered
+    assert markers(h, "a") == [(pid, 1, T.COMMIT)] and markers(h, "b") == [(pid, 1, T.COMMIT)]
+    assert await end5(h, pid, 0, True) == (E_NONE, pid, 1)           # a retry: the same answer
+    assert await end5(h, pid, 0, False) == (E_INVALID_TXN_STATE, -1, -1)
+    assert await end5(h, pid, 1, True) == (E_INVALID_TXN_STATE, -1, -1)   # nothing to commit
+    assert await produce(h, pid, 0, 1, version=12) == E_EPOCH         # the finished transaction's late write
+    # the next transaction: epoch 1, sequences from 0 again
+    assert await produce(h, pid, 1, 0, version=12) == E_NONE
+    assert await end5(h, pid, 1, False) == (E_NONE, pid, 2)
+    assert markers(h, "a") == [(pid, 1, T.COMMIT), (pid, 2, T.ABORT)]
+    assert await end5(h, pid, 1, False) == (E_NONE, pid, 2)          # a retry of the abort
+    # an abort with nothing added (the client sent a record that never arrived): its own end
+    assert await end5(h, pid, 2, False) == (E_NONE, pid, 3)
+    assert markers(h, "a")[-1] == (pid, 2, T.ABORT)                    # no marker for it
+    assert h.broker.txn.txns["tx"].state == TxnState.COMPLETE_ABORT
+    assert await end5(h, pid, 1, False) == (E_FENCED, -1, -1)         # neither current nor a retry
+    assert await end5(h, pid + 9, 3, False) == (E_ID_MAPPING, -1, -1)
+    # a client of transaction version 0/1 on the same id: the epoch stays (EndTxn v3)
+    assert await add(h, pid, 3, [("a", 0)]) == {("a", 0): E_NONE}
+    assert await produce(h, pid, 3, 0) == E_NONE
+    assert await end(h, pid, 3, True) == E_NONE
+    assert markers(h, "a")[-1] == (pid, 3, T.COMMIT)
+    assert h.broker.txn.txns["tx"].producer_epoch == 3
+    # what __transaction_state holds (transaction.version 2 finalized: the flexible v1 values)
+    values = state_values(h)
+    assert {v["version"] for v in values} == {1}
+    prepared = [v for v in values if v["state"] in (2, 3)]
+    assert [(v["producer_epoch"], v["client_transaction_version"]) for v in prepared] == [
+        (1, 2), (2, 2), (3, 2), (3, 0)]
+
+
+async def test_tv2_an_exhausted_epoch_moves_to_the_next_producer_id(h):
+    _, pid, _ = await init(h)
+    h.broker.txn.txns["tx"] = h.broker.txn.txns["tx"].copy(producer_epoch=32766)
+    assert await produce(h, pid, 32766, 0, version=12) == E_NONE
+    code, new_pid, new_epoch = await end5(h, pid, 32766, True)
+    assert (code, new_epoch) == (E_NONE, 0) and new_pid not in (pid, -1)
+    assert markers(h, "a") == [(pid, 32767, T.COMMIT)]               # the old id's last epoch
+    prepare = [v for v in state_values(h) if v["state"] == 2][-1]
+    assert (prepare["producer_id"], prepare["producer_epoch"], prepare["next_producer_id"]) == (pid, 32767, new_pid)
+    meta = h.broker.txn.txns["tx"]
+    assert (meta.producer_id, meta.producer_epoch, meta.last_producer_epoch, meta.previous_producer_id) == (
+        new_pid, 0, 32766, pid)
+    assert await end5(h, pid, 32766, True) == (E_NONE, new_pid, 0)    # a retry with the old id
+    assert await produce(h, new_pid, 0, 0, version=12) == E_NONE
+    assert await end5(h, new_pid, 0, True) == (E_NONE, new_pid, 1)
+
+
+async def test_tv2_txn_offset_commit_v5_needs_no_add_offsets(h):
+    _, pid, epoch = await init(h)
+    group_partition = h.broker.groups.topic.partition_for("grp")
+    P = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
+
+    async def txn_commit(offset, producer_epoch, version=5):
+        r = await h.call(TxnOffsetCommitRequest(
+            transactional_id="tx", group_id="grp", producer_id=pid, producer_epoch=producer_epoch,
+            generation_id=-1, member_id="", group_instance_id=None,
+            topics=[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic(name="a", partitions=[P(
+                partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata="")])]),
+            version)
+        return r.topics[0].partitions[0].error_code
+
+    assert await txn_commit(7, epoch, version=4) == E_ABORTABLE       # v4 still needs AddOffsetsToTxn
+    assert await txn_commit(7, epoch) == E_NONE
+    assert ("__consumer_offsets", group_partition) in h.broker.txn.txns["tx"].partitions
+    assert await end5(h, pid, epoch, True) == (E_NONE, pid, epoch + 1)
+    r = await h.call(OffsetFetchRequest(group_id="grp", topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+        name="a", partition_indexes=[0])], require_stable=True), 7)
+    assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].committed_offset) == (E_NONE, 7)
+    assert await txn_commit(9, epoch) == E_EPOCH                      # the ended transaction's epoch
+
+
+async def test_tv2_fencing_aborts_at_a_bumped_epoch_and_level_0_writes_v0_values(h):
+    # transaction.version 2 finalized: the fence's abort bumps once more (Kafka's endTransaction
+    # with the server's version), so the markers carry epoch + 2
+    _, pid, epoch = await init(h)
+    assert await produce(h, pid, epoch, 0, version=12) == E_NONE
+    assert await init(h) == (E_CONCURRENT, -1, -1)
+    await completed(h)
+    assert markers(h, "a") == [(pid, epoch + 2, T.ABORT)]
+    assert await init(h) == (E_NONE, pid, epoch + 3)
+    assert await end5(h, pid, epoch, True) == (E_FENCED, -1, -1)
+    # transaction.version 0: v0 values, and the fence aborts at epoch + 1 only
+    h.broker.features.levels["transaction.version"] = 0
+    _, pid2, epoch2 = await init(h, tid="tx0")
+    assert await produce(h, pid2, epoch2, 0, tid="tx0", version=12) == E_NONE
+    assert await init(h, tid="tx0") == (E_CONCURRENT, -1, -1)
+    await completed(h)
+    assert markers(h, "a")[-1] == (pid2, epoch2 + 1, T.ABORT)
+    assert {v["version"] for v in state_values(h, "tx0")} == {0}

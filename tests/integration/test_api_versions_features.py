@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from wire_support import Wire, req
 
-SUPPORTED = {"metadata.version": (7, 25), "group.version": (0, 1), "transaction.version": (0, 0),
+SUPPORTED = {"metadata.version": (7, 25), "group.version": (0, 1), "transaction.version": (0, 2),
              "kraft.version": (0, 1), "eligible.leader.replicas.version": (0, 0)}
-FINALIZED = {"metadata.version": (25, 25), "group.version": (1, 1), "kraft.version": (1, 1)}
+FINALIZED = {"metadata.version": (25, 25), "group.version": (1, 1), "transaction.version": (2, 2),
+             "kraft.version": (1, 1)}
 
 
 def features(broker, version):

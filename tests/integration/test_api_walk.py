@@ -26,6 +26,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 from kompakt.broker.handlers import load_handlers, version_ranges
 from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode as EC
+from kompakt.protocol.records import build_batch
 from tests.integration.conftest import BrokerProcess
 from wire_support import Wire, error_codes, field, req, sub
 
@@ -373,7 +374,10 @@ def end_txn(w, v):
     name = f"walk-txn-end-{v}"
     pid, epoch = w.transaction(name)
     w.add_partition(name, pid, epoch)
-    return req(26, transactional_id=name, producer_id=pid, producer_epoch=epoch, committed=True), {0}
+    # v5 (transaction version 2) answers the bumped epoch to use next; v0-4 keep it (-1, -1)
+    after = (pid, epoch + 1) if v >= 5 else (-1, -1)
+    return (req(26, transactional_id=name, producer_id=pid, producer_epoch=epoch, committed=True), {0},
+            lambda r: v < 5 or (r.producer_id, r.producer_epoch) == after)
 
 
 def txn_offset_commit(w, v):
@@ -556,6 +560,44 @@ def test_every_advertised_version_answers_a_real_request(world, key):
         assert codes <= expected, f"{registry.API[key].name} v{version}: {codes - expected} in {response}"
         if check:
             assert check[0](response), f"{registry.API[key].name} v{version}: {response}"
+
+
+def tv2_produce(w, name, pid, epoch, seq, partition, version=12):
+    """A Produce of one transactional batch (no AddPartitionsToTxn before it): its partition code."""
+    batch = build_batch([(b"k", b"tv2-%d" % seq)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                          is_transactional=True)
+    T = sub(0, "TopicProduceData")
+    answer = w.wire.call(req(0, transactional_id=name, acks=-1, timeout_ms=10000, topic_data=[
+        T(name="walk-tv2", partition_data=[T.PartitionProduceData(index=partition, records=batch)])]), version)
+    return answer.responses[0].partition_responses[0].error_code
+
+
+def test_transaction_version_2_on_the_wire(world):
+    """A client of transaction version 2 (KIP-890 part 2), request by request: Produce v12 to a
+    partition never added joins it to the transaction; EndTxn v5 answers the bumped epoch, the
+    finished transaction's epoch is fenced, a retry of the end gets the same answer."""
+    w = world
+    w.create_topic("walk-tv2", 2)
+    name = "walk-tv2-txn"
+    pid, epoch = w.transaction(name)
+    assert tv2_produce(w, name, pid, epoch, 0, partition=1) == 0
+    described = w.wire.call(req(65, transactional_ids=[name]), 0).transaction_states[0]
+    assert (described.transaction_state, [(t.topic, t.partitions) for t in described.topics]) == (
+        "Ongoing", [("walk-tv2", [1])])
+    # Produce v11 only asks (KIP-890 part 1): walk-tv2-0 was never added
+    assert tv2_produce(w, name, pid, epoch, 0, partition=0, version=11) == EC.TRANSACTION_ABORTABLE
+    end = req(26, transactional_id=name, producer_id=pid, producer_epoch=epoch, committed=True)
+    answer = w.wire.call(end, 5)
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (0, pid, epoch + 1)
+    answer = w.wire.call(end, 5)                                    # the client retries: same answer
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (0, pid, epoch + 1)
+    assert tv2_produce(w, name, pid, epoch, 1, partition=1) == EC.INVALID_PRODUCER_EPOCH
+    assert tv2_produce(w, name, pid, epoch + 1, 0, partition=1) == 0     # the next transaction
+    answer = w.wire.call(req(26, transactional_id=name, producer_id=pid, producer_epoch=epoch + 1,
+                             committed=False), 5)
+    assert (answer.error_code, answer.producer_id, answer.producer_epoch) == (0, pid, epoch + 2)
+    described = w.wire.call(req(65, transactional_ids=[name]), 0).transaction_states[0]
+    assert (described.transaction_state, described.producer_epoch) == ("CompleteAbort", epoch + 2)
 
 
 def test_compatibility_doc_lists_every_served_api_and_version_range():

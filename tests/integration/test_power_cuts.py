@@ -126,6 +126,82 @@ def test_a_cut_inside_a_transaction_commit_keeps_it_all_or_nothing(start_broker,
         assert out == sorted(first + second)                              # ... all once answered
 
 
+def test_transaction_version_2_state_survives_cuts(start_broker, monkeypatch):
+    """A client of transaction version 2 (raw requests: Produce v12 adding partitions itself,
+    EndTxn v5) against cuts of the power. (1) Right after an acknowledged (acks=all) produce that
+    added a partition: the transaction's record of that partition is on disk too, so the restart
+    knows the partition is in the transaction (else its records would never be marked). (2) Inside
+    the next EndTxn, once its Prepare is appended (synced or not: either way): the client's retry,
+    same epoch, is answered with the bumped epoch, and everything acknowledged commits once."""
+    from txn_support import TXN_BROKER_CONFIG, batches, marker_kinds, read_values
+    from wire_support import Wire, req, sub
+
+    from kompakt.protocol.records import build_batch, decode_records
+    from kompakt.protocol.txn_records import TRANSACTION_STATE_TOPIC, decode_value, partition_for
+
+    b = start_broker(power=True, config=TXN_BROKER_CONFIG)
+    create_topic(b.bootstrap, "tv2", {}, partitions=2)
+    tid = "tv2-cut"
+
+    def call(request, version):
+        wire = Wire(b.port)
+        try:
+            return wire.call(request, version)
+        finally:
+            wire.sock.close()
+
+    def produce_v12(epoch, seq, partition):
+        batch = build_batch([(b"k", b"e%d-s%d" % (epoch, seq))], producer_id=pid, producer_epoch=epoch,
+                            base_sequence=seq, is_transactional=True)
+        T = sub(0, "TopicProduceData")
+        answer = call(req(0, transactional_id=tid, acks=-1, timeout_ms=10000, topic_data=[
+            T(name="tv2", partition_data=[T.PartitionProduceData(index=partition, records=batch)])]), 12)
+        return answer.responses[0].partition_responses[0].error_code
+
+    def end_v5(epoch, commit=True):
+        answer = call(req(26, transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit), 5)
+        return answer.error_code, answer.producer_id, answer.producer_epoch
+
+    def described():
+        state = call(req(65, transactional_ids=[tid]), 0).transaction_states[0]
+        return state.transaction_state, state.producer_epoch, sorted((t.topic, p) for t in state.topics
+                                                                     for p in t.partitions)
+
+    answer = call(req(22, transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1), 5)
+    pid = answer.producer_id
+    assert (answer.error_code, answer.producer_epoch) == (0, 0)
+    assert produce_v12(0, 0, 0) == 0 and produce_v12(0, 0, 1) == 0
+    assert end_v5(0) == (0, pid, 1)
+    assert produce_v12(1, 0, 0) == 0                  # acknowledged: tv2-0 joined transaction 2
+    b.cut()
+    monkeypatch.setenv("TEST_KOMPAKT_CRASH_AT", "txn_prepare_written:1")
+    b.start()
+    assert described() == ("Ongoing", 1, [("tv2", 0)])
+    assert produce_v12(1, 1, 0) == 0 and produce_v12(1, 0, 1) == 0
+    with pytest.raises((AssertionError, OSError)):    # no answer: the connection closes
+        end_v5(1)                                     # the power goes once Prepare is appended
+    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", 60)
+    b.restore_after_crash()
+    monkeypatch.delenv("TEST_KOMPAKT_CRASH_AT")
+    b.start()
+    assert end_v5(1) == (0, pid, 2)                   # the retry: the epoch the end moved to
+    assert described() == ("CompleteCommit", 2, [])
+    values = read_values(b.bootstrap, [("tv2", 0), ("tv2", 1)], committed=True, expect=5)
+    assert sorted(values[("tv2", 0)] + values[("tv2", 1)]) == [
+        b"e0-s0", b"e0-s0", b"e1-s0", b"e1-s0", b"e1-s1"]
+    b.stop()
+    # the markers carry the epoch each end moved to
+    for partition in (0, 1):
+        assert [(h.producer_id, h.producer_epoch) for h, _, _ in batches(b.log_dir, "tv2", partition)
+                if h.is_control] == [(pid, 1), (pid, 2)]
+        assert marker_kinds(b.log_dir, "tv2", partition) == ["COMMIT", "COMMIT"]
+    # the coordinator's records are the flexible v1 values (transaction.version 2 is finalized)
+    values = [decode_value(r.value) for h, data, pos in batches(b.log_dir, TRANSACTION_STATE_TOPIC,
+                                                                partition_for(tid, 3))
+              for r in decode_records(data, pos, h)]
+    assert {v["version"] for v in values} == {1} and values[-1]["producer_epoch"] == 2
+
+
 def test_a_cut_at_a_random_moment_under_load_keeps_every_acknowledged_record(start_broker):
     """acks=all producers keep writing into 3 partitions while the power goes (the broker is
     frozen first, so every acknowledgement a client got was sent before the cut): after the

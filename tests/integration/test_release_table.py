@@ -91,11 +91,9 @@ KAFKA_4_0 = {
 }
 
 # What of KAFKA_4_0 Kompakt does not serve yet: api key -> the range it advertises meanwhile
-# (None: not at all). docs/compatibility.md names each.
-NOT_YET_SERVED = {
-    26: (0, 4),    # EndTxn v5: transaction version 2 (KIP-890 part 2)
-    28: (0, 4),    # TxnOffsetCommit v5: transaction version 2
-}
+# (None: not at all). docs/compatibility.md names each. Nothing since transaction version 2
+# (EndTxn v5, TxnOffsetCommit v5) landed: the table is Kafka 4.0's, whole.
+NOT_YET_SERVED: dict = {}
 
 
 @pytest.fixture(scope="module")

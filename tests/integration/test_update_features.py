@@ -2,7 +2,8 @@
 wire and through kafka-python's admin (update_features / describe_features): Kafka's refusal
 texts, nothing changed by a refused or validate-only request, the three answer shapes, the new
 levels in ApiVersions under a higher epoch, group.version 0 turning ConsumerGroupHeartbeat off,
-and kompakt-features.json across crashes: the levels survive a SIGKILL and a power cut right after
+transaction.version moving within 0-2 (the `__transaction_state` value version following it), and
+kompakt-features.json across crashes: the levels survive a SIGKILL and a power cut right after
 the answer; a power cut while saving (crash point state_file_write: the temp file written and
 synced, not renamed) leaves the old levels and an unanswered request."""
 from __future__ import annotations
@@ -21,7 +22,7 @@ from wire_support import Wire, req, sub
 
 UPGRADE, SAFE, UNSAFE = 1, 2, 3
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
-DEFAULT = ({"metadata.version": 25, "group.version": 1, "kraft.version": 1}, 1)
+DEFAULT = ({"metadata.version": 25, "group.version": 1, "transaction.version": 2, "kraft.version": 1}, 1)
 Key = sub(57, "FeatureUpdateKey")
 
 
@@ -56,10 +57,11 @@ REFUSED = [
      "Invalid update version 26 for feature metadata.version. Local controller 1 only supports versions 7-25"),
     ([("metadata.version", 0, SAFE)],
      "Invalid update version 0 for feature metadata.version. Local controller 1 only supports versions 7-25"),
-    ([("transaction.version", 2, UPGRADE)],
-     "Invalid update version 2 for feature transaction.version. Local controller 1 does not support this "
-     "feature. (Kompakt serves transaction.version 0 only: the flexible transaction log (1) and KIP-890 part 2 "
-     "transactions (2, EndTxn v5) are not implemented.)"),
+    ([("transaction.version", 3, UPGRADE)],
+     "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2"),
+    ([("transaction.version", 1, UPGRADE)],
+     "Invalid update version 1 for feature transaction.version. Can't downgrade the version of this feature "
+     "without setting the upgrade type to either safe or unsafe downgrade."),
     ([("no.such.feature", 1, UPGRADE)],
      "Invalid update version 1 for feature no.such.feature. Local controller 1 does not support this feature."),
     ([("no.such.feature", 0, SAFE)],
@@ -107,7 +109,7 @@ def test_validate_only_checks_and_changes_nothing(module_broker):
         ("group.version", 0, "NONE"), ("metadata.version", 0, "NONE")]
     # a level equal to the current one passes with any upgrade type (Kafka writes it again)
     answer = update(module_broker.port, [("metadata.version", 25, SAFE), ("group.version", 1, UNSAFE),
-                                         ("transaction.version", 0, SAFE)], validate_only=True)
+                                         ("transaction.version", 2, SAFE)], validate_only=True)
     assert (answer.error_code, len(answer.results)) == (0, 3)
     assert finalized(module_broker.port) == DEFAULT
     assert heartbeat_code(module_broker.port, "uf-validate") == 0
@@ -118,11 +120,11 @@ def test_kafka_python_admin_describes_and_refuses(module_broker):
     try:
         features = admin.describe_features()
         assert features["metadata.version"] == {"supported": (7, 25), "finalized": (25, 25), "finalized_epoch": 1}
-        assert features["transaction.version"] == {"supported": (0, 0)}
+        assert features["transaction.version"] == {"supported": (0, 2), "finalized": (2, 2), "finalized_epoch": 1}
         assert admin.update_features({"group.version": (UpdateFeatureType.SAFE_DOWNGRADE, 0)},
                                      validate_only=True) == {"group.version": "OK"}
-        with pytest.raises(InvalidUpdateVersionError, match="Local controller 1 does not support this feature"):
-            admin.update_features({"transaction.version": 2})
+        with pytest.raises(InvalidUpdateVersionError, match="Local controller 1 only supports versions 0-2"):
+            admin.update_features({"transaction.version": 3})
     finally:
         admin.close()
     assert finalized(module_broker.port) == DEFAULT
@@ -133,15 +135,16 @@ def test_changes_apply_raise_the_epoch_and_survive_a_kill(start_broker):
     port = b.port
     answer = update(port, [("metadata.version", 24, SAFE)], version=2)       # v2: no per-feature results
     assert (answer.error_code, answer.error_message) == (0, None)
-    assert finalized(port) == ({"metadata.version": 24, "group.version": 1, "kraft.version": 1}, 2)
+    assert finalized(port) == ({"metadata.version": 24, "group.version": 1, "transaction.version": 2,
+                                "kraft.version": 1}, 2)
     assert heartbeat_code(port, "uf-before") == 0
     answer = update(port, [("group.version", 0, SAFE)], version=1)            # delete group.version
     assert [(r.feature, r.error_code, r.error_message) for r in answer.results] == [("group.version", 0, "NONE")]
-    assert finalized(port) == ({"metadata.version": 24, "kraft.version": 1}, 3)
+    assert finalized(port) == ({"metadata.version": 24, "transaction.version": 2, "kraft.version": 1}, 3)
     # Kafka's KafkaApis with group.version 0: the consumer protocol is off
     assert heartbeat_code(port, "uf-off") == EC.UNSUPPORTED_VERSION
     b.restart(kill=True)                                                        # SIGKILL after the answers
-    assert finalized(port) == ({"metadata.version": 24, "kraft.version": 1}, 3)
+    assert finalized(port) == ({"metadata.version": 24, "transaction.version": 2, "kraft.version": 1}, 3)
     assert heartbeat_code(port, "uf-off") == EC.UNSUPPORTED_VERSION
     admin = KafkaAdminClient(bootstrap_servers=b.bootstrap, request_timeout_ms=15000)
     try:
@@ -173,7 +176,8 @@ def test_a_power_cut_mid_save_keeps_the_old_levels_and_one_after_the_answer_keep
     assert update(b.port, [("metadata.version", 23, SAFE)]).error_code == 0
     b.cut()                                         # right after the answer: only synced writes stay
     b.start()
-    assert finalized(b.port) == ({"metadata.version": 23, "group.version": 1, "kraft.version": 1}, 2)
+    assert finalized(b.port) == ({"metadata.version": 23, "group.version": 1, "transaction.version": 2,
+                                  "kraft.version": 1}, 2)
 
 
 def test_a_stored_level_this_build_does_not_support_stops_the_start_naming_the_file(start_broker):
@@ -182,9 +186,9 @@ def test_a_stored_level_this_build_does_not_support_stops_the_start_naming_the_f
     b.stop()
     path = os.path.join(b.log_dir, "kompakt-features.json")
     body = read_json(path)
-    assert body == {"epoch": 2, "levels": {"metadata.version": 24, "group.version": 1, "transaction.version": 0,
+    assert body == {"epoch": 2, "levels": {"metadata.version": 24, "group.version": 1, "transaction.version": 2,
                                            "kraft.version": 1, "eligible.leader.replicas.version": 0}}
-    write_json(path, {**body, "levels": {**body["levels"], "transaction.version": 2}})   # a newer build's
-    with pytest.raises(RuntimeError, match="finalized transaction.version level 2 is not supported"):
+    write_json(path, {**body, "levels": {**body["levels"], "transaction.version": 3}})   # a newer build's
+    with pytest.raises(RuntimeError, match="finalized transaction.version level 3 is not supported"):
         b.start()
     assert path in b.log_text()

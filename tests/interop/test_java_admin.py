@@ -64,10 +64,11 @@ def test_describe_features(admin):
     assert features["epoch"] == 1
     assert features["finalized"] == {"metadata.version": {"min": 25, "max": 25},
                                      "group.version": {"min": 1, "max": 1},
+                                     "transaction.version": {"min": 2, "max": 2},
                                      "kraft.version": {"min": 1, "max": 1}}
     assert features["supported"] == {
         "metadata.version": {"min": 7, "max": 25}, "group.version": {"min": 0, "max": 1},
-        "transaction.version": {"min": 0, "max": 0}, "kraft.version": {"min": 0, "max": 1},
+        "transaction.version": {"min": 0, "max": 2}, "kraft.version": {"min": 0, "max": 1},
         "eligible.leader.replicas.version": {"min": 0, "max": 0}}
 
 
@@ -78,11 +79,11 @@ def test_update_features_validate_only_and_refusals(admin):
     assert admin.call("updateFeatures", validateOnly=True, features={
         "group.version": [0, "SAFE_DOWNGRADE"], "metadata.version": [24, "SAFE_DOWNGRADE"]}) == {
         "group.version": None, "metadata.version": None}
-    answer = admin.call("updateFeatures", features={"transaction.version": [2, "UPGRADE"]})
-    assert answer["transaction.version"]["error"] == "InvalidUpdateVersionException"
-    assert answer["transaction.version"]["message"].startswith(
-        "The update failed for all features since the following feature had an error: Invalid update version 2 "
-        "for feature transaction.version. Local controller 1 does not support this feature.")
+    answer = admin.call("updateFeatures", features={"eligible.leader.replicas.version": [1, "UPGRADE"]})
+    assert answer["eligible.leader.replicas.version"]["error"] == "InvalidUpdateVersionException"
+    assert answer["eligible.leader.replicas.version"]["message"].startswith(
+        "The update failed for all features since the following feature had an error: Invalid update version 1 "
+        "for feature eligible.leader.replicas.version. Local controller 1 does not support this feature.")
     answer = admin.call("updateFeatures", features={"metadata.version": [22, "SAFE_DOWNGRADE"]})
     assert "might delete metadata information" in answer["metadata.version"]["message"]
     features = admin.call("describeFeatures")

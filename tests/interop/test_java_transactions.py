@@ -3,12 +3,18 @@ and abort seen by read_committed and read_uncommitted Java consumers, consume-tr
 with sendOffsetsToTransaction, fencing by a second instance, and the Admin views of an open
 transaction that `kafka-transactions.sh list/describe/describe-producers/find-hanging` print.
 
-The Java client 4.x uses transactions v2 (KIP-890 part 2) only when the broker finalizes
-transaction.version >= 2; Kompakt finalizes 0, so these run the classic protocol
-(AddPartitionsToTxn, EndTxn v4)."""
+The Java client 4.x uses transactions v2 (KIP-890 part 2) when the broker finalizes
+transaction.version >= 2, as Kompakt does on a fresh node (Kafka 4.0's default), so these run
+transaction version 2: no AddPartitionsToTxn (Produce v12 adds the partitions) and no
+AddOffsetsToTxn (TxnOffsetCommit v5), the broker's request counters say, and EndTxn v5 bumping the
+epoch of every transaction, which the coordinator (DescribeTransactions) and the markers' producer
+state on the partitions (DescribeProducers) show. The classic protocol is what the Python
+clients use (tests/integration/test_transactions_clients.py)."""
 from __future__ import annotations
 
+import re
 import time
+import urllib.request
 
 import pytest
 
@@ -42,22 +48,47 @@ def read_all(shell, name, topic, partitions, isolation, expect):
     return [r["value"] for r in sorted(got, key=lambda r: (r["partition"], r["offset"]))], positions
 
 
-def test_commit_and_abort_seen_by_both_isolation_levels(shell):
+def requests_handled(broker, api: str) -> int:
+    """The broker's count of `api` requests (kompakt_requests_total on its /metrics)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{broker.metrics_port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    found = re.search(r'^kompakt_requests_total\{api="%s"\} ([0-9.e+]+)$' % api, text, re.M)
+    return int(float(found.group(1))) if found else 0
+
+
+def epochs(shell, txn_id, tp):
+    """(the coordinator's epoch of `txn_id`, the producer epoch partition `tp` last saw)."""
+    described = shell.call("describeTransactions", ids=[txn_id])[txn_id]
+    (state,) = shell.call("describeProducers", partitions=[tp])[tp]
+    return described["producerEpoch"], state["producerEpoch"]
+
+
+def test_commit_and_abort_seen_by_both_isolation_levels(shell, interop_broker):
     topic = "jt-commit-abort"
     shell.call("createTopics", topics=[{"name": topic, "partitions": 2}])
+    adds, ends = requests_handled(interop_broker, "AddPartitionsToTxn"), requests_handled(interop_broker, "EndTxn")
     txn_producer(shell, "ca", "jt-commit-abort")
+    seen = []
     shell.call("beginTransaction", name="ca")
     send(shell, "ca", topic, ["c1", "c2"], partition=0)
     send(shell, "ca", topic, ["c3"], partition=1)
     shell.call("commitTransaction", name="ca")
+    seen.append(epochs(shell, "jt-commit-abort", f"{topic}-0"))
     shell.call("beginTransaction", name="ca")
     send(shell, "ca", topic, ["a1", "a2"], partition=0)
     send(shell, "ca", topic, ["a3"], partition=1)
     shell.call("abortTransaction", name="ca")
+    seen.append(epochs(shell, "jt-commit-abort", f"{topic}-0"))
     shell.call("beginTransaction", name="ca")
     send(shell, "ca", topic, ["c4"], partition=0)
     shell.call("commitTransaction", name="ca")
+    seen.append(epochs(shell, "jt-commit-abort", f"{topic}-0"))
     shell.call("closeProducer", name="ca")
+    # transaction version 2: each end bumped the epoch, the markers carry it; no partition was
+    # added by AddPartitionsToTxn (Produce v12 did it)
+    assert seen == [(1, 1), (2, 2), (3, 3)], seen          # a new id starts at epoch 0
+    assert requests_handled(interop_broker, "AddPartitionsToTxn") == adds
+    assert requests_handled(interop_broker, "EndTxn") == ends + 3      # (the counters are read right)
 
     committed, positions = read_all(shell, "rc", topic, [0, 1], "read_committed", 4)
     assert committed == ["c1", "c2", "c4", "c3"]
@@ -128,8 +159,9 @@ def test_an_open_transaction_as_the_admin_and_find_hanging_see_it(shell):
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_consume_transform_produce_commits_offsets_with_the_transaction(shell, protocol):
+def test_consume_transform_produce_commits_offsets_with_the_transaction(shell, interop_broker, protocol):
     source, sink, group = f"jt-src-{protocol}", f"jt-sink-{protocol}", f"jt-ctp-{protocol}"
+    add_offsets = requests_handled(interop_broker, "AddOffsetsToTxn")
     shell.call("createTopics", topics=[{"name": source, "partitions": 1}, {"name": sink, "partitions": 1}])
     shell.call("producer", name="feed", props={"linger.ms": "0"})
     send(shell, "feed", source, [f"in{i}" for i in range(6)])
@@ -160,6 +192,8 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(shell, p
 
     values, _ = read_all(shell, f"sink-{protocol}", sink, [0], "read_committed", 3)
     assert values == ["IN0", "IN1", "IN2"]
+    # transaction version 2: TxnOffsetCommit v5 put the group's partition in the transaction
+    assert requests_handled(interop_broker, "AddOffsetsToTxn") == add_offsets
 
 
 def test_a_second_instance_fences_the_first(shell):
@@ -181,3 +215,28 @@ def test_a_second_instance_fences_the_first(shell):
     assert values == ["live"]
     everything, _ = read_all(shell, "fence-raw", topic, [0], "read_uncommitted", 2)
     assert everything == ["zombie", "live"]
+
+
+def test_at_transaction_version_0_the_java_client_uses_the_classic_protocol(shell, interop_broker):
+    """kafka-features.sh downgrade --feature transaction.version=0: a producer connecting then
+    adds its partitions with AddPartitionsToTxn and keeps its epoch across transactions (EndTxn
+    v4), and the coordinator serves it beside the version 2 transactions above; back to 2 after."""
+    topic = "jt-tv0"
+    shell.call("createTopics", topics=[{"name": topic, "partitions": 1}])
+    assert shell.call("updateFeatures", features={"transaction.version": [0, "SAFE_DOWNGRADE"]}) == {
+        "transaction.version": None}
+    try:
+        adds = requests_handled(interop_broker, "AddPartitionsToTxn")
+        txn_producer(shell, "tv0", "jt-tv0-txn")
+        for values in (["t1"], ["t2"]):
+            shell.call("beginTransaction", name="tv0")
+            send(shell, "tv0", topic, values)
+            shell.call("commitTransaction", name="tv0")
+        assert epochs(shell, "jt-tv0-txn", f"{topic}-0") == (0, 0)     # the epoch stayed
+        assert requests_handled(interop_broker, "AddPartitionsToTxn") >= adds + 2   # one per transaction
+        shell.call("closeProducer", name="tv0")
+    finally:
+        assert shell.call("updateFeatures", features={"transaction.version": [2, "UPGRADE"]}) == {
+            "transaction.version": None}
+    values, _ = read_all(shell, "tv0-reader", topic, [0], "read_committed", 2)
+    assert values == ["t1", "t2"]

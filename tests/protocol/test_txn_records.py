@@ -64,6 +64,40 @@ def test_value_v1_flexible_with_tagged_fields():
     assert (v["previous_producer_id"], v["next_producer_id"], v["client_transaction_version"]) == (76, 78, 2)
 
 
+def test_value_v1_golden_bytes_as_transaction_version_1_and_2_write_them():
+    data = T.encode_value(producer_id=1000, producer_epoch=6, timeout_ms=60000, state=2,
+                          partitions={"foo": [0, 2]}, last_update_ms=1_700_000_000_123,
+                          start_ms=1_700_000_000_000, version=1, previous_producer_id=1000,
+                          next_producer_id=1001, client_transaction_version=2)
+    assert data == bytes.fromhex(
+        "0001"                          # version 1 (flexible)
+        "00000000000003e8"              # producer id 1000
+        "0006"                          # epoch 6
+        "0000ea60"                      # timeout 60000 ms
+        "02"                            # PrepareCommit
+        "02"                            # compact array: 1 topic (length + 1)
+        "04" "666f6f"                   # compact string "foo"
+        "03" "00000000" "00000002"      # compact array [0, 2]
+        "00"                            # the topic entry's tagged fields: none
+        "0000018bcfe5687b"              # last update
+        "0000018bcfe56800"              # start
+        "03"                            # three tagged fields, in tag order:
+        "00" "08" "00000000000003e8"    #   tag 0 previous producer id (8 bytes)
+        "01" "08" "00000000000003e9"    #   tag 1 next producer id
+        "02" "02" "0002")               #   tag 2 client transaction version (2 bytes)
+    v = T.decode_value(data)
+    assert (v["version"], v["previous_producer_id"], v["next_producer_id"], v["client_transaction_version"]) == (
+        1, 1000, 1001, 2)
+    # defaults are left out; Empty writes a null array (compact: 0)
+    empty = T.encode_value(producer_id=7, producer_epoch=0, timeout_ms=1, state=0, partitions=None,
+                           last_update_ms=5, start_ms=-1, version=1)
+    assert empty[2 + 8 + 2 + 4 + 1:] == bytes.fromhex("00" "0000000000000005" "ffffffffffffffff" "00")
+    assert T.decode_value(empty)["partitions"] == {}
+    with pytest.raises(T.TxnRecordError):
+        T.encode_value(producer_id=7, producer_epoch=0, timeout_ms=1, state=0, partitions=None,
+                       last_update_ms=5, start_ms=-1, version=2)
+
+
 @pytest.mark.parametrize("bad", [b"\x00\x05" + b"\0" * 40, b"\x00\x00\x00", b"\x00\x00" + b"\0" * 14 + b"\x09"])
 def test_bad_values_raise(bad):
     with pytest.raises(T.TxnRecordError):

@@ -9,5 +9,7 @@ UpdateFeatures on the active controller; a single node keeps them in one state f
                 which change is refused and with what message; no I/O
 
 Readers: ApiVersions (supported and finalized features, the epoch), ConsumerGroupHeartbeat and
-ConsumerGroupDescribe (group.version >= 1 enables KIP-848 groups). Writer: UpdateFeatures.
+ConsumerGroupDescribe (group.version >= 1 enables KIP-848 groups), the transaction coordinator
+(transaction.version: the `__transaction_state` value version, and whether its own aborts bump
+the epoch). Writer: UpdateFeatures.
 """

@@ -6,9 +6,13 @@ SUPPORTED is what ApiVersions advertises as SupportedFeatures: feature -> (min, 
     metadata.version 7-25, 25 (server-common MetadataVersion: MINIMUM_VERSION IBP_3_3_IV3 = 7,
         LATEST_PRODUCTION IBP_4_0_IV3 = 25)                          Kompakt: the same
     group.version 0-1, 1 (GV_1: KIP-848 consumer groups)             Kompakt: the same
-    transaction.version 0-2, 2 (TV_2: KIP-890 part 2)                Kompakt: 0-0, 0 (it writes
-        TransactionLogValue v0 and serves EndTxn up to v4; TV_1 is the flexible transaction log
-        format, TV_2 KIP-890 part 2, neither is implemented)
+    transaction.version 0-2, 2 (TransactionVersion.LATEST_PRODUCTION TV_2, whose bootstrap
+        metadata.version 4.0-IV2 is below 25)                        Kompakt: the same. 1 writes
+        `__transaction_state` values in the flexible TransactionLogValue v1 (v0 at level 0);
+        2 adds nothing a broker does by itself: clients seeing it finalized use transaction
+        version 2 (KIP-890 part 2: EndTxn v5, Produce v12, TxnOffsetCommit v5, an epoch bump per
+        transaction), which Kafka and Kompakt serve by request version at any level; the
+        coordinator's own aborts (fence, timeout) bump the epoch at level 2 (broker/txn)
     kraft.version 0-1, 1 with --standalone (dynamic quorum, KIP-853) Kompakt: the same (its
         DescribeQuorum answers as a standalone quorum's single voter)
     eligible.leader.replicas.version 0-1 (KIP-966)                   Kompakt: 0-0, 0 (one node has
@@ -23,7 +27,9 @@ File `kompakt-features.json` in the first log dir (metadata/state_files.StateFil
 rename, fsync dir, CRC32C of the body): {"epoch": int, "levels": {feature: level}}. A change is
 one whole-file write before memory changes and before the answer, so a crash leaves the old
 levels or the new and an acknowledged change survives a restart. No file: the defaults above,
-epoch 1 (a freshly formatted node). A stored level this build does not support (a file from a
+epoch 1 (a freshly formatted node). A node that has the file keeps its levels, as a Kafka
+cluster keeps its finalized levels across an upgrade (an older Kompakt saved transaction.version
+0: `kafka-features.sh upgrade --feature transaction.version=2` moves it). A stored level this build does not support (a file from a
 newer Kompakt) stops the start with the file and the feature named, as a Kafka node refuses to
 start with a finalized level it does not support.
 """
@@ -46,12 +52,12 @@ ELR_VERSION = "eligible.leader.replicas.version"
 SUPPORTED: dict[str, tuple[int, int]] = {
     METADATA_VERSION: (7, 25),
     GROUP_VERSION: (0, 1),
-    TRANSACTION_VERSION: (0, 0),
+    TRANSACTION_VERSION: (0, 2),
     KRAFT_VERSION: (0, 1),
     ELR_VERSION: (0, 0),
 }
 DEFAULT_LEVELS: dict[str, int] = {
-    METADATA_VERSION: 25, GROUP_VERSION: 1, TRANSACTION_VERSION: 0, KRAFT_VERSION: 1, ELR_VERSION: 0,
+    METADATA_VERSION: 25, GROUP_VERSION: 1, TRANSACTION_VERSION: 2, KRAFT_VERSION: 1, ELR_VERSION: 0,
 }
 INITIAL_EPOCH = 1
 

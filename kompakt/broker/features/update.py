@@ -11,7 +11,7 @@ Each update, in Kafka's order:
 3. level outside what this node supports (QuorumFeatures.reasonNotSupported; a feature it does
    not know supports 0-0): "... Local controller N only supports versions MIN-MAX", or, when the
    supported max is 0, "... Local controller N does not support this feature." Kompakt appends
-   why, for the features it supports less of than Kafka 4.0 (transaction.version, ELR).
+   why, for the feature it supports less of than Kafka 4.0 (ELR).
 4. level below the current one with UPGRADE: "... Can't downgrade the version of this feature
    without setting the upgrade type to either safe or unsafe downgrade."; above it with a
    downgrade type: "... Can't downgrade to a newer version."
@@ -30,13 +30,15 @@ A level equal to the current one is accepted (Kafka writes the record again).
 Level 0 deletes a feature (with a downgrade type): it is no longer listed as finalized.
 group.version 0 turns KIP-848 consumer groups off, as in Kafka: ConsumerGroupHeartbeat and
 ConsumerGroupDescribe then answer UNSUPPORTED_VERSION (groups/consumer/heartbeat.py).
+transaction.version moves freely within 0-2 (TransactionVersion has no dependencies): clients
+read it from ApiVersions when they connect (the Java client uses transaction version 2 at 2),
+and the transaction coordinator writes its next record in the value version of the new level.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kompakt.broker.features.levels import (ELR_VERSION, KRAFT_VERSION, METADATA_VERSION, SUPPORTED,
-                                            TRANSACTION_VERSION)
+from kompakt.broker.features.levels import ELR_VERSION, KRAFT_VERSION, METADATA_VERSION, SUPPORTED
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
@@ -50,8 +52,6 @@ METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23})
 
 # why Kompakt supports less than Kafka 4.0, said after Kafka's reason
 KOMPAKT_LIMITS = {
-    TRANSACTION_VERSION: ("Kompakt serves transaction.version 0 only: the flexible transaction log (1) and "
-                          "KIP-890 part 2 transactions (2, EndTxn v5) are not implemented."),
     ELR_VERSION: "Kompakt is a single node and has no eligible leader replicas (KIP-966).",
 }
 

@@ -23,7 +23,10 @@ match (ILLEGAL_GENERATION); unlike plain commits, no member is needed in a non-e
 (a KIP-848 group too), and a KIP-848 member's stale epoch answers ILLEGAL_GENERATION.
 KIP-890: the producer's first transactional write to the partition needs the transaction
 coordinator's word that the partition was added (AddOffsetsToTxn), else TRANSACTION_ABORTABLE
-(INVALID_TXN_STATE before v4).
+(INVALID_TXN_STATE before v4); from v5 (transaction version 2, where the client sends no
+AddOffsetsToTxn) the partition is added to the transaction here instead (Kafka's addPartition
+for TxnOffsetCommit v5), INVALID_PRODUCER_EPOCH for a fenced producer, CONCURRENT_TRANSACTIONS
+while its previous transaction's markers are being written.
 
 Deletion (Kafka 4's OffsetMetadataManager): DeleteGroups, OffsetDelete and a deleted topic write
 an offset tombstone for a partition with a committed *or* a pending transactional offset, and a
@@ -65,6 +68,7 @@ READ_BYTES = 1 << 20
 # / CoordinatorOperationExceptionHelper leave the coordinator's other codes, CONCURRENT_TRANSACTIONS
 # included, as they are: clients retry them)
 _VERIFY_ERRORS = {ErrorCode.PRODUCER_FENCED: ErrorCode.INVALID_PRODUCER_EPOCH}
+FIRST_TV2_VERSION = 5          # TxnOffsetCommit v5: the client uses transaction version 2
 
 
 @dataclass
@@ -163,7 +167,11 @@ class TxnOffsets:
             guard = lg.start_verification(pid, epoch)
         except KafkaError as exc:               # an epoch older than the partition's
             return ErrorCode(exc.code)
-        if guard is not None and gc.config["transaction.partition.verification.enable"]:
+        if guard is not None and api_version >= FIRST_TV2_VERSION:
+            code = gc.broker.txn.add_partitions(tid, pid, epoch, [tuple(tp)], client_tv=2)
+            if code:
+                return _VERIFY_ERRORS.get(code, code)
+        elif guard is not None and gc.config["transaction.partition.verification.enable"]:
             code = gc.broker.txn.verify(tid, pid, epoch, [tuple(tp)])[tuple(tp)]
             if code == ErrorCode.TRANSACTION_ABORTABLE and api_version < 4:
                 code = ErrorCode.INVALID_TXN_STATE

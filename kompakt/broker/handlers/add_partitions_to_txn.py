@@ -18,7 +18,10 @@ Versions: v0-3 come from clients (one transaction; `v3_and_below_*` fields, answ
 (`transactions` -> `results_by_transaction`), need CLUSTER_ACTION on the cluster (Kafka sends them
 broker to broker; the top-level error is CLUSTER_AUTHORIZATION_FAILED otherwise) and may be
 `verify_only` (KIP-890: report, per partition, whether it is in the transaction:
-TRANSACTION_ABORTABLE when not); v5 lets the answer carry TRANSACTION_ABORTABLE.
+TRANSACTION_ABORTABLE when not); v5 lets the answer carry TRANSACTION_ABORTABLE. A v4+ add
+(not verify_only) is what Kafka's broker sends for a client of transaction version 2 (Produce v12,
+TxnOffsetCommit v5), so the coordinator records client transaction version 2 for it; Kompakt's own
+Produce and TxnOffsetCommit add in-process (broker/txn/verification.py), without this request.
 
 Codec: v0-3 (one per transaction, from every client) by hand in kompakt/protocol/txn_codec.py,
 v4+ by kafka-python's generic codec.
@@ -81,7 +84,9 @@ def _one(ctx, tid: str, pid: int, epoch: int, topics, verify_only: bool, client:
     coordinator = ctx.broker.txn
     if verify_only:
         return coordinator.verify(tid, pid, epoch, ok)
-    code = coordinator.add_partitions(tid, pid, epoch, ok)
+    # v4+ come from brokers adding a partition for a client of transaction version 2 (Kafka's
+    # transactionVersionForAddPartitionsToTxn: v4+ TV2, else TV0)
+    code = coordinator.add_partitions(tid, pid, epoch, ok, client_tv=0 if client else 2)
     if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 2:
         code = ErrorCode.INVALID_PRODUCER_EPOCH
     return {tp: code for tp in ok}

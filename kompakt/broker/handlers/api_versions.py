@@ -21,10 +21,10 @@ Version notes:
   and every feature finalized above level 0 (level 0 means "not enabled", Kafka keeps no record
   of it); the epoch grows with every applied UpdateFeatures.
 - What clients do with them: the Java producer uses transactions v2 (KIP-890 part 2: EndTxn v5,
-  implicit AddPartitionsToTxn) iff transaction.version >= 2 is finalized
-  (TransactionManager.isTransactionV2Enabled); Kompakt writes TransactionLogValue v0 and serves
-  EndTxn up to v4, i.e. transaction.version 0, so that is what it supports and finalizes.
-  `kafka-features.sh describe` and Admin.describeFeatures print these lines.
+  Produce v12 adding partitions implicitly, TxnOffsetCommit v5 without AddOffsetsToTxn) iff
+  transaction.version >= 2 is finalized (TransactionManager.isTransactionV2Enabled), as it is on a
+  fresh node, Kafka 4.0's default; the API table advertises those versions whatever the level,
+  as Kafka's does. `kafka-features.sh describe` and Admin.describeFeatures print these lines.
 """
 from __future__ import annotations
 

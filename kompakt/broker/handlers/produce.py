@@ -38,7 +38,9 @@ Transactions: a transactional batch needs the request's transactional id (else
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED for the whole request; batches of two producer ids, or of two
 epochs of one: INVALID_PRODUCER_ID_MAPPING), and before the producer's first write to a partition in a
 transaction the coordinator must confirm the partition was added (KIP-890 part 1,
-kompakt/broker/txn/verification.py: INVALID_TXN_STATE / TRANSACTION_ABORTABLE when not).
+kompakt/broker/txn/verification.py: INVALID_TXN_STATE / TRANSACTION_ABORTABLE when not); from v12
+(transaction version 2, KIP-890 part 2) the broker adds it instead (its `__transaction_state`
+record is synced before the answer, as every coordinator write a request makes: network/dispatch.py).
 
 Per-partition errors: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID from v13) when there is no such
 partition, KAFKA_STORAGE_ERROR when its log dir is offline, INVALID_TOPIC_EXCEPTION for internal topics (`__consumer_offsets` is written by the
@@ -59,7 +61,8 @@ Version notes:
 - v3 transactional id + record batch v2; v5 log_start_offset; v7 zstd allowed (before:
   UNSUPPORTED_COMPRESSION_TYPE, as ProduceRequest.validateRecords); v8 record errors
   and error message; v9 flexible; v10 current-leader tagged field (not sent: we never answer
-  NOT_LEADER_OR_FOLLOWER); v13 (Kafka 4.1) topic ids instead of names (UNKNOWN_TOPIC_ID): the code
+  NOT_LEADER_OR_FOLLOWER); v11 TRANSACTION_ABORTABLE; v12 transaction version 2 (the
+  partition is added to the transaction implicitly); v13 (Kafka 4.1) topic ids instead of names (UNKNOWN_TOPIC_ID): the code
   for it stays, not served while Kompakt advertises Kafka 4.0.
 """
 from __future__ import annotations

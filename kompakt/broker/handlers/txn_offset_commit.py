@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (API key 28), versions 0-4.
+"""TxnOffsetCommit (API key 28), versions 0-5.
 
 Behaviour: a transactional producer commits a consumer group's offsets inside its transaction
 (send_offsets_to_transaction, after AddOffsetsToTxn). The group coordinator appends them to the
@@ -20,7 +20,10 @@ errors (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR); per partition OFFSET_METAD
 COORDINATOR_LOAD_IN_PROGRESS is answered COORDINATOR_NOT_AVAILABLE below v2 (Kafka, KAFKA-7296).
 
 Version notes: v2 committed_leader_epoch; v3 flexible, member id / generation / group instance id
-(KIP-447); v4 TRANSACTION_ABORTABLE. (v5, KIP-890 part 2, is not served.)
+(KIP-447); v4 TRANSACTION_ABORTABLE; v5 transaction version 2 (KIP-890 part 2): the client sends
+no AddOffsetsToTxn, the group's `__consumer_offsets` partition joins the transaction here (Kafka's
+addPartition), INVALID_PRODUCER_EPOCH for a fenced producer, CONCURRENT_TRANSACTIONS while the
+producer's previous transaction is still being completed (groups/txn_offsets.py).
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from kompakt.storage import TopicPartition
 
 API_KEY = 28
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
 
 Topic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
 Partition = Topic.TxnOffsetCommitResponsePartition

@@ -6,8 +6,8 @@ text and the levels Kompakt can finalize are in broker/features/update.py; the l
 epoch and their file in broker/features/levels.py. In short: an update is accepted when its level
 is within what this node supports (ApiVersions' SupportedFeatures) and its upgrade type matches
 its direction; metadata.version may go down only where no metadata changed (25 -> 23-24);
-kraft.version never goes down; transaction.version and eligible.leader.replicas.version stay 0
-(Kompakt does not implement their levels above 0); group.version 0 turns KIP-848 groups off. The
+kraft.version never goes down; eligible.leader.replicas.version stays 0 (a single node has no
+eligible leaders); transaction.version moves within 0-2; group.version 0 turns KIP-848 groups off. The
 first refused update refuses the whole request: top-level INVALID_UPDATE_VERSION with Kafka's
 "The update failed for all features since the following feature had an error: ..." and no
 per-feature results, nothing changed. An accepted request is saved (one crash-safe file write)

@@ -3,7 +3,9 @@
 Role: Kafka's TransactionCoordinator + TransactionStateManager on one node. The handlers call it:
 InitProducerId (with a transactional id), AddPartitionsToTxn, AddOffsetsToTxn, EndTxn,
 DescribeTransactions, ListTransactions; Produce and TxnOffsetCommit ask `verify` before a
-producer's first transactional write to a partition (KIP-890 part 1). This broker coordinates
+producer's first transactional write to a partition (KIP-890 part 1), or, from a client of
+transaction version 2 (Produce v12, TxnOffsetCommit v5), add the partition themselves
+(`add_partitions` with client_tv 2: KIP-890 part 2, no AddPartitionsToTxn). This broker coordinates
 every transactional id; the state machine lives in state.py, the records in
 `__transaction_state` (state_topic.py), the markers are written by markers.py.
 
@@ -17,8 +19,18 @@ the Prepare record is written (with durable acks: once the markers are synced) (
 id answers CONCURRENT_TRANSACTIONS meanwhile). A restart reloads the topic and completes every
 PrepareCommit/PrepareAbort before the listeners open.
 
+Transaction versions (Kafka 4.0): a client's version comes with its request (EndTxn v5, Produce
+v12, TxnOffsetCommit v5 and AddPartitionsToTxn v4+: 2; older versions and AddOffsetsToTxn: 0).
+Version 2's EndTxn bumps the epoch of every transaction it ends and answers the new epoch (or,
+from epoch 32766, a new producer id at epoch 0, `next_producer_id` in PrepareCommit/PrepareAbort),
+a retry being told from the next transaction's end by the epoch (`_end_txn_v2`); version 0/1 keeps
+it (`_end_txn_v1`). The finalized feature transaction.version (broker/features, 2 on a fresh node)
+picks the `__transaction_state` value version (0: v0; 1, 2: the flexible v1 with the previous and
+next producer id and the client's version) and how the coordinator's own aborts end a transaction.
+
 Fencing (Kafka's rules): InitProducerId for an id whose transaction is Ongoing bumps the epoch,
-aborts that transaction at the new epoch (so the old producer's writes and EndTxn are refused) and
+aborts that transaction at the new epoch (one more with transaction.version 2, as every abort
+bumps it then; so the old producer's writes and EndTxn are refused) and
 answers CONCURRENT_TRANSACTIONS; the retry then gets epoch + 1 again. A transaction open longer
 than its timeout is aborted the same way by the check every
 transaction.abort.timed.out.transaction.cleanup.interval.ms. KIP-360: InitProducerId carrying
@@ -40,9 +52,10 @@ import re
 import time as _time
 from typing import Callable
 
+from kompakt.broker.features.levels import TRANSACTION_VERSION
 from kompakt.broker.txn.producer_ids import ProducerIdFileError, get_manager
 from kompakt.broker.txn import markers
-from kompakt.broker.txn.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TxnMetadata, TxnState,
+from kompakt.broker.txn.state import (NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SHORT_MAX, TxnMetadata, TxnState,
                                       is_epoch_exhausted)
 from kompakt.broker.txn.state_topic import TransactionStateTopic
 from kompakt.protocol import txn_records as tr
@@ -196,7 +209,7 @@ class TransactionCoordinator:
             self.counters["fenced_total"] += 1
             log.info("transactional id %s: a new producer instance fences epoch %d; aborting its "
                      "transaction", meta.transactional_id, meta.producer_epoch)
-            self._end(fenced, commit=False)
+            self._end(fenced, commit=False, client_tv=self.server_transaction_version())
             raise CoordinatorError(E.CONCURRENT_TRANSACTIONS)
         now = self.time_ms()
         if is_epoch_exhausted(meta.producer_epoch) and (expected is None or expected[1] == meta.producer_epoch):
@@ -234,8 +247,10 @@ class TransactionCoordinator:
     # ============================================================================== AddPartitions
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions) -> ErrorCode:
-        """AddPartitionsToTxn / AddOffsetsToTxn (Kafka's handleAddPartitionsToTransaction)."""
+                       partitions, client_tv: int = 0) -> ErrorCode:
+        """AddPartitionsToTxn / AddOffsetsToTxn (Kafka's handleAddPartitionsToTransaction);
+        with `client_tv` 2 the implicit add of a Produce v12 / TxnOffsetCommit v5 (what Kafka's
+        broker sends its coordinator as AddPartitionsToTxn v4+ without verify_only)."""
         try:
             self._check_active()
             meta = self._owned(transactional_id, producer_id, producer_epoch)
@@ -244,7 +259,7 @@ class TransactionCoordinator:
             partitions = set(partitions)
             if meta.state == TxnState.ONGOING and partitions <= meta.partitions:
                 return E.NONE
-            self._persist(meta.prepare_add(partitions, self.time_ms()))
+            self._persist(meta.prepare_add(partitions, self.time_ms(), client_tv))
             return E.NONE
         except CoordinatorError as exc:
             return exc.code
@@ -278,38 +293,123 @@ class TransactionCoordinator:
 
     # ===================================================================================== EndTxn
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
-        """EndTxn from a client (transaction version 1 semantics: the epoch does not move)."""
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      client_tv: int = 0) -> tuple[ErrorCode, int, int]:
+        """EndTxn: (code, producer id, epoch). `client_tv` is the client's transaction version,
+        which Kafka reads off the request version (v5: 2, else 0). Version 2 bumps the epoch and
+        answers the new id and epoch (also to a retry of an EndTxn that already completed);
+        version 0/1 keeps the epoch and answers -1, -1."""
         try:
             self._check_active()
-            if not transactional_id:
-                return E.INVALID_REQUEST
-            meta = self.txns.get(transactional_id)
-            if meta is None or meta.producer_id != producer_id:
-                return E.INVALID_PRODUCER_ID_MAPPING
-            if producer_epoch != meta.producer_epoch:
-                return E.PRODUCER_FENCED
-            state = meta.state
-            if state == TxnState.ONGOING:
-                self._end(meta, commit)
-                return E.NONE
-            same = E.NONE if state in _COMPLETE else E.CONCURRENT_TRANSACTIONS   # a retry
-            if state in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) and commit:
-                return same
-            if state in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT) and not commit:
-                return same
-            log.debug("transactional id %s is %s but received %s", transactional_id, state.kafka_name,
-                      "COMMIT" if commit else "ABORT")
-            return E.INVALID_TXN_STATE
+            if client_tv < 2:
+                return self._end_txn_v1(transactional_id, producer_id, producer_epoch, commit), \
+                    NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+            meta = self.txns.get(transactional_id) if transactional_id else None
+            spare = None
+            if meta is not None and is_epoch_exhausted(meta.producer_epoch) and not meta.pending:
+                spare = await self._new_producer_id()     # before deciding: this may await
+            return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit, spare)
         except CoordinatorError as exc:
-            return exc.code
+            return exc.code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
 
-    def _end(self, meta: TxnMetadata, commit: bool) -> None:
+    def _end_txn_v1(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        """Transaction version 0/1 (Kafka's endTransactionWithTV1): the epoch does not move."""
+        if not transactional_id:
+            return E.INVALID_REQUEST
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if producer_epoch != meta.producer_epoch:
+            return E.PRODUCER_FENCED
+        state = meta.state
+        if state == TxnState.ONGOING:
+            self._end(meta, commit)
+            return E.NONE
+        same = E.NONE if state in _COMPLETE else E.CONCURRENT_TRANSACTIONS   # a retry
+        if state in (TxnState.COMPLETE_COMMIT, TxnState.PREPARE_COMMIT) and commit:
+            return same
+        if state in (TxnState.COMPLETE_ABORT, TxnState.PREPARE_ABORT) and not commit:
+            return same
+        log.debug("transactional id %s is %s but received %s", transactional_id, state.kafka_name,
+                  "COMMIT" if commit else "ABORT")
+        return E.INVALID_TXN_STATE
+
+    def _end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                    spare_pid: int | None) -> tuple[ErrorCode, int, int]:
+        """Transaction version 2 (Kafka 4.0's endTransaction for a client of TV2). The epoch alone
+        tells a retry from the next transaction's end: the request's epoch + 1 is what an EndTxn
+        that went through left behind (or, across an exhausted epoch, epoch 32766 of the previous
+        producer id against epoch 0 of the new one). Per state, for the request's epoch being the
+        current one / a retry's (PF PRODUCER_FENCED, ITS INVALID_TXN_STATE, EB a new end with an
+        epoch bump):
+
+            state            | ABORT current | ABORT retry | COMMIT current | COMMIT retry
+            Ongoing          | EB            | PF          | EB             | PF
+            Empty            | EB            | PF          | ITS            | PF
+            CompleteAbort    | EB            | NONE        | ITS            | ITS
+            CompleteCommit   | EB            | ITS         | ITS            | NONE
+            PrepareAbort     | PF            | CT          | PF             | ITS
+            PrepareCommit    | PF            | ITS         | PF             | CT
+
+        (CT CONCURRENT_TRANSACTIONS: the markers are still being written.) A NONE answers the id
+        and epoch the end left; EB answers the bumped epoch, or the next producer id at epoch 0
+        when the epoch left was 32766."""
+        if not transactional_id:
+            raise CoordinatorError(E.INVALID_REQUEST)
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            raise CoordinatorError(E.INVALID_PRODUCER_ID_MAPPING)
+        retry_on_overflow = (meta.previous_producer_id == producer_id and producer_epoch == SHORT_MAX - 1
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_epoch == producer_epoch + 1
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            raise CoordinatorError(E.INVALID_PRODUCER_ID_MAPPING)
+        state = meta.state
+        if meta.pending:
+            valid = retry_on_bump
+        elif state in _COMPLETE:
+            valid = retry_on_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
+        else:
+            valid = producer_epoch == meta.producer_epoch
+        if not valid:
+            raise CoordinatorError(E.PRODUCER_FENCED)
+        retry = retry_on_bump or retry_on_overflow
+        wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
+        if meta.pending:
+            same = (state == TxnState.PREPARE_COMMIT) == commit
+            raise CoordinatorError(E.CONCURRENT_TRANSACTIONS if same else E.INVALID_TXN_STATE)
+        if state in _COMPLETE and retry:
+            if state != wanted:
+                raise CoordinatorError(E.INVALID_TXN_STATE)
+            return E.NONE, meta.producer_id, meta.producer_epoch     # what the end answered
+        if commit and state != TxnState.ONGOING:
+            log.debug("transactional id %s is %s but received COMMIT", transactional_id, state.kafka_name)
+            raise CoordinatorError(E.INVALID_TXN_STATE)
+        next_pid = NO_PRODUCER_ID
+        if is_epoch_exhausted(meta.producer_epoch):
+            if spare_pid is None:              # exhausted meanwhile: the client retries
+                raise CoordinatorError(E.CONCURRENT_TRANSACTIONS)
+            next_pid = spare_pid
+        prepared = self._end(meta, commit, client_tv=2, next_producer_id=next_pid)
+        if next_pid != NO_PRODUCER_ID:
+            return E.NONE, next_pid, 0
+        return E.NONE, prepared.producer_id, prepared.producer_epoch
+
+    def _end(self, meta: TxnMetadata, commit: bool, client_tv: int = 0,
+             next_producer_id: int = NO_PRODUCER_ID) -> TxnMetadata:
         """Prepare* record, then the markers, then Complete* (see the module docstring)."""
-        prepared = meta.prepare_end(commit, self.time_ms())
+        prepared = meta.prepare_end(commit, self.time_ms(), client_tv, next_producer_id)
         self._persist(prepared)
         crash_point("txn_prepare_written")
         self._complete(prepared, commit)
+        return prepared
+
+    def server_transaction_version(self) -> int:
+        """The finalized transaction.version: which TransactionLogValue version the records are
+        written in (1+: the flexible one), and how the coordinator's own aborts (a fence, a
+        timeout) end a transaction (2: with an epoch bump), as Kafka's transactionVersionLevel."""
+        features = getattr(self.broker, "features", None)
+        return features.level(TRANSACTION_VERSION) if features is not None else 0
 
     def completion(self, transactional_id: str) -> asyncio.Task | None:
         """The task writing this id's markers and Complete* once what precedes them is synced
@@ -407,7 +507,7 @@ class TransactionCoordinator:
                      meta.transactional_id, meta.producer_id, meta.producer_epoch, now - meta.start_ms,
                      meta.timeout_ms)
             try:
-                self._end(meta.prepare_fence(), commit=False)
+                self._end(meta.prepare_fence(), commit=False, client_tv=self.server_transaction_version())
                 self.counters["timed_out_total"] += 1
                 n += 1
             except CoordinatorError as exc:
@@ -489,10 +589,16 @@ class TransactionCoordinator:
 
     def _persist(self, new: TxnMetadata) -> None:
         """Append `new`'s record, then install it; raises CoordinatorError with Kafka's mapping."""
+        # the value version follows the finalized transaction.version (Kafka's valueToBytes):
+        # 0 writes v0, 1 and 2 the flexible v1 with the tagged fields
         value = tr.encode_value(producer_id=new.producer_id, producer_epoch=new.producer_epoch,
                                 timeout_ms=new.timeout_ms, state=int(new.state),
                                 partitions=new.partitions_by_topic() if new.state != TxnState.EMPTY else None,
-                                last_update_ms=new.last_update_ms, start_ms=new.start_ms)
+                                last_update_ms=new.last_update_ms, start_ms=new.start_ms,
+                                version=1 if self.server_transaction_version() >= 1 else 0,
+                                previous_producer_id=new.previous_producer_id,
+                                next_producer_id=new.next_producer_id,
+                                client_transaction_version=new.client_transaction_version)
         try:
             self.topic.append(new.transactional_id, value)
         except KafkaError as exc:
@@ -510,4 +616,5 @@ def _from_value(tid: str, v: dict) -> TxnMetadata:
     state = TxnState(v["state"])
     return TxnMetadata(tid, v["producer_id"], v["producer_epoch"], NO_PRODUCER_EPOCH,
                        v.get("previous_producer_id", NO_PRODUCER_ID), v["timeout_ms"], state,
-                       parts if state != TxnState.EMPTY else set(), v["start_ms"], v["last_update_ms"])
+                       parts if state != TxnState.EMPTY else set(), v["start_ms"], v["last_update_ms"],
+                       v.get("next_producer_id", NO_PRODUCER_ID), v.get("client_transaction_version", 0))
