@@ -47,6 +47,19 @@ from kompakt.config.broker_config import BrokerConfig, ConfigError
 log = logging.getLogger(__name__)
 
 
+def root_files() -> set[str]:
+    """Every file the broker keeps in a log dir's root, so the LogManager's start-up scan knows
+    them (LogManager.owned_root_files) instead of warning about a foreign file at every start:
+    the state files (metadata/), the producer id block (txn/), the ACLs and SCRAM credentials
+    (security/). Gathered here, where every room is known, so that none of them imports another
+    for a file name."""
+    from kompakt.broker.metadata.state_files import STATE_FILES
+    from kompakt.broker.security.acl_store import ACL_FILE
+    from kompakt.broker.security.scram_store import SCRAM_FILE
+    from kompakt.broker.txn.producer_ids import FILE_NAME as PRODUCER_ID_BLOCK
+    return set(STATE_FILES) | {PRODUCER_ID_BLOCK, ACL_FILE, SCRAM_FILE}
+
+
 def _new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -87,7 +100,6 @@ class Broker:
 
         from kompakt.storage.log_manager import LogManager
         self.log_manager = LogManager(config, time=time_source)
-        from kompakt.broker.metadata.state_files import root_files
         self.log_manager.owned_root_files.update(root_files())
 
         self.cleaner = None
@@ -125,6 +137,8 @@ class Broker:
 
         from kompakt.broker.metadata.reconfigure import register_reconfigurables
         register_reconfigurables(self)
+        from kompakt.broker.security import tls_reload
+        tls_reload.register(self)            # listener certificates follow their dynamic configs
         self.dispatcher = Dispatcher(self)
         self._servers: list[asyncio.AbstractServer] = []
         self._admin = None

@@ -60,7 +60,7 @@ async def test_the_start_line_names_every_listeners_advertised_address(tmp_path,
 def test_the_brokers_own_state_files_are_not_foreign_to_the_log_dir_scan(tmp_path, caplog):
     # no "foreign file" warning at every start for files the broker itself keeps in the log dir
     # (ACLs, SCRAM credentials, the producer id block, ...), and still one for a file nobody owns
-    from kompakt.broker.metadata.state_files import root_files
+    from kompakt.broker.server import root_files
     b = Broker(config(tmp_path))
     assert root_files() <= b.log_manager.owned_root_files
     assert {"producer-id-block", "kompakt-acls.json", "kompakt-scram-credentials.json"} <= root_files()

@@ -13,8 +13,10 @@ follows, its extra checks and how it applies a change:
   listener TLS      listener.name.<l>.ssl.keystore.*/      the new SSLContext builds; same subject    new handshakes use the new
                     ssl.truststore.*, ssl.key.password     DN and SANs (ssl.allow.dn/san.changes)     context (security/tls_reload.py)
 
-Other rooms add theirs with `broker.dynamic_config.register(Reconfigurable(...))` (e.g. connection
-limits); keys with no registered component are stored and described, and change nothing.
+`register_reconfigurables` registers the first three; other rooms add theirs with
+`broker.dynamic_config.register(Reconfigurable(...))`: listener TLS (security/tls_reload.register,
+which the Broker calls right after, so the order above holds), connection limits; keys with no
+registered component are stored and described, and change nothing.
 """
 from __future__ import annotations
 
@@ -37,8 +39,6 @@ def register_reconfigurables(broker) -> None:
     dyn.register(Reconfigurable(
         "recovery threads", frozenset({"num.recovery.threads.per.data.dir"}),
         validate=lambda cfg: _check_thread_count(broker.config, cfg, "num.recovery.threads.per.data.dir")))
-    from kompakt.broker.security import tls_reload
-    tls_reload.register(broker)
 
 
 def _check_log_defaults(candidate) -> None:

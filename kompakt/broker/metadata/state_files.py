@@ -26,14 +26,8 @@ GROUP_CONFIGS_FILE = "kompakt-group-configs.json"
 FEATURES_FILE = "kompakt-features.json"
 
 
-def root_files() -> set[str]:
-    """Every file the broker keeps in a log dir's root, so the LogManager's start-up scan knows
-    them (LogManager.owned_root_files) instead of warning about a foreign file at every start."""
-    from kompakt.broker.txn.producer_ids import FILE_NAME as PRODUCER_ID_BLOCK
-    from kompakt.broker.security.acl_store import ACL_FILE
-    from kompakt.broker.security.scram_store import SCRAM_FILE
-    return {BROKER_CONFIGS_FILE, CLIENT_QUOTAS_FILE, GROUP_CONFIGS_FILE, FEATURES_FILE, PRODUCER_ID_BLOCK, ACL_FILE,
-            SCRAM_FILE}
+# the four above; every file the broker keeps in a log dir's root is server.root_files()
+STATE_FILES = frozenset({BROKER_CONFIGS_FILE, CLIENT_QUOTAS_FILE, GROUP_CONFIGS_FILE, FEATURES_FILE})
 
 
 class StateFile:
