@@ -100,7 +100,28 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Broker:
+class _BrokerProcess:
+    """A broker the benchmark runs: `launch` starts it (stderr to broker.log in its dir), waits
+    until it answers Metadata and times that (`startup_s`); `stop` ends it."""
+    dir: str
+    port: int
+
+    def launch(self, cmd: list[str], name: str, poll_s: float) -> None:
+        t0 = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(f"{self.dir}/broker.log", "wb"))
+        while not metadata_answered(self.port):
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{name} died: {Path(self.dir, 'broker.log').read_text()[-2000:]}")
+            time.sleep(poll_s)
+        self.startup_s = time.monotonic() - t0
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(60)
+
+
+class Broker(_BrokerProcess):
     def __init__(self, profile: str | None, extra: tuple[str, ...] = ()):
         """`extra`: more `key=value` overrides, after (so over) the defaults here; `{port}` in one
         stands for the PLAINTEXT port this broker picked."""
@@ -115,18 +136,7 @@ class Broker:
                 "--override", "num.partitions=1", "--override", "offsets.topic.num.partitions=1"]
         for item in extra:
             cmd += ["--override", item.replace("{port}", str(self.port))]
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(f"{self.dir}/broker.log", "wb"))
-        while not metadata_answered(self.port):
-            if self.proc.poll() is not None:
-                raise SystemExit(f"broker died: {Path(self.dir, 'broker.log').read_text()}")
-            time.sleep(0.01)
-        self.startup_s = time.monotonic() - t0
-        self.bootstrap = f"127.0.0.1:{self.port}"
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(60)
+        self.launch(cmd, "Kompakt", poll_s=0.01)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:
@@ -471,7 +481,7 @@ def start_busy_load() -> list[subprocess.Popen]:
     return procs
 
 
-class KafkaBroker:
+class KafkaBroker(_BrokerProcess):
     """Apache Kafka from $KAFKA_HOME: one KRaft broker+controller on a fresh log dir, plaintext."""
 
     def __init__(self, home: str):
@@ -492,19 +502,7 @@ class KafkaBroker:
                                  capture_output=True, text=True).stdout.strip()
         subprocess.run([str(bin_dir / "kafka-storage.sh"), "format", "-t", cluster, "-c", str(props)],
                        check=True, capture_output=True)
-        t0 = time.monotonic()
-        self.proc = subprocess.Popen([str(bin_dir / "kafka-server-start.sh"), str(props)],
-                                     stdout=subprocess.DEVNULL, stderr=open(f"{self.dir}/broker.log", "wb"))
-        while not metadata_answered(self.port):
-            if self.proc.poll() is not None:
-                raise SystemExit(f"Kafka died: {Path(self.dir, 'broker.log').read_text()[-2000:]}")
-            time.sleep(0.1)
-        self.startup_s = time.monotonic() - t0
-        self.bootstrap = f"127.0.0.1:{self.port}"
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(60)
+        self.launch([str(bin_dir / "kafka-server-start.sh"), str(props)], "Kafka", poll_s=0.1)
 
 
 def _top_frames(collapsed: Path, n: int = 15) -> list[str]:

@@ -73,16 +73,6 @@ def cleaner_point(broker, topic, partition=0):
     return c.get("cleaner_point", c.get("first_dirty_offset", 0)) or 0
 
 
-def wait_until(pred, what, timeout_s=120.0, every_s=0.1):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every_s)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def check_against_model(produced, got):
     """Offsets increase, each record is what was produced at its offset, each key's latest is there."""
     by_offset = {o: (k, v) for o, k, v in produced}

@@ -24,18 +24,6 @@ GROUP_BROKER = {"group.initial.rebalance.delay.ms": "0", "group.min.session.time
                 "offsets.topic.num.partitions": "5", "offsets.retention.check.interval.ms": "600000"}
 
 
-def wait_until(predicate, what: str, timeout: float = WAIT_S, interval: float = 0.05):
-    """Poll `predicate` until it returns something truthy; fail naming `what` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-
-
 class Member:
     """One consumer process; its JSON events are collected by a reader thread."""
 

@@ -33,7 +33,8 @@ from kafka import TopicPartitionReplica
 from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.errors import NoError
 
-from compaction_support import admin_get, check_against_model, create_topic, produce, read_partition, wait_until
+from compaction_support import admin_get, check_against_model, create_topic, produce, read_partition
+from kompakt.testing.poll import wait_until
 from broker_process import BrokerProcess
 from kompakt.protocol.errors import ErrorCode as EC
 from wire_support import Wire, req, sub

@@ -28,7 +28,7 @@ from kompakt.protocol import registry
 from kompakt.protocol.errors import ErrorCode as EC
 from kompakt.protocol.records import build_batch
 from tests.integration.conftest import BrokerProcess
-from wire_support import Wire, error_codes, field, req, sub
+from wire_support import Wire, error_codes, field, heartbeat_request, req, sub, update_features_request
 
 HANDLERS = load_handlers()
 ADVERTISED = {key: (lo, hi) for key, lo, hi in version_ranges(HANDLERS)}
@@ -468,12 +468,8 @@ def describe_quorum(w, v):
 
 def update_features(w, v):
     # group.version to the level it has (no change of level); validate only where the version has it
-    key = sub(57, "FeatureUpdateKey")(feature="group.version", max_version_level=1, allow_downgrade=False,
-                                      upgrade_type=1)
-    fields = dict(timeout_ms=10000, feature_updates=[key])
-    if v >= 1:
-        fields["validate_only"] = True
-    return req(57, **fields), {0}, lambda r: r.error_message is None and (
+    request = update_features_request([("group.version", 1, 1)], v, validate_only=True, timeout_ms=10000)
+    return request, {0}, lambda r: r.error_message is None and (
         v >= 2 or [x.feature for x in r.results] == ["group.version"])
 
 
@@ -484,20 +480,14 @@ def get_telemetry_subscriptions(w, v):
 
 
 def consumer_group_heartbeat(w, v):
-    fields = dict(group_id=f"walk-cg-{v}", member_id=f"walk-member-{v}", member_epoch=0, instance_id=None,
-                  rack_id=None, rebalance_timeout_ms=10000, subscribed_topic_names=[TOPIC],
-                  server_assignor=None, topic_partitions=[])
-    if v >= 1:
-        fields["subscribed_topic_regex"] = None
-    return req(68, **fields), {0}, lambda r: (
+    request = heartbeat_request(f"walk-cg-{v}", f"walk-member-{v}", 0, [TOPIC], rebalance_timeout_ms=10000)
+    return request, {0}, lambda r: (
         r.member_epoch == 1 and sorted(r.assignment.topic_partitions[0].partitions) == [0, 1])
 
 
 def consumer_group_describe(w, v):
     group = f"walk-cgd-{v}"
-    joined = w.wire.call(req(68, group_id=group, member_id="m", member_epoch=0, instance_id=None,
-                             rack_id=None, rebalance_timeout_ms=10000, subscribed_topic_names=[TOPIC],
-                             subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]), 1)
+    joined = w.wire.call(heartbeat_request(group, "m", 0, [TOPIC], rebalance_timeout_ms=10000), 1)
     assert joined.error_code == 0, joined
     return req(69, group_ids=[group], include_authorized_operations=False), {0}, lambda r: (
         r.groups[0].group_state == "Stable" and [m.member_id for m in r.groups[0].members] == ["m"])

@@ -13,7 +13,7 @@ from kafka.admin import ConfigResource as KPResource
 from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewTopic as KPNewTopic
 
-from groups_support import wait_until
+from kompakt.testing.poll import wait_until
 from kafka.protocol.admin.configs import AlterConfigsRequest
 from wire_support import Wire
 

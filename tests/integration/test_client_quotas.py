@@ -18,7 +18,7 @@ from kafka.protocol.producer.produce import ProduceRequest
 from kafka.record.memory_records import MemoryRecordsBuilder
 
 from compat_support import ensure_node_modules, node_step, running_broker
-from groups_support import wait_until
+from kompakt.testing.poll import wait_until
 from wire_support import Wire
 
 TIMEOUT = 30

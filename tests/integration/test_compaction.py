@@ -9,8 +9,8 @@ import urllib.request
 
 from confluent_kafka import Consumer, TopicPartition
 
-from compaction_support import (admin_get, check_against_model, cleaner_point, create_topic, produce,
-                                 read_partition, wait_until)
+from compaction_support import admin_get, check_against_model, cleaner_point, create_topic, produce, read_partition
+from kompakt.testing.poll import wait_until
 
 CLEANER = {"log.cleaner.backoff.ms": "100", "log.cleaner.dedupe.buffer.size": str(24 * 200_000)}
 
@@ -86,4 +86,4 @@ def test_consumer_offsets_stays_small(start_broker):
     def small():
         size = sum(os.path.getsize(os.path.join(d, n)) for n in os.listdir(d) if n.endswith(".log"))
         return size < 1_200_000 and size
-    wait_until(small, "__consumer_offsets to be compacted", timeout_s=90)
+    wait_until(small, "__consumer_offsets to be compacted", timeout=90)

@@ -13,7 +13,8 @@ import urllib.request
 
 import pytest
 
-from compaction_support import admin_get, check_against_model, create_topic, produce, read_partition, wait_until
+from compaction_support import admin_get, check_against_model, create_topic, produce, read_partition
+from kompakt.testing.poll import wait_until
 
 SLOW_START = {"log.cleaner.backoff.ms": "3600000", "log.cleaner.dedupe.buffer.size": str(24 * 100_000)}
 FAST = {"log.cleaner.backoff.ms": "100", "log.cleaner.dedupe.buffer.size": str(24 * 100_000)}
@@ -30,7 +31,7 @@ def compact_now(b, topic):
 
 
 def wait_dead(b, timeout_s=120):
-    wait_until(lambda: b.proc.poll() is not None, "the broker to kill itself", timeout_s)
+    wait_until(lambda: b.proc.poll() is not None, "the broker to kill itself", timeout=timeout_s)
 
 
 def checkpoint_of(log_dir, topic):
@@ -116,6 +117,6 @@ def test_sigkill_while_a_worker_is_mid_clean(start_broker, monkeypatch):
         except ProcessLookupError:
             return True
         return False
-    wait_until(gone, "the orphaned worker to die with its broker", timeout_s=30)
+    wait_until(gone, "the orphaned worker to die with its broker", timeout=30)
     assert [n for n in os.listdir(d) if n.endswith(".cleaned")]     # the partial output it left
     restart_and_check(b, produced, monkeypatch, look_first=True)

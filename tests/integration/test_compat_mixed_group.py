@@ -16,7 +16,8 @@ from __future__ import annotations
 import re
 
 from compat_support import NODE, NPM, ensure_node_modules, kafkajs
-from groups_support import GROUP_BROKER, Member, committed_offsets, create_topic, produce, wait_until
+from groups_support import GROUP_BROKER, Member, committed_offsets, create_topic, produce
+from kompakt.testing.poll import wait_until
 
 PARTITIONS = 6
 CLIENTS = ["confluent", "kafka-python", "aiokafka"]

@@ -13,8 +13,9 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from groups_support import Member, create_topic, wait_until
-from wire_support import Wire, field, req
+from groups_support import Member, create_topic
+from kompakt.testing.poll import wait_until
+from wire_support import Wire, field, heartbeat_request, req
 
 GROUP_CONFIG, DEFAULT_CONFIG = 8, 5
 INVALID_CONFIG, INVALID_REQUEST = 40, 42
@@ -63,13 +64,9 @@ def legacy(port: int, group: str, configs: dict):
 
 
 def heartbeat_interval_of_new_member(port: int, group: str) -> int:
-    hb = Wire(port).call(req(68, group_id=group, member_id="m-" + group, member_epoch=0, instance_id=None,
-                             rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=["gc-topic"],
-                             subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]), 1)
+    hb = Wire(port).call(heartbeat_request(group, "m-" + group, 0, ["gc-topic"]), 1)
     assert hb.error_code == 0, hb
-    Wire(port).call(req(68, group_id=group, member_id="m-" + group, member_epoch=-1, instance_id=None,
-                        rack_id=None, rebalance_timeout_ms=-1, subscribed_topic_names=None,
-                        subscribed_topic_regex=None, server_assignor=None, topic_partitions=None), 1)
+    Wire(port).call(heartbeat_request(group, "m-" + group, -1, None, rebalance_timeout_ms=-1), 1)
     return hb.heartbeat_interval_ms
 
 

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
-from groups_support import (GROUP_BROKER, Member, committed_offsets, create_topic, produce,
-                            wait_until)
+from groups_support import GROUP_BROKER, Member, committed_offsets, create_topic, produce
+from kompakt.testing.poll import wait_until
 
 TOPIC = "adm"
 GROUP_ID_NOT_FOUND = 69

@@ -16,8 +16,9 @@ from collections import Counter
 
 import pytest
 
-from groups_support import (CLIENTS, GROUP_BROKER, Member, committed_offsets, create_topic, listed_groups,
-                            produce, rebalances_logged, wait_until)
+from groups_support import (CLIENTS, GROUP_BROKER, Member, committed_offsets, create_topic, listed_groups, produce,
+                            rebalances_logged)
+from kompakt.testing.poll import wait_until
 
 PARTITIONS = 6
 

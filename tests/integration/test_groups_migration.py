@@ -20,8 +20,8 @@ from collections import Counter
 
 import pytest
 
-from groups_support import (GROUP_BROKER, Member, SteadyProducer, committed_offsets, consumed,
-                            create_topic, disjoint, wait_until)
+from groups_support import GROUP_BROKER, Member, SteadyProducer, committed_offsets, consumed, create_topic, disjoint
+from kompakt.testing.poll import wait_until
 from tests.integration.conftest import BrokerProcess
 
 PARTITIONS = 6

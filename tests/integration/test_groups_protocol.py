@@ -17,7 +17,8 @@ from kafka.protocol.consumer.group import (HeartbeatRequest, JoinGroupRequest, L
                                            OffsetCommitRequest, OffsetFetchRequest, SyncGroupRequest)
 from kafka.protocol.metadata.find_coordinator import FindCoordinatorRequest
 
-from groups_support import GROUP_BROKER, create_topic, wait_until
+from groups_support import GROUP_BROKER, create_topic
+from kompakt.testing.poll import wait_until
 
 SUB = struct.pack(">hih", 0, 1, 1) + b"t" + struct.pack(">i", -1)  # ConsumerProtocolSubscription v0 ["t"]
 

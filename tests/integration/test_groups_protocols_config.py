@@ -16,7 +16,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError
 
 from groups_support import create_topic, produce
-from wire_support import Wire, req
+from wire_support import Wire, heartbeat_request, req
 
 CLASSIC_ONLY = {"group.coordinator.rebalance.protocols": "classic", "offsets.topic.num.partitions": "1",
                 "group.initial.rebalance.delay.ms": "0"}
@@ -35,9 +35,7 @@ def test_consumer_protocol_apis_answer_unsupported_version(classic_only):
     versions = {k.api_key: (k.min_version, k.max_version) for k in w.call(req(18), 3).api_keys}
     assert versions.get(68) == (0, 1) and versions.get(69) == (0, 1)   # still advertised, as Kafka does
     for v in (0, 1):
-        hb = w.call(req(68, group_id="g", member_id="m" if v else "", member_epoch=0, instance_id=None,
-                        rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=["t"],
-                        subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]), v)
+        hb = w.call(heartbeat_request("g", "m" if v else "", 0, ["t"]), v)
         assert (hb.error_code, hb.error_message, hb.member_epoch) == (KafkaError.UNSUPPORTED_VERSION, None, 0)
         described = w.call(req(69, group_ids=["a", "b"], include_authorized_operations=False), v)
         assert [(g.group_id, g.error_code) for g in described.groups] == [

@@ -28,7 +28,6 @@ import uuid
 
 import pytest
 
-from groups_support import wait_until
 from tests.integration.conftest import BrokerProcess
 
 DEADLINE_S = 45.0

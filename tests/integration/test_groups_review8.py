@@ -8,7 +8,7 @@ import pytest
 from kafka.protocol.consumer.group import OffsetCommitRequest, OffsetFetchRequest
 
 from groups_support import GROUP_BROKER, create_topic
-from wire_support import Wire, error_codes, field, req
+from wire_support import Wire, error_codes, field, heartbeat_request, req
 
 T = OffsetCommitRequest.OffsetCommitRequestTopic
 P = T.OffsetCommitRequestPartition
@@ -64,11 +64,7 @@ def test_commit_to_a_partition_that_does_not_exist(broker, wire):
 
 
 def heartbeat(wire, group, member, epoch, topics=("two",), **kw):
-    fields = dict(group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
-                  rebalance_timeout_ms=30000, subscribed_topic_names=list(topics) if topics is not None else None,
-                  subscribed_topic_regex=None, server_assignor=None, topic_partitions=[] if epoch == 0 else None)
-    fields.update(kw)
-    return wire.call(req(68, **fields), 1)
+    return wire.call(heartbeat_request(group, member, epoch, topics, **kw), 1)
 
 
 def transaction(wire, name, group):

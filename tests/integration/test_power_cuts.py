@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from compaction_support import create_topic, produce, read_partition, wait_until
+from compaction_support import create_topic, produce, read_partition
+from kompakt.testing.poll import wait_until
 from test_compaction_crash import SLOW_START, TOPIC_CONFIG, compact_now, restart_and_check
 
 from kompakt.storage.topic_store import read_partition_metadata
@@ -50,7 +51,7 @@ def test_a_power_cut_at_each_swap_step(start_broker, monkeypatch, point):
     produced = produce(b.bootstrap, "crash", [(b"k%d" % (i % 40), b"value-%d" % i) for i in range(400)],
                        batch_size=1500)
     compact_now(b, "crash")
-    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", 120)
+    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", timeout=120)
     assert f"test hook TEST_KOMPAKT_CRASH_AT={point}" in b.log_text()
     b.restore_after_crash()
     restart_and_check(b, produced, monkeypatch)
@@ -110,7 +111,7 @@ def test_a_cut_inside_a_transaction_commit_keeps_it_all_or_nothing(start_broker,
         second_acked = True
     except ck.KafkaException:
         pass
-    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", 60)
+    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", timeout=60)
     b.restore_after_crash()
     monkeypatch.delenv("TEST_KOMPAKT_CRASH_AT")
     b.start()

@@ -11,7 +11,8 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
-from groups_support import create_topic, produce, wait_until
+from groups_support import create_topic, produce
+from kompakt.testing.poll import wait_until
 from wire_support import Wire, req
 
 

@@ -14,7 +14,8 @@ import urllib.request
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from compaction_support import admin_get, create_topic, produce, read_partition, wait_until
+from compaction_support import admin_get, create_topic, produce, read_partition
+from kompakt.testing.poll import wait_until
 from compat_support import running_broker
 
 KEYS = [b"k%d" % i for i in range(8)]
@@ -143,7 +144,7 @@ def test_a_group_that_stops_committing_stops_holding_after_max_ms(b):
         "kompakt.tombstone.retention.max.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
     admin = AdminClient({"bootstrap.servers": b.bootstrap})
     admin.incremental_alter_configs([res])[res].result(30)
-    wait_until(lambda: time.monotonic() - committed_at > 1.5, "max.ms to pass", timeout_s=30)
+    wait_until(lambda: time.monotonic() - committed_at > 1.5, "max.ms to pass", timeout=30)
     roll(b, topic)
     gone = compact(b, topic)
     assert gone["tombstones_held_back"] == 0

@@ -18,21 +18,15 @@ from kafka.errors import InvalidUpdateVersionError
 
 from kompakt.broker.metadata.store_file import read_json, write_json
 from kompakt.protocol.errors import ErrorCode as EC
-from wire_support import Wire, req, sub
+from wire_support import Wire, heartbeat_request, req, update_features_request
 
 UPGRADE, SAFE, UNSAFE = 1, 2, 3
 ALL_FAILED = "The update failed for all features since the following feature had an error: "
 DEFAULT = ({"metadata.version": 25, "group.version": 1, "transaction.version": 2, "kraft.version": 1}, 1)
-Key = sub(57, "FeatureUpdateKey")
 
 
 def update(port, updates, version=1, validate_only=False):
-    keys = [Key(feature=name, max_version_level=level, allow_downgrade=kind != UPGRADE,
-                upgrade_type=kind) for name, level, kind in updates]
-    fields = dict(timeout_ms=30000, feature_updates=keys)
-    if version >= 1:
-        fields["validate_only"] = validate_only
-    return Wire(port).call(req(57, **fields), version)
+    return Wire(port).call(update_features_request(updates, version, validate_only), version)
 
 
 def finalized(port):
@@ -41,10 +35,7 @@ def finalized(port):
 
 
 def heartbeat_code(port, group):
-    return Wire(port).call(req(68, group_id=group, member_id="m-" + group, member_epoch=0, instance_id=None,
-                               rack_id=None, rebalance_timeout_ms=30000, subscribed_topic_names=["uf-topic"],
-                               subscribed_topic_regex=None, server_assignor=None, topic_partitions=[]),
-                           1).error_code
+    return Wire(port).call(heartbeat_request(group, "m-" + group, 0, ["uf-topic"]), 1).error_code
 
 
 REFUSED = [

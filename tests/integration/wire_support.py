@@ -13,7 +13,9 @@ SASL/PLAIN on a SASL_PLAINTEXT listener (SaslHandshake v1, SaslAuthenticate v2).
 `create_topics(wire, {name: configs})` creates topics (CreateTopics v5) and checks they were;
 `list_offset(wire, topic, timestamp)` is ListOffsets v5 of partition 0: (offset, timestamp), and
 `end_offset` its latest offset; `produce(wire, topic, records, version, acks)` sends one batch to
-partition 0 and returns that partition's answer.
+partition 0 and returns that partition's answer. `heartbeat_request(group, member, epoch, topics)`
+is a KIP-848 ConsumerGroupHeartbeat (join at epoch 0, heartbeat, leave at -1) and
+`update_features_request(updates, version)` an UpdateFeatures of (feature, level, upgrade type).
 """
 from __future__ import annotations
 
@@ -36,6 +38,10 @@ class Wire:
     def pipeline(self, calls, client_id: str = "wire-test") -> list:
         """Send every (request, version) of `calls` in one write, back to back without waiting
         for an answer, then read the answers in order."""
+        return self.answers(self.send(calls, client_id))
+
+    def send(self, calls, client_id: str = "wire-test") -> list:
+        """Send every (request, version) of `calls` in one write; what `answers` reads them by."""
         sent, out = [], bytearray()
         for request, version in calls:
             api = registry.API[request.API_KEY]
@@ -45,6 +51,10 @@ class Wire:
             out += request.encode(header=True, framed=True)
             sent.append((api, version, correlation_id))
         self.sock.sendall(out)
+        return sent
+
+    def answers(self, sent) -> list:
+        """The answers to `sent` (from `send`; leave out requests that get none, acks=0), in order."""
         answers = []
         for api, version, correlation_id in sent:
             head = self._read(4, api.name, version)
@@ -144,3 +154,26 @@ def produce(wire: Wire, topic: str, records: bytes, version: int = 9, acks: int 
     [t] = answer.responses
     [p] = t.partition_responses
     return p
+
+
+def heartbeat_request(group: str, member: str, epoch: int, topics=("two",), **fields):
+    """ConsumerGroupHeartbeat (68): at epoch 0 a member joining with `topics` and an empty
+    assignment; otherwise a heartbeat or (epoch -1) a leave, which send no assignment; `fields`
+    override any field (topics=None sends no subscription)."""
+    body = dict(group_id=group, member_id=member, member_epoch=epoch, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=30000, subscribed_topic_names=list(topics) if topics is not None else None,
+                subscribed_topic_regex=None, server_assignor=None, topic_partitions=[] if epoch == 0 else None)
+    body.update(fields)
+    return req(68, **body)
+
+
+def update_features_request(updates, version: int, validate_only: bool = False, timeout_ms: int = 30000):
+    """UpdateFeatures (57) of (feature, max version level, upgrade type) triples; v0 has no
+    validate_only and reads allow_downgrade (set for any type but UPGRADE, 1)."""
+    key = sub(57, "FeatureUpdateKey")
+    body = dict(timeout_ms=timeout_ms, feature_updates=[
+        key(feature=name, max_version_level=level, allow_downgrade=kind != 1, upgrade_type=kind)
+        for name, level, kind in updates])
+    if version >= 1:
+        body["validate_only"] = validate_only
+    return req(57, **body)

@@ -35,12 +35,12 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from java_support import libs_dir
+from kompakt.testing.poll import wait_until
 
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
@@ -97,18 +97,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(check, timeout: float, what: str, *, interval: float = 0.2, details=lambda: ""):
-    """Poll `check()` until it returns a truthy value (returned); TimeoutError naming `what`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:g}s. {details()}")
-        time.sleep(interval)
 
 
 class ConnectError(RuntimeError):
@@ -183,8 +171,8 @@ class ConnectWorker:
         with open(self.log_path, "wb") as out:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                           cwd=self.work_dir)
-        wait_for(self._ready, START_TIMEOUT_S, "the Connect worker's REST API", interval=0.25,
-                 details=lambda: f"worker log:\n{self.log_tail()}")
+        wait_until(self._ready, "the Connect worker's REST API", timeout=START_TIMEOUT_S, interval=0.25,
+                   details=lambda: f"worker log:\n{self.log_tail()}")
         return self
 
     def _ready(self) -> bool:
@@ -259,6 +247,6 @@ class ConnectWorker:
                 raise RuntimeError(f"connector {name} failed: {json.dumps(st)[:3000]}")
             has_tasks = bool(st["tasks"]) != (state == "STOPPED")
             return st if has_tasks and set(states) == {state} else None
-        return wait_for(check, timeout, f"connector {name} {state}",
-                        details=lambda: f"status: {self._request('GET', f'/connectors/{name}/status')}\n"
+        return wait_until(check, f"connector {name} {state}", timeout=timeout,
+                          details=lambda: f"status: {self._request('GET', f'/connectors/{name}/status')}\n"
                                         f"worker log:\n{self.log_tail()}")

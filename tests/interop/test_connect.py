@@ -21,7 +21,8 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from connect_support import ConnectWorker, wait_for
+from connect_support import ConnectWorker
+from kompakt.testing.poll import wait_until
 from postgres_support import PostgresCluster
 
 
@@ -88,9 +89,9 @@ def wait_sink_committed(broker, worker, connector: str, topic: str) -> None:
     transaction marker after it stays uncounted, as on Kafka)."""
     last = read_topic(broker, topic)[-1].offset
     group = f"connect-{connector}"
-    wait_for(lambda: committed_offset(broker, group, topic) == last + 1, 30,
-             f"{connector}'s committed offset to reach {last + 1}",
-             details=lambda: f"committed {committed_offset(broker, group, topic)}; worker log:\n{worker.log_tail()}")
+    wait_until(lambda: committed_offset(broker, group, topic) == last + 1,
+               f"{connector}'s committed offset to reach {last + 1}", timeout=30,
+               details=lambda: f"committed {committed_offset(broker, group, topic)}; worker log:\n{worker.log_tail()}")
 
 
 def compact_internal_topics(broker, worker) -> int:
@@ -158,8 +159,8 @@ def test_filestream_resumes_exactly_after_a_worker_kill(interop_broker, worker, 
     def sink_lines():
         return sink_file.read_text().splitlines() if sink_file.exists() else []
 
-    wait_for(lambda: len(sink_lines()) >= len(first), 60, "the sink file to hold the first lines",
-             details=lambda: f"{len(sink_lines())} lines; worker log:\n{worker.log_tail()}")
+    wait_until(lambda: len(sink_lines()) >= len(first), "the sink file to hold the first lines", timeout=60,
+               details=lambda: f"{len(sink_lines())} lines; worker log:\n{worker.log_tail()}")
     assert sink_lines() == first
     wait_sink_committed(interop_broker, worker, "lines-sink", "lines")
     worker.rest("PUT", "/connectors/lines-sink/pause")
@@ -176,14 +177,14 @@ def test_filestream_resumes_exactly_after_a_worker_kill(interop_broker, worker, 
     worker.wait_state("lines-sink", "PAUSED")
     worker.wait_state("lines-source", "RUNNING")
     expected = first + second
-    wait_for(lambda: len(read_topic(interop_broker, "lines")) >= len(expected), 60, "the source to read the new lines",
-             details=lambda: f"worker log:\n{worker.log_tail()}")
+    wait_until(lambda: len(read_topic(interop_broker, "lines")) >= len(expected), "the source to read the new lines",
+               timeout=60, details=lambda: f"worker log:\n{worker.log_tail()}")
     assert [r.value.decode() for r in read_topic(interop_broker, "lines")] == expected
     assert sink_lines() == first                    # paused: nothing written while down or since
 
     worker.rest("PUT", "/connectors/lines-sink/resume")
-    wait_for(lambda: len(sink_lines()) >= len(expected), 60, "the sink file to hold every line",
-             details=lambda: f"{len(sink_lines())} lines; worker log:\n{worker.log_tail()}")
+    wait_until(lambda: len(sink_lines()) >= len(expected), "the sink file to hold every line", timeout=60,
+               details=lambda: f"{len(sink_lines())} lines; worker log:\n{worker.log_tail()}")
     wait_sink_committed(interop_broker, worker, "lines-sink", "lines")
     assert sink_lines() == expected
     for name in ("lines-source", "lines-sink"):
@@ -211,8 +212,8 @@ def test_connector_offsets_are_altered_and_reset_through_the_rest_api(interop_br
     def sink_lines():
         return sink_file.read_text().splitlines() if sink_file.exists() else []
 
-    wait_for(lambda: len(sink_lines()) >= len(lines), 60, "the sink file to hold the lines",
-             details=lambda: f"worker log:\n{worker.log_tail()}")
+    wait_until(lambda: len(sink_lines()) >= len(lines), "the sink file to hold the lines", timeout=60,
+               details=lambda: f"worker log:\n{worker.log_tail()}")
     wait_sink_committed(interop_broker, worker, "sink-875", "lines-875")
     for name in ("src-875", "sink-875"):
         worker.rest("PUT", f"/connectors/{name}/stop")
@@ -234,8 +235,8 @@ def test_connector_offsets_are_altered_and_reset_through_the_rest_api(interop_br
     for name in ("src-875", "sink-875"):
         worker.rest("PUT", f"/connectors/{name}/resume")
     expected = lines + lines[10:] + lines
-    wait_for(lambda: len(sink_lines()) >= len(expected), 60, "the sink file to hold the lines again",
-             details=lambda: f"{len(sink_lines())} lines; worker log:\n{worker.log_tail()}")
+    wait_until(lambda: len(sink_lines()) >= len(expected), "the sink file to hold the lines again", timeout=60,
+               details=lambda: f"{len(sink_lines())} lines; worker log:\n{worker.log_tail()}")
     assert [r.value.decode() for r in read_topic(interop_broker, "lines-875")] == lines + lines
     assert sink_lines() == expected
     for name in ("src-875", "sink-875"):
@@ -304,8 +305,8 @@ def test_debezium_postgres_into_a_compacted_topic_snapshots_to_the_table(interop
 
     # 40 snapshot reads, 20 inserts, 3 x 15 updates, 1 update, 12 x (delete event + tombstone), 1 insert
     first_events = 40 + 20 + 45 + 1 + 24 + 1
-    wait_for(lambda: change_events() >= first_events, 60, "the first changes to be streamed", interval=0.5,
-             details=lambda: f"{change_events()} events; worker log:\n{worker.log_tail()}")
+    wait_until(lambda: change_events() >= first_events, "the first changes to be streamed", timeout=60, interval=0.5,
+               details=lambda: f"{change_events()} events; worker log:\n{worker.log_tail()}")
     streamed = change_events()
     # 200 transactions, one after the other; the worker dies while they stream
     burst = subprocess.Popen(postgres.psql(
@@ -315,7 +316,7 @@ def test_debezium_postgres_into_a_compacted_topic_snapshots_to_the_table(interop
         "IF i % 3 = 0 THEN DELETE FROM items WHERE id = i - 2; END IF; "
         "COMMIT; PERFORM pg_sleep(0.01); END LOOP; END $$"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        wait_for(lambda: change_events() >= streamed + 30, 60, "the burst to be streaming", interval=0.1)
+        wait_until(lambda: change_events() >= streamed + 30, "the burst to be streaming", timeout=60, interval=0.1)
         worker.kill()
     finally:
         _, err = burst.communicate(timeout=120)
@@ -333,8 +334,8 @@ def test_debezium_postgres_into_a_compacted_topic_snapshots_to_the_table(interop
             return False
         return {k: v for k, v in latest.items() if v is not None} == table
 
-    wait_for(caught_up, 90, "the change topic to catch up with the table", interval=0.5,
-             details=lambda: f"worker log:\n{worker.log_tail()}")
+    wait_until(caught_up, "the change topic to catch up with the table", timeout=90, interval=0.5,
+               details=lambda: f"worker log:\n{worker.log_tail()}")
 
     admin = AdminClient({"bootstrap.servers": interop_broker.bootstrap})
     config = admin.describe_configs([ConfigResource("topic", TOPIC)])
