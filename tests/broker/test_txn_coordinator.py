@@ -648,10 +648,13 @@ def state_values(h, tid="tx"):
             for rec in R.decode_records(data, pos, hd) if T.decode_key(rec.key)["transactional_id"] == tid]
 
 
+@pytest.mark.parametrize("h", [{}, {"kompakt.durable.acks.enable": "false"}], indirect=True,
+                         ids=["durable-acks", "kafka-acks"])
 async def test_tv2_produce_adds_the_partition_and_every_end_bumps_the_epoch(h):
     """Kafka 4.0's TransactionCoordinator for a v5 EndTxn, row by row of its table (Empty /
     Complete* x commit / abort x current / retried epoch), with Produce v12 adding partitions
-    itself: no AddPartitionsToTxn is sent anywhere here."""
+    itself: no AddPartitionsToTxn is sent anywhere here. With durable acks (EndTxn answered once
+    its markers are synced) and without (markers written before the answer, Kafka's way)."""
     _, pid, epoch = await init(h, version=5)
     assert epoch == 0
     assert await produce(h, pid, 0, 0, version=12) == E_NONE         # a-0 never added: added now

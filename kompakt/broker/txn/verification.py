@@ -34,9 +34,13 @@ The coordinator's answers as Produce gives them (Kafka's translation for clients
     COORDINATOR_* / NOT_COORDINATOR  NOT_ENOUGH_REPLICAS (retriable without a metadata refresh)
     anything else                    as is (INVALID_PRODUCER_ID_MAPPING, ...)
 Kafka 4.0's broker retries an add answered CONCURRENT_TRANSACTIONS for up to 100 ms first (a
-TV2 client may produce while its previous transaction's markers are still being written there).
-Here the previous EndTxn is answered only once its markers are written, so a client following
-the protocol never meets it; a fenced or timed-out transaction being aborted still answers it.
+TV2 client may produce while its previous transaction's markers are still being written there),
+and keeps a TV2 verification guard across a marker of the guard's epoch (UnifiedLog.updateProducers'
+isV2NextTransactionStarted: the previous transaction's marker, at the bumped epoch, may land after
+the next transaction's add). Here the previous EndTxn is answered only once its markers are
+written, and an add is refused while they are not (CONCURRENT_TRANSACTIONS, retriable), so a
+client following the protocol meets neither case; a fenced or timed-out transaction being aborted
+still answers CONCURRENT_TRANSACTIONS until its markers are in.
 """
 from __future__ import annotations
 
