@@ -305,76 +305,91 @@ async def test_tls_responses_are_encrypted_as_the_socket_drains_and_all_arrive_b
 async def test_a_large_request_gets_its_memory_before_its_body_is_read(broker):
     """queued.max.request.bytes as Kafka's memory pool: a connection whose next (large) request
     finds the pool used up stops reading at its size prefix - no buffer is made for it, its body
-    stays in the socket - and goes on once an answer frees memory."""
+    stays in the socket - and goes on once a handler gives memory back."""
     from kafka.protocol.producer.produce import ProduceRequest
     from kompakt.protocol.records import build_batch
     from kompakt.storage import TopicPartition
     b = await broker(**{"queued.max.request.bytes": "1"})
     b.log_manager.create_topic("t", 1, {})
     a_reader, a_writer = await connect(b)
-    a_writer.write(long_poll("t", 1, 600_000))             # parked: holds the whole pool
-    await a_writer.drain()
-    while not any(c.in_flight for c in b.connections):
-        await asyncio.sleep(0.005)
-    TD = ProduceRequest.TopicProduceData
-    produce = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[TD(
-        name="t", partition_data=[TD.PartitionProduceData(index=0, records=build_batch([(b"k", b"v" * 300_000)]))])])
-    big = frame(produce, 9, 2)
-    assert len(big) > 300_000
-    b_reader, b_writer = await connect(b)
-    b_writer.write(big)
-    for _ in range(int(DEADLINE_S / 0.005)):
-        waiting = [c for c in b.connections if c._awaiting_memory]
-        if waiting:
-            break
-        await asyncio.sleep(0.005)
-    [conn] = waiting
-    assert conn._reading_paused and conn._held is None and conn.reader._large is None   # nothing made for it
-    assert conn.reader.buffered < len(big) - 4                                            # its body is not read
-    assert b.limits.queued_bytes < len(big)
-    b.log_manager.append_as_leader(TopicPartition("t", 0), build_batch([(b"wake", b"up")]))   # the fetch answers ...
-    assert await read_correlation(a_reader) == 1
-    assert await read_correlation(b_reader) == 2                                           # ... and the produce goes on
-    assert b.log_manager.get_log(TopicPartition("t", 0)).log_end_offset == 2
-    while b.limits.queued_bytes:
-        await asyncio.sleep(0.005)
+    real = b.dispatcher.handlers[18]
+    holder = b.dispatcher.handlers[18] = _Holds()
+    try:
+        a_writer.write(frame(ApiVersionsRequest(version=0), 0, 1))    # its handler holds the whole pool
+        await a_writer.drain()
+        while not any(c.in_flight for c in b.connections):
+            await asyncio.sleep(0.005)
+        TD = ProduceRequest.TopicProduceData
+        produce = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[TD(
+            name="t", partition_data=[TD.PartitionProduceData(index=0, records=build_batch([(b"k", b"v" * 300_000)]))])])
+        big = frame(produce, 9, 2)
+        assert len(big) > 300_000
+        b_reader, b_writer = await connect(b)
+        b_writer.write(big)
+        for _ in range(int(DEADLINE_S / 0.005)):
+            waiting = [c for c in b.connections if c._awaiting_memory]
+            if waiting:
+                break
+            await asyncio.sleep(0.005)
+        [conn] = waiting
+        assert conn._reading_paused and conn._held is None and conn.reader._large is None   # nothing made for it
+        assert conn.reader.buffered < len(big) - 4                                            # its body is not read
+        assert b.limits.queued_bytes < len(big)
+        holder.release.set()                                                    # the holder answers ...
+        assert await read_correlation(a_reader) == 1
+        assert await read_correlation(b_reader) == 2                           # ... and the produce goes on
+        assert b.log_manager.get_log(TopicPartition("t", 0)).log_end_offset == 1
+        while b.limits.queued_bytes:
+            await asyncio.sleep(0.005)
+    finally:
+        b.dispatcher.handlers[18] = real
     a_writer.close()
     b_writer.close()
 
 
-async def test_pipelined_produces_keep_each_partitions_order_when_one_waits_on_the_log_writer(broker):
-    """Requests of one connection run concurrently; a partition's appends must still follow
-    arrival order. The first request's append to a flush.messages=1 topic goes to the log writer:
-    its append to the second topic must not be overtaken by the next request's (Kafka answers a
-    connection's requests one at a time)."""
+async def test_a_parked_fetch_holds_no_request_memory(broker):
+    """Kafka gives a request's memory back to the pool once its handler has handled it
+    (KafkaRequestHandler: request.releaseBuffer() after apis.handle), before a delayed answer: a
+    fetch parked for its long poll (or a produce waiting for its sync) holds none. With a
+    one-byte pool, a produce on another connection is read and appended at once, and its append
+    answers the parked fetch, with the records."""
     from kafka.protocol.producer.produce import ProduceRequest
-    from kafka.protocol.producer.produce import ProduceResponse
-    from kompakt.protocol.records import build_batch, decode_records, iter_batches
-    from kompakt.storage import TopicPartition
-    b = await broker()
-    b.log_manager.create_topic("synced", 1, {"flush.messages": "1"})   # every append fsyncs: the writer's
-    b.log_manager.create_topic("plain", 1, {})
+    from kompakt.protocol.records import build_batch
+    b = await broker(**{"queued.max.request.bytes": "1"})
+    b.log_manager.create_topic("t", 1, {})
+    a_reader, a_writer = await connect(b)
+    a_writer.write(long_poll("t", 1, 600_000))                  # parks for ten minutes
+    await a_writer.drain()
+    while not any(c.parked.futures for c in b.connections):
+        await asyncio.sleep(0.005)
+    assert b.limits.queued_bytes == 0                            # parked: its memory is back
     TD = ProduceRequest.TopicProduceData
+    produce = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[TD(
+        name="t", partition_data=[TD.PartitionProduceData(index=0, records=build_batch([(b"k", b"v" * 1000)]))])])
+    b_reader, b_writer = await connect(b)
+    b_writer.write(frame(produce, 9, 2))
+    assert await read_correlation(b_reader) == 2
+    size, correlation_id = struct.unpack(">ii", await asyncio.wait_for(a_reader.readexactly(8), DEADLINE_S))
+    assert correlation_id == 1 and size > 1000                   # the fetch answered the record
+    await a_reader.readexactly(size - 4)
+    a_writer.close()
+    b_writer.close()
 
-    def produce(parts):
-        return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
-            TD(name=t, partition_data=[TD.PartitionProduceData(index=0, records=build_batch([(b"k", v)]))])
-            for t, v in parts])
 
-    reader, writer = await connect(b)
-    writer.write(frame(produce([("synced", b"s1"), ("plain", b"first")]), 9, 1)
-                 + frame(produce([("plain", b"second")]), 9, 2))
-    answers = {}
-    for _ in range(2):
-        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))[0]
-        resp = ProduceResponse.decode(await reader.readexactly(size), version=9, header=True)
-        answers[resp.header.correlation_id] = {t.name: t.partition_responses[0].base_offset for t in resp.responses}
-    plog = b.log_manager.get_log(TopicPartition("plain", 0))
-    data = bytes(plog.read(0, 1 << 20).records)
-    values = [r.value for pos, hdr in iter_batches(data) for r in decode_records(data, pos, hdr)]
-    assert values == [b"first", b"second"]
-    assert answers == {1: {"synced": 0, "plain": 0}, 2: {"plain": 1}}
-    writer.close()
+class _Holds:
+    """An ApiVersions handler that keeps its request (and its request memory) until released,
+    never applying its effects early (a JoinGroup waiting for its rebalance does the same)."""
+    API_KEY, MIN_VERSION, MAX_VERSION = 18, 0, 4
+
+    def __init__(self):
+        self.release = asyncio.Event()
+
+    def decode(self, header, frame):
+        return None
+
+    async def handle(self, ctx, request):
+        await self.release.wait()
+        return struct.pack(">ii", 4, ctx.correlation_id)
 
 
 async def test_queued_max_request_bytes_0_is_no_limit_as_kafka(broker):

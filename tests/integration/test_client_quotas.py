@@ -19,7 +19,7 @@ from kafka.record.memory_records import MemoryRecordsBuilder
 
 from compat_support import ensure_node_modules, node_step, running_broker
 from kompakt.testing.poll import wait_until
-from wire_support import Wire
+from wire_support import Wire, list_offset
 
 TIMEOUT = 30
 QUOTA_BROKER = {"quota.window.num": "2", "num.partitions": "1"}
@@ -100,6 +100,43 @@ def test_a_throttled_connection_reads_nothing_until_the_throttle_ends(broker):
     finally:
         wire.close()
     wait_until(lambda: throttled_total(broker, "produce") >= 1, "the throttle metric")
+
+
+def test_a_request_behind_a_throttled_produce_waits_for_its_answer_and_the_throttle(broker):
+    """A produce over its quota keeps the connection's next request back until its answer is out
+    and then for its throttle (Kafka reads nothing from a channel with a request in flight, then
+    mutes it, KIP-219), though an unthrottled produce lets the next start once it has appended."""
+    wire, probe = Wire(broker.port), Wire(broker.port)
+    E = AlterClientQuotasRequest.EntryData
+    answer = wire.call(AlterClientQuotasRequest(validate_only=False, entries=[E(
+        entity=[E.EntityData(entity_type="client-id", entity_name="muted-pipeline")],
+        ops=[E.OpData(key="producer_byte_rate", value=1000.0, remove=False)])]), 1)
+    assert [e.error_code for e in answer.entries] == [0]
+    T = ProduceRequest.TopicProduceData
+
+    def produce_request(size: int):
+        builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 20)
+        builder.append(timestamp=None, key=b"k", value=b"x" * size, headers=[])
+        builder.close()
+        return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+            T(name="pipelined", partition_data=[T.PartitionProduceData(index=0, records=bytes(builder.buffer()))])])
+
+    create_topic(broker, "pipelined")
+    try:
+        started = time.monotonic()
+        sent = wire.send([(produce_request(1500), 9), (produce_request(10), 9)], client_id="muted-pipeline")
+        [throttled] = wire.answers(sent[:1])
+        assert 400 <= throttled.throttle_time_ms <= 900
+        [second] = wire.answers(sent[1:])
+        assert second.responses[0].partition_responses[0].error_code == 0
+        # the second began after the first's answer and its throttle: a lower bound a loaded
+        # machine only exceeds (had it started during the first's durable wait, its answer would
+        # have followed the first's within that sync)
+        assert time.monotonic() - started >= 0.95 * throttled.throttle_time_ms / 1000.0   # timers: ms grain
+        assert list_offset(probe, "pipelined", -1)[0] == 2
+    finally:
+        wire.close()
+        probe.close()
 
 
 def test_byte_rate_quotas_throttle_the_named_clients_only(broker):

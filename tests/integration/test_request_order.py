@@ -125,6 +125,31 @@ def test_a_parked_fetch_does_not_hold_back_the_next_request(wire):
     assert part.error_code == 0 and part.records, "the fetch sat out its long poll: the produce waited behind it"
 
 
+def test_an_acks_0_produce_that_fails_closes_before_the_next_request_starts(module_broker, wire):
+    """acks=0 has no answer, so an error closes the connection (Kafka's KafkaApis: closeConnection),
+    and Kafka never reads what the client sent after it: a produce pipelined behind an acks=0
+    produce that failed for one partition is not appended. The failed produce also writes to a
+    flush.messages=1 topic, an append on the log writer that it waits for, so it is still running
+    when its effects are applied (where the next request used to start)."""
+    create_topics(wire, {"order-a0": {}, "order-a0-synced": {"flush.messages": "1"}})
+    P = sub(0, "TopicProduceData")
+
+    def produce_request(topics, acks: int):
+        return req(0, transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[
+            P(name=t, partition_data=[P.PartitionProduceData(index=0, records=_records(2))]) for t in topics])
+
+    doomed = Wire(module_broker.port)
+    try:
+        doomed.send([(produce_request(["order-a0-synced", "order-a0-missing"], 0), 9),
+                     (produce_request(["order-a0"], 1), 9)])
+        assert doomed.sock.recv(1) == b"", "the connection was not closed"
+    finally:
+        doomed.close()
+    # the second produce never ran: the next record lands at offset 0 (an acks=all produce, so
+    # this is also past any unsynced append: the high watermark alone could miss one)
+    assert produce(wire, "order-a0", _records(1)).base_offset == 0
+
+
 def test_confluent_admin_delete_records_then_list_offsets(module_broker):
     """confluent-kafka-python's admin test_delete_records: DeleteRecords and ListOffsets(earliest)
     issued together on the AdminClient, whose librdkafka sends them back to back on one connection.

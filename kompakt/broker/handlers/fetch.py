@@ -33,7 +33,8 @@ partition). Partitions are read one after another, in request order, either way.
 Long poll: with fewer than `min_bytes` bytes available and no error reading a log, the fetch
 waits up to `max_wait_ms` on fetch/wait.FetchWaiters, woken by appends to any of its partitions,
 then reads again; before it parks it tells the connection its effects are applied
-(`ctx.effects_applied()`), so the connection's next request starts meanwhile (a client such as
+(`ctx.effects_applied()`; not when the client is over its fetch quota, whose next request waits
+for the throttled answer as on Kafka), so the connection's next request starts meanwhile (a client such as
 librdkafka sends its produce requests on the connection its fetches park on). Appends are counted from before each read, so one landing during a read in a
 worker thread re-reads at once rather than being slept through. Unauthorized or unknown
 topics/partitions do not cut it short (Kafka answers those beside the long poll of the others),
@@ -324,8 +325,11 @@ async def _fetch(ctx, request, version, wanted, quota):
     topics, total, errors, readable = await _read_all(ctx, wanted, version, max_bytes, read_committed)
     if total < min_bytes and may_park and not errors:
         # the session's epoch moved and nothing else of this fetch changes anything: the
-        # connection's next request may start while this one is parked (network/connection.py)
-        ctx.effects_applied()
+        # connection's next request may start while this one is parked (network/connection.py),
+        # unless the client is over its consumer_byte_rate now: then, as on Kafka, the next
+        # request waits for this answer and the throttle it carries
+        if not (quota.enabled and quota.throttle_time(ctx.principal, ctx.client_id, int(time.monotonic() * 1000))):
+            ctx.effects_applied()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_ms / 1000.0
         while total < min_bytes:

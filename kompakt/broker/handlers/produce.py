@@ -54,6 +54,8 @@ Quota (producer_byte_rate, broker/quotas; one attribute test when no such quota 
 request's size is recorded after the appends; a client over its quota gets throttle_time_ms in
 the answer (v1+) and its connection reads nothing for that long, acks=0 included (Kafka mutes the
 channel for every version since KIP-219; older clients wait because their next request does).
+A throttled request does not call `ctx.effects_applied()`: the connection's next request waits
+for its answer and then the throttle, as on Kafka, rather than starting during its durable wait.
 
 Version notes:
 - v0-2 are advertised because Kafka 4 does (KAFKA-18659: librdkafka turns off compression when
@@ -195,16 +197,23 @@ async def handle(ctx, request):
     quota = ctx.broker.quotas.produce
     if quota.enabled:
         throttle_ms = _record_quota(ctx, quota)
-    ctx.effects_applied()                    # appended: the connection's next request may start
-    if waits:                                # acks=all: answered once synced
-        await _durable(ctx.log_manager, responses, waits, ctx.metrics)
     if acks == 0:
+        # before the next request may start: Kafka closes the connection without reading what
+        # the client sent after this request (its channel is muted while the request is handled)
         for name, topic_id, partitions in responses:
             for index, code, _, _, _, message, _ in partitions:
                 if code:
                     raise CloseConnection(
                         f"acks=0 produce to {name or topic_id}-{index} failed with "
                         f"{ErrorCode(code).name}: {message or ''}")
+    if not throttle_ms:
+        # appended: the connection's next request may start now. A throttled one holds it
+        # until this answer, then the connection mutes for throttle_ms (Kafka: nothing is read
+        # from the channel until the answer is sent, then it is muted for the throttle, KIP-219)
+        ctx.effects_applied()
+    if waits:                                # acks=all: answered once synced
+        await _durable(ctx.log_manager, responses, waits, ctx.metrics)
+    if acks == 0:
         return None
     return codec.encode_produce_response(ctx.correlation_id, version, responses, throttle_ms)
 

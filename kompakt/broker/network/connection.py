@@ -28,10 +28,16 @@ mark (`pause_writing`); it resumes when both clear. Request memory (queued.max.r
 broker/network/limits.py): a large frame's memory is asked for when its size prefix arrives, before its
 buffer is made and its body read (`_admit_large`, Kafka's memory pool); a small frame, already in
 the shared read buffer, when it is complete; either way a connection that gets none pauses
-reading until answers free some. A slow consumer throttles its own connection and
+reading until some is freed. A request gives its memory back (and a large frame its buffer)
+once its handler is done with the frame: when its effects are applied or it returns, whichever
+comes first (`_release`), as Kafka's request handler releases the buffer after handling, before
+a delayed answer; so a parked fetch or a produce waiting for its sync holds none. A slow consumer throttles its own connection and
 nobody else's. Responses that finish in the same loop pass leave in one `writelines` (writev).
 A client over its byte-rate quota (broker/quotas) is muted the same way for the throttle time
-its answer carries (`throttle`): no new request is read or started until it ends.
+its answer carries (`throttle`): no new request is read or started until it ends. A throttled
+Produce, and a Fetch from a client already over its quota, do not apply their effects early, so
+the next request waits for their answer and then the throttle, as Kafka (which reads nothing
+from a channel before answering, then mutes it, KIP-219).
 
 Zero copy (plaintext only): requests run with `ctx.zero_copy`, so a Fetch answer may carry storage
 FileRecords (segment file ranges) in place of record bytes. Such an answer, when the transport's
@@ -93,7 +99,7 @@ class _Slot:
         self.task = None
         self.frame = None                    # the request's frame until it starts
         self.held = None                     # then until its effects are applied (recycled then)
-        self.nbytes = nbytes                 # held in the broker's request-memory pool until answered
+        self.nbytes = nbytes                 # in the request-memory pool until the handler is done with the frame
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -289,7 +295,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if isinstance(prepared, (bytes, bytearray)):
             slot.done, slot.data = True, prepared
-            self.reader.recycle(frame)
+            slot.held = frame
+            self._release(slot)
             self._flush()
         else:
             self._running = slot
@@ -315,11 +322,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         acknowledgement would otherwise hold its megabyte while the next ones get fresh ones."""
         slot = self._running
         self._running = None
-        if slot is not None and slot.held is not None:
-            held, slot.held = slot.held, None
-            self.reader.recycle(held)
+        if slot is not None:
+            self._release(slot)
         if self.transport is not None:
             self._process()
+
+    def _release(self, slot: _Slot) -> None:
+        """The handler is done with the request's frame (its effects are applied, or it returned):
+        a large frame's buffer goes back to the reader and the request's bytes to the memory pool
+        (queued.max.request.bytes), once each. Kafka's request handler releases the request's
+        buffer to the pool as soon as it has handled it (KafkaRequestHandler: releaseBuffer
+        after apis.handle), before a delayed answer (a parked fetch, an acks=all produce)."""
+        held, slot.held = slot.held, None
+        if held is not None:
+            self.reader.recycle(held)
+        if slot.nbytes:
+            self.limits.free(slot.nbytes)
+            slot.nbytes = 0
 
     async def _run(self, slot: _Slot, frame, ctx, module, request) -> None:
         try:
@@ -330,9 +349,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if ctx.throttle_ms > 0:
                 self.throttle(ctx.throttle_ms)
             del ctx, request
-            held, slot.held = slot.held, None
-            if held is not None:             # answered: a large frame's buffer can take the next one
-                self.reader.recycle(held)
+            self._release(slot)              # answered: its buffer and memory can take the next
         except asyncio.CancelledError:
             raise
         except CloseConnection as exc:
@@ -356,6 +373,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if sasl.principal is not None:
             self.session.principal = sasl.principal
         slot.done, slot.data = True, len(answer).to_bytes(4, "big") + answer
+        self._release(slot)
         self._flush()
 
     def _flush(self) -> None:
@@ -364,8 +382,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         out = self._out
         while pending and pending[0].done:
             slot = pending.popleft()
-            if slot.nbytes:
+            if slot.nbytes:                  # released already, unless it failed before starting
                 self.limits.free(slot.nbytes)
+                slot.nbytes = 0
             data = slot.data
             if data is not None:
                 if isinstance(data, list):

@@ -114,6 +114,12 @@ class QuotaType:
             return 0
         return sensor.throttle_ms(bound, now_ms)
 
+    def throttle_time(self, principal: str, client_id: str | None, now_ms: int) -> int:
+        """The throttle time the client has now, recording nothing (0: within its quota)."""
+        tags, bound = self.resolve(user_of(principal), client_id or "")
+        sensor = self.sensors.get(tags)
+        return 0 if bound is None or sensor is None else sensor.throttle_ms(bound, now_ms)
+
     def unrecord(self, principal: str, client_id: str | None, value: float, now_ms: int) -> None:
         """Take back a recorded value (a throttled fetch answers empty: Kafka's unrecordQuotaSensor)."""
         tags, _ = self.resolve(user_of(principal), client_id or "")

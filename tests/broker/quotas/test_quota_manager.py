@@ -77,6 +77,17 @@ def test_record_throttles_and_unrecord_takes_back():
     assert q.max_value_in_window("User:ANONYMOUS", "other") is None
 
 
+def test_throttle_time_reads_the_current_throttle_without_recording():
+    """What a fetch asks before it parks (handlers/fetch.py): is the client over its quota now?"""
+    q = QuotaType(E.CONSUMER_BYTE_RATE, 1000, 2)
+    q.set_limits({((E.CLIENT_ID, "app"),): 1000.0})
+    assert q.throttle_time("User:ANONYMOUS", "app", 0) == 0              # no sensor yet
+    q.record("User:ANONYMOUS", "app", 2000, 0)
+    assert q.throttle_time("User:ANONYMOUS", "app", 0) == 1000           # (2000-1000)/1000 * 1000 ms
+    assert q.throttle_time("User:ANONYMOUS", "app", 0) == 1000           # asking records nothing
+    assert q.throttle_time("User:ANONYMOUS", "other", 0) == 0            # no quota for that client id
+
+
 def test_a_nan_quota_is_refused():
     with pytest.raises(E.QuotaError, match="must be greater than 0"):
         E.validate_value(E.USER_CLIENT_KEYS, E.CONSUMER_BYTE_RATE, float("nan"))
