@@ -42,19 +42,17 @@ import crc32c as _crc32c
 from kompakt.cleaner import native as _native
 from kompakt.cleaner import rules
 from kompakt.protocol.records import CorruptRecordError, compress, decode_varint, decompress, encode_varint
+# the batch header and attribute bits are protocol/records.py's; named here too for the cleaner's
+# modules, which take them from batch_ops
+from kompakt.protocol.records import BATCH_OVERHEAD as HEADER_SIZE, HEADER_FORMAT
+from kompakt.protocol.records import COMPRESSION_MASK, CONTROL_MASK, DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK
+from kompakt.protocol.records import TRANSACTIONAL_MASK  # noqa: F401 (not used here; named for the others)
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = 61
+HEADER = struct.Struct(HEADER_FORMAT)
 assert HEADER.size == HEADER_SIZE
 _CRC_PART = struct.Struct(">hiqqqhii")   # attributes .. recordsCount, the start of the CRC range
 assert _CRC_PART.size == HEADER_SIZE - 21
 _PREFIX = struct.Struct(">qiib")         # baseOffset, batchLength, leaderEpoch, magic
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
 
 # indexes into a HEADER tuple
 H_BASE_OFFSET, H_LENGTH, H_EPOCH, H_MAGIC, H_CRC, H_ATTRS, H_LAST_DELTA, H_BASE_TS, H_MAX_TS, \
