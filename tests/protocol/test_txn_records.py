@@ -93,6 +93,11 @@ def test_value_v1_golden_bytes_as_transaction_version_1_and_2_write_them():
                            last_update_ms=5, start_ms=-1, version=1)
     assert empty[2 + 8 + 2 + 4 + 1:] == bytes.fromhex("00" "0000000000000005" "ffffffffffffffff" "00")
     assert T.decode_value(empty)["partitions"] == {}
+    # lengths past one varint byte (compact: length + 1 as an unsigned varint)
+    wide = {"t" * 300: list(range(200)), "é": [7]}
+    data = T.encode_value(producer_id=7, producer_epoch=0, timeout_ms=1, state=1, partitions=wide,
+                          last_update_ms=5, start_ms=4, version=1)
+    assert data[17:20] == bytes.fromhex("03" "ad02") and T.decode_value(data)["partitions"] == wide
     with pytest.raises(T.TxnRecordError):
         T.encode_value(producer_id=7, producer_epoch=0, timeout_ms=1, state=0, partitions=None,
                        last_update_ms=5, start_ms=-1, version=2)
