@@ -5,6 +5,7 @@
     python bench/bench_produce_fetch.py --startup [--rounds 5]
     python bench/bench_produce_fetch.py --contention [--quick] [--rounds 1] [--py-spy DIR] [--override KEY=VALUE]
     python bench/bench_produce_fetch.py --pipelined [--requests 20000] [--window 16] [--rounds 3]
+    python bench/bench_produce_fetch.py --cores [--quick] [--rounds 2] [--override KEY=VALUE]
 
 Measures, against a broker subprocess on a fresh log dir:
   * start-up: process start to the first Metadata answer; idle RSS after start-up;
@@ -46,6 +47,15 @@ one batch of 10 records of 100 B per partition, 1 or 4 partitions, acks=1 and ac
 broker's CPU time per request (from /proc, less sensitive to a shared machine than wall time) and
 requests/s, medians. It is the figure the per-connection request order (broker/network/connection.py)
 could cost.
+`--cores` runs the broker under `taskset` on one CPU (the client on the other) and on both (the
+client too), alternating each round. Produce is raw requests built once (so the client costs next
+to nothing and the broker is the bottleneck): batches of 1,000 compressible 1 KiB records (about
+3x) with acks=1, on 4 connections of one partition each, 4 requests in flight on each:
+uncompressed, lz4 and zstd into a delete topic, zstd into a compacted topic (every record read:
+decompressed) and lz4 into a topic whose compression.type is zstd (recompressed); each topic is
+then read back with confluent-kafka. It reports broker CPU-s per GB, the rates, and how many cores
+the broker kept busy while producing: the figure for validation beside the event loop
+(storage/validation_pool.py), what a second core buys.
 `--profile` runs the broker under cProfile (the event loop thread) and writes the stats file.
 """
 from __future__ import annotations
@@ -122,12 +132,13 @@ class _BrokerProcess:
 
 
 class Broker(_BrokerProcess):
-    def __init__(self, profile: str | None, extra: tuple[str, ...] = ()):
+    def __init__(self, profile: str | None, extra: tuple[str, ...] = (), prefix: tuple[str, ...] = ()):
         """`extra`: more `key=value` overrides, after (so over) the defaults here; `{port}` in one
-        stands for the PLAINTEXT port this broker picked."""
+        stands for the PLAINTEXT port this broker picked. `prefix`: a command the broker runs
+        under (`taskset -c 0`: it execs, so the pid is the broker's)."""
         self.dir = tempfile.mkdtemp(prefix="kompakt-bench-")
         self.port = free_port()
-        cmd = [sys.executable]
+        cmd = [*prefix, sys.executable]
         if profile:
             cmd += ["-m", "cProfile", "-o", profile]
         cmd += ["-m", "kompakt", "serve", "--log-level", "WARNING",
@@ -322,9 +333,10 @@ def _seam() -> str:
     return native.implementation()
 
 
-def produce(bootstrap, topic, n, size, acks, keys=None, codec="none", conf=None):
+def produce(bootstrap, topic, n, size, acks, keys=None, codec="none", conf=None, values=None):
     """Seconds to produce n values of `size` bytes (keyed by `keys[i]` when given, pre-built so the
-    loop is the client's own cost); `conf` adds client settings (TLS, SASL: bench_security.py)."""
+    loop is the client's own cost); `conf` adds client settings (TLS, SASL: bench_security.py);
+    `values`: produce these in turn instead of one random value."""
     value = os.urandom(size)
     p = ck.Producer({**(conf or {}), "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "compression.type": codec,
                      "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
@@ -332,6 +344,8 @@ def produce(bootstrap, topic, n, size, acks, keys=None, codec="none", conf=None)
     t0 = time.perf_counter()
     for i in range(n):
         key = keys[i] if keys is not None else None
+        if values is not None:
+            value = values[i % len(values)]
         while True:
             try:
                 p.produce(topic, value, key)
@@ -624,6 +638,130 @@ def contention(args) -> None:
     print(f"appended to {HERE / 'RESULTS.md'}")
 
 
+# -- --cores: the broker on one core vs two (taskset), compressed and uncompressed -------------------
+
+CORE_CASES = (   # (name, batch codec, topic configs, keyed)
+    ("none", "none", {}, False),
+    ("lz4", "lz4", {}, False),
+    ("zstd", "zstd", {}, False),
+    ("zstd, compacted", "zstd", {"cleanup.policy": "compact"}, True),
+    ("lz4 -> topic zstd", "lz4", {"compression.type": "zstd"}, False),
+)
+CORE_CONNECTIONS = 4            # producer connections, one partition each
+CORE_WINDOW = 4                 # requests in flight per connection
+
+
+def compressible_values(size: int, count: int) -> list[bytes]:
+    """`count` distinct values of `size` bytes that compress about 3x (a quarter random hex, the
+    rest repetitive text), as application payloads do; random values would not compress at all."""
+    text = b'{"customer": "c-0042", "status": "shipped", "note": "ok"} ' * (size // 40 + 1)
+    return [(os.urandom(size // 8).hex().encode() + text)[:size] for _ in range(count)]
+
+
+def _batch_request(topic: str, partition: int, codec: str, keyed: bool, values: list[bytes]) -> bytes:
+    """One framed Produce v9 request (acks=1): one batch of `values` to `partition`, compressed
+    with `codec` by Kompakt's own encoder (the same bytes a client's batch would be)."""
+    from kafka.protocol.producer.produce import ProduceRequest
+    sys.path.insert(0, str(HERE.parent))
+    from kompakt.protocol.records import CODEC_BY_NAME, build_batch
+    now = int(time.time() * 1000)
+    batch = build_batch([(b"key-%06d" % i if keyed else None, v, None, now) for i, v in enumerate(values)],
+                        compression=CODEC_BY_NAME[codec])
+    T = ProduceRequest.TopicProduceData
+    req = ProduceRequest(version=9, transactional_id=None, acks=1, timeout_ms=30000, topic_data=[
+        T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=batch)])])
+    req.with_header(correlation_id=1, client_id="bench")
+    return bytes(req.encode(header=True, framed=True))
+
+
+def _produce_parallel(port: int, requests: list[bytes], n: int) -> float:
+    """Each request of `requests` sent n times on a connection of its own (CORE_WINDOW in flight),
+    all connections at once; seconds until the last answer."""
+    threads = [threading.Thread(target=_pipeline_run, args=(port, r, n, CORE_WINDOW)) for r in requests]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
+def cores(args) -> None:
+    """--cores: see the module docstring."""
+    per_batch, size = 1000, 1024
+    n = 10 if args.quick else 50          # requests per connection: 4 x 50 x 1000 x 1 KiB = 200 MB (a multiple of
+                                          # the 10,000 records fetch() consumes at a time: no tail wait)
+    total = n * CORE_CONNECTIONS * per_batch
+    values = compressible_values(size, per_batch)
+    everything = sorted(os.sched_getaffinity(0))
+    if len(everything) < 2:
+        raise SystemExit("--cores needs a machine with two CPUs")
+    layouts = {"1": (everything[:1], everything[1:2]), "2": (everything[:2], everything[:2])}
+    load0 = os.getloadavg()[0]
+    res: dict = {}
+    try:
+        for rnd in range(args.rounds):
+            for layout in (("1", "2") if rnd % 2 == 0 else ("2", "1")):
+                broker_cpus, client_cpus = layouts[layout]
+                os.sched_setaffinity(0, client_cpus)      # the client's threads start from here
+                broker = Broker(None, tuple(args.override), ("taskset", "-c", ",".join(map(str, broker_cpus))))
+                try:
+                    create_topic(broker.bootstrap, "warm-up", 1)
+                    produce(broker.bootstrap, "warm-up", 20_000, size, "1")
+                    fetch(broker.bootstrap, "warm-up", 1, 20_000, SHORT_QUEUE_BACKOFF)
+                    for case, (name, codec, configs, keyed_case) in enumerate(CORE_CASES):
+                        topic = f"cores-{layout}-{case}-{rnd}"
+                        create_topic(broker.bootstrap, topic, CORE_CONNECTIONS, configs)
+                        requests = [_batch_request(topic, p, codec, keyed_case, values) for p in range(CORE_CONNECTIONS)]
+                        gb = total * size / 1e9
+                        c0 = tree_cpu_s(broker.proc.pid)
+                        pt = _produce_parallel(broker.port, requests, n)
+                        c1 = tree_cpu_s(broker.proc.pid)
+                        ft = fetch(broker.bootstrap, topic, CORE_CONNECTIONS, total, SHORT_QUEUE_BACKOFF)
+                        c2 = tree_cpu_s(broker.proc.pid)
+                        row = (total / pt, (c1 - c0) / gb, (c1 - c0) / pt, total / ft, (c2 - c1) / gb)
+                        res.setdefault((layout, name), []).append(row)
+                        print(f"round {rnd} broker on {layout} core(s) {name:18} produce {row[0]:>9,.0f} rec/s "
+                              f"{row[1]:5.2f} CPU-s/GB ({row[2]:.2f} cores)   fetch {row[3]:>8,.0f} rec/s "
+                              f"{row[4]:5.2f} CPU-s/GB (load {os.getloadavg()[0]:.1f})", flush=True)
+                finally:
+                    broker.stop()
+                    import shutil
+                    shutil.rmtree(broker.dir, ignore_errors=True)
+    finally:
+        os.sched_setaffinity(0, everything)
+    load1 = os.getloadavg()[0]
+    med = {k: [statistics.median(col) for col in zip(*v)] for k, v in res.items()}
+    text = ["| batches, topic | broker CPUs | produce rec/s | produce CPU-s/GB | broker cores busy "
+            "| fetch rec/s | fetch CPU-s/GB | produce rate 2 CPUs / 1 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, *_ in CORE_CASES:
+        for layout in ("1", "2"):
+            r = med[(layout, name)]
+            gain = f"{med[('2', name)][0] / med[('1', name)][0]:.2f}x" if layout == "2" else ""
+            text.append(f"| {name} | {layout} | {r[0]:,.0f} | {r[1]:.2f} | {r[2]:.2f} | {r[3]:,.0f} | {r[4]:.2f} "
+                        f"| {gain} |")
+    print("\n".join(text))
+    if args.no_write:
+        return
+    head = [f"\n## The broker on one CPU vs two (`python bench/bench_produce_fetch.py --cores"
+            f"{' --quick' if args.quick else ''} --rounds {args.rounds}`) — "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
+            f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
+            f"load average {load0:.1f} at the start, {load1:.1f} at the end; shared with other work. "
+            f"Produce: raw Produce v9 requests, acks=1, each one batch of {per_batch:,} records of 1 KiB "
+            f"(compressible: distinct values, ~3x) built once, {CORE_CONNECTIONS} connections (one partition "
+            f"each) with {CORE_WINDOW} requests in flight, {total:,} records per case; fetch: confluent-kafka "
+            f"{ck.version()} reading the {CORE_CONNECTIONS} partitions back. The broker under `taskset` on CPU "
+            f"{everything[0]} (1) or on both (2), the client on the other CPU (1) or on both (2). CPU-s/GB: the "
+            f"broker process tree's CPU per GB of values; cores busy: broker CPU-s per second of produce. "
+            f"Medians of {args.rounds} round(s)."
+            f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}\n"]
+    with open(HERE / "RESULTS.md", "a") as fh:
+        fh.write("\n".join(head + text) + "\n")
+    print(f"appended to {HERE / 'RESULTS.md'}")
+
+
 def durable_ratios(rows) -> dict:
     """{(record size, partitions): acks=all rec/s / acks=1 rec/s} of the runs in `rows`."""
     rate = {(r[0], r[1], r[2]): r[4] for r in rows}
@@ -647,12 +785,16 @@ def main() -> None:
     ap.add_argument("--py-spy", metavar="DIR", help="--contention: sample the Kompakt broker with py-spy into DIR")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker key for the default and --contention runs (e.g. kompakt.durable.acks.enable=false)")
+    ap.add_argument("--cores", action="store_true",
+                    help="the broker under taskset on one core vs two: compressed and uncompressed produce, fetch")
     ap.add_argument("--pipelined", action="store_true", help="raw produce requests pipelined on one connection")
     ap.add_argument("--requests", type=int, default=20_000, help="--pipelined: requests per run")
     ap.add_argument("--window", type=int, default=16, help="--pipelined: requests in flight")
     args = ap.parse_args()
     if args.contention:
         return contention(args)
+    if args.cores:
+        return cores(args)
     if args.keyed:
         return keyed(args)
     if args.startup:

@@ -183,6 +183,15 @@ BROKER_KEYS: dict[str, ConfigKey] = {k.name: k for k in [
        "every request waiting (group commit), and let consumers read only synced records (the "
        "high watermark is the durable offset). false: acks=all is answered after the append, as "
        "acks=1, and a power cut can take back acknowledged records (a killed process cannot)."),
+    _k("kompakt.produce.validation.threads", "int", 0,
+       "Kompakt: threads that validate large produced batches whose validation runs a codec "
+       "(decompression to read the records of a compacted topic, recompression into the topic's "
+       "compression.type) beside the event loop, so a spare core takes that work; the append "
+       "itself stays in order on the loop. 0: every batch is validated on the loop (the least CPU "
+       "per byte); -1: one per CPU the broker may use beyond the first, at most 4.", min=-1),
+    _k("kompakt.produce.validation.offload.bytes", "int", 65536,
+       "Kompakt: the size from which such a batch is validated on those threads (smaller ones "
+       "stay on the loop: a thread hop costs more than their whole validation).", min=0),
     _k("log.segment.delete.delay.ms", "long", 60000, "Delay before a .deleted file is unlinked.", min=0),
     _k("log.cleanup.policy", "list", ["delete"], "Default cleanup.policy.", choices=("delete", "compact")),
     _k("log.message.timestamp.type", "string", "CreateTime", "Default message.timestamp.type.",

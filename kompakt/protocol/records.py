@@ -212,8 +212,21 @@ def patch_partition_leader_epoch(buf, pos: int, epoch: int) -> None:
     struct.pack_into(">i", buf, pos + PARTITION_LEADER_EPOCH_POS, epoch)
 
 
-def _rewrite_crc(buf, pos: int, size: int) -> None:
+def rewrite_crc(buf, pos: int, size: int) -> None:
+    """Store the CRC-32C of bytes [attributes, end) of the `size`-byte batch at `pos`."""
     struct.pack_into(">I", buf, pos + CRC_POS, compute_crc(buf, pos, size))
+
+
+_rewrite_crc = rewrite_crc
+
+
+def pack_header(buf, pos: int, *, base_offset: int, batch_length: int, partition_leader_epoch: int,
+                attributes: int, last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+                producer_id: int, producer_epoch: int, base_sequence: int, records_count: int) -> None:
+    """Write a v2 batch header at `pos` with crc 0 (rewrite_crc once the records follow it)."""
+    _HEADER.pack_into(buf, pos, base_offset, batch_length, partition_leader_epoch, CURRENT_MAGIC, 0,
+                      attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                      producer_epoch, base_sequence, records_count)
 
 
 def patch_max_timestamp_log_append(buf, pos: int, timestamp: int) -> None:

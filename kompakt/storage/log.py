@@ -69,7 +69,7 @@ from kompakt.storage.checkpoint import fsync_dir
 from kompakt.storage.faults import crash_point
 from kompakt.storage.file_records import FileRecords
 from kompakt.storage.offset_index import CorruptIndexError
-from kompakt.storage.log_validator import validate_and_assign
+from kompakt.storage.log_validator import Prepared, assign, prepare, validate_and_assign
 from kompakt.protocol.txn_records import decode_marker
 from kompakt.storage import files as fs
 
@@ -254,8 +254,17 @@ class Log:
                 seg.index_interval_bytes = config.index_interval_bytes
 
     # ---- append ----------------------------------------------------------------------------------
+    def prepare(self, records, *, origin: str = "client") -> Prepared:
+        """The validation `append_as_leader` would do (checks, decompression, recompression:
+        log_validator.prepare), on any thread and without the lock: it reads only the config,
+        the clock and the bytes (never changes them). Hand the answer to `append_as_leader`
+        (`prepared=`), which then only assigns offsets, unless the topic config changed since."""
+        return prepare(records, config=self.config, now_ms=self._now(), origin=origin,
+                       topic_partition=self._tp_str, next_offset=self._next_offset)
+
     def append_as_leader(self, records, *, leader_epoch: int = 0, origin: str = "client",
-                         verification_guard=None, roll: str = ROLL_HERE) -> AppendInfo:
+                         verification_guard=None, roll: str = ROLL_HERE,
+                         prepared: Prepared | None = None) -> AppendInfo:
         """Validate one produced batch, assign offsets, append (Kafka's appendAsLeader).
 
         A transactional batch whose producer has no open transaction here must present the guard
@@ -263,6 +272,7 @@ class Log:
         the transaction), else INVALID_TXN_STATE. A marker (origin "coordinator") completes its
         producer's transaction; an aborted one is indexed before the LSO moves past it. `roll`:
         where a roll may happen (module docstring); ROLL_ELSEWHERE may raise RollRequired.
+        `prepared`: this batch validated already (`prepare`, on a worker thread).
         """
         if roll is ROLL_ELSEWHERE:
             # validation patches a writable view's batch header in place (offsets, epoch,
@@ -271,24 +281,28 @@ class Log:
             header = (bytes(records[:R.BATCH_OVERHEAD])
                       if isinstance(records, memoryview) and not records.readonly else None)
             try:
-                return self._append_as_leader(records, leader_epoch, origin, verification_guard, roll)
+                return self._append_as_leader(records, leader_epoch, origin, verification_guard, roll,
+                                              prepared)
             except RollRequired:
                 if header is not None:
                     records[:len(header)] = header
                 raise
         if roll is ROLL_LATER and self.on_roll_due is None:
             roll = ROLL_HERE
-        return self._append_as_leader(records, leader_epoch, origin, verification_guard, roll)
+        return self._append_as_leader(records, leader_epoch, origin, verification_guard, roll, prepared)
 
     def _append_as_leader(self, records, leader_epoch: int, origin: str, verification_guard,
-                          roll: str) -> AppendInfo:
+                          roll: str, prepared: Prepared | None = None) -> AppendInfo:
         due = -1
         with self.lock:
             self._check_open()
             now = self._now()
-            vr = validate_and_assign(records, next_offset=self._next_offset, config=self.config,
-                                     now_ms=now, leader_epoch=leader_epoch, origin=origin,
-                                     topic_partition=self._tp_str)
+            if prepared is not None and prepared.config is self.config:
+                vr = assign(prepared, records, next_offset=self._next_offset, leader_epoch=leader_epoch)
+            else:                  # not prepared, or the topic config changed since: validate here
+                vr = validate_and_assign(records, next_offset=self._next_offset, config=self.config,
+                                         now_ms=now, leader_epoch=leader_epoch, origin=origin,
+                                         topic_partition=self._tp_str)
             hdr = vr.header
             staged = None
             completed = ()

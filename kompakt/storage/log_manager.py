@@ -71,6 +71,7 @@ from kompakt.storage.group_commit import GroupCommit, pending_acks
 from kompakt.storage.log import ROLL_HERE, ROLL_LATER
 from kompakt.storage.log_tasks import DeletionQueue, LogTasks
 from kompakt.storage.log_writer import LogWriter
+from kompakt.storage.validation_pool import ValidationPool
 from kompakt.storage.producer_state import sync_snapshot
 from kompakt.storage import files as fs
 from kompakt.storage.topic_store import (STORE_FILE, TopicMeta, TopicStore, colliding_topic,
@@ -130,6 +131,9 @@ class LogManager:
         self._deletions = DeletionQueue()
         self._tasks = LogTasks(self._now)
         self.writer = LogWriter()   # appends and rolls the event loop hands over (storage.log_writer)
+        # large produced batches validated beside the loop (storage.validation_pool)
+        self.validation = ValidationPool(int(config.get("kompakt.produce.validation.threads", 0)),
+                                         int(config.get("kompakt.produce.validation.offload.bytes", 65536)))
         # partitions moving to another log dir (AlterReplicaLogDirs): their `-future` logs and the
         # thread copying them (storage.alter_log_dirs)
         self.alter_log_dirs = ReplicaAlterLogDirs(self)
@@ -1103,6 +1107,7 @@ class LogManager:
                 return
             self._shut_down = True
             self.writer.shutdown()     # appends and rolls handed over finish before logs close
+            self.validation.shutdown()
             for commit in list(self._group_commits.values()):
                 commit.close()         # the last round runs; the closes below sync the rest
             threads = self.config["num.recovery.threads.per.data.dir"]

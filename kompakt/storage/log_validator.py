@@ -32,8 +32,16 @@ rules do not run. So a keep-codec compressed batch on a delete topic costs heade
 records' structure and count are not checked: that would cost a decompression).
 Reading them means `record_check` (compiled, in place over the request's bytes; a compressed batch
 is decompressed by one codec call first): every rule above that concerns single records, no Record
-objects. Records are decoded into objects only when the batch is rebuilt (recompression, or inner
-offsets other than 0..n-1).
+objects. A recompression whose records keep their offset deltas 0..n-1 re-encodes the payload
+whole (the checked payload compressed in the topic codec under the client's header, codec bits,
+LogAppendTime stamp and CRC changed: one codec call each way, no per-record work); records are
+decoded into objects only when the batch is rebuilt otherwise (inner offsets other than 0..n-1, or
+a CreateTime maxTimestamp to be taken from the records).
+
+Two halves, so the costly one can run off the event loop (storage/validation_pool.py): `prepare`
+makes every check and any rebuild from the bytes, the topic config and the clock alone (never the
+log's state, never changing the bytes); `assign` then patches the offsets at the log end under
+the log's lock. `validate_and_assign` is the two in a row.
 
 Offsets are assigned by patching baseOffset (not under the CRC) and partitionLeaderEpoch (not under
 the CRC): in place when the bytes come as a writable memoryview (the produce handler passes views
@@ -75,6 +83,20 @@ def target_codec(compression_type: str, source_codec: int) -> int:
     return R.CODEC_BY_NAME[name]
 
 
+def needs_codec(records, config) -> bool:
+    """Whether validating `records` under `config` runs a codec (decompression to read the
+    records, or recompression): the costly validations, which the validation pool may take. Reads
+    the first batch's attributes only; anything malformed answers False (the checks refuse it)."""
+    if len(records) <= R.ATTRIBUTES_POS + 1:
+        return False
+    codec = records[R.ATTRIBUTES_POS + 1] & R.COMPRESSION_MASK
+    if target_codec(config.compression_type, codec) != codec:
+        return True
+    return codec != R.COMPRESSION_NONE and (
+        config.compact or (config.message_timestamp_type != LOG_APPEND_TIME
+                           and config.message_timestamp_before_max_ms < LONG_MAX))
+
+
 def _level(config, codec: int) -> int | None:
     """compression.gzip.level / compression.lz4.level / compression.zstd.level (KIP-390)."""
     if codec == R.COMPRESSION_GZIP:
@@ -92,10 +114,11 @@ def _writable_view(records) -> bool:
 
 
 def _check_records(records, hdr, config, check_ts: bool, now_ms: int, before: int, after: int,
-                   first: int, tp: str) -> bool:
+                   first: int, tp: str) -> tuple[bool, object]:
     """The per-record rules (record_check: compiled or pure Python), over the request's own bytes
-    when uncompressed, else over the payload decompressed by one codec call. True when the offset
-    deltas are not 0..n-1 (the batch must be rewritten); raises the rule's KafkaError."""
+    when uncompressed, else over the payload decompressed by one codec call. Answers (whether the
+    offset deltas are not 0..n-1, so the batch must be rewritten; the records' payload: the
+    decompressed bytes, or None when uncompressed); raises the rule's KafkaError."""
     if hdr.compression == R.COMPRESSION_NONE:
         data, pos = records, R.RECORDS_POS
     else:
@@ -115,7 +138,7 @@ def _check_records(records, hdr, config, check_ts: bool, now_ms: int, before: in
         raise record_check.error_for(c, tp=tp, count=hdr.records_count, base_ts=hdr.base_timestamp,
                                      fixed_ts=hdr.max_timestamp, log_append_time=lat, first_offset=first,
                                      now=now_ms, before=before, after=after, errors=errors)
-    return c.nonsequential
+    return c.nonsequential, (data if pos == 0 else None)
 
 
 _INT32 = struct.Struct(">i")
@@ -155,9 +178,32 @@ def _records_max_timestamp(records, hdr, tp: str) -> int:
     return max([R.NO_TIMESTAMP] + [base + r.timestamp_delta for r in recs])
 
 
+@dataclass(slots=True)
+class Prepared:
+    """A batch checked (and rebuilt when it must be) before its offsets are known: `prepare`'s
+    answer, which `assign` finishes under the log's lock. It depends on the bytes, the topic config
+    and the clock only, never on the log, so it can be made on any thread (storage/validation_pool.py)."""
+    config: object                 # the topic config it was checked against (changed since: prepare again)
+    header: R.BatchHeader          # the client's header
+    rebuilt: bytearray | None      # the batch as rebuilt (recompressed, or inner offsets renumbered), base offset 0
+    fixed_max: int | None          # CreateTime maxTimestamp to write (the client's is below baseTimestamp)
+    log_append: bool               # message.timestamp.type=LogAppendTime
+    now_ms: int
+
+
 def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leader_epoch: int = 0,
                         origin: str = "client", topic_partition: str = "") -> ValidationResult:
     """Validate one produced batch and assign offsets from `next_offset` (see module docstring)."""
+    prepared = prepare(records, config=config, now_ms=now_ms, origin=origin, topic_partition=topic_partition,
+                       next_offset=next_offset)
+    return assign(prepared, records, next_offset=next_offset, leader_epoch=leader_epoch)
+
+
+def prepare(records, *, config, now_ms: int, origin: str = "client", topic_partition: str = "",
+            next_offset: int = 0) -> Prepared:
+    """Every check of the module docstring and the rebuild, without touching `records` (so a
+    failed or repeated append finds them as they came). `next_offset` only names offsets in error
+    messages (off the log's lock: the log end offset when the work was handed over)."""
     tp = topic_partition or "partition"
     n = len(records)
     if n == 0:
@@ -228,10 +274,14 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
 
     first = next_offset
     recs = None
+    rebuilt = None
     if parse:
-        if _check_records(records, hdr, config, check_ts, now_ms, before, after, first, tp):
+        renumber, payload = _check_records(records, hdr, config, check_ts, now_ms, before, after, first, tp)
+        if recompress and not renumber:
+            rebuilt = _transcode(records, hdr, payload, target, log_append, now_ms, config)
+        if renumber:
             recompress = True  # Kafka rewrites batches whose inner offsets are not 0..n-1
-        if recompress:
+        if recompress and rebuilt is None:
             try:
                 recs = R.decode_records(records, 0, hdr)
             except (R.CorruptRecordError, ValueError, EOFError) as exc:
@@ -267,39 +317,79 @@ def validate_and_assign(records, *, next_offset: int, config, now_ms: int, leade
         raise InvalidTimestampError(record_check.timestamp_message(
             header_max, first + hdr.last_offset_delta, now_ms, before, after))
 
-    if recompress:
-        buf = bytearray(R.build_batch(
-            [r._replace(offset_delta=i) for i, r in enumerate(recs)], base_offset=first,
+    if recs is not None:
+        rebuilt = bytearray(R.build_batch(
+            [r._replace(offset_delta=i) for i, r in enumerate(recs)], base_offset=0,
             compression=target, base_timestamp=hdr.base_timestamp,
             timestamp_type=R.TIMESTAMP_LOG_APPEND_TIME if log_append else hdr.timestamp_type,
             producer_id=hdr.producer_id, producer_epoch=hdr.producer_epoch,
             base_sequence=hdr.base_sequence, is_transactional=hdr.is_transactional,
-            is_control=hdr.is_control, partition_leader_epoch=leader_epoch,
+            is_control=hdr.is_control, partition_leader_epoch=0,
             max_timestamp=now_ms if log_append else None,
             compression_level=_level(config, target)))
-        if len(buf) > max_message_bytes:
+    if rebuilt is not None:
+        if len(rebuilt) > max_message_bytes:
             raise MessageTooLargeError(
-                f"The record batch size in the append to {tp} is {len(buf)} bytes after "
+                f"The record batch size in the append to {tp} is {len(rebuilt)} bytes after "
                 f"recompression which exceeds the maximum configured value of {max_message_bytes}.")
-        if len(buf) > config.segment_bytes:        # UnifiedLog.append checks the validated records
+        if len(rebuilt) > config.segment_bytes:        # UnifiedLog.append checks the validated records
             raise RecordListTooLargeError(
-                f"Message batch size is {len(buf)} bytes in append to partition {tp} which exceeds "
+                f"Message batch size is {len(rebuilt)} bytes in append to partition {tp} which exceeds "
                 f"the maximum configured segment size of {config.segment_bytes}.")
+    return Prepared(config, hdr, rebuilt, fixed_max, log_append, now_ms)
+
+
+def _transcode(records, hdr, payload, target: int, log_append: bool, now_ms: int, config) -> bytearray | None:
+    """The batch with its records payload re-encoded in the `target` codec, records untouched
+    (their offset deltas are 0..n-1, checked): one decompression (done by the check) and one
+    compression, no per-record work, the codecs' C code (which releases the GIL). The header is
+    the client's but for the codec, the LogAppendTime stamp and the CRC. None when maxTimestamp
+    must come from the records (a CreateTime batch whose maxTimestamp is below its baseTimestamp):
+    the caller decodes and rebuilds."""
+    if not log_append and hdr.max_timestamp < hdr.base_timestamp:
+        return None
+    if payload is None:                          # uncompressed: the request's own bytes
+        payload = memoryview(records)[R.RECORDS_POS:hdr.size]
+    body = R.compress(target, payload, _level(config, target)) if target != R.COMPRESSION_NONE else payload
+    attributes = (hdr.attributes & ~(R.COMPRESSION_MASK | R.DELETE_HORIZON_MASK)) | target
+    max_ts = hdr.max_timestamp
+    if log_append:
+        attributes |= R.TIMESTAMP_TYPE_MASK
+        max_ts = now_ms
+    total = R.BATCH_OVERHEAD + len(body)
+    buf = bytearray(total)
+    R.pack_header(buf, 0, base_offset=0, batch_length=total - R.LOG_OVERHEAD, partition_leader_epoch=0,
+                  attributes=attributes, last_offset_delta=hdr.last_offset_delta,
+                  base_timestamp=hdr.base_timestamp, max_timestamp=max_ts, producer_id=hdr.producer_id,
+                  producer_epoch=hdr.producer_epoch, base_sequence=hdr.base_sequence,
+                  records_count=hdr.records_count)
+    buf[R.RECORDS_POS:] = body
+    R.rewrite_crc(buf, 0, total)
+    return buf
+
+
+def assign(prepared: Prepared, records, *, next_offset: int, leader_epoch: int = 0) -> ValidationResult:
+    """Finish a prepared batch at `next_offset` (the log's end, under its lock): patch baseOffset
+    and partitionLeaderEpoch (not under the CRC) and, for LogAppendTime or a fixed maxTimestamp,
+    the timestamp (CRC recomputed), in the request's bytes when they are a writable view (the
+    produce handler's: a frame it owns until the answer), else in a copy; the rebuilt batch when
+    there is one. Runs again from the same bytes if an append must be retried (a roll elsewhere)."""
+    p = prepared
+    first = next_offset
+    if p.rebuilt is not None:
+        buf = p.rebuilt
+        R.patch_base_offset(buf, 0, first)
+        R.patch_partition_leader_epoch(buf, 0, leader_epoch)
     else:
-        # the request's own bytes when they are a writable view (the produce handler's: a frame it
-        # owns until the answer), patched in place; anything else is copied first
         buf = records if _writable_view(records) else bytearray(records)
         R.patch_base_offset(buf, 0, first)
         R.patch_partition_leader_epoch(buf, 0, leader_epoch)
-        if log_append:
-            R.patch_max_timestamp_log_append(buf, 0, now_ms)
-        elif fixed_max is not None:
-            R.patch_max_timestamp(buf, 0, fixed_max)
+        if p.log_append:
+            R.patch_max_timestamp_log_append(buf, 0, p.now_ms)
+        elif p.fixed_max is not None:
+            R.patch_max_timestamp(buf, 0, p.fixed_max)
     hdr = R.read_header(buf, 0)  # the header as appended (4x cheaper than NamedTuple._replace)
     last = hdr.last_offset
-    if log_append:
-        max_ts, offset_of_max = now_ms, last
-    else:
-        max_ts, offset_of_max = hdr.max_timestamp, last
-    return ValidationResult(buf, hdr, first, last, max_ts, offset_of_max,
-                            now_ms if log_append else -1, hdr.records_count, recompress)
+    max_ts = p.now_ms if p.log_append else hdr.max_timestamp
+    return ValidationResult(buf, hdr, first, last, max_ts, last,
+                            p.now_ms if p.log_append else -1, hdr.records_count, p.rebuilt is not None)

@@ -429,3 +429,29 @@ def test_a_large_read_as_file_is_the_range_of_the_same_bytes(logdir):
     assert ranged.read() == plain
     ranged.close()
     whole.close()
+
+
+def test_a_prepared_batch_is_appended_with_offsets_assigned_at_the_append(logdir):
+    # Log.prepare (a validation-pool thread) checks the batch without the lock; appends that land
+    # meanwhile move the log end, and the prepared batch still gets the offsets after them
+    lg = Log.open(logdir, cfg())
+    big = batch(5, compression=R.COMPRESSION_ZSTD)
+    prepared = lg.prepare(big)
+    lg.append_as_leader(batch(3))
+    info = lg.append_as_leader(big, prepared=prepared)
+    assert (info.first_offset, info.last_offset) == (3, 7)
+    assert [h.base_offset for h in batches_of(lg.read(0, 100_000).records)] == [0, 3]
+    lg.close()
+
+
+def test_a_batch_prepared_before_a_config_change_is_validated_again(logdir):
+    # the prepared answer holds for the config it was checked against: a topic made compacted
+    # meanwhile refuses the keyless records at the append
+    lg = Log.open(logdir, cfg())
+    keyless = batch(2, key=None, compression=R.COMPRESSION_LZ4)
+    prepared = lg.prepare(keyless)
+    lg.update_config(cfg(cleanup_policy="compact"))
+    with pytest.raises(InvalidRecordError):
+        lg.append_as_leader(keyless, prepared=prepared)
+    assert lg.log_end_offset == 0
+    lg.close()

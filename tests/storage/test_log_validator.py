@@ -197,3 +197,81 @@ def test_an_unset_max_timestamp_is_taken_from_the_records(codec):
     future = R.build_batch([(b"a", b"1", None, NOW), (b"b", b"2", None, NOW + 5000)], compression=codec,
                            max_timestamp=-1)
     assert code_of(future, cfg(message_timestamp_after_max_ms=1000)) == ErrorCode.INVALID_TIMESTAMP
+
+
+# ---- prepare / assign (validation beside the loop: storage/validation_pool.py) ----------------
+
+CODECS = [R.COMPRESSION_NONE, R.COMPRESSION_GZIP, R.COMPRESSION_SNAPPY, R.COMPRESSION_LZ4, R.COMPRESSION_ZSTD]
+CODEC_NAME = {R.COMPRESSION_NONE: "uncompressed", R.COMPRESSION_GZIP: "gzip", R.COMPRESSION_SNAPPY: "snappy",
+              R.COMPRESSION_LZ4: "lz4", R.COMPRESSION_ZSTD: "zstd"}
+
+
+def _records(n=30):
+    return [(b"k%d" % i, b"value %d " % i * 20, [("h", b"x")] if i % 3 == 0 else None, NOW - 100 + i)
+            for i in range(n)]
+
+
+@pytest.mark.parametrize("source,target", [(s, t) for s in CODECS for t in CODECS if s != t],
+                         ids=lambda c: R.CODEC_NAMES[c])
+def test_recompression_gives_the_bytes_a_record_by_record_rebuild_gives(source, target):
+    # the payload is re-encoded whole (no per-record work): the result must be exactly the batch
+    # build_batch makes from the same records in the topic's codec at the topic's level
+    recs = _records()
+    data = R.build_batch(recs, compression=source, producer_id=7, producer_epoch=2, base_sequence=40)
+    config = cfg(compression_type=CODEC_NAME[target])
+    vr = run(data, config, next_offset=500, leader_epoch=3)
+    expected = R.build_batch(recs, compression=target, producer_id=7, producer_epoch=2, base_sequence=40,
+                             base_offset=500, partition_leader_epoch=3,
+                             compression_level=config.compression_zstd_level if target == R.COMPRESSION_ZSTD
+                             else config.compression_lz4_level if target == R.COMPRESSION_LZ4 else None)
+    assert vr.recompressed and bytes(vr.buffer) == expected
+    assert (vr.first_offset, vr.last_offset, vr.records_count) == (500, 529, 30)
+
+
+def test_recompression_under_log_append_time_stamps_the_header_and_keeps_the_record_deltas():
+    recs = _records(5)
+    data = R.build_batch(recs, compression=R.COMPRESSION_LZ4, is_transactional=True, producer_id=3,
+                         producer_epoch=0, base_sequence=0)
+    vr = run(data, cfg(compression_type="zstd", message_timestamp_type="LogAppendTime"))
+    h = R.read_header(vr.buffer)
+    assert h.compression == R.COMPRESSION_ZSTD and h.timestamp_type == R.TIMESTAMP_LOG_APPEND_TIME
+    assert h.max_timestamp == NOW and h.is_transactional and R.valid_crc(vr.buffer, 0, h)
+    assert [(r.key, r.timestamp_delta) for r in R.decode_records(vr.buffer, 0, h)] == \
+        [(k, i) for i, (k, *_rest) in enumerate(recs)]
+
+
+def test_a_recompressed_batch_with_an_unset_max_timestamp_takes_it_from_the_records():
+    data = R.build_batch([(b"a", b"1", None, NOW - 30), (b"b", b"2", None, NOW - 10)],
+                         compression=R.COMPRESSION_LZ4, max_timestamp=-1)
+    vr = run(data, cfg(compression_type="zstd"))
+    h = R.read_header(vr.buffer)
+    assert h.compression == R.COMPRESSION_ZSTD and h.max_timestamp == vr.max_timestamp == NOW - 10
+
+
+@pytest.mark.parametrize("codec", [R.COMPRESSION_NONE, R.COMPRESSION_ZSTD], ids=["none", "zstd"])
+def test_prepare_leaves_the_bytes_alone_and_assign_can_run_twice(codec):
+    from kompakt.storage.log_validator import assign, prepare
+    data = R.build_batch(_records(4), compression=codec)
+    frame = bytearray(data)
+    for config in (cfg(), cfg(message_timestamp_type="LogAppendTime"), cfg(compression_type="gzip")):
+        frame[:] = data
+        p = prepare(memoryview(frame), config=config, now_ms=NOW)
+        assert bytes(frame) == data                         # checked, not touched
+        first = assign(p, memoryview(frame), next_offset=10, leader_epoch=1)
+        once = bytes(first.buffer)
+        again = assign(p, memoryview(frame), next_offset=10, leader_epoch=1)   # a retried append
+        assert bytes(again.buffer) == once == bytes(validate_and_assign(
+            bytearray(data), next_offset=10, config=config, now_ms=NOW, leader_epoch=1).buffer)
+
+
+def test_the_validations_that_run_a_codec_are_the_ones_the_pool_may_take():
+    from kompakt.storage.log_validator import needs_codec
+    zstd, plain = batch(compression=R.COMPRESSION_ZSTD), batch()
+    assert not needs_codec(zstd, cfg())                                   # CRC only: stays on the loop
+    assert needs_codec(zstd, cfg(cleanup_policy="compact"))                # decompressed to read keys
+    assert not needs_codec(plain, cfg(cleanup_policy="compact"))           # walked in place
+    assert needs_codec(plain, cfg(compression_type="zstd"))                # recompressed
+    assert not needs_codec(zstd, cfg(compression_type="zstd"))
+    assert needs_codec(zstd, cfg(message_timestamp_before_max_ms=1000))    # every timestamp read
+    assert not needs_codec(zstd, cfg(message_timestamp_before_max_ms=1000, message_timestamp_type="LogAppendTime"))
+    assert not needs_codec(b"\x00" * 10, cfg(cleanup_policy="compact"))    # malformed: the checks refuse it

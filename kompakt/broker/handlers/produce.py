@@ -20,6 +20,15 @@ before it waits for any (which also keeps a partition's appends in order should 
 connection ever overlap: today the next starts only once this one's appends are done,
 network/connection.py); then it calls `ctx.effects_applied()`.
 
+Validation beside the loop (storage/validation_pool.py, when kompakt.produce.validation.threads
+is set): a batch of at least kompakt.produce.validation.offload.bytes whose validation runs a
+codec (decompression to read its records, recompression: Log.prepare) is validated on a pool
+thread while the loop serves other connections; that
+partition and every later one of the request wait for it and are then appended as above, in
+request order, with no wait between their appends. A request without such a batch takes no
+detour. The connection's next request still starts only at `ctx.effects_applied()`, after the
+appends, so per-connection order, a partition's append order and durable acks are unchanged.
+
 acks (DESIGN.md, "acknowledged means on disk"): -1 (all) is answered once the appended records
 are synced (the log dir's group commit, storage/group_commit.py; the connection's next request
 may start meanwhile, `ctx.effects_applied()`), unless kompakt.durable.acks.enable is off, when it
@@ -142,20 +151,23 @@ def _would_fsync(log_obj, records) -> bool:
     return log_obj.unflushed_messages + _record_count(records) >= flush_messages
 
 
-def _append(lm, log_obj, records, topic: str, metrics, guard=None, waits=None):
+def _append(lm, log_obj, records, topic: str, metrics, guard=None, waits=None, prepared=None):
     """Append one partition's bytes on the loop, or hand them to the log writer: the partition
     answer, or (handed over already) an awaitable of it. Nothing here awaits, so a request's
-    partitions are all appended or queued before another request's appends run (_produce)."""
+    partitions are all appended or queued before another request's appends run (_produce).
+    `prepared`: the batch validated already on the validation pool."""
     records = records if records is not None else b""
     writer = lm.writer
     if not writer.busy(log_obj) and not _would_fsync(log_obj, records):
         try:
-            info = log_obj.append_as_leader(records, verification_guard=guard, roll=ROLL_ELSEWHERE)
+            info = log_obj.append_as_leader(records, verification_guard=guard, roll=ROLL_ELSEWHERE,
+                                            prepared=prepared)
         except RollRequired:    # nothing changed: append again where the roll may create files
             pass
         else:
             return _appended(lm, log_obj, records, topic, metrics, info, waits)
-    return writer.submit(log_obj, functools.partial(log_obj.append_as_leader, records, verification_guard=guard))
+    return writer.submit(log_obj, functools.partial(log_obj.append_as_leader, records, verification_guard=guard,
+                                                    prepared=prepared))
 
 
 def _appended(lm, log_obj, records, topic: str, metrics, info, waits=None):
@@ -242,6 +254,8 @@ async def _produce(ctx, request, version: int):
     by_id = None
     responses = []
     handed = []     # (parts, position, awaitable, ...) of the appends handed to the log writer
+    pool = lm.validation
+    deferred = None  # from the first batch validated on the pool on: (parts, position, ...) appended after it
     for topic in request.topics:
         name = topic.name
         if version >= 13:
@@ -283,6 +297,16 @@ async def _produce(ctx, request, version: int):
                 if failure is not None:
                     parts.append(_failed(index, *failure))
                     continue
+            offload = pool.wants(log_obj, records)
+            if offload or deferred is not None:
+                # validated on the pool meanwhile; appended after it, in request order, with
+                # every partition of the request that follows it
+                if deferred is None:
+                    deferred = []
+                deferred.append((parts, len(parts), log_obj, records, name, index, guard,
+                                 pool.prepare(log_obj, records) if offload else None))
+                parts.append(None)
+                continue
             try:
                 answer = _append(lm, log_obj, records, name, metrics, guard, waits)
             except (KafkaError, OSError) as exc:
@@ -295,6 +319,8 @@ async def _produce(ctx, request, version: int):
     # partition, a later request on this connection could append on the loop to one of this
     # request's later partitions first (out of arrival order: idempotent sequences break).
     try:
+        if deferred:
+            await _append_prepared(ctx, lm, metrics, deferred, handed, waits)
         for parts, i, pending, log_obj, records, name, index in handed:
             try:
                 parts[i] = _appended(lm, log_obj, records, name, metrics, await pending, waits)
@@ -304,6 +330,40 @@ async def _produce(ctx, request, version: int):
         for _, _, pending, *_ in handed:
             pending.cancel()
     return responses, waits
+
+
+async def _append_prepared(ctx, lm, metrics, deferred, handed, waits) -> None:
+    """The partitions `_produce` deferred: wait until the pool has validated every one of them,
+    then append them all in request order without waiting in between (as `_produce` appends the
+    rest), each with its validation done (or its error answered). Nothing was appended for them
+    before: cancelled meanwhile (the connection closed), the request leaves no trace."""
+    ready = []
+    try:
+        for item in deferred:
+            pending = item[-1]
+            prepared = None
+            if pending is not None:
+                try:
+                    prepared = await pending
+                except (KafkaError, OSError) as exc:
+                    prepared = exc
+            ready.append(prepared)
+    finally:
+        for item in deferred[len(ready):]:       # cancelled: leave no exception unretrieved
+            pending = item[-1]
+            if pending is not None and not pending.cancel() and not pending.cancelled():
+                pending.exception()
+    for (parts, i, log_obj, records, name, index, guard, _), prepared in zip(deferred, ready):
+        if isinstance(prepared, Exception):
+            parts[i] = _append_failed(ctx, metrics, name, index, prepared)
+            continue
+        try:
+            answer = _append(lm, log_obj, records, name, metrics, guard, waits, prepared)
+        except (KafkaError, OSError) as exc:
+            answer = _append_failed(ctx, metrics, name, index, exc)
+        if not isinstance(answer, tuple):
+            handed.append((parts, i, answer, log_obj, records, name, index))
+        parts[i] = answer
 
 
 async def _durable(lm, responses, waits, metrics) -> None:

@@ -1,0 +1,101 @@
+"""The validation pool: threads that validate large produced batches beside the event loop.
+
+Role: the codec half of validating a produced batch - `Log.prepare` for a batch whose records
+must be decompressed to be read (compacted topics, a finite message.timestamp.before.max.ms) or
+re-encoded (a topic compression.type other than the producer's), with its CRC-32C and per-record
+checks - runs, for a batch of at least `kompakt.produce.validation.offload.bytes`, on one of
+`kompakt.produce.validation.threads` threads while the event loop serves other connections. The
+append itself (offsets, producer state, the page-cache write, durable acks) stays where it was,
+on the loop or the log writer, after the request's validations are all done: so a partition's
+appends keep their order, and the produce handler's rules about it are unchanged
+(broker/handlers/produce.py).
+
+What pays for a hop (measured, bench/RESULTS.md "Validation beside the event loop"): a hop costs
+about 0.1 ms of CPU per batch (a wake-up, a call back into the loop, the batch's bytes read on
+another core) and, while the loop runs Python, up to the interpreter's switch interval (5 ms)
+before the thread gets the GIL back between its C calls. A batch that needs only its CRC (the
+common case: the producer's codec kept on a delete topic, 30-100 us per MB) therefore stays on
+the loop whatever its size; so does any batch below the threshold. The work runs beside the loop
+only because what it calls releases the GIL: zstandard, lz4, zlib and cramjam while they
+(de)compress, crc32c from 32 KiB, the compiled record walk (a ctypes call).
+
+Threads: `wants` and `prepare` are called on the event loop; the threads are made on first use
+(a broker that never sees such a batch never starts them); `shutdown` (LogManager.shutdown) waits
+for nothing: the work is pure and its requests are gone with the loop. 0 threads (the default):
+every batch is validated in the append, on the loop. -1: one thread per CPU the process may run
+on beyond the first, at most 4 (none when confined to one CPU: `taskset -c 0`).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Awaitable
+
+from kompakt.storage.log_validator import needs_codec
+
+AUTO = -1
+MAX_AUTO_THREADS = 4
+THREAD_NAME = b"kompakt-validat"    # the OS name of the pool's threads (15 bytes: Linux's limit)
+_PR_SET_NAME = 15
+
+
+def _name_thread() -> None:
+    """Give the pool thread its OS name (Linux), as `top -H`, py-spy and /proc/<pid>/task/*/comm
+    show it (Python names only its own Thread objects); elsewhere nothing."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, ctypes.c_char_p(THREAD_NAME), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def auto_threads() -> int:
+    """The thread count for -1: one per CPU this process may run on beyond the loop's, at most
+    MAX_AUTO_THREADS (so 0, no pool, when the process is confined to one CPU: `taskset -c 0`)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(0, min(MAX_AUTO_THREADS, cpus - 1))
+
+
+class ValidationPool:
+    """See module docstring."""
+
+    def __init__(self, threads: int = 0, offload_bytes: int = 65536) -> None:
+        self.threads = auto_threads() if threads == AUTO else threads
+        self.offload_bytes = offload_bytes
+        self._executor: ThreadPoolExecutor | None = None
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def wants(self, plog, records) -> bool:
+        """Whether this batch for `plog` is validated on the pool: large, and its validation runs
+        a codec (log_validator.needs_codec)."""
+        return (self.threads > 0 and records is not None and len(records) >= self.offload_bytes
+                and not self._closed and needs_codec(records, plog.config))
+
+    def prepare(self, plog, records) -> Awaitable[Any]:
+        """`plog.prepare(records)` on a pool thread, as an awaitable of the Prepared (or the
+        KafkaError it raised). Called on the event loop."""
+        with self._lock:
+            if not self._closed:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(max_workers=self.threads, initializer=_name_thread,
+                                                        thread_name_prefix="kompakt-validate")
+                return asyncio.wrap_future(self._executor.submit(plog.prepare, records))
+        done = asyncio.get_running_loop().create_future()   # shut down meanwhile: validate here
+        try:
+            done.set_result(plog.prepare(records))
+        except Exception as exc:                 # noqa: BLE001 - the awaiting caller gets it
+            done.set_exception(exc)
+        return done
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._closed = True
+            executor = self._executor
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
