@@ -313,6 +313,6 @@ def _offset_key(raw) -> tuple | None:
 def _has_transactional_batches(lg) -> bool:
     for seg in lg.segments:
         for _, hdr in seg.iter_headers():
-            if hdr[5] & 0x10:          # attributes: transactional
+            if hdr[5] & rec.TRANSACTIONAL_MASK:          # hdr[5]: the attributes
                 return True
     return False

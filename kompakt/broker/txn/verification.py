@@ -47,11 +47,11 @@ from __future__ import annotations
 import struct
 
 from kompakt.protocol.errors import ErrorCode, KafkaError
+from kompakt.protocol.records import (ATTRIBUTES_POS, BATCH_OVERHEAD, CONTROL_MASK as CONTROL, PRODUCER_ID_POS,
+                                      TRANSACTIONAL_MASK as TRANSACTIONAL)
 
-_ATTRS_LOW = 22                  # low byte of the batch attributes
-_PRODUCER = struct.Struct(">qh")  # producerId, producerEpoch at byte 43
-TRANSACTIONAL = 0x10
-CONTROL = 0x20
+_ATTRS_LOW = ATTRIBUTES_POS + 1  # low byte of the batch attributes (an int16, big-endian)
+_PRODUCER = struct.Struct(">qh")  # producerId, producerEpoch, at PRODUCER_ID_POS
 FIRST_GENERIC_ERROR_VERSION = 11
 FIRST_TV2_VERSION = 12           # Produce v12: the client uses transaction version 2
 _RETRIABLE = (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
@@ -61,10 +61,10 @@ _RETRIABLE = (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION,
 
 def transactional_producer(records) -> tuple[int, int] | None:
     """(producer id, epoch) when `records` starts with a transactional data batch."""
-    if records is None or len(records) < 61 or not records[_ATTRS_LOW] & TRANSACTIONAL \
+    if records is None or len(records) < BATCH_OVERHEAD or not records[_ATTRS_LOW] & TRANSACTIONAL \
             or records[_ATTRS_LOW] & CONTROL:
         return None
-    pid, epoch = _PRODUCER.unpack_from(records, 43)
+    pid, epoch = _PRODUCER.unpack_from(records, PRODUCER_ID_POS)
     return (pid, epoch) if pid >= 0 else None
 
 
