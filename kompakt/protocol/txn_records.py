@@ -48,6 +48,7 @@ from typing import Any
 import crc32c as _crc32c
 
 from kompakt.protocol import records as R
+from kompakt.protocol.codec import write_uvarint
 from kompakt.protocol.group_records import GroupRecordError, _Reader, partition_for
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
@@ -135,18 +136,21 @@ def encode_value(*, producer_id: int, producer_epoch: int, timeout_ms: int, stat
 def _encode_value_v1(producer_id, producer_epoch, timeout_ms, state, partitions, last_update_ms, start_ms,
                      previous_producer_id, next_producer_id, client_transaction_version) -> bytes:
     # packed by hand like v0 (three of these per transaction): compact lengths are length + 1
-    parts = [_VALUE_HEAD.pack(1, producer_id, producer_epoch, timeout_ms, state)]
+    out = bytearray(_VALUE_HEAD.pack(1, producer_id, producer_epoch, timeout_ms, state))
     if partitions is None:
-        parts.append(b"\x00")                          # null array
+        out.append(0)                                   # null array
     else:
-        parts.append(_uvarint(len(partitions) + 1))
+        write_uvarint(out, len(partitions) + 1)
         for topic, ids in partitions.items():
             data = topic.encode("utf-8")
             if len(data) > 0x7FFF:
                 raise TxnRecordError(f"string of {len(data)} bytes exceeds 32767")
-            parts += (_uvarint(len(data) + 1), data, _uvarint(len(ids) + 1), struct.pack(f">{len(ids)}i", *ids),
-                      b"\x00")                            # the entry's tagged fields: none
-    parts.append(_VALUE_TAIL.pack(last_update_ms, start_ms))
+            write_uvarint(out, len(data) + 1)
+            out += data
+            write_uvarint(out, len(ids) + 1)
+            out += struct.pack(f">{len(ids)}i", *ids)
+            out.append(0)                               # the entry's tagged fields: none
+    out += _VALUE_TAIL.pack(last_update_ms, start_ms)
     tagged = []
     if previous_producer_id != -1:
         tagged.append(b"\x00\x08" + _I64.pack(previous_producer_id))
@@ -154,19 +158,9 @@ def _encode_value_v1(producer_id, producer_epoch, timeout_ms, state, partitions,
         tagged.append(b"\x01\x08" + _I64.pack(next_producer_id))
     if client_transaction_version != 0:
         tagged.append(b"\x02\x02" + _I16.pack(client_transaction_version))
-    parts.append(bytes((len(tagged),)))
-    parts += tagged
-    return b"".join(parts)
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
+    out.append(len(tagged))
+    for field in tagged:
+        out += field
     return bytes(out)
 
 
