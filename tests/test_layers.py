@@ -17,7 +17,8 @@ function (a lazy import is still a dependency):
 Inside the broker, `kompakt.broker.server` (the Broker, which builds every room) is imported only by
 what runs it: the `kompakt serve` command and kompakt.testing; and the handlers (the wire face of the
 rooms: groups, txn, fetch, quotas, ...) are imported only by each other and the dispatcher that
-finds them (network/dispatch.py), never by a room they serve. New capabilities arrive as rooms:
+finds them (network/dispatch.py), never by a room they serve. The rooms other rooms build on
+(fetch/, observability/, metadata/, coordinator_common/) import no other room of the broker. New capabilities arrive as rooms:
 kompakt/broker/'s root holds the Broker, the command that runs it and the package files, nothing
 loose. And no two modules import each other,
 directly or round a longer loop, at import time (imports at a module's top level, with the
@@ -127,6 +128,23 @@ def test_every_module_and_package_says_what_it_is():
     bare = [str(path.relative_to(ROOT.parent)) for path in MODULES.values()
             if not ast.get_docstring(ast.parse(path.read_text()))]
     assert not bare, f"modules without a docstring: {bare}"
+
+
+# rooms the others build on: each imports no other room of the broker, so none can loop back
+FOUNDATION_ROOMS = ("fetch", "observability", "metadata", "coordinator_common")
+
+
+def test_the_rooms_others_build_on_import_no_other_room():
+    wrong = []
+    for room in FOUNDATION_ROOMS:
+        own = f"kompakt.broker.{room}"
+        assert own in MODULES, f"{own} is gone: update FOUNDATION_ROOMS"
+        for name in MODULES:
+            if name == own or name.startswith(own + "."):
+                wrong += [f"{MODULES[name].relative_to(ROOT.parent)}:{line} imports {target}"
+                          for target, line, _ in imports(name)
+                          if target.startswith("kompakt.broker") and not (target == own or target.startswith(own + "."))]
+    assert not wrong, "a room others build on imports another room:\n" + "\n".join(wrong)
 
 
 HANDLERS = "kompakt.broker.handlers"
