@@ -181,7 +181,7 @@ def test_transaction_version_2_state_survives_cuts(start_broker, monkeypatch):
     assert produce_v12(1, 1, 0) == 0 and produce_v12(1, 0, 1) == 0
     with pytest.raises((AssertionError, OSError)):    # no answer: the connection closes
         end_v5(1)                                     # the power goes once Prepare is appended
-    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", 60)
+    wait_until(lambda: b.proc.poll() is not None, "the broker to cut its power", timeout=60)
     b.restore_after_crash()
     monkeypatch.delenv("TEST_KOMPAKT_CRASH_AT")
     b.start()
