@@ -8,6 +8,8 @@ import logging
 import os
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))
 
@@ -18,3 +20,19 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # tests/plugin_example is another project's test suite (it needs the kompakt.testing plugin
 # installed); tests/integration/test_testing_plugin.py runs it in a fresh virtualenv.
 collect_ignore = ["plugin_example"]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession for the whole run (its JVM takes seconds to start): the pipeline tests and
+    the interop test that snapshots a Debezium topic share it."""
+    from kompakt.pipeline.spark import get_session   # pyspark: the spark extra (scripts/test.sh installs it)
+
+    # tiny data: C1-only JIT and no whole-stage codegen halve session start and first-query time
+    session = get_session("local[2]", {
+        "spark.sql.shuffle.partitions": "4",
+        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+        "spark.sql.codegen.wholeStage": "false",
+    })
+    yield session
+    session.stop()

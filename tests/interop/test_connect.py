@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from typing import NamedTuple
 
 import pyarrow.parquet as pq
@@ -22,6 +21,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from connect_support import ConnectWorker
+from kompakt import cli
 from kompakt.testing.poll import wait_until
 from postgres_support import PostgresCluster
 
@@ -263,7 +263,8 @@ def _latest_per_key(records) -> dict[int, dict | None]:
     return latest
 
 
-def test_debezium_postgres_into_a_compacted_topic_snapshots_to_the_table(interop_broker, worker, postgres, tmp_path):
+def test_debezium_postgres_into_a_compacted_topic_snapshots_to_the_table(interop_broker, worker, postgres, spark,
+                                                                          tmp_path):
     """Debezium's PostgreSQL connector (pgoutput, the built-in logical decoding plugin) takes an
     initial snapshot of a table, then streams inserts, updates and deletes into a compacted topic
     of three partitions that Connect creates; the worker is SIGKILLed in the middle of a burst of
@@ -354,12 +355,10 @@ def test_debezium_postgres_into_a_compacted_topic_snapshots_to_the_table(interop
         assert all(r.value is None for r in after[p] if json.loads(r.key)["id"] in deleted)
     assert sum(map(len, after.values())) == len(table) + len(deleted) < sum(map(len, before.values()))
 
+    # the CLI in this process, on the suite's SparkSession (a second Spark JVM would cost more
+    # than this whole test otherwise does)
     output = tmp_path / "snapshot"
-    done = subprocess.run(
-        [sys.executable, "-m", "kompakt", "pipeline", "snapshot", "--master", "local[1]",
-         "--conf", "spark.sql.shuffle.partitions=2", "--topic", TOPIC, "--output", str(output),
-         interop_broker.log_dir], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
+    assert cli.main(["pipeline", "snapshot", "--topic", TOPIC, "--output", str(output), interop_broker.log_dir]) == 0
     snapshot = pq.read_table(output).to_pylist()
     assert len(snapshot) == len(table)
     rows = {}

@@ -1,27 +1,11 @@
-"""Shared fixtures for the pipeline tests: one SparkSession per test session, log dirs written by
-the storage engine's LogSegment (Kafka's layout with real indexes), and a plain-Python model of
-what compaction keeps."""
+"""Shared fixtures for the pipeline tests: log dirs written by the storage engine's LogSegment
+(Kafka's layout with real indexes) and a plain-Python model of what compaction keeps. The
+SparkSession (`spark`) is the suite's one, in tests/conftest.py."""
 from __future__ import annotations
 
 import os
 
-import pytest
-
 from kompakt.protocol import records as R
-
-
-@pytest.fixture(scope="session")
-def spark():
-    from kompakt.pipeline.spark import get_session   # pyspark: the spark extra (scripts/test.sh installs it)
-
-    # tiny data: C1-only JIT and no whole-stage codegen halve session start and first-query time
-    session = get_session("local[2]", {
-        "spark.sql.shuffle.partitions": "4",
-        "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
-        "spark.sql.codegen.wholeStage": "false",
-    })
-    yield session
-    session.stop()
 
 
 def write_partition(log_dir: str, topic: str, partition: int, batches, *, segment_bytes: int = 4096,
