@@ -1,7 +1,7 @@
 """Broker logs around admin actions: `kompakt serve --log-format json` writes one JSON object per
 line for the whole life of a real broker (start, a compact-now with the cleaner's Kafka-style
 multi-line summary, pause/resume, shutdown). The text format's one-line rule is unit-tested in
-tests/broker/test_logging_setup.py."""
+tests/broker/observability/test_logging_setup.py."""
 from __future__ import annotations
 
 import json

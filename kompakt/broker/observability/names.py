@@ -12,7 +12,7 @@ Conventions (https://prometheus.io/docs/practices/naming/):
 - labels never explode: `api` and `error` take values from Kafka's fixed API and error-code tables;
   `topic` only on topic families; `partition` only on log and per-partition cleaner families, and
   dropped (values summed, or the maximum taken, per topic) when `metrics.partition.labels=false`.
-tests/broker/test_metrics.py checks the prefix, the units, the help texts and that no name repeats.
+tests/broker/observability/test_metrics.py checks the prefix, the units, the help texts and that no name repeats.
 """
 # --- broker family -------------------------------------------------------------------------------
 BROKER_INFO = "kompakt_broker"  # exported as kompakt_broker_info
