@@ -2,7 +2,7 @@
 
     python bench/bench_transactions.py [--records 200000] [--rounds 5] [--per-txn 100]
                                        [--producers 1,8] [--no-write]
-    python bench/bench_transactions.py --request-path [--transactions 3000] [--no-write]
+    python bench/bench_transactions.py --request-path [--tv2] [--transactions 3000] [--no-write]
 
 Against one `kompakt serve` subprocess of this checkout (fresh log dir), confluent-kafka
 (librdkafka) producers write `--records` records of 100 B per run to a one-partition topic, split
@@ -28,7 +28,9 @@ duration metrics), the rest being round trips: client, loopback and waiting for 
 
 `--request-path` times instead the broker's request path in-process (Dispatcher.prepare + run, no
 sockets, CPU time): one transaction as librdkafka sends it (AddPartitionsToTxn v0, Produce v10 of
-`--per-txn` records, EndTxn v1) over 8 transactional ids, per request. It measures this checkout
+`--per-txn` records, EndTxn v1) over 8 transactional ids, per request; with `--tv2`, as the Java
+client sends it with transaction version 2 (Produce v12 adding the partition itself, EndTxn v5
+bumping the epoch: two requests, the next transaction at the new epoch from sequence 0). It measures this checkout
 (the bench inserts its root first on sys.path), so a copy of this file in an older checkout's
 bench/ measures that one. Results go to stdout and, unless --no-write, bench/RESULTS.md.
 """
@@ -287,8 +289,17 @@ def request_path(args) -> tuple[list[str], str]:
                 p = producers[k % ids]
                 tid, pid, epoch, seq = p
                 p[3] += args.per_txn_path
+                if args.tv2:                                    # every end bumps the epoch
+                    p[2], p[3] = epoch + 1, 0
                 batch = build_batch([(None, VALUE)] * args.per_txn_path, producer_id=pid, producer_epoch=epoch,
                                     base_sequence=seq, is_transactional=True)
+                if args.tv2:
+                    frames.append((
+                        frame(ProduceRequest(transactional_id=tid, acks=-1, timeout_ms=1000, topic_data=[
+                            td(name="t", partition_data=[pd(index=0, records=batch)])]), 12),
+                        frame(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
+                                            committed=True), 5)))
+                    continue
                 frames.append((
                     frame(AddPartitionsToTxnRequest(v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid,
                                                     v3_and_below_producer_epoch=epoch,
@@ -297,9 +308,10 @@ def request_path(args) -> tuple[list[str], str]:
                         td(name="t", partition_data=[pd(index=0, records=batch)])]), 10),
                     frame(EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch,
                                         committed=True), 1)))
+            apis = TXN_APIS[1:] if args.tv2 else TXN_APIS
             spent = dict.fromkeys(TXN_APIS, 0.0)
             for fs in frames:
-                for api, data in zip(TXN_APIS, fs):
+                for api, data in zip(apis, fs):
                     t0 = time.process_time()
                     await call(d, data)
                     spent[api] += time.process_time() - t0
@@ -312,13 +324,17 @@ def request_path(args) -> tuple[list[str], str]:
     spent = asyncio.run(main())
     n = args.transactions
     total = sum(spent.values()) / n * 1e6
-    line = (f"| {ROOT.name} | {total:.0f} us | " + " | ".join(f"{spent[a] / n * 1e6:.0f} us" for a in TXN_APIS) + " |")
+    apis = TXN_APIS[1:] if args.tv2 else TXN_APIS
+    line = (f"| {ROOT.name} | {total:.0f} us | " + " | ".join(f"{spent[a] / n * 1e6:.0f} us" for a in apis) + " |")
+    how = ("as the Java client sends it with transaction version 2" if args.tv2 else "as librdkafka 2.16 sends it")
+    columns = ("Produce v12 | EndTxn v5 |\n|---|---:|---:|---:|" if args.tv2 else
+               "AddPartitionsToTxn v0 | Produce v10 | EndTxn v1 |\n|---|---:|---:|---:|---:|")
     head = (f"\n### In-process request path of a transaction (`python bench/bench_transactions.py --request-path "
-            f"--transactions {n}`) — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
+            f"{'--tv2 ' if args.tv2 else ''}--transactions {n}`) — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
             f"CPU time of Dispatcher.prepare + run (no sockets) per transaction of {args.per_txn_path} records, "
-            f"as librdkafka 2.16 sends it, over {ids} transactional ids; {platform.platform()}, {_cpu()}, "
+            f"{how}, over {ids} transactional ids; {platform.platform()}, {_cpu()}, "
             f"load average {os.getloadavg()[0]:.1f}.\n\n"
-            f"| checkout | per transaction | AddPartitionsToTxn v0 | Produce v10 | EndTxn v1 |\n|---|---:|---:|---:|---:|")
+            f"| checkout | per transaction | {columns}")
     return [head, line], line
 
 
@@ -330,6 +346,7 @@ def main() -> None:
     ap.add_argument("--producers", default="1,8", help="comma-separated producer counts, each measured")
     ap.add_argument("--request-path", action="store_true", help="the in-process request path only")
     ap.add_argument("--transactions", type=int, default=3000, help="transactions for --request-path")
+    ap.add_argument("--tv2", action="store_true", help="--request-path as a transaction version 2 client")
     ap.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     args = ap.parse_args()
     args.per_txn_path = int(args.per_txn.split(",")[0])
