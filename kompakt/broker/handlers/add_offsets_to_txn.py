@@ -8,7 +8,9 @@ coordinator codes, plus TRANSACTIONAL_ID_AUTHORIZATION_FAILED (no WRITE on the t
 and GROUP_AUTHORIZATION_FAILED (no READ on the group), checked in that order.
 
 Version notes: v2 PRODUCER_FENCED (answered INVALID_PRODUCER_EPOCH below v2); v3 flexible; v4
-TRANSACTION_ABORTABLE. (v5, KIP-890 part 2, is not served.)
+TRANSACTION_ABORTABLE (Kafka 4.0's last). A client of transaction version 2 (KIP-890 part 2)
+sends no AddOffsetsToTxn: its TxnOffsetCommit v5 adds the group's partition. Kafka treats an add
+from here as transaction version 0 whatever the client, and so does the coordinator.
 
 Codec: kompakt/protocol/txn_codec.py (hand-written: one per transaction that commits offsets).
 """
