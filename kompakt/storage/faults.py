@@ -12,6 +12,13 @@ and a `None` test.
         From the n-th (default the first) file operation on a path containing <fragment> on, every
         file operation of the storage file layer (segment reads, appends, index writes, flushes,
         checkpoint writes) on such a path raises OSError(EIO), as a failing disk would.
+    TEST_KOMPAKT_SYNC_ERROR=<path fragment>[:<n>[:<errno name>]]
+        The n-th (default the first) fsync/fdatasync of the storage file layer (files.py) of a
+        file whose path contains <fragment> raises OSError (EIO unless an errno name such as ENOSPC
+        is given), once: the syncs before and after it succeed, as after a transient write-back
+        error on Linux, whose next fsync succeeds without the pages it could not write
+        (PostgreSQL's "fsyncgate"). Nothing is synced by the failing call, so the page-cache model
+        (TEST_KOMPAKT_POWER_JOURNAL) keeps none of the bytes it should have made durable.
     TEST_KOMPAKT_CLEANER_BREAK=<break>
         The cleaner's worker processes break every clean on purpose (kompakt/cleaner/cleaner.py);
         the live compaction-guarantee check must refuse the swap. Breaks (CLEANER_BREAKS):
@@ -65,6 +72,7 @@ log = logging.getLogger(__name__)
 
 CRASH_ENV = "TEST_KOMPAKT_CRASH_AT"
 IO_ERROR_ENV = "TEST_KOMPAKT_IO_ERROR"
+SYNC_ERROR_ENV = "TEST_KOMPAKT_SYNC_ERROR"
 CLEANER_BREAK_ENV = "TEST_KOMPAKT_CLEANER_BREAK"
 
 CRASH_POINTS = ("file_op", "segment_roll", "retention_delete", "checkpoint_write", "state_file_write", "swap_renamed",
@@ -91,6 +99,19 @@ _crash_hits = 0
 _io_hits = 0
 
 
+def _parse_sync(value: str | None) -> tuple[str, int, int] | None:
+    """"<fragment>[:<n>[:<errno name>]]" -> (fragment, n, errno)."""
+    if not value:
+        return None
+    fragment, _, rest = value.partition(":")
+    n, _, name = rest.partition(":")
+    return fragment, max(1, int(n)) if n else 1, getattr(errno, name) if name else errno.EIO
+
+
+_sync_error = _parse_sync(os.environ.get(SYNC_ERROR_ENV))
+_sync_hits = 0
+
+
 def crash_point(name: str) -> None:
     """SIGKILL this process if `name` is the armed point and this is its n-th hit."""
     global _crash_hits
@@ -114,6 +135,24 @@ def check_io(path: str) -> None:
     _io_hits += 1
     if _io_hits >= _io[1]:
         raise OSError(errno.EIO, f"Input/output error (injected by {IO_ERROR_ENV})", path)
+
+
+def check_sync(fd: int) -> None:
+    """Raise the armed OSError at the n-th sync of a file whose path holds the armed fragment
+    (TEST_KOMPAKT_SYNC_ERROR; files.py calls it before every fsync/fdatasync)."""
+    global _sync_hits
+    if _sync_error is None:
+        return
+    fragment, n, code = _sync_error
+    try:
+        path = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return
+    if fragment not in path:
+        return
+    _sync_hits += 1
+    if _sync_hits == n:
+        raise OSError(code, f"{os.strerror(code)} (injected by {SYNC_ERROR_ENV})", path)
 
 
 def cleaner_break(name: str) -> bool:

@@ -6,7 +6,7 @@ fsync of a directory, rename, unlink, rmdir, rmtree), so the test-only page-cach
 is a crash point (`file_op`, see faults.py) a test can cut at. Plain writes, creates and mkdirs need
 no hook: the model treats them as cached until a sync says otherwise.
 
-Invariants: with the seam off each function is the `os`/`shutil` call plus one `None` test; no
+Invariants: with the seams off each function is the `os`/`shutil` call plus a `None` test or two; no
 module of kompakt calls os.fsync, os.fdatasync, os.replace, os.rename, os.unlink, os.remove,
 os.rmdir or shutil.rmtree itself (tests/storage/test_power_cut.py greps for it).
 """
@@ -16,7 +16,7 @@ import os
 import shutil
 
 from kompakt.storage import power_cut
-from kompakt.storage.faults import crash_point
+from kompakt.storage.faults import check_sync, crash_point
 
 _power = power_cut.recorder()          # None unless TEST_KOMPAKT_POWER_JOURNAL is set
 
@@ -33,6 +33,7 @@ def fdatasync(fd: int) -> None:
 
 def _sync(fd: int, op) -> None:
     crash_point("file_op")
+    check_sync(fd)
     if _power is None:
         op(fd)
     else:

@@ -23,8 +23,11 @@ LogManager.append_as_leader, which notes each one in `pending_acks`; the dispatc
 them after the handler returned its answer and before sending it.
 
 Failures: a sync that raises (a failing disk) fails the waiters of that log with
-KAFKA_STORAGE_ERROR and goes to `on_error` (the LogManager takes the dir offline); a log closed
-before its offset was synced (topic deleted) fails its waiters the same way. A log closed by a
+KAFKA_STORAGE_ERROR and goes to `on_error` (the LogManager takes the dir offline whatever the
+errno, ENOSPC too: the kernel may have dropped the pages it could not write, so a later sync that
+succeeds proves nothing; LogManager.handle_io_error), and the logs of the round after it, closed
+by then, fail theirs; a log closed before its offset was synced (topic deleted) fails its
+waiters the same way. A log closed by a
 clean shutdown was synced by its close and resolves its waiters normally.
 
 Figures (`stats()`, exported as kompakt_log_group_commit_* by broker/observability/live.py): rounds, logs

@@ -175,20 +175,25 @@ class LogManager:
         return plog.offline if plog is not None else tp in self._unloaded
 
     # ---- log dir failure ---------------------------------------------------------------------------
-    def handle_io_error(self, d: str, exc: BaseException, doing: str) -> None:
+    def handle_io_error(self, d: str, exc: BaseException, doing: str, *, failed_sync: bool = False) -> None:
         """An I/O error in log dir `d` (Kafka's LogDirFailureChannel + handleLogDirFailure).
 
         A full disk (ENOSPC, EDQUOT) is not a failing disk: the write that hit it failed and was
         undone (the producer gets KAFKA_STORAGE_ERROR and retries), nothing else changes, and
         writes succeed again once space returns. (Kafka takes the dir offline for that too; with one
         node there is no replica to move leadership to, so offline would mean a restart to recover.)
+        Not so a failed sync (`failed_sync`: fsync/fdatasync of written data, whatever the errno):
+        Linux may have dropped the pages it could not write back and marked them clean, so the
+        next sync of the file succeeds without them (PostgreSQL's "fsyncgate", which made it stop
+        retrying fsync). Syncing again and acknowledging would answer for bytes that may not exist:
+        the dir goes offline, as Kafka's flush on any IOException (LogDirFailureChannel).
         Any other error takes the whole dir offline at once: one ERROR line, its logs closed
         without a flush (whatever is not on disk is recovered at the next start, which finds no
         clean-shutdown marker there), its partitions answer KAFKA_STORAGE_ERROR and Metadata shows
         them offline, the cleaner and background tasks leave them alone; the other dirs go on.
         Callable from any thread; idempotent."""
         d = os.path.abspath(d)
-        if is_disk_full(exc):
+        if is_disk_full(exc) and not failed_sync:
             log.warning("disk full in log dir %s while %s: %s", d, doing, exc)
             return
         with self._offline_lock:
@@ -259,7 +264,7 @@ class LogManager:
         if commit is None:
             def failed(plog, exc: BaseException) -> None:
                 if isinstance(exc, OSError):
-                    self.handle_io_error(d, exc, f"syncing {plog.dir}")
+                    self.handle_io_error(d, exc, f"syncing {plog.dir}", failed_sync=True)
                 else:
                     log.error("group commit sync of %s failed: %s", plog.dir, exc)
             commit = self._group_commits.setdefault(
@@ -982,7 +987,8 @@ class LogManager:
                     self._stats["flushes_total"] += 1
                     flushed += 1
                 except OSError as exc:
-                    self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}")
+                    self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}",
+                                         failed_sync=True)
                 except KafkaError as exc:
                     log.error("flush of %s-%d failed: %s", tp.topic, tp.partition, exc)
         return flushed
@@ -1019,7 +1025,8 @@ class LogManager:
             try:
                 plog.flush(plog.durable_offset)
             except OSError as exc:
-                self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}")
+                self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}",
+                                     failed_sync=True)
             except (KafkaError, ValueError) as exc:      # closed meanwhile (deleted, moved): skip it
                 log.debug("recovery-point flush of %s-%d skipped: %s", tp.topic, tp.partition, exc)
         self._checkpoint_live_dirs(RECOVERY_POINT_CHECKPOINT_FILE, "recovery_point")
@@ -1059,7 +1066,8 @@ class LogManager:
                 if not plog.closed:
                     plog.flush(new_offset)
             except OSError as exc:
-                self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}")
+                self.handle_io_error(os.path.dirname(os.path.abspath(plog.dir)), exc, f"flushing {plog.dir}",
+                                     failed_sync=True)
             except KafkaError as exc:
                 log.warning("flush after roll of %s failed: %s", plog.dir, exc)
 

@@ -132,12 +132,15 @@ def test_the_high_watermark_never_passes_the_durable_offset_under_load(kb):
     c = ck.Consumer({"bootstrap.servers": kb.bootstrap, "group.id": "race-wm"})
     try:
         until(lambda: lg.log_end_offset > 0)
-        seen = 0
-        for _ in range(30):
+        seen, looks = 0, 0
+        deadline = time.monotonic() + WAIT_S
+        # at least 30 looks, and on until one saw a synced record (a loaded disk may take its time)
+        while looks < 30 or (seen == 0 and time.monotonic() < deadline):
             _, high = c.get_watermark_offsets(ck.TopicPartition("race", 0), timeout=10)
             durable = lg.durable_offset             # read after: the durable offset only grows
             assert high <= durable <= lg.log_end_offset
             seen = max(seen, high)
+            looks += 1
     finally:
         stop.set()
         t.join()

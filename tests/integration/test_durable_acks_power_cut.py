@@ -1,10 +1,17 @@
 """A power cut right after acknowledgements (the page-cache model, kompakt/storage/power_cut.py)
 under a real broker process with the default settings (durable acks, no flush.* key): every
 record acknowledged to an acks=all producer, every committed offset and a committed transaction
-survive; with durable acks off the same cut loses them (so the model does cut what is unsynced)."""
+survive; with durable acks off the same cut loses them (so the model does cut what is unsynced).
+A sync that fails (EIO, or ENOSPC from write-back) fails the acks=all requests it covered with
+KAFKA_STORAGE_ERROR and takes the log dir offline, so nothing is acknowledged after it although
+the next sync would succeed; every record acknowledged before it survives the cut."""
 from __future__ import annotations
 
+import os
+import re
+
 import confluent_kafka as ck
+import pytest
 from compaction_support import create_topic, read_partition
 
 WAIT_S = 30
@@ -95,3 +102,38 @@ def test_with_durable_acks_off_the_same_cut_takes_acknowledged_records_back(star
     b.start()
     assert len(values(b.bootstrap, "cut", 3)) < len(acked)
     assert committed(b.bootstrap, "g", "cut") != 123
+
+
+def produce_one(bootstrap, topic, value, timeout_ms=30_000):
+    """One acks=all record, never retried: its delivery error (None when acknowledged)."""
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "retries": 0,
+                     "enable.idempotence": False, "message.timeout.ms": timeout_ms})
+    out = []
+    p.produce(topic, value=value, partition=0, on_delivery=lambda err, msg: out.append(err))
+    assert p.flush(WAIT_S) == 0
+    return out[0]
+
+
+@pytest.mark.parametrize("errno_name", ["EIO", "ENOSPC"])
+def test_a_failed_sync_fails_its_acks_and_takes_the_log_dir_offline_never_acknowledging_after_it(
+        start_broker, monkeypatch, errno_name):
+    # the 3rd sync of the partition's segment fails once (TEST_KOMPAKT_SYNC_ERROR, storage/faults.py);
+    # every later sync would succeed, as Linux's next fsync after a lost write-back does
+    monkeypatch.setenv("TEST_KOMPAKT_SYNC_ERROR", f"{os.path.join('doomed-0', '0' * 20)}.log:3:{errno_name}")
+    b = start_broker(power=True)
+    create_topic(b.bootstrap, "doomed", {})
+    acked, err = [], None
+    for i in range(3):
+        err = produce_one(b.bootstrap, "doomed", b"v%d" % i)
+        if err is not None:
+            break
+        acked.append(b"v%d" % i)
+    assert acked and err is not None and err.code() == ck.KafkaError.KAFKA_STORAGE_ERROR, err
+    # the dir is offline: nothing more is acknowledged there, although the disk would sync again
+    again = produce_one(b.bootstrap, "doomed", b"after", timeout_ms=3000)
+    assert again is not None, "acknowledged after a failed sync"
+    assert re.search(r"Log dir \S+ is offline", b.log_text()), b.log_text()[-3000:]
+    b.cut()
+    monkeypatch.delenv("TEST_KOMPAKT_SYNC_ERROR")
+    b.start()
+    assert [v for _, _, v in read_partition(b.bootstrap, "doomed")][:len(acked)] == acked

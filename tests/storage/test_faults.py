@@ -90,3 +90,27 @@ def test_the_cleaner_break_is_read_by_the_one_seam():
     assert armed("drop_last_batch") == ["True", "False"]
     assert armed("") == ["False", "False"]
     assert faults.CLEANER_BREAKS == ("drop_last_batch",)
+
+
+SYNC_CHILD = textwrap.dedent("""
+    import os, sys
+    from kompakt.storage import files
+    for name in ("victim.log", "victim.log", "other.log", "victim.log", "victim.log"):
+        fd = os.open(os.path.join(sys.argv[1], name), os.O_WRONLY | os.O_CREAT)
+        try:
+            files.fdatasync(fd)
+            print(name, "ok", flush=True)
+        except OSError as exc:
+            print(name, os.strerror(exc.errno), "injected" in str(exc), flush=True)
+        finally:
+            os.close(fd)
+""")
+
+
+def test_sync_error_fails_only_the_nth_sync_of_a_path_with_the_errno_asked(tmp_path):
+    script = tmp_path / "child.py"
+    script.write_text(SYNC_CHILD)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "TEST_KOMPAKT_SYNC_ERROR": "victim:2:ENOSPC"})
+    assert out.stdout.splitlines() == ["victim.log ok", f"victim.log {os.strerror(28)} True", "other.log ok",
+                                       "victim.log ok", "victim.log ok"], out
