@@ -1,11 +1,13 @@
 """Produce/fetch throughput and produce latency of a real `kompakt serve`, driven by confluent-kafka.
 
     python bench/bench_produce_fetch.py [--quick] [--profile OUT.prof] [--no-write]
+    python bench/bench_produce_fetch.py --only 1024:1:1,1024:1:all [--rounds 3] [--quick] [--no-write]
     python bench/bench_produce_fetch.py --keyed [--rounds 3] [--codecs none,lz4,zstd]
     python bench/bench_produce_fetch.py --startup [--rounds 5]
     python bench/bench_produce_fetch.py --contention [--quick] [--rounds 1] [--py-spy DIR] [--override KEY=VALUE]
     python bench/bench_produce_fetch.py --pipelined [--requests 20000] [--window 16] [--rounds 3]
     python bench/bench_produce_fetch.py --cores [--quick] [--rounds 2] [--override KEY=VALUE]
+    python bench/bench_produce_fetch.py --flood [--rounds 3] [--override KEY=VALUE]
 
 Measures, against a broker subprocess on a fresh log dir:
   * start-up: process start to the first Metadata answer; idle RSS after start-up;
@@ -41,6 +43,9 @@ Kompakt / Kafka ratios come from one run; without it the mode says Kafka was not
 dependency of the project) from after the warm-up to the end of the Kompakt part of the run and prints the top frames by own
 time and by total time (DIR/kompakt-<time>.txt keeps the collapsed stacks).
 Results go to stdout and, unless --no-write, a dated section appended to bench/RESULTS.md.
+`--only SIZE:PARTITIONS:ACKS,...` runs only those produce/fetch cases, in that order, `--rounds`
+times on the same broker (a fresh topic each time, so load from other work hits every case alike),
+without the latency run; it prints each round's acks=all / acks=1 ratios and their medians.
 `--pipelined` measures instead the per-request path of one connection: raw Produce requests (v9,
 one batch of 10 records of 100 B per partition, 1 or 4 partitions, acks=1 and acks=all) kept
 `--window` in flight on ONE connection, `--requests` of them per run, `--rounds` runs each: the
@@ -56,6 +61,10 @@ decompressed) and lz4 into a topic whose compression.type is zstd (recompressed)
 then read back with confluent-kafka. It reports broker CPU-s per GB, the rates, and how many cores
 the broker kept busy while producing: the figure for validation beside the event loop
 (storage/validation_pool.py), what a second core buys.
+`--flood` measures what one busy log costs the others of its log dir under durable acks: acks=all
+produce latency (p50/p99 at 5,000 msg/s of 100 B, one partition) alone, then while another
+process floods a second topic of the same log dir with acks=1 1 KiB records (a large unsynced
+backlog that the same group commit syncs), alternating, `--rounds` times.
 `--profile` runs the broker under cProfile (the event loop thread) and writes the stats file.
 """
 from __future__ import annotations
@@ -403,6 +412,58 @@ def latency(bootstrap, topic, rate, seconds):
     p.flush(30)
     lat.sort()
     return lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000, len(lat)
+
+
+def _flood_producer(bootstrap: str, topic: str, stop, sent) -> None:
+    """--flood's second process: acks=1 1 KiB records as fast as it can until `stop` is set."""
+    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 5, "enable.idempotence": False,
+                     "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
+    value = os.urandom(1024)
+    n = 0
+    while not stop.is_set():
+        for _ in range(10_000):
+            try:
+                p.produce(topic, value)
+                n += 1
+            except BufferError:
+                p.poll(0.001)
+        p.poll(0)
+    p.flush(120)
+    sent.value = n
+
+
+def flood(args) -> None:
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")    # librdkafka's threads do not survive a fork
+    broker = Broker(None, tuple(args.override))
+    load0 = os.getloadavg()[0]
+    seconds = 4.0
+    rows = []
+    try:
+        create_topic(broker.bootstrap, "latency", 1)
+        create_topic(broker.bootstrap, "flood", 1)
+        latency(broker.bootstrap, "latency", 5000, 1.0)                  # warm-up
+        for rnd in range(max(args.rounds, 1)):
+            alone = latency(broker.bootstrap, "latency", 5000, seconds)
+            stop, sent = ctx.Event(), ctx.Value("q", 0)
+            proc = ctx.Process(target=_flood_producer, args=(broker.bootstrap, "flood", stop, sent))
+            proc.start()
+            time.sleep(1.5)                                               # the flood is running
+            t0 = time.perf_counter()
+            beside = latency(broker.bootstrap, "latency", 5000, seconds)
+            stop.set()
+            proc.join(180)
+            flood_s = time.perf_counter() - t0 + 1.5
+            rows.append((alone, beside, sent.value / flood_s))
+            print(f"round {rnd}: acks=all latency alone p50 {alone[0]:.2f} ms p99 {alone[1]:.2f} ms; beside an acks=1 "
+                  f"flood of ~{sent.value / flood_s:,.0f} rec/s of 1 KiB: p50 {beside[0]:.2f} ms p99 {beside[1]:.2f} ms",
+                  flush=True)
+    finally:
+        broker.stop()
+    med = lambda xs: statistics.median(xs)     # noqa: E731
+    print(f"medians: alone p50 {med([r[0][0] for r in rows]):.2f} ms p99 {med([r[0][1] for r in rows]):.2f} ms; "
+          f"beside the flood p50 {med([r[1][0] for r in rows]):.2f} ms p99 {med([r[1][1] for r in rows]):.2f} ms; "
+          f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
 
 
 def loopback_mb_s(seconds=1.5):
@@ -762,6 +823,58 @@ def cores(args) -> None:
     print(f"appended to {HERE / 'RESULTS.md'}")
 
 
+def _cases(text: str) -> list[tuple[int, int, str]]:
+    """`--only`: "1024:1:all,100:4:1" -> [(1024, 1, "all"), (100, 4, "1")]."""
+    cases = []
+    for item in text.split(","):
+        try:
+            size, partitions, acks = item.strip().split(":")
+            if acks not in ("0", "1", "all", "-1"):
+                raise ValueError(acks)
+            cases.append((int(size), int(partitions), "all" if acks == "-1" else acks))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{item!r} is not SIZE:PARTITIONS:ACKS (e.g. 1024:1:all)") from None
+    return cases
+
+
+def _only_summary(args, rows, load0: float) -> None:
+    """`--only`: the ratio of every round (each acks=all case over the acks=1 case of its size and
+    partitions in the same round), their medians, and the machine's load."""
+    per_round = len(args.only)
+    ratios: dict[tuple[int, int], list[float]] = {}
+    for r in range(0, len(rows), per_round):
+        for key, ratio in durable_ratios(rows[r:r + per_round]).items():
+            ratios.setdefault(key, []).append(ratio)
+    for (size, partitions), values in ratios.items():
+        print(f"durable acks=all / acks=1 produce: {size} B, {partitions} partition(s): "
+              + ", ".join(f"{v:.2f}x" for v in values) + f" (median {statistics.median(values):.2f}x)")
+    by_case: dict[tuple, list[float]] = {}
+    for row in rows:
+        by_case.setdefault(row[:3], []).append(row[4])
+    for (size, partitions, acks), rates in by_case.items():
+        print(f"{size} B p={partitions} acks={acks}: produce median {statistics.median(rates):,.0f} rec/s "
+              f"({min(rates):,.0f}-{max(rates):,.0f})")
+    print(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    if args.no_write:
+        return
+    lines = [f"\n## Produce cases `--only {','.join(f'{s}:{p}:{a}' for s, p, a in args.only)}` — "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
+             f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus; load average {load0:.1f} at the "
+             f"start, {os.getloadavg()[0]:.1f} at the end; {args.rounds} rounds"
+             f"{''.join(' --override ' + o for o in args.override)}.\n",
+             "| record | partitions | acks | produce rec/s (each round) | broker CPU (each round) |",
+             "|---:|---:|---|---|---|"]
+    for (size, partitions, acks), rates in by_case.items():
+        cpus = [row[6] for row in rows if row[:3] == (size, partitions, acks)]
+        lines.append(f"| {size} B | {partitions} | {acks} | {', '.join(f'{r:,.0f}' for r in rates)} | "
+                     f"{', '.join(f'{c:.0f}%' for c in cpus)} |")
+    lines += [""] + [f"- acks=all / acks=1, {size} B, {partitions} partition(s): "
+                     + ", ".join(f"{v:.2f}x" for v in values) for (size, partitions), values in ratios.items()] + [""]
+    with open(HERE / "RESULTS.md", "a") as fh:
+        fh.write("\n".join(lines))
+    print(f"appended to {HERE / 'RESULTS.md'}")
+
+
 def durable_ratios(rows) -> dict:
     """{(record size, partitions): acks=all rec/s / acks=1 rec/s} of the runs in `rows`."""
     rate = {(r[0], r[1], r[2]): r[4] for r in rows}
@@ -790,6 +903,10 @@ def main() -> None:
     ap.add_argument("--pipelined", action="store_true", help="raw produce requests pipelined on one connection")
     ap.add_argument("--requests", type=int, default=20_000, help="--pipelined: requests per run")
     ap.add_argument("--window", type=int, default=16, help="--pipelined: requests in flight")
+    ap.add_argument("--flood", action="store_true",
+                    help="acks=all latency alone and beside an acks=1 flood of another topic in the same log dir")
+    ap.add_argument("--only", metavar="SIZE:PARTITIONS:ACKS,...", type=_cases,
+                    help="only these produce/fetch cases (e.g. 1024:1:1,1024:1:all), --rounds times, no latency run")
     args = ap.parse_args()
     if args.contention:
         return contention(args)
@@ -802,6 +919,8 @@ def main() -> None:
     if args.pipelined:
         args.rounds = max(args.rounds, 1)
         return pipelined(args)
+    if args.flood:
+        return flood(args)
     scale = 0.1 if args.quick else 1.0
 
     broker = Broker(args.profile, tuple(args.override))
@@ -809,31 +928,40 @@ def main() -> None:
     idle_rss = rss_mib(broker.proc.pid)
     print(f"startup to first Metadata: {broker.startup_s:.2f} s; idle RSS {idle_rss:.0f} MiB", flush=True)
     rows = []
+    if args.only:
+        counts = {100: 1_000_000, 1024: 300_000}
+        cases = [(size, int(counts.get(size, 300_000) * scale), partitions, acks)
+                 for _ in range(max(args.rounds, 1)) for size, partitions, acks in args.only]
+    else:
+        cases = [(size, int(n * scale), partitions, acks)
+                 for size, n in ((100, 1_000_000), (1024, 300_000)) for partitions in (1, 4) for acks in ("1", "all")]
+    load0 = os.getloadavg()[0]
     try:
-        for size, n in ((100, int(1_000_000 * scale)), (1024, int(300_000 * scale))):
-            for partitions in (1, 4):
-                for acks in ("1", "all"):
-                    topic = f"b{size}-p{partitions}-a{acks}"
-                    create_topic(broker.bootstrap, topic, partitions)
-                    c0 = cpu_s(broker.proc.pid)
-                    pt = produce(broker.bootstrap, topic, n, size, acks)
-                    c1 = cpu_s(broker.proc.pid)
-                    ft = fetch(broker.bootstrap, topic, partitions, n)
-                    c2 = cpu_s(broker.proc.pid)
-                    ft_short = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF, "-short")
-                    row = (size, partitions, acks, n, n / pt, n * size / pt / 1e6, (c1 - c0) / pt * 100,
-                           n / ft, n * size / ft / 1e6, (c2 - c1) / ft * 100, n / ft_short)
-                    rows.append(row)
-                    print("{:>5} B  p={}  acks={:<3}  {:>8} recs  produce {:>9,.0f} rec/s {:>7.1f} MB/s "
-                          "(broker CPU {:>3.0f}%)   fetch {:>9,.0f} rec/s {:>7.1f} MB/s (broker CPU {:>3.0f}%)  "
-                          "fetch.queue.backoff.ms=10: {:>9,.0f} rec/s"
-                          .format(*row), flush=True)
-        create_topic(broker.bootstrap, "latency", 1)
-        p50, p99, count = latency(broker.bootstrap, "latency", 5000, 6 * max(scale, 0.5))
-        print(f"acks=all latency at 5,000 msg/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({count} msgs)", flush=True)
+        for i, (size, n, partitions, acks) in enumerate(cases):
+            topic = f"b{size}-p{partitions}-a{acks}" + (f"-{i}" if args.only else "")
+            create_topic(broker.bootstrap, topic, partitions)
+            c0 = cpu_s(broker.proc.pid)
+            pt = produce(broker.bootstrap, topic, n, size, acks)
+            c1 = cpu_s(broker.proc.pid)
+            ft = fetch(broker.bootstrap, topic, partitions, n)
+            c2 = cpu_s(broker.proc.pid)
+            ft_short = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF, "-short")
+            row = (size, partitions, acks, n, n / pt, n * size / pt / 1e6, (c1 - c0) / pt * 100,
+                   n / ft, n * size / ft / 1e6, (c2 - c1) / ft * 100, n / ft_short)
+            rows.append(row)
+            print("{:>5} B  p={}  acks={:<3}  {:>8} recs  produce {:>9,.0f} rec/s {:>7.1f} MB/s "
+                  "(broker CPU {:>3.0f}%)   fetch {:>9,.0f} rec/s {:>7.1f} MB/s (broker CPU {:>3.0f}%)  "
+                  "fetch.queue.backoff.ms=10: {:>9,.0f} rec/s"
+                  .format(*row), flush=True)
+        if not args.only:
+            create_topic(broker.bootstrap, "latency", 1)
+            p50, p99, count = latency(broker.bootstrap, "latency", 5000, 6 * max(scale, 0.5))
+            print(f"acks=all latency at 5,000 msg/s: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({count} msgs)", flush=True)
         busy_rss = rss_mib(broker.proc.pid)
     finally:
         broker.stop()
+    if args.only:
+        return _only_summary(args, rows, load0)
     ratios = durable_ratios(rows)
     for (size, partitions), ratio in ratios.items():
         print(f"durable acks=all / acks=1 produce: {size} B, {partitions} partition(s): {ratio:.2f}x")
