@@ -40,7 +40,8 @@ Concurrency: every mutation takes `lock` (a threading.RLock). Reads take it too 
 an index lookup and one pread). `flush` collects the segments to sync under the lock and fsyncs
 outside it, in the caller's thread (the LogManager calls it from a worker thread), so appends on
 the event loop never wait for a disk sync; `_flush_lock` serialises flushes, and `close` takes it
-first too (lock order: `_flush_lock`, then `lock`). Segments removed from the log are renamed `.deleted`
+first too (lock order: `_flush_lock`, then `lock`, then `_durable_lock`). The group commit's
+`sync_data` takes `_flush_lock` only, never `lock` (see there). Segments removed from the log are renamed `.deleted`
 at once and stay open until their files are unlinked (`on_segments_deleted` hook, set by the
 LogManager to unlink after file.delete.delay.ms), so an in-flight read of them still works.
 
@@ -146,6 +147,10 @@ class Log:
         self._time = time
         self.lock = threading.RLock()
         self._flush_lock = threading.Lock()
+        # the group commit's sync reads offsets without `lock` (see sync_data); a truncation
+        # counts itself here, at its start and end, so a sync it overlapped moves nothing
+        self._durable_lock = threading.Lock()
+        self._truncations = 0
         self._segments: list[S.LogSegment] = list(loaded.segments)
         self._bases: list[int] = [s.base_offset for s in self._segments]
         self._next_offset = loaded.next_offset
@@ -628,31 +633,43 @@ class Log:
             if offset <= self._segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return True
+            self._count_truncation()
             doomed = [s for s in self._segments if s.base_offset > offset]
             self._remove_segments(doomed, "truncation")
             active = self._segments[-1]
             active.truncate_to(offset)
             active.resize_indexes(self.config.segment_index_bytes)
-            self._next_offset = active.read_next_offset()
+            with self._durable_lock:
+                self._truncations += 1
+                self._next_offset = active.read_next_offset()
+                self.durable_offset = min(self.durable_offset, self._next_offset)
             self.log_start_offset = min(self.log_start_offset, self._next_offset)
             self.recovery_point = min(self.recovery_point, self._next_offset)
-            self.durable_offset = min(self.durable_offset, self._next_offset)
             self.leader_epoch_cache.truncate_from_end(self._next_offset)
             self._reload_producer_state()
             return True
+
+    def _count_truncation(self) -> None:
+        """A truncation starts: a group-commit sync running now must not move the durable offset
+        (sync_data reads the offsets without `lock`)."""
+        with self._durable_lock:
+            self._truncations += 1
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and restart the log empty at `new_offset`."""
         with self.lock:
             self._check_open()
+            self._count_truncation()
             self._remove_segments(list(self._segments), "truncate fully")
             seg = self._new_segment(new_offset)
             self._segments = [seg]
             self._bases = [new_offset]
-            self._next_offset = new_offset
+            with self._durable_lock:
+                self._truncations += 1
+                self._next_offset = new_offset
+                self.durable_offset = new_offset
             self.log_start_offset = new_offset
             self.recovery_point = new_offset
-            self.durable_offset = new_offset
             self.leader_epoch_cache.clear_and_flush()
             self.producer_state.truncate_fully_and_start_at(new_offset)
             self.needs_flush_dir = True
@@ -847,18 +864,32 @@ class Log:
         to the log end offset seen before the syncs; returns the durable offset.
 
         Indexes are left to `flush` (recovery rebuilds them above the recovery point). Runs in the
-        caller's thread (the group commit's), outside `lock`, so appends go on meanwhile; under
-        `_flush_lock`, as `flush`, so `close` never closes a descriptor being synced."""
+        caller's thread (the group commit's) under `_flush_lock`, as `flush`, so `close` and
+        `take_over` never change the files under it, and WITHOUT `lock`: an append holds `lock`
+        through its validation and write (about 1 ms for 1 MB), and a flusher waiting for it
+        before and after every fdatasync spent as long waiting as syncing. What it reads needs no
+        lock: the log end offset is set after its bytes are written (so every byte below the
+        target is in the page cache when the fdatasync starts), `_segments` is only ever appended
+        to in place (a roll) or replaced by a new list, so the list read is a consistent
+        snapshot, and a roll sets `needs_flush_dir` after creating its files (a flag cleared here
+        before the directory sync covers any roll that set it). A truncation, the one move of the
+        log end offset downwards, counts `_truncations` at its start and end (under
+        `_durable_lock`): a sync it overlapped moves nothing (the next round does)."""
         with self._flush_lock:
-            with self.lock:
-                if self.closed:
-                    return self.durable_offset
-                target = self._next_offset
-                durable = self.durable_offset
-                flush_dir = self.needs_flush_dir
-                if target <= durable and not flush_dir:
-                    return durable
-                segs = self._segments[max(bisect_right(self._bases, durable) - 1, 0):]
+            if self.closed:
+                return self.durable_offset
+            truncations = self._truncations
+            target = self._next_offset
+            durable = self.durable_offset
+            flush_dir = self.needs_flush_dir
+            if target <= durable and not flush_dir:
+                return durable
+            segments = self._segments
+            i = len(segments) - 1
+            while i > 0 and segments[i].base_offset > durable:
+                i -= 1
+            segs = segments[i:]
+            if flush_dir:
                 self.needs_flush_dir = False
             try:
                 for s in segs:
@@ -873,8 +904,8 @@ class Log:
                 if flush_dir:
                     self.needs_flush_dir = True
                 raise
-            with self.lock:
-                if target > self.durable_offset:
+            with self._durable_lock:
+                if target > self.durable_offset and truncations == self._truncations:
                     self.durable_offset = min(target, self._next_offset)
                 return self.durable_offset
 
