@@ -7,7 +7,11 @@ coordinators' writes) also registers a waiter, (log, offset), and awaits it (`wa
 loop). The flusher thread runs rounds: it takes every log waiting at that moment, syncs each one
 (Log.sync_data: the `.log` bytes of its unsynced segments and, after a roll, the directory
 entry), which moves each log's durable offset to the log end offset it saw, then resolves every
-waiter whose offset the round covered, all in one hand-over to the loop. The next round starts
+waiter whose offset the round covered, in one hand-over to the loop. The logs someone waits for
+(acks=all, coordinators) go first and are answered before the round syncs the others (logs
+with acks=1 appends only, whose readers alone wait): a log taking acks=1 records as fast as a
+producer can send them holds a large unsynced backlog, and syncing it first made every acks=all
+request of the dir wait for it (bench_produce_fetch.py --flood). The next round starts
 as soon as this one ends, with whatever arrived meanwhile: no timer, so a lone request waits one
 sync, and under load one sync serves every request that arrived during the previous one.
 
@@ -140,10 +144,24 @@ class GroupCommit:
                     return                      # closed, nothing left
                 batch = list(self._pending)
                 self._pending.clear()
-            self._round(batch)
+                waited = [plog for plog in batch if plog in self._waiters]
+                others = [plog for plog in batch if plog not in self._waiters] if waited else batch
+            self._round(waited, others if waited else batch)
 
-    def _round(self, batch: list) -> None:
+    def _round(self, waited: list, others: list) -> None:
+        """Sync and answer the logs someone waits for first, then the others (see module doc)."""
         t0 = _time.perf_counter()
+        with self._cond:
+            self.rounds_total += 1
+        answered = self._sync_and_answer(waited, 0) if waited else 0
+        if others:
+            self._sync_and_answer(others, answered)
+        with self._cond:
+            self.round_seconds_total += _time.perf_counter() - t0
+
+    def _sync_and_answer(self, batch: list, answered: int) -> int:
+        """Sync `batch`, then hand the loop the waiters it covered; returns `answered` (what this
+        round answered before) plus how many this part answered."""
         failed_logs: dict[Any, BaseException] = {}
         for plog in batch:
             try:
@@ -181,18 +199,18 @@ class GroupCommit:
                     self._waiters[plog] = keep
                 else:
                     del self._waiters[plog]
-            self.rounds_total += 1
+            answered += len(resolved)
             self.synced_logs_total += len(batch)
             self.acks_total += len(resolved)
-            self.max_acks_per_round = max(self.max_acks_per_round, len(resolved))
-            self.round_seconds_total += _time.perf_counter() - t0
+            self.max_acks_per_round = max(self.max_acks_per_round, answered)
             loop = self._loop
         if loop is None or not (resolved or failed or (advanced and self._on_durable is not None)):
-            return
+            return answered
         try:
             loop.call_soon_threadsafe(self._deliver, resolved, failed, advanced)
         except RuntimeError:                     # the loop is closed: nobody waits any more
             pass
+        return answered
 
     def _deliver(self, resolved: list, failed: list, advanced: list) -> None:
         """On the loop: answer the round's waiters, then tell who reads (fetch long polls)."""

@@ -207,3 +207,67 @@ def test_the_cleaner_and_delete_records_stop_at_the_high_watermark(manager):
     _, uncleanable, _ = cleanable_offsets(plog, None, 0)
     assert uncleanable == plog.segments[-1].base_offset > 0
     assert plog.delete_records(1) == 1
+
+
+async def test_a_round_answers_the_logs_waited_for_before_syncing_the_others(running):
+    m = running()
+    for topic in ("blocker", "busy", "waited"):
+        m.create_topic(topic, 1)
+    blocker, busy, waited = (m.get_log((topic, 0)) for topic in ("blocker", "busy", "waited"))
+    commit = waited.group_commit
+    blocker._flush_lock.acquire()
+    busy._flush_lock.acquire()          # a log whose sync takes its time (a large acks=1 backlog)
+    try:
+        m.append_as_leader(("blocker", 0), batch())
+        await until(lambda: not commit._pending)         # round 1 took the blocker and hangs there
+        m.append_as_leader(("busy", 0), batch())          # acks=1: nobody waits for it, and it came first
+        m.append_as_leader(("waited", 0), batch())
+        waiter = asyncio.ensure_future(m.wait_durable(waited, 1))
+        await until(lambda: waited in commit._waiters)
+        blocker._flush_lock.release()                     # round 2 takes `busy` and `waited`
+        await asyncio.wait_for(waiter, 10)                # answered although `busy` cannot be synced yet
+        assert waited.durable_offset == 1 and busy.durable_offset == 0
+    finally:
+        if blocker._flush_lock.locked():
+            blocker._flush_lock.release()
+        busy._flush_lock.release()
+    await until(lambda: busy.durable_offset == 1)         # then the same round syncs it
+    assert commit.stats()["rounds_total"] == 2
+
+
+def test_sync_data_runs_while_an_append_holds_the_log_lock_and_a_truncation_beside_it_moves_nothing(manager):
+    import threading
+    m = manager()
+    m.create_topic("t", 1)
+    plog = m.get_log(("t", 0))
+    plog.append_as_leader(batch(3))
+    held, release = threading.Event(), threading.Event()
+
+    def appending():                   # an append on the loop holds `lock` through its write
+        with plog.lock:
+            held.set()
+            release.wait(10)
+    holder = threading.Thread(target=appending)
+    holder.start()
+    try:
+        assert held.wait(10)
+        done = []
+        syncer = threading.Thread(target=lambda: done.append(plog.sync_data()))
+        syncer.start()
+        syncer.join(10)
+        assert done == [3] and plog.durable_offset == 3     # the sync never waited for the append
+    finally:
+        release.set()
+        holder.join()
+    plog.append_as_leader(batch())                          # offset 3
+    plog.append_as_leader(batch())                          # offset 4
+    seg = plog.segments[-1]
+    real = seg.sync_data
+
+    def truncated_meanwhile():
+        plog.truncate_to(4)                                 # the one downward move of the log end
+        real()
+    seg.sync_data = truncated_meanwhile
+    assert plog.sync_data() == 3 and plog.log_end_offset == 4   # overlapped a truncation: no move
+    seg.sync_data = real
+    assert plog.sync_data() == 4 == plog.durable_offset     # the next sync does
