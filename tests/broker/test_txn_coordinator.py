@@ -753,3 +753,26 @@ async def test_tv2_fencing_aborts_at_a_bumped_epoch_and_level_0_writes_v0_values
     await completed(h)
     assert markers(h, "a")[-1] == (pid2, epoch2 + 1, T.ABORT)
     assert {v["version"] for v in state_values(h, "tx0")} == {0}
+
+
+async def test_tv2_a_restart_completes_a_prepare_that_moves_to_the_next_producer_id(h):
+    """A crash right after a version 2 PrepareCommit leaving epoch 32766 (the next producer id in
+    its v1 record's tagged fields): the reload completes it onto the next id at epoch 0, and the
+    client's retry with the old id and epoch gets that answer."""
+    from kompakt.broker.txn.coordinator import TransactionCoordinator
+    _, pid, _ = await init(h)
+    h.broker.txn.txns["tx"] = h.broker.txn.txns["tx"].copy(producer_epoch=32766)
+    assert await produce(h, pid, 32766, 0, version=12) == E_NONE
+    coordinator = h.broker.txn
+    spare = await coordinator._new_producer_id()
+    coordinator._persist(coordinator.txns["tx"].prepare_end(True, h.clock(), 2, spare))   # as a crash leaves it
+    assert markers(h, "a") == []
+    await coordinator.stop()
+    restarted = h.broker.txn = TransactionCoordinator(h.broker, time_ms=h.clock)
+    restarted.topic.time_ms = h.clock
+    await restarted.start()
+    meta = restarted.txns["tx"]
+    assert (meta.state, meta.producer_id, meta.producer_epoch, meta.client_transaction_version) == (
+        TxnState.COMPLETE_COMMIT, spare, 0, 2)
+    assert markers(h, "a") == [(pid, 32767, T.COMMIT)]
+    assert await end5(h, pid, 32766, True) == (E_NONE, spare, 0)
