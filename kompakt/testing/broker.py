@@ -10,7 +10,7 @@ loop to itself, and the helpers block only the caller. `stop()` stops the broker
 
 Subprocess: `python -m kompakt serve` with the same configuration, the Kafka port read back from
 the broker's ready line (port 0 again), the admin HTTP API on a free port (the compact helper
-uses it). `stop()` is SIGTERM and wait.
+uses it). `stop()` is SIGTERM and wait, `kill()` SIGKILL.
 
 Defaults differ from a production broker only where tests need speed: one partition for
 `__consumer_offsets` and `__transaction_state` (Kafka's test harnesses do the same), no initial
@@ -204,6 +204,15 @@ class KompaktBroker:
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait()
+
+    def kill(self) -> None:
+        """SIGKILL the subprocess broker (no flush, no checkpoints, no clean-shutdown marker);
+        `start()` runs it again on the same log dir (give `listeners` a fixed port to keep it)."""
+        assert self.mode == SUBPROCESS, "only a subprocess broker can be killed"
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+        if self._proc is not None:
+            self._proc.wait()
 
     def _stop_loop(self) -> None:
         loop, thread = self._loop, self._thread
