@@ -155,7 +155,7 @@ def test_a_partition_moves_under_a_running_producer_and_consumer(start_broker, t
         assert moving["kompakt_log_dir_moves"] == 1 and moving["kompakt_log_dir_move_max_lag"] >= 0
         # then the partition in the destination alone
         wait_until(lambda: future_entries(admin, "live")[:1] == [(dest, False) + future_entries(admin, "live")[0][2:]]
-                   and len(future_entries(admin, "live")) == 1, "the move to finish", timeout_s=120)
+                   and len(future_entries(admin, "live")) == 1, "the move to finish", timeout=120)
         wait_until(lambda: metrics(b)["kompakt_log_dir_moves_completed_total"] == 1, "the move to count")
         assert metrics(b)["kompakt_log_dir_moves"] == 0
         time.sleep(0.5)                                   # producing goes on after the swap
