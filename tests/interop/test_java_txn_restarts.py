@@ -10,8 +10,10 @@ retrying EndTxn after a disconnect): a retried EndTxn v5 whose end completed mea
 NONE with the bumped epoch (its epoch + 1 is the coordinator's), so the producer goes on; an open
 transaction survives a restart and commits; the coordinator's own abort of a timed-out
 transaction bumps the epoch twice under TV2 (fence, then the abort's own bump), and a new
-instance gets one more. read_committed consumers see every committed record exactly once, also
-after the cleaner dropped the aborted batch (its marker carries a later epoch than its data).
+instance gets one more, as after a new instance's InitProducerId mid-transaction (epoch + 2 abort,
++ 3 for it); an abortable error is left by EndTxn v5's bump alone. read_committed consumers see
+every committed record exactly once, also after the cleaner dropped the aborted batch (its marker
+carries a later epoch than its data).
 """
 from __future__ import annotations
 
@@ -181,3 +183,35 @@ def test_transaction_version_downgraded_and_upgraded_under_an_open_transaction(s
     assert [e for e, _ in seen] == sorted({e for e, _ in seen}), seen
     committed, _ = read_all(shell, "jr-frc", topic, [0], "read_committed", 6)
     assert committed == ["v1", "v1-next", "v2", "v2-next", "v3", "v3-next"]
+
+
+def test_tv2_fence_by_a_new_instance_and_recovery_from_an_abortable_error(shell):
+    """InitProducerId from a new instance while a TV2 transaction is open: the abort is written at
+    epoch + 2 (Kafka 4.0: the fence bumps, the abort at transaction.version 2 bumps again) and the
+    new instance's retry gets + 3. An abortable error (MESSAGE_TOO_LARGE from the partition) is
+    left by an abort (EndTxn v5 bumps the epoch; TV2 needs no InitProducerId for it) and the
+    producer commits its next transaction."""
+    topic = "jr-fence"
+    shell.call("createTopics", topics=[{"name": topic, "partitions": 1, "configs": {"max.message.bytes": "2000"}}])
+    txn_producer(shell, "old", "jr-fence")
+    shell.call("beginTransaction", name="old")
+    send(shell, "old", topic, ["zombie"])
+    txn_producer(shell, "new", "jr-fence")
+    assert epochs(shell, "jr-fence", f"{topic}-0") == (3, 2)    # the ABORT marker at 0 + 2
+    assert "error" in shell.call("commitTransaction", name="old", expect_error=True)
+    shell.call("closeProducer", name="old")
+
+    shell.call("beginTransaction", name="new")
+    send(shell, "new", topic, ["lost"])
+    too_large = shell.call("send", name="new", topic=topic, expect_error=True,
+                           records=[{"key": "big", "value": "x" * 5000, "partition": 0}])
+    assert "RecordTooLarge" in str(too_large), too_large
+    shell.call("abortTransaction", name="new")
+    shell.call("beginTransaction", name="new")
+    send(shell, "new", topic, ["kept"])
+    shell.call("commitTransaction", name="new")
+    shell.call("closeProducer", name="new")
+    coordinator, partition = epochs(shell, "jr-fence", f"{topic}-0")
+    assert coordinator == partition == 5, (coordinator, partition)     # abort 4, commit 5
+    committed, _ = read_all(shell, "jr-fence-rc", topic, [0], "read_committed", 1)
+    assert committed == ["kept"]
