@@ -190,3 +190,25 @@ def test_zstd_from_several_threads_at_once():
                           env={**__import__("os").environ, "PYTHONPATH": root})
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
     assert proc.stdout.strip() == "bad 0 []", proc.stdout
+
+
+def test_zstd_frames_with_and_without_a_stated_size_and_one_that_lies_about_it():
+    # a frame stating its size (librdkafka's) is decompressed in one call, one without (a
+    # streaming writer's, as the Java client's zstd-jni) streams; a tiny frame claiming 1 TiB is
+    # never trusted with an allocation that size: it streams and is corrupt
+    import zstandard
+    raw = b"".join(b"record %06d " % i * 8 for i in range(2000))
+    stated = zstandard.ZstdCompressor(level=3).compress(raw)
+    streamed = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(raw)
+    assert zstandard.frame_content_size(stated) == len(raw) and zstandard.frame_content_size(streamed) == -1
+    for frame in (stated, streamed):
+        assert R.decompress(R.COMPRESSION_ZSTD, frame) == raw
+        assert R.decompress(R.COMPRESSION_ZSTD, memoryview(bytearray(frame))) == raw
+    # frame header: magic, descriptor 0xE0 (8-byte content size, single segment), the size, then
+    # the first block of a 100-byte frame: the claim no longer matches what the blocks hold
+    small = zstandard.ZstdCompressor(level=3).compress(b"x" * 100)
+    lying = b"\x28\xb5\x2f\xfd" + b"\xe0" + (1 << 40).to_bytes(8, "little") + small[6:]
+    assert zstandard.frame_content_size(lying) == 1 << 40
+    with pytest.raises(R.CorruptRecordError, match="cannot decompress zstd payload") as exc:
+        R.decompress(R.COMPRESSION_ZSTD, lying)
+    assert not isinstance(exc.value.__cause__, MemoryError)    # what trusting the claim gives
