@@ -328,6 +328,22 @@ def _zstd():
     return pair
 
 
+def _zstd_compressor(level: int):
+    """This thread's zstd compressor at `level` (compression.zstd.level: a topic's recompression),
+    kept like `_zstd`'s: a new one per call cost 11 of 32 us for a 16 KiB batch, 80 of 1,640 us
+    for 1 MB. Level 3 is `_zstd`'s own."""
+    if level == 3:
+        return _zstd()[0]
+    cache = getattr(_zstd_local, "by_level", None)
+    if cache is None:
+        cache = _zstd_local.by_level = {}
+    compressor = cache.get(level)
+    if compressor is None:
+        import zstandard
+        compressor = cache[level] = zstandard.ZstdCompressor(level=level)
+    return compressor
+
+
 _ZSTD_ONE_SHOT_MIN = 1 << 20      # see _zstd_decompress
 _ZSTD_ONE_SHOT_RATIO = 32
 
@@ -368,10 +384,7 @@ def compress(codec: int, data, level: int | None = None) -> bytes:
                               content_checksum=False, store_size=False,
                               compression_level=0 if level is None else level)
     if codec == COMPRESSION_ZSTD:
-        if level is not None:
-            import zstandard
-            return zstandard.ZstdCompressor(level=level).compress(bytes(data))
-        return _zstd()[0].compress(bytes(data))
+        return _zstd_compressor(3 if level is None else level).compress(bytes(data))
     raise CorruptRecordError(f"unknown compression codec {codec}")
 
 
