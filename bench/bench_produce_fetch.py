@@ -45,7 +45,9 @@ time and by total time (DIR/kompakt-<time>.txt keeps the collapsed stacks).
 Results go to stdout and, unless --no-write, a dated section appended to bench/RESULTS.md.
 `--only SIZE:PARTITIONS:ACKS,...` runs only those produce/fetch cases, in that order, `--rounds`
 times on the same broker (a fresh topic each time, so load from other work hits every case alike),
-without the latency run; it prints each round's acks=all / acks=1 ratios and their medians.
+without the latency run; it prints each round's acks=all / acks=1 ratios and their medians, and
+after each case where its acks=all waits went (the broker's kompakt_log_group_commit_* counters:
+until their sync ended, then until the event loop ran the answer).
 `--pipelined` measures instead the per-request path of one connection: raw Produce requests (v9,
 one batch of 10 records of 100 B per partition, 1 or 4 partitions, acks=1 and acks=all) kept
 `--window` in flight on ONE connection, `--requests` of them per run, `--rounds` runs each: the
@@ -823,6 +825,18 @@ def cores(args) -> None:
     print(f"appended to {HERE / 'RESULTS.md'}")
 
 
+def _group_commit_figures(metrics_port: int) -> dict[str, float]:
+    """The broker's kompakt_log_group_commit_*_total counters ({} without a metrics port)."""
+    if not metrics_port:
+        return {}
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    prefix = "kompakt_log_group_commit_"
+    return {line.split()[0][len(prefix):-len("_total")]: float(line.split()[1])
+            for line in text.splitlines() if line.startswith(prefix) and line.split()[0].endswith("_total")}
+
+
 def _cases(text: str) -> list[tuple[int, int, str]]:
     """`--only`: "1024:1:all,100:4:1" -> [(1024, 1, "all"), (100, 4, "1")]."""
     cases = []
@@ -923,7 +937,8 @@ def main() -> None:
         return flood(args)
     scale = 0.1 if args.quick else 1.0
 
-    broker = Broker(args.profile, tuple(args.override))
+    metrics_port = free_port() if args.only else 0      # --only reports where acks=all waits went
+    broker = Broker(args.profile, tuple(args.override) + ((f"metrics.port={metrics_port}",) if metrics_port else ()))
     time.sleep(2.0)
     idle_rss = rss_mib(broker.proc.pid)
     print(f"startup to first Metadata: {broker.startup_s:.2f} s; idle RSS {idle_rss:.0f} MiB", flush=True)
@@ -940,9 +955,11 @@ def main() -> None:
         for i, (size, n, partitions, acks) in enumerate(cases):
             topic = f"b{size}-p{partitions}-a{acks}" + (f"-{i}" if args.only else "")
             create_topic(broker.bootstrap, topic, partitions)
+            g0 = _group_commit_figures(metrics_port)
             c0 = cpu_s(broker.proc.pid)
             pt = produce(broker.bootstrap, topic, n, size, acks)
             c1 = cpu_s(broker.proc.pid)
+            g1 = _group_commit_figures(metrics_port)
             ft = fetch(broker.bootstrap, topic, partitions, n)
             c2 = cpu_s(broker.proc.pid)
             ft_short = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF, "-short")
@@ -953,6 +970,15 @@ def main() -> None:
                   "(broker CPU {:>3.0f}%)   fetch {:>9,.0f} rec/s {:>7.1f} MB/s (broker CPU {:>3.0f}%)  "
                   "fetch.queue.backoff.ms=10: {:>9,.0f} rec/s"
                   .format(*row), flush=True)
+            acks_answered = g1.get("acks", 0) - g0.get("acks", 0)
+            if acks_answered:
+                rounds = g1["rounds"] - g0["rounds"]
+                wait_ms = (g1["wait_seconds"] - g0["wait_seconds"]) / acks_answered * 1000
+                lag_ms = (g1["answer_lag_seconds"] - g0["answer_lag_seconds"]) / acks_answered * 1000
+                print(f"      group commit: {rounds:,.0f} rounds, {acks_answered / max(rounds, 1):.1f} waits a round, "
+                      f"{(g1['round_seconds'] - g0['round_seconds']) / max(rounds, 1) * 1000:.2f} "
+                      f"ms a round; a wait: {wait_ms:.2f} ms until its sync ended + {lag_ms:.2f} ms until the "
+                      f"event loop ran its answer (means)", flush=True)
         if not args.only:
             create_topic(broker.bootstrap, "latency", 1)
             p50, p99, count = latency(broker.bootstrap, "latency", 5000, 6 * max(scale, 0.5))

@@ -67,7 +67,7 @@ class GroupCommit:
         self._on_durable = on_durable      # [logs the round synced], on the loop
         self._cond = threading.Condition(threading.Lock())
         self._pending: dict[Any, None] = {}           # logs for the next round (an ordered set)
-        self._waiters: dict[Any, list[tuple[int, asyncio.Future]]] = {}
+        self._waiters: dict[Any, list[tuple[int, asyncio.Future, float]]] = {}   # (offset, future, since)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._idle = False
@@ -77,6 +77,8 @@ class GroupCommit:
         self.acks_total = 0
         self.round_seconds_total = 0.0
         self.max_acks_per_round = 0
+        self.wait_seconds_total = 0.0
+        self.answer_lag_seconds_total = 0.0
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop that hears about durable offsets moving (the broker's)."""
@@ -104,7 +106,7 @@ class GroupCommit:
                 raise KafkaStorageErrorError(f"{self.name}: the broker is shutting down")
             if self._loop is None:
                 self._loop = loop
-            self._waiters.setdefault(plog, []).append((offset, fut))
+            self._waiters.setdefault(plog, []).append((offset, fut, _time.perf_counter()))
             self._pending[plog] = None
             self._wake()
         await fut
@@ -121,7 +123,8 @@ class GroupCommit:
     def stats(self) -> dict[str, float]:
         return {"rounds_total": self.rounds_total, "synced_logs_total": self.synced_logs_total,
                 "acks_total": self.acks_total, "round_seconds_total": self.round_seconds_total,
-                "max_acks_per_round": self.max_acks_per_round}
+                "max_acks_per_round": self.max_acks_per_round, "wait_seconds_total": self.wait_seconds_total,
+                "answer_lag_seconds_total": self.answer_lag_seconds_total}
 
     # ---- the flusher thread ------------------------------------------------------------------
     def _wake(self) -> None:
@@ -178,6 +181,8 @@ class GroupCommit:
         advanced = [plog for plog in batch if plog not in failed_logs and not plog.closed]
         resolved: list[asyncio.Future] = []
         failed: list[tuple[asyncio.Future, BaseException]] = []
+        waited = 0.0
+        now = _time.perf_counter()
         with self._cond:
             for plog in batch:
                 waiters = self._waiters.get(plog)
@@ -185,16 +190,18 @@ class GroupCommit:
                     continue
                 durable = plog.durable_offset
                 exc = failed_logs.get(plog)
-                if exc is None and plog.closed and any(o > durable for o, _ in waiters):
+                if exc is None and plog.closed and any(w[0] > durable for w in waiters):
                     exc = KafkaStorageErrorError(f"{plog.dir} closed before its appends were synced")
                 keep = []
-                for offset, fut in waiters:
+                for waiter in waiters:
+                    offset, fut, since = waiter
                     if offset <= durable:
                         resolved.append(fut)
+                        waited += now - since
                     elif exc is not None:
                         failed.append((fut, exc))
                     else:
-                        keep.append((offset, fut))
+                        keep.append(waiter)
                 if keep:
                     self._waiters[plog] = keep
                 else:
@@ -202,18 +209,23 @@ class GroupCommit:
             answered += len(resolved)
             self.synced_logs_total += len(batch)
             self.acks_total += len(resolved)
+            self.wait_seconds_total += waited
             self.max_acks_per_round = max(self.max_acks_per_round, answered)
             loop = self._loop
         if loop is None or not (resolved or failed or (advanced and self._on_durable is not None)):
             return answered
         try:
-            loop.call_soon_threadsafe(self._deliver, resolved, failed, advanced)
+            loop.call_soon_threadsafe(self._deliver, resolved, failed, advanced, now)
         except RuntimeError:                     # the loop is closed: nobody waits any more
             pass
         return answered
 
-    def _deliver(self, resolved: list, failed: list, advanced: list) -> None:
+    def _deliver(self, resolved: list, failed: list, advanced: list, synced_at: float) -> None:
         """On the loop: answer the round's waiters, then tell who reads (fetch long polls)."""
+        if resolved:
+            lag = (_time.perf_counter() - synced_at) * len(resolved)
+            with self._cond:
+                self.answer_lag_seconds_total += lag
         for fut in resolved:
             if not fut.done():
                 fut.set_result(None)
