@@ -971,7 +971,7 @@ def main() -> None:
                   "fetch.queue.backoff.ms=10: {:>9,.0f} rec/s"
                   .format(*row), flush=True)
             acks_answered = g1.get("acks", 0) - g0.get("acks", 0)
-            if acks_answered:
+            if acks_answered and "answer_lag_seconds" in g1:      # (a broker from before these figures has none)
                 rounds = g1["rounds"] - g0["rounds"]
                 wait_ms = (g1["wait_seconds"] - g0["wait_seconds"]) / acks_answered * 1000
                 lag_ms = (g1["answer_lag_seconds"] - g0["answer_lag_seconds"]) / acks_answered * 1000
