@@ -21,6 +21,14 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 # installed); tests/integration/test_testing_plugin.py runs it in a fresh virtualenv.
 collect_ignore = ["plugin_example"]
 
+# No timed assertions (speed is the benchmarks' business): Hypothesis' default 200 ms deadline per
+# example failed test_offset_checkpoint_round_trip on a loaded machine (an fsync took 257 ms), so
+# every property test runs without one; tests that set their own settings keep them.
+from hypothesis import settings as _hypothesis_settings   # noqa: E402
+
+_hypothesis_settings.register_profile("kompakt", deadline=None)
+_hypothesis_settings.load_profile("kompakt")
+
 
 @pytest.fixture(scope="session")
 def spark():
