@@ -189,6 +189,8 @@ def test_offset_commits_and_transactions_are_answered_once_synced(kb):
     c = ck.Consumer({"bootstrap.servers": kb.bootstrap, "group.id": "commits", "enable.auto.commit": False})
     try:
         c.assign([ck.TopicPartition("txn", 0, 0)])
+        # a first commit makes __consumer_offsets (alone, no earlier test of the module has)
+        c.commit(offsets=[ck.TopicPartition("txn", 0, 1)], asynchronous=False)
         offsets_log = plog(kb, "__consumer_offsets")
         done = threading.Event()
         with sync_blocked(offsets_log):
