@@ -20,9 +20,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.g
 # of them writes its bytecode, so each compiled all ~250 modules again: 1-1.5 s of every broker
 # start on a loaded 2-core machine (py-spy: a third of start-up in source_to_code). Python still
 # reads bytecode it finds, so compile the package once here (only files whose .pyc is stale; the
-# .pyc files go to the gitignored __pycache__ dirs, as any run without that variable would leave).
+# .pyc files go to the gitignored __pycache__ dirs, as any run without that variable would leave;
+# a read-only checkout just compiles as before).
 if sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
-    compileall.compile_dir(os.path.join(REPO_ROOT, "kompakt"), quiet=1)
+    compileall.compile_dir(os.path.join(REPO_ROOT, "kompakt"), quiet=2)   # errors show on import
 
 # py4j logs "Closing down clientserver connection" from an atexit hook after pytest has closed its
 # log capture, which prints a "--- Logging error ---" traceback at the end of every run.
