@@ -196,8 +196,6 @@ def startup(args) -> None:
     med = [statistics.median(col) for col in zip(*runs)]
     print(f"median of {len(runs)}: start-up {med[0]:.2f} s ({med[4]:.2f} CPU-s), idle RSS {med[1]:.1f} MiB, console first page "
           f"{med[2]:.2f} s, RSS after a page and a chart {med[3]:.0f} MiB")
-    if args.no_write:
-        return
     lines = [f"\n## Start-up and idle RSS with the admin listener on, {time.strftime('%Y-%m-%d %H:%M')} "
              f"({_cpu()}, {os.cpu_count()} cores)\n",
              f"`python bench/bench_produce_fetch.py --startup --rounds {args.rounds}`; median of {len(runs)} runs; "
@@ -206,9 +204,7 @@ def startup(args) -> None:
              f"idle RSS {med[1]:.1f} MiB",
              f"- the console's first page: {med[2]:.2f} s (Jinja2 loads); RSS after one page and one chart "
              f"(matplotlib loads): {med[3]:.0f} MiB", ""]
-    with open(HERE / "RESULTS.md", "a") as fh:
-        fh.write("\n".join(lines))
-    print(f"appended to {HERE / 'RESULTS.md'}")
+    _write_results(args, "\n".join(lines))
 
 
 def keyed(args) -> None:
@@ -247,27 +243,18 @@ def keyed(args) -> None:
         cpu_d = statistics.median(u for _, u in res[(codec, "delete")])
         rows.append((codec, statistics.median(c), min(c), statistics.median(d), statistics.median(ratios),
                      min(ratios), cpu_c, cpu_d, statistics.median(c) / 385_000, statistics.median(c) / 308_000))
-    text = ["| codec | compact rec/s (median / min) | delete rec/s (median) | compact / delete (median / min) "
-            "| broker CPU-us per record compact / delete | vs Kafka 385 K / 308 K |",
-            "|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        text.append(f"| {r[0]} | {r[1]:,.0f} / {r[2]:,.0f} | {r[3]:,.0f} | {r[4]:.2f} / {r[5]:.2f} "
-                    f"| {r[6]:.2f} / {r[7]:.2f} | {r[8]:.2f}x / {r[9]:.2f}x |")
-    print("\n".join(text))
-    if args.no_write:
-        return
-    head = [f"\n## Keyed produce into a compacted topic (`python bench/bench_produce_fetch.py --keyed"
-            f"{' --quick' if args.quick else ''} --rounds {args.rounds}`) — "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
-            f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-            f"load average {load0:.1f} at the start, {load1:.1f} at the end. confluent-kafka {ck.version()} / "
-            f"librdkafka {ck.libversion()[0]}: {n:,} records of 100 B over 200,000 keys per run, acks=all, "
-            f"linger.ms=5, one partition, the producer's compression.type per row; each round runs compact "
-            f"and delete back to back (order alternating), {args.rounds} rounds. Record checks: "
-            f"{_seam()} seam.\n"]
-    with open(HERE / "RESULTS.md", "a") as fh:
-        fh.write("\n".join(head + text) + "\n")
-    print(f"appended to {HERE / 'RESULTS.md'}")
+    table = _table(["codec", "compact rec/s (median / min)", "delete rec/s (median)", "compact / delete (median / min)",
+                    "broker CPU-us per record compact / delete", "vs Kafka 385 K / 308 K"], "lrrrrr",
+                   [[r[0], f"{r[1]:,.0f} / {r[2]:,.0f}", f"{r[3]:,.0f}", f"{r[4]:.2f} / {r[5]:.2f}",
+                     f"{r[6]:.2f} / {r[7]:.2f}", f"{r[8]:.2f}x / {r[9]:.2f}x"] for r in rows])
+    print("\n".join(table))
+    _write_results(args, _results_section(
+        f"Keyed produce into a compacted topic ({_command('--keyed', args)})",
+        f"load average {load0:.1f} at the start, {load1:.1f} at the end. confluent-kafka {ck.version()} / "
+        f"librdkafka {ck.libversion()[0]}: {n:,} records of 100 B over 200,000 keys per run, acks=all, "
+        f"linger.ms=5, one partition, the producer's compression.type per row; each round runs compact "
+        f"and delete back to back (order alternating), {args.rounds} rounds. Record checks: "
+        f"{_seam()} seam.", table))
 
 
 def _produce_request(topic: str, partitions: int, acks: int) -> bytes:
@@ -672,33 +659,30 @@ def contention(args) -> None:
         if f.exists():
             print(f"py-spy {f}:\n" + "\n".join(_top_frames(f)))
     med = {k: [statistics.median(col) for col in zip(*v)] for k, v in res.items()}
-    head = ["| record | partitions | acks | produce rec/s | produce CPU-s/GB | fetch rec/s | fetch CPU-s/GB |"
-            + (" Kafka produce rec/s | CPU-s/GB | Kafka fetch rec/s | CPU-s/GB | rate Kompakt / Kafka, produce / fetch "
-               "| CPU/GB Kompakt / Kafka, produce / fetch |" if "kafka" in names else ""),
-            "|---:|---:|---|---:|---:|---:|---:|" + ("---:|---:|---:|---:|---:|---:|" if "kafka" in names else "")]
+    kafka = "kafka" in names
+    columns = ["record", "partitions", "acks", "produce rec/s", "produce CPU-s/GB", "fetch rec/s", "fetch CPU-s/GB"]
+    if kafka:
+        columns += ["Kafka produce rec/s", "CPU-s/GB", "Kafka fetch rec/s", "CPU-s/GB",
+                    "rate Kompakt / Kafka, produce / fetch", "CPU/GB Kompakt / Kafka, produce / fetch"]
+    rows = []
     for size, _, partitions, acks in cases:
         k = med[("kompakt", size, partitions, acks)]
-        line = f"| {size} B | {partitions} | {acks} | {k[0]:,.0f} | {k[1]:.2f} | {k[2]:,.0f} | {k[3]:.2f} |"
-        if "kafka" in names:
+        row = [f"{size} B", partitions, acks, f"{k[0]:,.0f}", f"{k[1]:.2f}", f"{k[2]:,.0f}", f"{k[3]:.2f}"]
+        if kafka:
             a = med[("kafka", size, partitions, acks)]
-            line += (f" {a[0]:,.0f} | {a[1]:.2f} | {a[2]:,.0f} | {a[3]:.2f} | {k[0] / a[0]:.2f}x / {k[2] / a[2]:.2f}x "
-                     f"| {k[1] / a[1]:.2f}x / {k[3] / a[3]:.2f}x |")
-        head.append(line)
-    print("\n".join(head))
-    if args.no_write:
-        return
-    text = [f"\n## Produce/fetch under a fixed CPU load (`python bench/bench_produce_fetch.py --contention"
-            f"{' --quick' if args.quick else ''} --rounds {args.rounds}`) — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
-            f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-            f"load average {load0:.1f} at the start (busy load included), {load1:.1f} at the end; shared with other "
-            f"work. One busy-looping process pinned per core beside the broker; confluent-kafka {ck.version()} / "
-            f"librdkafka {ck.libversion()[0]}, linger.ms=5, no compression, idempotence off; fetch with "
-            f"fetch.queue.backoff.ms=10. CPU-s/GB: the broker process tree's CPU per GB of values. "
-            f"Medians of {args.rounds} round(s). {kafka_note + '.' if kafka_note else ''}"
-            f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}\n"] + head
-    with open(HERE / "RESULTS.md", "a") as fh:
-        fh.write("\n".join(text) + "\n")
-    print(f"appended to {HERE / 'RESULTS.md'}")
+            row += [f"{a[0]:,.0f}", f"{a[1]:.2f}", f"{a[2]:,.0f}", f"{a[3]:.2f}",
+                    f"{k[0] / a[0]:.2f}x / {k[2] / a[2]:.2f}x", f"{k[1] / a[1]:.2f}x / {k[3] / a[3]:.2f}x"]
+        rows.append(row)
+    table = _table(columns, "rrlrrrr" + ("rrrrrr" if kafka else ""), rows)
+    print("\n".join(table))
+    _write_results(args, _results_section(
+        f"Produce/fetch under a fixed CPU load ({_command('--contention', args)})",
+        f"load average {load0:.1f} at the start (busy load included), {load1:.1f} at the end; shared with other "
+        f"work. One busy-looping process pinned per core beside the broker; confluent-kafka {ck.version()} / "
+        f"librdkafka {ck.libversion()[0]}, linger.ms=5, no compression, idempotence off; fetch with "
+        f"fetch.queue.backoff.ms=10. CPU-s/GB: the broker process tree's CPU per GB of values. "
+        f"Medians of {args.rounds} round(s). {kafka_note + '.' if kafka_note else ''}"
+        f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}", table))
 
 
 # -- --cores: the broker on one core vs two (taskset), compressed and uncompressed -------------------
@@ -795,34 +779,27 @@ def cores(args) -> None:
         os.sched_setaffinity(0, everything)
     load1 = os.getloadavg()[0]
     med = {k: [statistics.median(col) for col in zip(*v)] for k, v in res.items()}
-    text = ["| batches, topic | broker CPUs | produce rec/s | produce CPU-s/GB | broker cores busy "
-            "| fetch rec/s | fetch CPU-s/GB | produce rate 2 CPUs / 1 |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = []
     for name, *_ in CORE_CASES:
         for layout in ("1", "2"):
             r = med[(layout, name)]
             gain = f"{med[('2', name)][0] / med[('1', name)][0]:.2f}x" if layout == "2" else ""
-            text.append(f"| {name} | {layout} | {r[0]:,.0f} | {r[1]:.2f} | {r[2]:.2f} | {r[3]:,.0f} | {r[4]:.2f} "
-                        f"| {gain} |")
-    print("\n".join(text))
-    if args.no_write:
-        return
-    head = [f"\n## The broker on one CPU vs two (`python bench/bench_produce_fetch.py --cores"
-            f"{' --quick' if args.quick else ''} --rounds {args.rounds}`) — "
-            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
-            f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-            f"load average {load0:.1f} at the start, {load1:.1f} at the end; shared with other work. "
-            f"Produce: raw Produce v9 requests, acks=1, each one batch of {per_batch:,} records of 1 KiB "
-            f"(compressible: distinct values, ~3x) built once, {CORE_CONNECTIONS} connections (one partition "
-            f"each) with {CORE_WINDOW} requests in flight, {total:,} records per case; fetch: confluent-kafka "
-            f"{ck.version()} reading the {CORE_CONNECTIONS} partitions back. The broker under `taskset` on CPU "
-            f"{everything[0]} (1) or on both (2), the client on the other CPU (1) or on both (2). CPU-s/GB: the "
-            f"broker process tree's CPU per GB of values; cores busy: broker CPU-s per second of produce. "
-            f"Medians of {args.rounds} round(s)."
-            f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}\n"]
-    with open(HERE / "RESULTS.md", "a") as fh:
-        fh.write("\n".join(head + text) + "\n")
-    print(f"appended to {HERE / 'RESULTS.md'}")
+            rows.append([name, layout, f"{r[0]:,.0f}", f"{r[1]:.2f}", f"{r[2]:.2f}", f"{r[3]:,.0f}", f"{r[4]:.2f}",
+                         gain])
+    table = _table(["batches, topic", "broker CPUs", "produce rec/s", "produce CPU-s/GB", "broker cores busy",
+                    "fetch rec/s", "fetch CPU-s/GB", "produce rate 2 CPUs / 1"], "lrrrrrrr", rows)
+    print("\n".join(table))
+    _write_results(args, _results_section(
+        f"The broker on one CPU vs two ({_command('--cores', args)})",
+        f"load average {load0:.1f} at the start, {load1:.1f} at the end; shared with other work. "
+        f"Produce: raw Produce v9 requests, acks=1, each one batch of {per_batch:,} records of 1 KiB "
+        f"(compressible: distinct values, ~3x) built once, {CORE_CONNECTIONS} connections (one partition "
+        f"each) with {CORE_WINDOW} requests in flight, {total:,} records per case; fetch: confluent-kafka "
+        f"{ck.version()} reading the {CORE_CONNECTIONS} partitions back. The broker under `taskset` on CPU "
+        f"{everything[0]} (1) or on both (2), the client on the other CPU (1) or on both (2). CPU-s/GB: the "
+        f"broker process tree's CPU per GB of values; cores busy: broker CPU-s per second of produce. "
+        f"Medians of {args.rounds} round(s)."
+        f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}", table))
 
 
 def _group_commit_figures(metrics_port: int) -> dict[str, float]:
@@ -869,24 +846,16 @@ def _only_summary(args, rows, load0: float) -> None:
         print(f"{size} B p={partitions} acks={acks}: produce median {statistics.median(rates):,.0f} rec/s "
               f"({min(rates):,.0f}-{max(rates):,.0f})")
     print(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
-    if args.no_write:
-        return
-    lines = [f"\n## Produce cases `--only {','.join(f'{s}:{p}:{a}' for s, p, a in args.only)}` — "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
-             f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus; load average {load0:.1f} at the "
-             f"start, {os.getloadavg()[0]:.1f} at the end; {args.rounds} rounds"
-             f"{''.join(' --override ' + o for o in args.override)}.\n",
-             "| record | partitions | acks | produce rec/s (each round) | broker CPU (each round) |",
-             "|---:|---:|---|---|---|"]
-    for (size, partitions, acks), rates in by_case.items():
-        cpus = [row[6] for row in rows if row[:3] == (size, partitions, acks)]
-        lines.append(f"| {size} B | {partitions} | {acks} | {', '.join(f'{r:,.0f}' for r in rates)} | "
-                     f"{', '.join(f'{c:.0f}%' for c in cpus)} |")
-    lines += [""] + [f"- acks=all / acks=1, {size} B, {partitions} partition(s): "
-                     + ", ".join(f"{v:.2f}x" for v in values) for (size, partitions), values in ratios.items()] + [""]
-    with open(HERE / "RESULTS.md", "a") as fh:
-        fh.write("\n".join(lines))
-    print(f"appended to {HERE / 'RESULTS.md'}")
+    table = _table(["record", "partitions", "acks", "produce rec/s (each round)", "broker CPU (each round)"], "rrlll",
+                   [[f"{size} B", partitions, acks, ", ".join(f"{r:,.0f}" for r in rates),
+                     ", ".join(f"{row[6]:.0f}%" for row in rows if row[:3] == (size, partitions, acks))]
+                    for (size, partitions, acks), rates in by_case.items()])
+    notes = ["", *(f"- acks=all / acks=1, {size} B, {partitions} partition(s): " + ", ".join(f"{v:.2f}x" for v in values)
+                   for (size, partitions), values in ratios.items()), ""]
+    _write_results(args, _results_section(
+        f"Produce cases `--only {','.join(f'{s}:{p}:{a}' for s, p, a in args.only)}`",
+        f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; {args.rounds} rounds"
+        f"{''.join(' --override ' + o for o in args.override)}.", table, notes, python=False))
 
 
 def durable_ratios(rows) -> dict:
@@ -997,23 +966,12 @@ def main() -> None:
           f"read (page cache) {dr:,.0f} MB/s")
     if args.profile:
         print(f"profile written to {args.profile} (python -m pstats {args.profile})")
-    if args.no_write:
-        return
-    lines = [f"\n## Produce/fetch through `kompakt serve` (protocol-server) — "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
-             f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus, Python {platform.python_version()}; "
-             f"shared with other work while measured. `python bench/bench_produce_fetch.py{' --quick' if args.quick else ''}"
-             f"{''.join(' --override ' + o for o in args.override)}`; load average {os.getloadavg()[0]:.1f} "
-             f"at the end; "
-             f"confluent-kafka {ck.version()} / librdkafka {ck.libversion()[0]}, no compression, "
-             f"linger.ms=5, idempotence off.\n",
-             "| record | partitions | acks | records | produce rec/s | produce MB/s | broker CPU | fetch rec/s | fetch MB/s | broker CPU "
-             "| fetch rec/s, `fetch.queue.backoff.ms=10` |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append("| {} B | {} | {} | {:,} | {:,.0f} | {:.1f} | {:.0f}% | {:,.0f} | {:.1f} | {:.0f}% | {:,.0f} |"
-                     .format(*r))
-    lines += ["",
+    table = _table(["record", "partitions", "acks", "records", "produce rec/s", "produce MB/s", "broker CPU",
+                    "fetch rec/s", "fetch MB/s", "broker CPU", "fetch rec/s, `fetch.queue.backoff.ms=10`"],
+                   "rrlrrrrrrrr",
+                   [[f"{r[0]} B", r[1], r[2], f"{r[3]:,}", f"{r[4]:,.0f}", f"{r[5]:.1f}", f"{r[6]:.0f}%", f"{r[7]:,.0f}",
+                     f"{r[8]:.1f}", f"{r[9]:.0f}%", f"{r[10]:,.0f}"] for r in rows])
+    notes = ["",
               f"- acks=all produce latency at 5,000 msg/s (linger.ms=0, 100 B): p50 {p50:.2f} ms, p99 {p99:.2f} ms",
               "- durable acks=all (synced before the answer) / acks=1 produce: " + ", ".join(
                   f"{size} B {partitions}p {ratio:.2f}x" for (size, partitions), ratio in ratios.items()),
@@ -1023,8 +981,45 @@ def main() -> None:
               f"{dw:,.0f} MB/s, read from page cache {dr:,.0f} MB/s",
               "- Kafka 4.0 on this machine (the bar): 627 K rec/s produce of 100 B, 186 MB/s with 1 KiB, fetch "
               "831 K rec/s, acks=all p99 9 ms at 5 K msg/s, first Metadata 3.8 s after start, 337 MiB idle RSS.", ""]
+    _write_results(args, _results_section(
+        "Produce/fetch through `kompakt serve` (protocol-server)",
+        f"shared with other work while measured. `python bench/bench_produce_fetch.py{' --quick' if args.quick else ''}"
+        f"{''.join(' --override ' + o for o in args.override)}`; load average {os.getloadavg()[0]:.1f} at the end; "
+        f"confluent-kafka {ck.version()} / librdkafka {ck.libversion()[0]}, no compression, "
+        f"linger.ms=5, idempotence off.", table, notes))
+
+
+# -- bench/RESULTS.md: every mode appends one dated section of the same shape -----------------------
+
+def _results_section(title: str, about: str, table: list[str], notes: list[str] = ("",), python: bool = True) -> str:
+    """A section for bench/RESULTS.md: `## title — date (UTC)`, a paragraph opening with the machine
+    (platform, CPU, cpus, Python) and going on with `about` (load, settings), the table lines,
+    then `notes` (lines; the default ends the table with a newline)."""
+    machine = f"Machine: {platform.platform()}, {_cpu()}, {os.cpu_count()} cpus"
+    if python:          # (--only's sections never named it)
+        machine += f", Python {platform.python_version()}"
+    return "\n".join([f"\n## {title} — {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n",
+                      f"{machine}; {about}\n", *table, *notes])
+
+
+def _command(mode: str, args) -> str:
+    """The command line of a mode that takes --quick and --rounds, in backquotes."""
+    return f"`python bench/bench_produce_fetch.py {mode}{' --quick' if args.quick else ''} --rounds {args.rounds}`"
+
+
+def _table(columns: list[str], align: str, rows: list[list]) -> list[str]:
+    """A Markdown table's lines; `align` has one letter a column: l (left) or r (right)."""
+    def line(cells) -> str:
+        return "| " + " | ".join(map(str, cells)) + " |"
+    return [line(columns), "|" + "".join("---|" if a == "l" else "---:|" for a in align), *map(line, rows)]
+
+
+def _write_results(args, section: str) -> None:
+    """Append `section` to bench/RESULTS.md, unless --no-write."""
+    if args.no_write:
+        return
     with open(HERE / "RESULTS.md", "a") as fh:
-        fh.write("\n".join(lines))
+        fh.write(section)
     print(f"appended to {HERE / 'RESULTS.md'}")
 
 
