@@ -18,14 +18,16 @@ are the loop's alone; the thread reports completion with call_soon_threadsafe); 
 the thread that shuts the LogManager down: it finishes what is queued, and afterwards `submit`
 runs its work in the caller's thread and `run_later` declines. The thread is made on first
 use: a broker that never rolls or fsyncs on behalf of the loop never starts it.
+(That life cycle is storage/worker_threads.py's, shared with the validation pool.)
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, Awaitable, Callable
+
+from kompakt.storage.worker_threads import WorkerThreads, run_here
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +36,8 @@ class LogWriter:
     """See module docstring."""
 
     def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
+        self._thread = WorkerThreads(1, "kompakt-log-writer")     # one thread: first in first out
         self._queued: dict[Any, int] = {}        # log -> its tasks handed over and not finished
-        self._closed = False
-        self._lock = threading.Lock()            # shutdown (any thread) against hand-overs (the loop)
 
     def busy(self, plog) -> bool:
         """Whether `plog` has work queued or running here (its next appends must follow it)."""
@@ -50,11 +50,7 @@ class LogWriter:
         request's append on the loop. After shutdown fn runs here, now."""
         cf = self._submit(plog, fn)
         if cf is None:                           # shut down: the logs are closing anyway
-            cf = Future()
-            try:
-                cf.set_result(fn())
-            except Exception as exc:             # noqa: BLE001 - the awaiting caller gets it
-                cf.set_exception(exc)
+            cf = run_here(Future(), fn)
         # shield: cancelling the awaiting request must not cancel (or reorder) the append
         return asyncio.shield(asyncio.wrap_future(cf))
 
@@ -74,11 +70,7 @@ class LogWriter:
 
     def shutdown(self) -> None:
         """Finish what is queued, then stop the thread (LogManager.shutdown, before logs close)."""
-        with self._lock:
-            self._closed = True
-            executor = self._executor
-        if executor is not None:
-            executor.shutdown(wait=True)
+        self._thread.shutdown(wait=True)
 
     def _submit(self, plog, fn: Callable[[], Any]) -> Future | None:
         """Hand fn over (on the event loop); None when there is no loop here or after shutdown."""
@@ -86,12 +78,9 @@ class LogWriter:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return None
-        with self._lock:
-            if self._closed:
-                return None
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kompakt-log-writer")
-            cf = self._executor.submit(fn)
+        cf = self._thread.submit(fn)
+        if cf is None:
+            return None
         self._queued[plog] = self._queued.get(plog, 0) + 1
 
         def finished(_f: Future) -> None:        # in the writer thread

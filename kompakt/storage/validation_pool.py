@@ -23,17 +23,18 @@ Threads: `wants` and `prepare` are called on the event loop; the threads are mad
 (a broker that never sees such a batch never starts them); `shutdown` (LogManager.shutdown) waits
 for nothing: the work is pure and its requests are gone with the loop. 0 threads (the default):
 every batch is validated in the append, on the loop. -1: one thread per CPU the process may run
-on beyond the first, at most 4 (none when confined to one CPU: `taskset -c 0`).
+on beyond the first, at most 4 (none when confined to one CPU: `taskset -c 0`). The life cycle
+(made on first use, closed once, a batch handed over after shutdown validated here) is
+storage/worker_threads.py's, shared with the log writer.
 """
 from __future__ import annotations
 
 import asyncio
 import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable
 
 from kompakt.storage.log_validator import needs_codec
+from kompakt.storage.worker_threads import WorkerThreads, run_here
 
 AUTO = -1
 MAX_AUTO_THREADS = 4
@@ -67,35 +68,23 @@ class ValidationPool:
     def __init__(self, threads: int = 0, offload_bytes: int = 65536) -> None:
         self.threads = auto_threads() if threads == AUTO else threads
         self.offload_bytes = offload_bytes
-        self._executor: ThreadPoolExecutor | None = None
-        self._closed = False
-        self._lock = threading.Lock()
+        self._workers = WorkerThreads(self.threads, "kompakt-validate", initializer=_name_thread)
 
     def wants(self, plog, records) -> bool:
         """Whether this batch for `plog` is validated on the pool: large, and its validation runs
         a codec (log_validator.needs_codec)."""
         return (self.threads > 0 and records is not None and len(records) >= self.offload_bytes
-                and not self._closed and needs_codec(records, plog.config))
+                and not self._workers.closed and needs_codec(records, plog.config))
 
     def prepare(self, plog, records) -> Awaitable[Any]:
         """`plog.prepare(records)` on a pool thread, as an awaitable of the Prepared (or the
         KafkaError it raised). Called on the event loop."""
-        with self._lock:
-            if not self._closed:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(max_workers=self.threads, initializer=_name_thread,
-                                                        thread_name_prefix="kompakt-validate")
-                return asyncio.wrap_future(self._executor.submit(plog.prepare, records))
-        done = asyncio.get_running_loop().create_future()   # shut down meanwhile: validate here
-        try:
-            done.set_result(plog.prepare(records))
-        except Exception as exc:                 # noqa: BLE001 - the awaiting caller gets it
-            done.set_exception(exc)
-        return done
+        cf = self._workers.submit(plog.prepare, records)
+        if cf is not None:
+            return asyncio.wrap_future(cf)
+        # shut down meanwhile: validate here
+        return run_here(asyncio.get_running_loop().create_future(), plog.prepare, records)
 
     def shutdown(self) -> None:
-        with self._lock:
-            self._closed = True
-            executor = self._executor
-        if executor is not None:
-            executor.shutdown(wait=False, cancel_futures=True)
+        """Waits for nothing and drops what has not started (see the module docstring)."""
+        self._workers.shutdown(wait=False, cancel_futures=True)

@@ -60,4 +60,4 @@ async def test_shutdown_finishes_queued_work_then_work_runs_in_the_callers_threa
 def test_without_a_running_loop_nothing_is_handed_over():
     writer = LogWriter()
     assert not writer.run_later("L", lambda: None)
-    assert writer._executor is None     # no thread made for nothing
+    assert not writer._thread.started   # no thread made for nothing
