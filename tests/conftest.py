@@ -42,6 +42,25 @@ _hypothesis_settings.register_profile("kompakt", deadline=None)
 _hypothesis_settings.load_profile("kompakt")
 
 
+@pytest.fixture
+def restore_root_logging():
+    """For a test that runs `kompakt serve`'s code in this process (serve_cmd.run) or calls
+    logging_setup.configure: afterwards the root logger has its handlers and level back. Left as
+    they were, a handler on the test's stderr capture (closed once the test ends) and the root level
+    INFO stay for the rest of the session: every later INFO line of any test, and of any thread,
+    prints a "--- Logging error ---" traceback (ValueError: I/O operation on closed file)."""
+    root = logging.getLogger()
+    access = logging.getLogger("aiohttp.access")        # configure() sets its level too
+    handlers, level, access_level = list(root.handlers), root.level, access.level
+    yield
+    for handler in list(root.handlers):
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    root.setLevel(level)
+    access.setLevel(access_level)
+
+
 @pytest.fixture(scope="session")
 def spark():
     """One SparkSession for the whole run (its JVM takes seconds to start): the pipeline tests and

@@ -14,6 +14,16 @@ from kompakt.broker import serve_cmd
 from kompakt.broker.server import Broker, parse_listener
 from kompakt.config.broker_config import BrokerConfig, ConfigError
 
+# serve_cmd.run installs its log handler on this process's root logger at INFO (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("restore_root_logging")
+
+
+def serve(*argv: str) -> int:
+    """`kompakt serve ARGV` in this process; its exit code."""
+    parser = ArgumentParser()
+    serve_cmd.add_arguments(parser)
+    return serve_cmd.run(parser.parse_args(list(argv)))
+
 
 def config(tmp_path, **extra):
     props = {"log.dirs": str(tmp_path / "data"), "listeners": "PLAINTEXT://127.0.0.1:0",
@@ -86,10 +96,7 @@ async def test_cluster_id_survives_restarts(tmp_path):
 
 
 def test_serve_rejects_a_bad_value_with_exit_code_1(capsys):
-    parser = ArgumentParser()
-    serve_cmd.add_arguments(parser)
-    args = parser.parse_args(["--override", "socket.request.max.bytes=lots"])
-    assert serve_cmd.run(args) == 1
+    assert serve("--override", "socket.request.max.bytes=lots") == 1
     assert "socket.request.max.bytes" in capsys.readouterr().err
 
 
@@ -99,22 +106,16 @@ def test_serve_reports_a_port_in_use(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        parser = ArgumentParser()
-        serve_cmd.add_arguments(parser)
-        args = parser.parse_args(["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                                  "--override", f"log.dirs={tmp_path}/d", "--override", "metrics.port=0",
-                                  "--override", "log.cleaner.enable=false"])
-        assert serve_cmd.run(args) == 1
+        assert serve("--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                     "--override", f"log.dirs={tmp_path}/d", "--override", "metrics.port=0",
+                     "--override", "log.cleaner.enable=false") == 1
 
 
 def test_serve_with_a_log_dir_that_is_a_file(tmp_path, capsys):
     not_a_dir = tmp_path / "data"
     not_a_dir.write_text("")
-    parser = ArgumentParser()
-    serve_cmd.add_arguments(parser)
-    args = parser.parse_args(["--override", f"log.dirs={not_a_dir}", "--override", "metrics.port=0",
-                              "--override", "listeners=PLAINTEXT://127.0.0.1:0"])
-    assert serve_cmd.run(args) == 1
+    assert serve("--override", f"log.dirs={not_a_dir}", "--override", "metrics.port=0",
+                 "--override", "listeners=PLAINTEXT://127.0.0.1:0") == 1
     err = capsys.readouterr().err
     assert f"log dir {not_a_dir} is unusable" in err and "None of the specified log dirs" in err
     assert "kompakt-broker-configs.json" not in err          # not an error about a file inside it
@@ -175,12 +176,9 @@ def test_second_broker_on_the_same_log_dir_refuses_to_start(tmp_path, capsys):
                 break
             except OSError:
                 time.sleep(0.05)
-        parser = ArgumentParser()
-        serve_cmd.add_arguments(parser)
-        args = parser.parse_args(["--override", "listeners=PLAINTEXT://127.0.0.1:0",
-                                  "--override", f"log.dirs={tmp_path}/d", "--override", "metrics.port=0",
-                                  "--override", "log.cleaner.enable=false"])
-        assert serve_cmd.run(args) == 1                 # the dir lock is held by the first broker
+        assert serve("--override", "listeners=PLAINTEXT://127.0.0.1:0",
+                     "--override", f"log.dirs={tmp_path}/d", "--override", "metrics.port=0",
+                     "--override", "log.cleaner.enable=false") == 1     # the dir lock is held by the first broker
         assert first.poll() is None                     # and the first one is unharmed
     finally:
         first.send_signal(signal.SIGTERM)

@@ -10,18 +10,7 @@ import pytest
 from kompakt.broker.observability import logging_setup
 
 
-@pytest.fixture
-def restore_root():
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    for h in list(root.handlers):
-        if h not in handlers:
-            root.removeHandler(h)
-    root.setLevel(level)
-
-
-def test_json_one_object_per_line_with_extras_and_traceback(restore_root):
+def test_json_one_object_per_line_with_extras_and_traceback(restore_root_logging):
     out = io.StringIO()
     logging_setup.configure("INFO", "json", stream=out)
     lg = logging.getLogger("kompakt.cleaner")
@@ -43,7 +32,7 @@ def test_json_one_object_per_line_with_extras_and_traceback(restore_root):
     assert second["msg"] == "clean failed\nbadly"
 
 
-def test_text_one_line_per_event(restore_root):
+def test_text_one_line_per_event(restore_root_logging):
     out = io.StringIO()
     logging_setup.configure("debug", "text", stream=out)
     lg = logging.getLogger("kompakt.test")
@@ -58,7 +47,7 @@ def test_text_one_line_per_event(restore_root):
     assert "ERROR kompakt.test: boom exc=Traceback" in lines[1] and "ZeroDivisionError" in lines[1]
 
 
-def test_text_multiline_message_keeps_its_breaks_tab_indented(restore_root):
+def test_text_multiline_message_keeps_its_breaks_tab_indented(restore_root_logging):
     out = io.StringIO()
     logging_setup.configure("INFO", "text", stream=out)
     lg = logging.getLogger("kompakt.cleaner")
@@ -75,7 +64,7 @@ def test_text_multiline_message_keeps_its_breaks_tab_indented(restore_root):
     assert lines[4].endswith("kompakt.cleaner: plain\\nline")
 
 
-def test_json_ignores_the_multiline_mark(restore_root):
+def test_json_ignores_the_multiline_mark(restore_root_logging):
     out = io.StringIO()
     logging_setup.configure("INFO", "json", stream=out)
     logging.getLogger("kompakt.cleaner").info("\n\tLog cleaner\n\tEnd", extra={"_multiline": True})
@@ -85,7 +74,7 @@ def test_json_ignores_the_multiline_mark(restore_root):
     assert event["msg"] == "\n\tLog cleaner\n\tEnd" and "_multiline" not in event
 
 
-def test_configure_twice_replaces_its_handler(restore_root):
+def test_configure_twice_replaces_its_handler(restore_root_logging):
     a, b = io.StringIO(), io.StringIO()
     logging_setup.configure("INFO", "text", stream=a)
     logging_setup.configure("INFO", "json", stream=b)
@@ -94,7 +83,7 @@ def test_configure_twice_replaces_its_handler(restore_root):
     assert len(b.getvalue().splitlines()) == 1
 
 
-def test_bad_level_or_format_is_a_clear_error(restore_root):
+def test_bad_level_or_format_is_a_clear_error(restore_root_logging):
     with pytest.raises(ValueError, match="unknown log format 'xml'"):
         logging_setup.configure("INFO", "xml")
     with pytest.raises(ValueError, match="unknown log level 'LOUD'"):
