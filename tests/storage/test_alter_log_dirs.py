@@ -37,6 +37,8 @@ def start(dirs):
     yield go
     for m in managers:
         m.shutdown()
+        for commit in m._group_commits.values():   # one the test crashed skipped shutdown: its flusher
+            commit.close()                           # threads would outlive the test
 
 
 def append(m, start_i, n):
