@@ -44,4 +44,4 @@ if externally_managed; then
 fi
 
 python3 -m pip install -q -e '.[test,spark]'
-exec python3 -m pytest -q -p no:cacheprovider "$@"
+exec python3 -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup "$@"

@@ -22,7 +22,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.g
 # reads bytecode it finds, so compile the package once here (only files whose .pyc is stale; the
 # .pyc files go to the gitignored __pycache__ dirs, as any run without that variable would leave;
 # a read-only checkout just compiles as before).
-if sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
+# Under pytest-xdist only the controller compiles, before it starts the workers.
+if (sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")) \
+        and "PYTEST_XDIST_WORKER" not in os.environ:
     compileall.compile_dir(os.path.join(REPO_ROOT, "kompakt"), quiet=2)   # errors show on import
 
 # py4j logs "Closing down clientserver connection" from an atexit hook after pytest has closed its
@@ -59,6 +61,21 @@ def restore_root_logging():
             handler.close()
     root.setLevel(level)
     access.setLevel(access_level)
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the groups into the node ids
+def pytest_collection_modifyitems(config, items):
+    """scripts/test.sh runs the suite on two pytest-xdist workers (`-n 2 --dist loadgroup`): the
+    suite spends most of its time waiting (brokers starting, JVMs, sessions timing out, fsyncs),
+    not on the CPU. Each test file goes whole to one worker, so its module-scoped broker starts
+    once; every file that uses the session's SparkSession goes to the same worker, so one JVM
+    serves them all."""
+    if not getattr(config.option, "loadgroup", False):    # set by xdist in its workers, which collect
+        return
+    spark_files = {item.path for item in items if "spark" in getattr(item, "fixturenames", ())}
+    for item in items:
+        group = "spark" if item.path in spark_files else item.path.stem     # shows as `::test@<group>`
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
