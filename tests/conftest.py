@@ -4,6 +4,7 @@ Tests start brokers, workers and CLIs as subprocesses (`python -m kompakt ...`).
 repository root first on PYTHONPATH makes them import this checkout's `kompakt`, whatever an earlier
 `pip install -e` of another clone points at, so a test never exercises stale code.
 """
+import asyncio
 import compileall
 import logging
 import os
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import uvloop
 
 REPO_ROOT = str(Path(__file__).resolve().parents[1])
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))
@@ -26,6 +28,11 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, os.environ.g
 if (sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")) \
         and "PYTEST_XDIST_WORKER" not in os.environ:
     compileall.compile_dir(os.path.join(REPO_ROOT, "kompakt"), quiet=2)   # errors show on import
+
+# Every test's event loop is uvloop's, as the broker's is (`kompakt serve` installs it): the first
+# test that ran serve_cmd.run in this process used to switch the policy for all that came after,
+# so with the tests spread over xdist workers which loop a test got depended on its neighbours.
+asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 # py4j logs "Closing down clientserver connection" from an atexit hook after pytest has closed its
 # log capture, which prints a "--- Logging error ---" traceback at the end of every run.
