@@ -347,6 +347,18 @@ class LogSegment:
         found = self._locate(offset, starting_position)
         return None if found is None else found[:2]
 
+    def position_below(self, offset: int) -> int:
+        """The file position where the batches this segment holds at or above `offset` begin: the
+        end of the whole batches whose base offset is below it (a batch that starts below and
+        ends at or above `offset` counts as below, as Log.read's cut has it); the segment's size
+        when every batch is below. A Fetch's bound (the high watermark, the last stable offset)
+        as a `max_position`, found from the offset index and one scan window."""
+        found = self._locate(offset)
+        if found is None:
+            return self.size
+        pos, size, win, win_start = found
+        return pos + size if _PREFIX.unpack_from(win, pos - win_start)[0] < offset else pos
+
     def read(self, start_offset: int, max_size: int, max_position: int | None = None,
              min_one: bool = False, as_file: bool = False):
         """Whole batches from the batch holding `start_offset`: (position, bytes) or None.

@@ -406,7 +406,9 @@ def test_a_large_read_as_file_is_the_range_of_the_same_bytes(logdir):
     """read(as_file=True): from FILE_RECORDS_MIN bytes up the records are a FileRecords (the
     segment range a plaintext Fetch sends with sendfile) holding exactly what a bytes read returns,
     whose last_offset is the last batch's; smaller reads, and reads that max_offset must cut, stay
-    bytes; the range still reads after the segment is deleted (it keeps its own descriptor)."""
+    bytes; a read that max_offset (the high watermark, the last stable offset) bounds is the range
+    of the batches below it, a batch that starts below and ends above it included, as the bytes
+    path has it; the range still reads after the segment is deleted (it keeps its own descriptor)."""
     from kompakt.storage.file_records import FileRecords
     from kompakt.storage.segment import FILE_RECORDS_MIN
     lg = Log.open(logdir, cfg(index_interval_bytes=4096))
@@ -420,7 +422,15 @@ def test_a_large_read_as_file_is_the_range_of_the_same_bytes(logdir):
     assert ranged.last_offset() == batches_of(plain)[-1].last_offset
     assert type(lg.read(3, FILE_RECORDS_MIN // 2, as_file=True).records) is bytes
     cut = lg.read(0, 1 << 20, max_offset=350, as_file=True).records
-    assert type(cut) is bytes and batches_of(cut)[-1].base_offset == 340
+    assert type(cut) is FileRecords and cut.last_base_offset() == 340
+    assert cut.read() == lg.read(0, 1 << 20, max_offset=350).records
+    straddled = lg.read(0, 1 << 20, max_offset=345, as_file=True).records   # batch 340-349 starts below
+    assert type(straddled) is FileRecords and straddled.last_offset() == 349
+    assert straddled.read() == lg.read(0, 1 << 20, max_offset=345).records
+    assert batches_of(lg.read(0, 1 << 20, max_offset=345).records)[-1].base_offset == 340
+    assert type(lg.read(0, 1 << 20, max_offset=10, as_file=True).records) is bytes    # one batch: small
+    cut.close()
+    straddled.close()
     whole = lg.read(0, 1 << 20, max_offset=400, as_file=True).records
     assert type(whole) is FileRecords and whole.last_offset() == 399
     lg.close()
@@ -429,6 +439,28 @@ def test_a_large_read_as_file_is_the_range_of_the_same_bytes(logdir):
     assert ranged.read() == plain
     ranged.close()
     whole.close()
+
+
+def test_a_bounded_read_across_segments_cuts_only_in_the_segment_holding_the_bound(logdir):
+    """max_offset becomes a file position only in the segment that holds it: a read from an
+    earlier segment is that segment's batches whole, a bound at a segment's base cuts nothing of
+    the segment before, and every bounded range equals what the bytes path returns."""
+    from kompakt.storage.file_records import FileRecords
+    lg = Log.open(logdir, cfg(internal_segment_bytes=300_000, index_interval_bytes=4096))
+    for _ in range(150):
+        lg.append_as_leader(batch(10, value=os.urandom(500)))          # ~5 KiB batches of 10 records
+    bases = [seg.base_offset for seg in lg.segments]
+    assert len(bases) >= 3
+    for start, bound in [(0, bases[2] + 95), (0, bases[1]), (bases[1] + 3, bases[2] + 100),
+                         (bases[2], bases[2] + 205), (bases[2] + 1, bases[2] + 7)]:
+        ranged = lg.read(start, 1 << 20, max_offset=bound, as_file=True).records
+        plain = lg.read(start, 1 << 20, max_offset=bound).records
+        got = ranged.read() if type(ranged) is FileRecords else ranged
+        assert got == plain and batches_of(plain)[-1].base_offset < bound
+        assert len(plain) < 64 * 1024 or type(ranged) is FileRecords
+        if type(ranged) is FileRecords:
+            ranged.close()
+    lg.close()
 
 
 def test_a_prepared_batch_is_appended_with_offsets_assigned_at_the_append(logdir):
