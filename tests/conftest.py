@@ -81,7 +81,8 @@ def pytest_collection_modifyitems(config, items):
         return
     spark_files = {item.path for item in items if "spark" in getattr(item, "fixturenames", ())}
     for item in items:
-        group = "spark" if item.path in spark_files else item.path.stem     # shows as `::test@<group>`
+        group = "spark" if item.path in spark_files else \
+            item.path.relative_to(config.rootpath).with_suffix("").as_posix()    # shows as `::test@<group>`
         item.add_marker(pytest.mark.xdist_group(group))
 
 

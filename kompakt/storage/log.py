@@ -554,7 +554,12 @@ class Log:
                         break
                     i += 1
             if type(data) is FileRecords:
-                if max_offset is not None and max_offset < leo and data.last_base_offset() >= max_offset:
+                try:
+                    crosses = max_offset is not None and max_offset < leo and data.last_base_offset() >= max_offset
+                except OSError as exc:
+                    data.close()
+                    raise self._io_failed(exc, f"reading {self._tp_str}") from exc
+                if crosses:
                     # The range crosses the bound (a consumer at the tail: with durable acks the
                     # high watermark trails the log end by a group-commit round). Read again up to
                     # the bound's file position, so what is below it still goes out by sendfile
@@ -563,9 +568,12 @@ class Log:
                     segment = self._segments[i]
                     try:
                         res = segment.read(offset, max_bytes, segment.position_below(max_offset), min_one, as_file)
+                        data = res[1] if res is not None else b""
+                        if type(data) is FileRecords and data.last_base_offset() >= max_offset:
+                            ranged, data = data, data.read()    # never past the bound, whatever the
+                            ranged.close()                      # index said: the bytes path cuts it
                     except OSError as exc:
                         raise self._io_failed(exc, f"reading {self._tp_str}") from exc
-                    data = res[1] if res is not None else b""
                 if type(data) is FileRecords:
                     return FetchData(data, self.high_watermark, start, self.last_stable_offset, leo,
                                      data.first_base_offset())

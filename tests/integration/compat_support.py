@@ -122,13 +122,19 @@ def stored_batches(log_dir: str, topic: str, partition: int):
 # -- kafkajs -----------------------------------------------------------------------------------------
 
 def ensure_node_modules() -> None:
-    """`npm ci` once: installs exactly the locked packages (kafkajs, @platformatic/kafka) into js/node_modules."""
+    """`npm ci` once: installs exactly the locked packages (kafkajs, @platformatic/kafka) into
+    js/node_modules. The suite's two xdist workers may both get here first on a fresh checkout,
+    and `npm ci` deletes node_modules before it installs: the check and the install run under an
+    exclusive lock on a file beside them, so one installs while the other waits, then finds them."""
+    import fcntl
     modules = JS_DIR / "node_modules"
-    if all((modules / name / "package.json").exists() for name in ("kafkajs", "@platformatic/kafka")):
-        return
-    proc = subprocess.run([NPM, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, f"npm ci failed in {JS_DIR}:\n{proc.stdout}\n{proc.stderr}"
+    with open(JS_DIR / ".npm-ci.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if all((modules / name / "package.json").exists() for name in ("kafkajs", "@platformatic/kafka")):
+            return
+        proc = subprocess.run([NPM, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=JS_DIR,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, f"npm ci failed in {JS_DIR}:\n{proc.stdout}\n{proc.stderr}"
 
 
 def node_step(script: str, broker, step: str, args: dict) -> dict:

@@ -463,6 +463,19 @@ def test_a_bounded_read_across_segments_cuts_only_in_the_segment_holding_the_bou
     lg.close()
 
 
+def test_a_bounded_read_never_goes_past_the_bound_whatever_the_position_says(logdir, monkeypatch):
+    """Should the bound's file position come out wrong (a damaged offset index), the range that
+    reaches past the bound is not sent: the read falls back to the bytes and cuts them."""
+    from kompakt.storage.segment import LogSegment
+    lg = Log.open(logdir, cfg(index_interval_bytes=4096))
+    for _ in range(40):
+        lg.append_as_leader(batch(10, value=os.urandom(500)))
+    monkeypatch.setattr(LogSegment, "position_below", lambda self, offset: self.size)
+    cut = lg.read(0, 1 << 20, max_offset=350, as_file=True).records
+    assert type(cut) is bytes and batches_of(cut)[-1].base_offset == 340
+    lg.close()
+
+
 def test_a_prepared_batch_is_appended_with_offsets_assigned_at_the_append(logdir):
     # Log.prepare (a validation-pool thread) checks the batch without the lock; appends that land
     # meanwhile move the log end, and the prepared batch still gets the offsets after them
