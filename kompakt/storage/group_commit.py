@@ -120,6 +120,17 @@ class GroupCommit:
         if thread is not None and thread is not threading.current_thread():
             thread.join()
 
+    def abandon(self) -> None:
+        """Stop the thread without another round, as a killed process would (LogManager.crash):
+        pending logs stay unsynced, waiters stay unanswered (their loop goes with the process)."""
+        with self._cond:
+            self._closed = True
+            self._pending.clear()
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
     def stats(self) -> dict[str, float]:
         return {"rounds_total": self.rounds_total, "synced_logs_total": self.synced_logs_total,
                 "acks_total": self.acks_total, "round_seconds_total": self.round_seconds_total,

@@ -1177,6 +1177,23 @@ class LogManager:
             synced = each(sync_snapshot, [(path, tp) for path, tp in written if path is not None])
         return len(synced)
 
+    def crash(self) -> None:
+        """Drop the manager as a killed process would, for crash tests: its threads stop (the
+        log-dir mover after its current step, the writer after what it was handed, the group-commit
+        flushers without another round), every log's files close unflushed, and the dir locks
+        go, so another LogManager can start on the dirs and recover. No checkpoint and no
+        clean-shutdown marker is written; a later `shutdown()` does nothing. The periodic tasks of
+        `start_background` are the caller's to stop first (`stop_background`)."""
+        self.alter_log_dirs.stop()
+        with self._lock:
+            self._shut_down = True
+            self.writer.shutdown()
+            self.validation.shutdown()
+            for commit in list(self._group_commits.values()):
+                commit.abandon()
+            self._close_logs_quietly()
+            self._unlock_dirs()
+
     def _close_logs_quietly(self) -> None:
         for plog in list(self._logs.values()):
             try:

@@ -36,9 +36,7 @@ def start(dirs):
 
     yield go
     for m in managers:
-        m.shutdown()
-        for commit in m._group_commits.values():   # one the test crashed skipped shutdown: its flusher
-            commit.close()                           # threads would outlive the test
+        m.shutdown()        # does nothing after a crash(): that stopped its threads already
 
 
 def append(m, start_i, n):
@@ -146,14 +144,6 @@ def test_offline_destination_is_a_storage_error(dirs, start):
         m.alter_replica_log_dir(TP, dest)
 
 
-def _crash(m):
-    """Drop the manager as a killed process would: no flush, no checkpoints, locks released."""
-    m.alter_log_dirs.stop()
-    m._close_logs_quietly()
-    m._unlock_dirs()
-    m._shut_down = True
-
-
 def test_a_future_beside_its_live_log_resumes_after_a_crash(dirs, start):
     m, src, dest = topic_in_one_dir(start, dirs, 40)
     m.flush_dirty_logs()
@@ -161,7 +151,7 @@ def test_a_future_beside_its_live_log_resumes_after_a_crash(dirs, start):
     m.alter_replica_log_dir(TP, dest)
     move = m.alter_log_dirs.moves()[TP]
     m.alter_log_dirs._copy_step(move)
-    _crash(m)
+    m.crash()                  # a killed process: no flush, no checkpoints, locks released
     again = start()
     assert TP in again.future_logs()                  # loaded as a future, the move goes on
     while again.alter_log_dirs.moves():
@@ -180,7 +170,7 @@ def test_a_future_without_a_live_log_is_renamed_live(dirs, start):
     move.future.needs_flush_dir = True
     move.future.flush()
     current = m.get_log(TP).dir
-    _crash(m)
+    m.crash()                  # a killed process: no flush, no checkpoints, locks released
     os.replace(current, current + ".0123456789abcdef0123456789abcdef-delete")
     again = start()
     assert not again.future_logs()
@@ -257,7 +247,7 @@ def test_a_future_without_a_live_log_waits_while_a_dir_is_offline(dirs, start, t
     m.alter_replica_log_dir(TP, dest)
     future_dir = m.future_logs()[TP].dir
     current = m.get_log(TP).dir
-    _crash(m)
+    m.crash()                  # a killed process: no flush, no checkpoints, locks released
     os.replace(current, current + ".0123456789abcdef0123456789abcdef-delete")
     offline = tmp_path / "offline"
     offline.write_text("not a dir")

@@ -2,6 +2,7 @@
 offset and the high watermark, rounds shared by many waiters, the directory entry of a roll,
 failures, and readers woken by rounds (not appends)."""
 import asyncio
+import threading
 import time
 
 import pytest
@@ -11,7 +12,7 @@ from kompakt.protocol.errors import KafkaStorageErrorError
 from kompakt.protocol.records import build_batch
 from kompakt.storage import TopicPartition
 from kompakt.storage.group_commit import GroupCommit
-from kompakt.storage.log_manager import LogManager
+from kompakt.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 
 
 def make_manager(tmp_path, **extra):
@@ -177,8 +178,7 @@ def test_an_unclean_restart_syncs_the_loaded_tail_before_readers_see_it(tmp_path
     plog = m.get_log(("t", 0))
     plog.append_as_leader(batch(4))
     plog.sync_data()
-    m._close_logs_quietly()            # a killed process: no flush, no clean-shutdown marker
-    m._unlock_dirs()
+    m.crash()                          # a killed process: no flush, no clean-shutdown marker
     m2 = make_manager(tmp_path)
     try:
         plog2 = m2.get_log(("t", 0))
@@ -187,6 +187,24 @@ def test_an_unclean_restart_syncs_the_loaded_tail_before_readers_see_it(tmp_path
         # whole recovered log from the first request, not after a first round (no round ran)
         assert plog2.high_watermark == plog2.durable_offset == 4
         assert plog2.group_commit.synced_logs_total == 0
+    finally:
+        m2.shutdown()
+
+
+def test_a_crash_stops_the_flusher_and_leaves_the_dir_to_recover(tmp_path):
+    m = make_manager(tmp_path)
+    m.create_topic("t", 1)
+    m.append_as_leader(("t", 0), batch(2))                # the dir's flusher thread starts
+    flusher = f"kompakt-group-commit-{tmp_path / 'logs'}"
+    assert flusher in {t.name for t in threading.enumerate()}
+    m.crash()
+    assert flusher not in {t.name for t in threading.enumerate()}
+    m.shutdown()                                          # after a crash: nothing, no marker
+    assert not (tmp_path / "logs" / CLEAN_SHUTDOWN_FILE).exists()
+    m2 = make_manager(tmp_path)                           # the dir locks went with the crash
+    try:
+        assert m2.had_clean_shutdown == {str(tmp_path / "logs"): False}
+        assert m2.get_log(("t", 0)).log_end_offset == 2
     finally:
         m2.shutdown()
 

@@ -61,9 +61,7 @@ def manager(tmp_path, clock):
 
     yield start
     for m in managers:
-        m.shutdown()
-        for commit in m._group_commits.values():   # one the test crashed skipped shutdown: its flusher
-            commit.close()                           # threads would outlive the test
+        m.shutdown()        # does nothing after a crash(): that stopped its threads already
 
 
 def batch(i: int, ts: int = T0, size: int = 20) -> bytes:  # 90 bytes: 3 per 300-byte segment
@@ -483,8 +481,7 @@ def test_parallel_recovery_of_many_partitions_after_an_unclean_stop(tmp_path, ma
         fill(m, ("many", p), p % 5 + 1)
     for plog in m.all_logs().values():
         plog.flush()
-    m._unlock_dirs()  # simulate a crash: locks gone, no clean shutdown, no checkpoints
-    m._shut_down = True
+    m.crash()  # locks gone, no clean shutdown, no checkpoints
     m2 = manager(a, b, num_recovery_threads_per_data_dir=3)
     assert m2.had_clean_shutdown == {str(a): False, str(b): False}
     assert {tp.partition: plog.log_end_offset for tp, plog in m2.all_logs().items()} == \

@@ -95,10 +95,7 @@ class LogManagerModel(RuleBasedStateMachine):
 
     @rule()
     def crash_restart(self):
-        for plog in self.m.all_logs().values():
-            plog.close_handlers()
-        self.m._unlock_dirs()
-        self.m._shut_down = True
+        self.m.crash()
         self.m = self._start()
 
     @invariant()
