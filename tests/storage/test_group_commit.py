@@ -13,6 +13,7 @@ from kompakt.protocol.records import build_batch
 from kompakt.storage import TopicPartition
 from kompakt.storage.group_commit import GroupCommit
 from kompakt.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from kompakt.testing.poll import until
 
 
 def make_manager(tmp_path, **extra):
@@ -56,13 +57,6 @@ async def running(manager):
         await m.stop_background()
 
 
-async def until(predicate, timeout=10.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "timed out"
-        await asyncio.sleep(0.001)
-
-
 async def test_the_high_watermark_is_the_durable_offset_and_a_wait_ends_once_synced(running):
     m = running()
     m.create_topic("t", 1)
@@ -97,12 +91,12 @@ async def test_one_round_answers_every_waiter_that_arrived_during_the_last(runni
     first._flush_lock.acquire()      # round 1 takes `a` and blocks syncing it
     try:
         m.append_as_leader(("a", 0), batch())
-        await until(lambda: not commit._pending)
+        await until(lambda: not commit._pending, "round 1 to take `a`")
         waiters = []
         for plog in logs:            # they all arrive while round 1 syncs
             plog.append_as_leader(batch())
             waiters.append(asyncio.ensure_future(m.wait_durable(plog, 1)))
-        await until(lambda: len(commit._waiters) == 20)
+        await until(lambda: len(commit._waiters) == 20, "20 waiters")
     finally:
         first._flush_lock.release()
     await asyncio.wait_for(asyncio.gather(*waiters), 10)
@@ -159,7 +153,7 @@ async def test_readers_are_woken_by_rounds_not_by_appends(running):
         m.append_as_leader(("t", 0), batch())
         await asyncio.sleep(0.01)
         assert woken == []           # nothing readable yet
-    await until(lambda: woken)
+    await until(lambda: woken, "the append listener to hear")
     assert woken[0] == TopicPartition("t", 0) and plog.high_watermark == 1
 
 
@@ -240,11 +234,11 @@ async def test_a_round_answers_the_logs_waited_for_before_syncing_the_others(run
     busy._flush_lock.acquire()          # a log whose sync takes its time (a large acks=1 backlog)
     try:
         m.append_as_leader(("blocker", 0), batch())
-        await until(lambda: not commit._pending)         # round 1 took the blocker and hangs there
+        await until(lambda: not commit._pending, "round 1 to take the blocker")   # and hang there
         m.append_as_leader(("busy", 0), batch())          # acks=1: nobody waits for it, and it came first
         m.append_as_leader(("waited", 0), batch())
         waiter = asyncio.ensure_future(m.wait_durable(waited, 1))
-        await until(lambda: waited in commit._waiters)
+        await until(lambda: waited in commit._waiters, "the waiter registered")
         blocker._flush_lock.release()                     # round 2 takes `busy` and `waited`
         await asyncio.wait_for(waiter, 10)                # answered although `busy` cannot be synced yet
         assert waited.durable_offset == 1 and busy.durable_offset == 0
@@ -252,7 +246,7 @@ async def test_a_round_answers_the_logs_waited_for_before_syncing_the_others(run
         if blocker._flush_lock.locked():
             blocker._flush_lock.release()
         busy._flush_lock.release()
-    await until(lambda: busy.durable_offset == 1)         # then the same round syncs it
+    await until(lambda: busy.durable_offset == 1, "`busy` synced")   # by the same round
     assert commit.stats()["rounds_total"] == 2
 
 

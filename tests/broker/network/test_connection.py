@@ -9,6 +9,7 @@ from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
 from kompakt.broker.server import Broker
 from kompakt.config.broker_config import BrokerConfig
+from kompakt.testing.poll import until
 
 FT = FetchRequest.FetchTopic
 FP = FT.FetchPartition
@@ -57,6 +58,18 @@ async def connect(b):
     return await asyncio.open_connection("127.0.0.1", b.bound[0][2])
 
 
+async def long_poll_in_flight(broker, correlation_id, wait_ms, **config):
+    """A broker with topic "t" and a connection whose long poll (on "t", `wait_ms`) is in
+    flight: (broker, reader, writer)."""
+    b = await broker(**config)
+    b.log_manager.create_topic("t", 1, {})
+    reader, writer = await connect(b)
+    writer.write(long_poll("t", correlation_id, wait_ms))
+    await writer.drain()
+    await until(lambda: any(c.in_flight for c in b.connections), "the long poll in flight")
+    return b, reader, writer
+
+
 async def test_responses_follow_request_order_even_when_handlers_finish_out_of_order(broker):
     b = await broker()
     b.log_manager.create_topic("t", 1, {})
@@ -74,8 +87,7 @@ async def test_reading_pauses_at_queued_max_requests(broker):
     writer.write(b"".join(long_poll("t", i, 150) for i in range(1, 6)))
     await writer.drain()
     [conn] = list(b.connections)
-    while conn.in_flight < 2:
-        await asyncio.sleep(0.005)
+    await until(lambda: conn.in_flight >= 2, "two requests in flight")
     assert conn._reading_paused and conn.in_flight == 2   # the other three wait in the socket
     assert [await read_correlation(reader) for _ in range(5)] == [1, 2, 3, 4, 5]
     assert not conn._reading_paused
@@ -90,13 +102,7 @@ async def test_idle_connections_are_closed(broker):
 
 
 async def test_graceful_stop_answers_requests_in_flight(broker):
-    b = await broker()
-    b.log_manager.create_topic("t", 1, {})
-    reader, writer = await connect(b)
-    writer.write(long_poll("t", 7, 300))
-    await writer.drain()
-    while not any(c.in_flight for c in b.connections):
-        await asyncio.sleep(0.005)
+    b, reader, writer = await long_poll_in_flight(broker, 7, 300)
     stopping = asyncio.create_task(b.stop())
     assert await read_correlation(reader) == 7                # answered before the close
     assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
@@ -106,13 +112,7 @@ async def test_graceful_stop_answers_requests_in_flight(broker):
 
 
 async def test_stop_does_not_sit_out_a_long_poll(broker):
-    b = await broker()
-    b.log_manager.create_topic("t", 1, {})
-    reader, writer = await connect(b)
-    writer.write(long_poll("t", 1, 600_000))                 # a ten-minute max_wait
-    await writer.drain()
-    while not any(c.in_flight for c in b.connections):
-        await asyncio.sleep(0.005)
+    b, reader, writer = await long_poll_in_flight(broker, 1, 600_000)      # a ten-minute max_wait
     await asyncio.wait_for(b.stop(), DEADLINE_S)              # the fetch answers at once
     assert await read_correlation(reader) == 1
     assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
@@ -130,9 +130,7 @@ async def test_stop_aborts_connections_past_shutdown_timeout(broker):
 
 
 async def _connections(b):
-    while not b.connections:
-        await asyncio.sleep(0.005)
-    return list(b.connections)
+    return await until(lambda: list(b.connections), "the broker to accept the connection")
 
 
 def _stuck_slot():
@@ -221,20 +219,13 @@ async def test_a_handler_bug_closes_that_connection_with_one_warning_line(broker
 
 
 async def test_a_client_that_goes_away_releases_its_parked_fetches(broker):
-    b = await broker()
-    b.log_manager.create_topic("t", 1, {})
-    reader, writer = await connect(b)
-    writer.write(long_poll("t", 1, 60_000))
-    deadline = asyncio.get_running_loop().time() + DEADLINE_S
-    while b.fetch_waiters.waiting == 0:                       # parked
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.005)
+    b, reader, writer = await long_poll_in_flight(broker, 1, 60_000)
+    await until(lambda: b.fetch_waiters.waiting, "the fetch to park")
     [conn] = await _connections(b)
     writer.transport.abort()                                  # RST: the client vanished
     await asyncio.wait_for(conn.closed, DEADLINE_S)
-    while b.fetch_waiters.waiting or conn.pending:            # the parked task is cancelled, not left for 60 s
-        assert asyncio.get_running_loop().time() < deadline
-        await asyncio.sleep(0.005)
+    # the parked task is cancelled, not left for 60 s
+    await until(lambda: not (b.fetch_waiters.waiting or conn.pending), "the parked fetch to go")
     assert conn not in b.connections
 
 
@@ -317,8 +308,7 @@ async def test_a_large_request_gets_its_memory_before_its_body_is_read(broker):
     try:
         a_writer.write(frame(ApiVersionsRequest(version=0), 0, 1))    # its handler holds the whole pool
         await a_writer.drain()
-        while not any(c.in_flight for c in b.connections):
-            await asyncio.sleep(0.005)
+        await until(lambda: any(c.in_flight for c in b.connections), "the holder in flight")
         TD = ProduceRequest.TopicProduceData
         produce = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[TD(
             name="t", partition_data=[TD.PartitionProduceData(index=0, records=build_batch([(b"k", b"v" * 300_000)]))])])
@@ -326,12 +316,8 @@ async def test_a_large_request_gets_its_memory_before_its_body_is_read(broker):
         assert len(big) > 300_000
         b_reader, b_writer = await connect(b)
         b_writer.write(big)
-        for _ in range(int(DEADLINE_S / 0.005)):
-            waiting = [c for c in b.connections if c._awaiting_memory]
-            if waiting:
-                break
-            await asyncio.sleep(0.005)
-        [conn] = waiting
+        [conn] = await until(lambda: [c for c in b.connections if c._awaiting_memory],
+                             "the produce's connection to wait for memory")
         assert conn._reading_paused and conn._held is None and conn.reader._large is None   # nothing made for it
         assert conn.reader.buffered < len(big) - 4                                            # its body is not read
         assert b.limits.queued_bytes < len(big)
@@ -339,8 +325,7 @@ async def test_a_large_request_gets_its_memory_before_its_body_is_read(broker):
         assert await read_correlation(a_reader) == 1
         assert await read_correlation(b_reader) == 2                           # ... and the produce goes on
         assert b.log_manager.get_log(TopicPartition("t", 0)).log_end_offset == 1
-        while b.limits.queued_bytes:
-            await asyncio.sleep(0.005)
+        await until(lambda: not b.limits.queued_bytes, "the produce's memory back in the pool")
     finally:
         b.dispatcher.handlers[18] = real
     a_writer.close()
@@ -355,13 +340,9 @@ async def test_a_parked_fetch_holds_no_request_memory(broker):
     answers the parked fetch, with the records."""
     from kafka.protocol.producer.produce import ProduceRequest
     from kompakt.protocol.records import build_batch
-    b = await broker(**{"queued.max.request.bytes": "1"})
-    b.log_manager.create_topic("t", 1, {})
-    a_reader, a_writer = await connect(b)
-    a_writer.write(long_poll("t", 1, 600_000))                  # parks for ten minutes
-    await a_writer.drain()
-    while not any(c.parked.futures for c in b.connections):
-        await asyncio.sleep(0.005)
+    b, a_reader, a_writer = await long_poll_in_flight(broker, 1, 600_000,   # parks for ten minutes
+                                                      **{"queued.max.request.bytes": "1"})
+    await until(lambda: any(c.parked.futures for c in b.connections), "the fetch to park")
     assert b.limits.queued_bytes == 0                            # parked: its memory is back
     TD = ProduceRequest.TopicProduceData
     produce = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[TD(
@@ -440,10 +421,7 @@ async def test_a_large_frame_is_recycled_once_its_effects_are_applied(broker):
         for cid in (1, 2, 3):
             payload = struct.pack(">hhih", 18, 0, cid, 1) + b"t" + body
             writer.write(struct.pack(">i", len(payload)) + payload)
-        deadline = asyncio.get_running_loop().time() + DEADLINE_S
-        while len(handler.recycled) < 3:
-            assert asyncio.get_running_loop().time() < deadline
-            await asyncio.sleep(0.005)
+        await until(lambda: len(handler.recycled) >= 3, "three frames handled")
         assert handler.recycled == [True, True, True]
         assert handler.buffers[1] is handler.buffers[0] and handler.buffers[2] is handler.buffers[0]
         handler.release.set()
@@ -492,16 +470,11 @@ async def test_a_zero_copy_answer_behind_bytes_the_transport_holds_is_read_into_
     [conn] = await _connections(b)
     conn.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     writer.write(fetch(1, FILE_RECORDS_MIN - 1024))           # bytes only: through the transport
-    for _ in range(DEADLINE_S * 100):
-        if conn.transport.get_write_buffer_size() > 0 and not conn.pending:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: conn.transport.get_write_buffer_size() > 0 and not conn.pending,
+                "the first answer in the transport's buffer")
     assert conn.transport.get_write_buffer_size() > 0          # the socket is full: the transport holds it
     writer.write(fetch(2, 1 << 20))                           # file ranges, behind those bytes
-    for _ in range(DEADLINE_S * 100):
-        if not conn.pending:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: not conn.pending, "the second answer handed over")
     assert conn._direct is None                               # not sent around the transport's bytes
     answers = []
     for _ in range(2):
