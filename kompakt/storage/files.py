@@ -1,4 +1,5 @@
-"""The storage file layer: every sync and every namespace change the broker makes on disk.
+"""The storage file layer: every sync and every namespace change the broker makes on disk, and
+the disk-block reservation ahead of an active segment's appends.
 
 Role: one place for the operations whose durability a power cut decides (fsync/fdatasync of a file,
 fsync of a directory, rename, unlink, rmdir, rmtree), so the test-only page-cache model
@@ -12,6 +13,7 @@ os.rmdir or shutil.rmtree itself (tests/storage/test_power_cut.py greps for it).
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 
@@ -38,6 +40,27 @@ def _sync(fd: int, op) -> None:
         op(fd)
     else:
         _power.sync_file(fd, op)
+
+
+_FALLOC_FL_KEEP_SIZE = 0x01      # linux/falloc.h
+try:
+    _fallocate = ctypes.CDLL(None, use_errno=True).fallocate
+    _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+    _fallocate.restype = ctypes.c_int
+except (AttributeError, OSError):     # no fallocate(2) (not Linux): appends allocate as they go
+    _fallocate = None
+
+
+def reserve(fd: int, offset: int, length: int) -> bool:
+    """Allocate the disk blocks of [offset, offset + length) without changing the file's size or
+    contents (fallocate(2) with FALLOC_FL_KEEP_SIZE), so the page-cache writes that fill them
+    later skip the file system's per-block delayed-allocation work (ext4: ~25% of a buffered
+    write's CPU). False when the system or file system cannot (or the disk is full): the
+    writes allocate as they go, as without it. A same-size ftruncate frees what is left past
+    the end (LogSegment does at roll and close)."""
+    if _fallocate is None:
+        return False
+    return _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
 
 
 def fsync_path(path: str) -> None:

@@ -25,6 +25,16 @@ Invariants:
 Not thread-safe on its own: the owning Log serialises mutations under its lock. Reads are pread
 calls on an fd that stays open until `delete()`, so they may run beside appends.
 
+Disk blocks ahead (files.reserve): an append of at least RESERVE_MIN_APPEND bytes that reaches
+past the blocks reserved so far reserves, beyond it, room for RESERVE_AHEAD_APPENDS more appends
+of its size (at most RESERVE_MAX_AHEAD), without changing the file's size or bytes. A busy
+partition's page-cache writes then fill allocated blocks instead of making ext4 reserve each
+block as it goes (a quarter of the write's CPU: bench/RESULTS.md, 2026-11-28 loop CPU section).
+Small appends reserve nothing. What is left past the end is freed when the segment becomes
+inactive or closes (a same-size ftruncate; a crash may leave a reservation behind: freed at the
+next roll or close, found by the file's block count). Nobody reading the file can tell: the
+size and every byte are what Kafka's would be.
+
 Descriptors: the `.log` is opened on first use (an append, a read, a flush of written bytes), not
 when the segment object is made, so a broker holding 10 000 idle partitions holds no descriptor
 for them; once opened it stays open until close/delete. The indexes keep none (offset_index.py).
@@ -69,6 +79,13 @@ SCAN_WINDOW = 16 * 1024  # header scan window: covers the default 4 KiB index in
 # Reads from this size up may come back as FileRecords (read(as_file=True)): below it a pread and
 # one socket write cost less than sendfile's extra calls.
 FILE_RECORDS_MIN = 64 * 1024
+# Disk blocks reserved ahead of large appends (module docstring).
+RESERVE_MIN_APPEND = 64 * 1024
+RESERVE_AHEAD_APPENDS = 4
+RESERVE_MAX_AHEAD = 8 * 1024 * 1024
+_NO_RESERVE = 1 << 62      # _reserved_end once reserving failed here: never tried again
+# a trimmed .log holds at most its bytes' blocks plus a few of the file system's own (extent tree)
+_TRIM_SLACK = 1024 * 1024
 
 
 class LogSegmentOffsetOverflowError(Exception):
@@ -157,6 +174,7 @@ class LogSegment:
         self.suffix = suffix
         self.log_path = log_file(dir, base_offset, suffix)
         self._fd_raw = -1         # opened on first use (`_fd`), -1 again once closed
+        self._reserved_end = 0    # file offset up to which blocks were reserved (files.reserve)
         self._closed = False
         try:
             self.size = os.stat(self.log_path).st_size
@@ -258,7 +276,10 @@ class LogSegment:
                 f"Detected offset overflow at offset {largest_offset} in segment {self.log_path}")
         position = self.size
         check_io(self.log_path)
-        _pwrite_all(self._fd, records, position)
+        fd = self._fd
+        if n >= RESERVE_MIN_APPEND and position + n > self._reserved_end:
+            self._reserve(fd, position, n)
+        _pwrite_all(fd, records, position)
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
         self.size = position + n
@@ -275,6 +296,12 @@ class LogSegment:
             except OSError:
                 pass
             raise
+
+    def _reserve(self, fd: int, position: int, n: int) -> None:
+        """Reserve the blocks of this append and of the next few of its size (module docstring)."""
+        start = max(position, self._reserved_end)
+        end = position + n + min(RESERVE_AHEAD_APPENDS * n, RESERVE_MAX_AHEAD)
+        self._reserved_end = end if fs.reserve(fd, start, end - start) else _NO_RESERVE
 
     def _index_appended(self, records, position: int) -> None:
         n = len(records)
@@ -625,7 +652,8 @@ class LogSegment:
         if found is not None:
             pos = found[0]
             removed = self.size - pos
-            os.ftruncate(self._fd, pos)
+            os.ftruncate(self._fd, pos)     # frees any blocks reserved past pos as well
+            self._reserved_end = 0
             self.size = pos
             self._dirty = True
         if self.size == 0:
@@ -662,12 +690,21 @@ class LogSegment:
         if self.size == 0 and size > 0 and os.fstat(self._fd).st_size == 0:
             os.posix_fallocate(self._fd, 0, size) if hasattr(os, "posix_fallocate") \
                 else os.ftruncate(self._fd, size)
+            self._reserved_end = size      # appends need no reservation of their own
 
     def _trim_log_file(self) -> None:
         # an unopened .log was not preallocated or written by this process: nothing to trim
-        if self._fd_raw >= 0 and os.fstat(self._fd_raw).st_size > self.size:
+        if self._fd_raw < 0:
+            return
+        st = os.fstat(self._fd_raw)
+        if st.st_size > self.size:
             os.ftruncate(self._fd_raw, self.size)
             self._dirty = True
+        elif self.size < self._reserved_end < _NO_RESERVE or st.st_blocks * 512 > self.size + _TRIM_SLACK:
+            # blocks reserved past the end (by us, or by a run that crashed): the same size,
+            # so nothing to sync; only the file system's free space changes
+            os.ftruncate(self._fd_raw, self.size)
+        self._reserved_end = 0
 
     def _append_final_time_entry(self) -> None:
         # Cheap when the time index is not loaded: last_entry() reads one entry.

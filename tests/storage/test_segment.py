@@ -247,3 +247,87 @@ def test_a_first_batch_without_timestamp_is_read_once_for_roll_checks(tmp_path, 
     assert [seg.should_roll(**kw) for _ in range(5)] == [False] * 5   # measured from creation
     assert reads == [0]
     seg.close()
+
+
+def _reserving(tmp_path) -> bool:
+    """Whether this file system takes a block reservation past a file's end (ext4, xfs, tmpfs do)."""
+    from kompakt.storage import files
+    fd = os.open(str(tmp_path / "probe"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        return files.reserve(fd, 0, 1 << 20)
+    finally:
+        os.close(fd)
+        os.unlink(str(tmp_path / "probe"))
+
+
+def _blocks_bytes(path) -> int:
+    return os.stat(path).st_blocks * 512
+
+
+def test_large_appends_reserve_blocks_ahead_without_changing_the_file(tmp_path):
+    from kompakt.storage import segment as S
+    reserving = _reserving(tmp_path)
+    seg = mk(tmp_path, interval=4096, index_size=1 << 20)
+    written = []
+    for i in range(3):
+        b = R.build_batch([(None, os.urandom(1000), None, 1000 + i) for _ in range(100)], base_offset=i * 100)
+        h = R.read_header(b)
+        seg.append(h.last_offset, h.max_timestamp, h.last_offset, b)
+        written.append(b)
+    data = b"".join(written)
+    # size and bytes exactly what was appended, reservation or not
+    assert os.path.getsize(seg.log_path) == seg.size == len(data)
+    with open(seg.log_path, "rb") as f:
+        assert f.read() == data
+    if reserving:     # the first append reserved room for four more of its size: one call for all three
+        assert seg._reserved_end == 5 * len(written[0])
+        assert _blocks_bytes(seg.log_path) >= seg._reserved_end
+    else:             # the file system cannot: appends allocate as they go, never asked again
+        assert seg._reserved_end == S._NO_RESERVE
+    seg.on_become_inactive()          # roll: what is left past the end is freed, bytes untouched
+    assert _blocks_bytes(seg.log_path) <= seg.size + 64 * 1024
+    assert os.path.getsize(seg.log_path) == len(data)
+    with open(seg.log_path, "rb") as f:
+        assert f.read() == data
+
+
+def test_small_appends_reserve_nothing(tmp_path):
+    seg = mk(tmp_path)
+    for i in range(50):
+        add(seg, i)
+    assert seg._reserved_end == 0
+    assert _blocks_bytes(seg.log_path) <= seg.size + 64 * 1024
+
+
+def test_a_reservation_a_crash_left_is_freed_at_close_and_truncation_frees_its_own(tmp_path):
+    from kompakt.storage import files
+    seg = mk(tmp_path)
+    add(seg, 0)
+    big = R.build_batch([(None, os.urandom(1000), None, 2000) for _ in range(100)], base_offset=1)
+    h = R.read_header(big)
+    seg.append(h.last_offset, h.max_timestamp, h.last_offset, big)
+    seg.truncate_to(1)                # cuts the large batch and whatever was reserved past it
+    assert seg._reserved_end == 0
+    assert _blocks_bytes(seg.log_path) <= seg.size + 64 * 1024
+    seg.close()
+    fd = os.open(seg.log_path, os.O_RDWR)
+    reserved = files.reserve(fd, os.path.getsize(seg.log_path), 4 << 20)   # as a run that crashed left it
+    os.close(fd)
+    size = os.path.getsize(seg.log_path)
+    assert not reserved or _blocks_bytes(seg.log_path) >= 4 << 20
+    again = mk(tmp_path)              # reopened: knows nothing of it
+    add(again, 1)                     # opens the .log
+    again.close()
+    assert os.path.getsize(again.log_path) > size
+    assert _blocks_bytes(again.log_path) <= again.size + 64 * 1024
+
+
+def test_without_fallocate_appends_allocate_as_they_go(tmp_path, monkeypatch):
+    from kompakt.storage import files, segment as S
+    monkeypatch.setattr(files, "_fallocate", None)      # a system without fallocate(2)
+    seg = mk(tmp_path)
+    b = R.build_batch([(None, os.urandom(1000), None, 1000) for _ in range(100)])
+    h = R.read_header(b)
+    seg.append(h.last_offset, h.max_timestamp, h.last_offset, b)
+    assert seg._reserved_end == S._NO_RESERVE
+    assert seg.read(0, 1 << 20)[1] == b
