@@ -8,7 +8,8 @@ by loaded logs; `await stop()` takes them down in reverse:
   0. admin HTTP on metrics.port (if != 0):     1. ready = False; close the listening sockets
      /health 200, /ready 503 until step 7      2. parked fetches answer now; each connection:
   1. LogManager.startup() (thread: recovery)      stop reading, answer what it read, close;
-                                                  after shutdown.timeout.ms abort
+                                                  after shutdown.timeout.ms abort; then the
+                                                  TLS encryption threads stop
   2. append_listener -> fetch long-poll wake   3. admin HTTP stops
   3. LogManager.start_background(loop)         4. transactions and groups stop, cleaner shuts
   4. LogCleaner.start (log.cleaner.enable)        down, LogManager.stop_background()
@@ -18,7 +19,8 @@ by loaded logs; `await stop()` takes them down in reverse:
      COORDINATOR_LOAD_IN_PROGRESS meanwhile),
      TransactionCoordinator.start() (reloads
      __transaction_state, finishes Prepare*)
-  6. bind listeners (asyncio.Protocol)
+  6. bind listeners (asyncio.Protocol; TLS:
+     network/tls_transport.py over TCP)
   7. ready = True; compile the served codecs
      on the loop between requests
 
@@ -31,21 +33,25 @@ import asyncio
 import base64
 import gc
 import logging
+import os
 import socket
 import time
 import uuid
 
 from kompakt.broker.network.connection import KafkaConnection
 from kompakt.broker.network.dispatch import Dispatcher
+from kompakt.broker.network.tls_transport import tls_protocol_factory
 from kompakt.broker.fetch.session import FetchSessionCache
 from kompakt.broker.fetch.wait import FetchWaiters
 from kompakt.broker.security.scram_store import ScramStore
 from kompakt.broker.security.listeners import parse_listener  # noqa: F401 - re-exported (tests, tools)
 from kompakt.broker.security.setup import ListenerSecurity, build_authorizer, build_listeners
 from kompakt.config.broker_config import BrokerConfig, ConfigError
+from kompakt.storage.worker_threads import WorkerThreads
 
 log = logging.getLogger(__name__)
 
+TLS_WORKERS = 4                              # at most; fewer on a machine with fewer CPUs
 
 def root_files() -> set[str]:
     """Every file the broker keeps in a log dir's root, so the LogManager's start-up scan knows
@@ -141,6 +147,7 @@ class Broker:
         tls_reload.register(self)            # listener certificates follow their dynamic configs
         self.dispatcher = Dispatcher(self)
         self._servers: list[asyncio.AbstractServer] = []
+        self.tls_workers: WorkerThreads | None = None   # made at bind when a TLS listener exists
         self._admin = None
         self._started = {"logs": False, "background": False, "cleaner": False, "groups": False, "txn": False}
         self._reaper: asyncio.Task | None = None
@@ -212,12 +219,14 @@ class Broker:
 
         for sec in self.listeners:
             name, host, port = sec.name, sec.listener.host, sec.listener.port
+            factory = factory_for(sec)
+            if sec.ssl_context is not None:
+                # TLS on our side of a plain TCP socket (network/tls_transport.py): the handshake
+                # before the connection sees a byte (a failed one never reaches KafkaConnection),
+                # large answers encrypted on the tls_workers threads
+                factory = tls_protocol_factory(sec, factory, self._tls_workers())
             try:
-                # TLS: the loop's SSL transport (uvloop's, in C) does the handshake before the
-                # connection sees a byte; a failed handshake never reaches KafkaConnection
-                server = await loop.create_server(factory_for(sec), host or None, port, ssl=sec.ssl_context,
-                                                  ssl_handshake_timeout=sec.handshake_timeout_s if sec.ssl_context else None,
-                                                  reuse_address=True, backlog=1024)
+                server = await loop.create_server(factory, host or None, port, reuse_address=True, backlog=1024)
             except OSError as exc:
                 raise OSError(exc.errno, f"cannot listen on {name}://{host}:{port} ({exc.strerror}); "
                                          f"change `listeners` or stop what holds the port") from exc
@@ -226,6 +235,13 @@ class Broker:
             self.bound.append((name, host, actual))
             self.advertised_by_listener[name] = self._advertise(name, host, actual)
         self.advertised = self.advertised_by_listener[self.bound[0][0]]
+
+    def _tls_workers(self) -> WorkerThreads | None:
+        """The threads that encrypt large TLS answers, shared by every TLS connection; None on a
+        broker held to one CPU (taskset), where a thread could only take turns with the loop."""
+        if self.tls_workers is None and len(os.sched_getaffinity(0)) > 1:
+            self.tls_workers = WorkerThreads(min(TLS_WORKERS, len(os.sched_getaffinity(0))), "kompakt-tls")
+        return self.tls_workers
 
     def _advertise(self, name: str, host: str, port: int) -> tuple[str, int]:
         """What Metadata tells clients that came in through listener `name`: its entry in
@@ -267,6 +283,8 @@ class Broker:
         if self._started["groups"]:
             self.groups.release_parked()     # parked JoinGroup/SyncGroup too, not at a rebalance's end
         await self._drain_connections(self.config["shutdown.timeout.ms"] / 1000.0)
+        if self.tls_workers is not None:     # connections are closed: an encryption left is dropped
+            self.tls_workers.shutdown(wait=True, cancel_futures=True)
         if self._admin is not None:
             from kompakt.broker.admin.app import stop_admin
             await _logged(stop_admin(self._admin), "stopping the admin API")

@@ -47,10 +47,12 @@ so output stays in order and never interleaves, and while the socket is full rea
 for pause_writing. If the transport still holds earlier bytes, the ranges are read into memory
 and written through the transport as before.
 
-Security (broker/security): a TLS listener's bytes arrive decrypted (the loop's SSL transport did
-the handshake before connection_made). TLS output joins the small pieces of each flush (one TLS
-record per buffer is the transport's rule, `_coalesce`) and is handed over in 256 KiB writes only
-while the transport is not paused (`_pump_tls` says why). `session` says who the client is (the
+Security (broker/security): on a TLS listener the transport is network/tls_transport.py's
+TlsTransport (the handshake was done before connection_made); bytes arrive decrypted into our
+buffer as on plaintext, and answers are handed over whole: it encrypts them as the socket drains
+(large ones on worker threads, off the loop), and its pause_writing counts the bytes not yet
+encrypted too, so reading pauses behind a large answer as behind a full socket. No zero copy (the
+bytes must pass through OpenSSL). `session` says who the client is (the
 certificate's principal, or SASL's once authenticated); on a SASL listener `gate` admits only
 ApiVersions/SaslHandshake/SaslAuthenticate until authentication succeeds (anything else closes
 the connection, as Kafka) and closes an expired KIP-368 session; after a SaslHandshake v0 the
@@ -124,7 +126,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._processing = False
         self._out: list = []                 # responses ready to write, in order
-        self._tls_backlog: collections.deque = collections.deque()   # TLS: not yet handed to the transport
         self._write_scheduled = False
         self.parked = Parked()               # this connection's long-polling fetches
         self.security = security             # the listener's security.setup.ListenerSecurity (None: plain)
@@ -195,7 +196,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queued.clear()
         self._running = None
         self._stopped = True
-        self._tls_backlog.clear()
         self._close_direct()
         self.transport = None
         if not self.closed.done():
@@ -256,10 +256,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return True
 
     def eof_received(self):
-        # The client will send nothing more: answer what it already sent, then close. (TLS has
-        # no half-close: the SSL transport closes itself whatever we answer.)
+        # The client will send nothing more: answer what it already sent, then close (over TLS
+        # too: our TLS layer keeps the socket open for the answers).
         self.close_when_idle()
-        return not self._tls
+        return True
 
     def pause_writing(self) -> None:
         self._write_paused = True
@@ -267,8 +267,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        if self._tls_backlog:
-            self._pump_tls()
         self._update_reading()
 
     # -- requests ------------------------------------------------------------------------------
@@ -397,7 +395,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._write_scheduled = True
             self._loop.call_soon(self._write_out)
         if self._closing and not pending:
-            if not out and not self._tls_backlog and self._direct is None and self.transport is not None:
+            if not out and self._direct is None and self.transport is not None:
                 self.transport.close()
             return
         self._process()                      # closing: the requests already read still start
@@ -407,11 +405,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         out, self._out = self._out, []
         transport = self.transport
         if transport is None or not out:
-            return
-        if self._tls:
-            # one TLS record per buffer at least: small pieces joined (_coalesce), then paced
-            self._tls_backlog.extend(_coalesce(out) if len(out) > 1 else out)
-            self._pump_tls()                 # closes the transport itself once drained
             return
         if self._direct is not None or (self._zero_copy and any(type(b) is FileRecords for b in out)):
             if self._direct is None and transport.get_write_buffer_size():
@@ -452,39 +445,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         direct, self._direct = self._direct, None
         if direct is not None:
             direct.close()
-
-    def _pump_tls(self) -> None:
-        """Hand the SSL transport the TLS backlog in writes of TLS_WRITE_CHUNK bytes while it is
-        not paused (pause_writing can come from inside a write), then close if closing and done.
-
-        Why paced: the transport encrypts everything a write gives it into a memory buffer
-        before sending any of it, so a 10 MB fetch response handed over whole held the loop
-        for its whole encryption (~3 ms; ~15 ms at fetch.max.bytes), sent its first byte only
-        after its last was encrypted (the client could not decrypt meanwhile) and kept two more
-        copies of itself (that buffer, and the bytes read out of it for the socket). In chunks,
-        each leaves as soon as it is encrypted, and encryption stops once the transport holds
-        its high-water mark (512 KiB), going on when the socket drains (resume_writing)."""
-        backlog = self._tls_backlog
-        transport = self.transport
-        if transport is not None and transport.is_closing():
-            backlog.clear()                  # aborted: each write would only log "SSL connection is closed"
-            return
-        while backlog and not self._write_paused and transport is not None:
-            batch, room = [], TLS_WRITE_CHUNK
-            while backlog and room > 0:
-                b = backlog[0]
-                if len(b) <= room:
-                    batch.append(backlog.popleft())
-                    room -= len(b)
-                else:
-                    view = b if isinstance(b, memoryview) else memoryview(b)
-                    batch.append(view[:room])
-                    backlog[0] = view[room:]
-                    room = 0
-            transport.writelines(batch)      # may call pause_writing before it returns
-            transport = self.transport
-        if not backlog and self._closing and not self.pending and not self._out and transport is not None:
-            transport.close()
 
     def _update_reading(self) -> None:
         transport = self.transport
@@ -552,7 +512,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
-        if not self.pending and not self._out and not self._tls_backlog and self._direct is None:
+        if not self.pending and not self._out and self._direct is None:
             self.transport.close()
 
     def _admit_large(self, size: int) -> bool:
@@ -609,26 +569,6 @@ class _Resume:
                     yielded = coro.send(sent)
                 except StopIteration as stop:
                     return stop.value
-
-
-TLS_RECORD = 16384
-TLS_WRITE_CHUNK = 16 * TLS_RECORD           # 256 KiB: bytes handed to the SSL transport per write
-
-
-def _coalesce(buffers: list) -> list:
-    """Runs of buffers smaller than a TLS record joined into one; larger ones kept as they are."""
-    merged, small = [], []
-    for b in buffers:
-        if len(b) >= TLS_RECORD:
-            if small:
-                merged.append(b"".join(small))
-                small = []
-            merged.append(b)
-        else:
-            small.append(b)
-    if small:
-        merged.append(b"".join(small) if len(small) > 1 else small[0])
-    return merged
 
 
 def _describe_frame(frame) -> str:

@@ -55,9 +55,9 @@ class ListenerSecurity:
         self.listener = listener
         self.name = listener.name
         self.stats: Counter = Counter()   # (mechanism or "TLS", "success" | "failure") -> count (broker/observability/live.py)
-        # ssl_context: the one the listening socket was created with (and the TLS check of each
-        # connection); its SNI callback, run for every ClientHello, hands each new handshake the
-        # live context, which a dynamic keystore change replaces (tls_reload.py)
+        # ssl_context: the one built at start (None: no TLS); live_context: the one each new
+        # connection's handshake uses (network/tls_transport.py), replaced by a dynamic keystore
+        # change (tls_reload.py)
         self.ssl_context = self._first_context(listener) if listener.tls else None
         self._live_context = self.ssl_context
         self.mapper = PrincipalMapper(listener.get("ssl.principal.mapping.rules")) if listener.tls else None
@@ -81,13 +81,13 @@ class ListenerSecurity:
         ctx = server_context(listener.get, listener.name, self.stats)
         self.tls_identity = keystore_identity(listener.get)
         self.tls_values = tls_values(listener)
-        ctx.sni_callback = self._pick_context
         return ctx
 
-    def _pick_context(self, ssl_object, server_name, context) -> None:
-        live = self._live_context
-        if live is not context:
-            ssl_object.context = live
+    @property
+    def live_context(self):
+        """The context a new connection's handshake uses (network/tls_transport.py wraps each
+        connection's TLS object in it): the first one, or the last a keystore rotation made."""
+        return self._live_context
 
     def use_context(self, context, identity, values) -> None:
         """New handshakes use `context` from now on; established connections keep theirs."""

@@ -11,8 +11,8 @@ reconfigurable registered here:
   use, unless `ssl.allow.dn.changes` / `ssl.allow.san.changes` (per listener or broker-wide) is
   true.
 * apply: the new context becomes the listener's live one (ListenerSecurity.use_context); each
-  new handshake switches to it (the server socket keeps its first context, whose SNI callback,
-  run for every ClientHello, hands the connection the live one). Existing connections keep the
+  new connection's TLS object is made from it (network/tls_transport.py: TLS runs on our side of a
+  plain TCP listener, so nothing of the listening socket changes). Existing connections keep the
   context of their handshake. Applying the previous config (the rollback) rebuilds the previous
   context; a listener whose keys did not change is left alone.
 

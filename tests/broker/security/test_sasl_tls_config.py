@@ -264,16 +264,6 @@ def test_tls_configuration_errors(tmp_path, caplog):
     assert normalize_pem("-----BEGIN X-----  QUJD  -----END X-----") == "-----BEGIN X-----\nQUJD\n-----END X-----\n"
 
 
-def test_tls_write_coalescing():
-    """A TLS connection joins small response pieces (one TLS record per buffer otherwise) and
-    passes record data of a full TLS record or more through without copying it."""
-    from kompakt.broker.network.connection import TLS_RECORD, _coalesce
-    big = bytes(TLS_RECORD)
-    out = _coalesce([b"a", b"bc", big, b"d", b"e", big, big, b"f"])
-    assert out == [b"abc", big, b"de", big, big, b"f"] and out[1] is big and out[4] is big
-    assert _coalesce([b"only"]) == [b"only"]
-
-
 def test_a_certificate_no_rule_maps_is_refused(tmp_path):
     """ListenerSecurity.open_session on an SSL listener with client certificates: the principal
     comes from the peer certificate's DER subject; without a matching rule (no DEFAULT) the

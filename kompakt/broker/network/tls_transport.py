@@ -1,0 +1,465 @@
+"""TLS on our side of the socket: a TLS listener's handshake, decryption and encryption over
+ssl.SSLObject and two ssl.MemoryBIO, large answers encrypted on worker threads.
+
+Role: a TLS listener (SSL, SASL_SSL) is a plain TCP server whose protocol is a `TlsProtocol`. It
+does the handshake (within the listener's handshake timeout), then makes the connection's
+application protocol (a KafkaConnection, an asyncio.BufferedProtocol) and hands it a
+`TlsTransport`, which behaves as the loop's SSL transport did: decrypted bytes go straight into the
+application's buffer (get_buffer/buffer_updated), writes are encrypted and sent in order, and
+pause_reading/resume_reading/close/abort/is_closing/get_write_buffer_size/get_extra_info
+('peername', 'socket', 'ssl_object', 'peercert', 'cipher', ...) work as on any transport.
+
+Why our own: the loop's SSL transport (uvloop's, in C) encrypts every write on the event-loop
+thread, so a TLS consumer's fetch costs the loop its whole encryption (~0.35 ms a MB) and a second
+core cannot take any of it. ssl.SSLObject.write releases the GIL inside OpenSSL, so here a large
+answer is encrypted by a job on a small shared pool of worker threads (the broker's
+`tls_workers`, storage/worker_threads.py) while the loop serves everything else.
+
+Output: the application's buffers (not copies) queue in `_plain`; `_pump` takes batches of up to
+JOB_BYTES. A batch below OFF_LOOP_BYTES is encrypted inline (a hop to a thread and back costs the
+loop 10-20 µs, what encrypting ~40 KiB costs; a produce acknowledgement or a metadata answer is
+never worth it); a larger one goes to a worker. Small buffers are joined before encryption (each
+SSL write ends a TLS record: one per tiny piece would bloat and slow the stream); buffers of a TLS
+record or more pass through uncopied.
+
+Invariants:
+  * one thread at a time uses a connection's SSL object: OpenSSL's SSL is not safe for concurrent
+    SSL_read/SSL_write (they share the record layer's state and the BIOs). While a job runs
+    (`_job` > 0) the loop touches neither the SSL object nor its BIOs: ciphertext that arrives is
+    queued (`_inbound`, an EOF as None) and fed, then decrypted, when the job has returned;
+    at most one job per connection, and inline encryption only when none runs, so the ciphertext
+    leaves in the order the plaintext came;
+  * back-pressure: nothing is encrypted while the socket's transport holds RAW_HIGH bytes (its
+    pause_writing) - what waits is plaintext, already in memory; the application is paused
+    (pause_writing: KafkaConnection stops reading requests) while its unsent bytes, encrypted or
+    not, exceed HIGH_WATER, and resumed at LOW_WATER;
+  * after abort or connection_lost nothing is written: a job that returns then is dropped, and
+    the queues are cleared; close() first encrypts and sends what was written, then sends
+    close_notify (unwrap) and closes the socket;
+  * the application gets connection_made only after a complete handshake, and then exactly one
+    connection_lost; after its pause_reading nothing more is decrypted for it (the ciphertext waits
+    in the BIO) until resume_reading;
+  * a failed handshake is logged once by the context's LoggedSSLObject (security/tls.py), its
+    alert sent, the socket closed; a handshake that does not finish within the timeout, and a
+    peer that leaves during it, close without a log line, as the loop's SSL transport did.
+A client's EOF (close_notify or TCP FIN) reaches the application as eof_received; if it answers
+True the socket stays open for the answers (TLS 1.3 allows a half-close), else it is closed.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import ssl
+
+log = logging.getLogger(__name__)
+
+TLS_RECORD = 16384                  # OpenSSL's maximum record payload
+OFF_LOOP_BYTES = 64 * 1024          # batches this large are encrypted on a worker thread
+JOB_BYTES = 256 * 1024              # plaintext per encryption (a job, or one inline batch)
+RAW_HIGH = 512 * 1024               # ciphertext the socket's transport may hold before encryption waits
+RAW_LOW = 128 * 1024
+HIGH_WATER = 1024 * 1024            # unsent bytes (plain + ciphertext) that pause the application's writing
+LOW_WATER = RAW_HIGH                # ... and resume it (>= RAW_HIGH: plaintext sent means resumed)
+
+_HANDSHAKE, _OPEN, _CLOSING, _CLOSED = "handshake", "open", "closing", "closed"
+
+
+def _encrypt(sslobj: ssl.SSLObject, outgoing: ssl.MemoryBIO, batch: list) -> bytes:
+    """The ciphertext of `batch` (buffers, in order); runs on the loop or on a worker thread."""
+    small = []
+    for b in batch:
+        if len(b) < TLS_RECORD:
+            small.append(b)
+            continue
+        if small:
+            sslobj.write(b"".join(small) if len(small) > 1 else small[0])
+            small = []
+        sslobj.write(b)
+    if small:
+        sslobj.write(b"".join(small) if len(small) > 1 else small[0])
+    return outgoing.read()
+
+
+class TlsProtocol(asyncio.Protocol):
+    """The socket's protocol on a TLS listener (see the module docstring)."""
+
+    def __init__(self, context: ssl.SSLContext, app_factory, workers, handshake_timeout_s: float):
+        """`context`: the listener's live SSLContext (its sslobject_class logs failed
+        handshakes); `app_factory()` makes the application protocol once the handshake is done;
+        `workers`: a WorkerThreads for the large encryptions, or None to encrypt all inline."""
+        self._context = context
+        self._app_factory = app_factory
+        self._workers = workers
+        self._timeout_s = handshake_timeout_s
+        self._state = _HANDSHAKE
+        self._raw = None                     # the TCP transport
+        self._app = None                     # the application protocol, once the handshake is done
+        self.transport = None                # the TlsTransport it was given
+        self._plain: collections.deque = collections.deque()   # buffers written, not yet encrypted
+        self._plain_bytes = 0
+        self._job = 0                        # plaintext bytes a worker is encrypting now (0: none)
+        self._inbound: collections.deque = collections.deque()  # ciphertext (None: EOF) come during a job
+        self._raw_paused = False             # the socket's transport is above RAW_HIGH
+        self._app_write_paused = False       # the application was told pause_writing
+        self._reading_paused = False         # the application asked pause_reading
+        self._decrypt_scheduled = False
+        self._eof_seen = False
+
+    # -- the socket's side -------------------------------------------------------------------
+    def connection_made(self, raw) -> None:
+        self._raw = raw
+        self._loop = asyncio.get_running_loop()
+        raw.set_write_buffer_limits(high=RAW_HIGH, low=RAW_LOW)
+        self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self._ssl = self._context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self._timer = self._loop.call_later(self._timeout_s, self._handshake_timed_out)
+
+    def data_received(self, data: bytes) -> None:
+        state = self._state
+        if state is _OPEN or state is _CLOSING:
+            if self._job or self._inbound:
+                self._inbound.append(data)
+                return
+            self._incoming.write(data)
+            self._decrypt()
+        elif state is _HANDSHAKE:
+            self._incoming.write(data)
+            self._handshake()
+
+    def eof_received(self) -> bool:
+        if self._state is _HANDSHAKE:        # left during the handshake: the transport closes
+            self._timer.cancel()
+            self._state = _CLOSED
+            return False
+        if self._job or self._reading_paused or self._inbound:
+            self._inbound.append(None)       # after what came before it (_drain_input)
+        else:
+            self._eof()
+        return True                          # keep writing: the application answers, then closes
+
+    def connection_lost(self, exc) -> None:
+        if self._state is _HANDSHAKE:
+            self._timer.cancel()
+        self._state = _CLOSED
+        self._plain.clear()
+        self._plain_bytes = 0
+        self._inbound.clear()
+        app, self._app = self._app, None
+        if app is not None:
+            app.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._raw_paused = True
+
+    def resume_writing(self) -> None:
+        self._raw_paused = False
+        self._pump()
+
+    # -- handshake ---------------------------------------------------------------------------
+    def _handshake(self) -> None:
+        try:
+            self._ssl.do_handshake()
+        except ssl.SSLWantReadError:
+            self._send_output()
+            return
+        except (ssl.SSLError, OSError):      # logged and counted by LoggedSSLObject
+            self._timer.cancel()
+            self._state = _CLOSED
+            self._send_output()              # the alert, then the close
+            self._raw.close()
+            return
+        self._timer.cancel()
+        self._state = _OPEN
+        self._send_output()                  # the server's last flight (TLS 1.3: and its tickets)
+        self.transport = TlsTransport(self)
+        app = self._app = self._app_factory()
+        app.connection_made(self.transport)
+        self._decrypt()                      # application data that came with the client's Finished
+
+    def _handshake_timed_out(self) -> None:
+        if self._state is _HANDSHAKE:
+            log.debug("TLS handshake with %s did not finish within %.0f s: connection closed",
+                      self._raw.get_extra_info("peername"), self._timeout_s)
+            self._state = _CLOSED
+            self._raw.abort()
+
+    # -- input -------------------------------------------------------------------------------
+    def _decrypt(self) -> None:
+        """Decrypt what the incoming BIO holds straight into the application's buffer, while it
+        reads and no job owns the SSL object."""
+        sslobj = self._ssl
+        while self._state is _OPEN and not self._job and not self._reading_paused:
+            app = self._app
+            buf = app.get_buffer(-1)
+            size, filled, eof = len(buf), 0, False
+            try:
+                while filled < size:
+                    n = sslobj.read(size - filled, buf[filled:])
+                    if not n:
+                        eof = True
+                        break
+                    filled += n
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLZeroReturnError:
+                eof = True
+            except ssl.SSLError as exc:
+                self._fail("reading", exc)
+                return
+            if filled:
+                app.buffer_updated(filled)
+            if eof:
+                self._eof()
+                break
+            if filled < size:
+                break                        # the BIO is empty
+        if not self._job and self._state is not _CLOSED:
+            self._send_output()              # what reading produced (alerts, key updates)
+
+    def _eof(self) -> None:
+        """The client will send nothing more (close_notify, or its TCP FIN): told once."""
+        if self._eof_seen:
+            return
+        self._eof_seen = True
+        if self._state is _OPEN and self._app is not None and not self._app.eof_received():
+            self.close()
+
+    def _drain_input(self) -> None:
+        """After a job, or when the application reads again: the ciphertext queued meanwhile and
+        what waits in the BIO, decrypted; then the EOF, if one came after them."""
+        self._decrypt_scheduled = False
+        inbound = self._inbound
+        while inbound and inbound[0] is not None:
+            self._incoming.write(inbound.popleft())
+        self._decrypt()
+        if inbound and not self._job and not self._reading_paused and self._state is _OPEN:
+            inbound.clear()                  # the EOF (nothing comes after it)
+            self._eof()
+
+    # -- output ------------------------------------------------------------------------------
+    def write(self, data) -> None:
+        if self._state is not _OPEN or not len(data):
+            return
+        self._plain.append(data)
+        self._plain_bytes += len(data)
+        self._pump()
+
+    def writelines(self, buffers) -> None:
+        if self._state is not _OPEN:
+            return
+        for data in buffers:
+            if len(data):
+                self._plain.append(data)
+                self._plain_bytes += len(data)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Encrypt and send the queued plaintext while the socket takes it and no job runs."""
+        while self._plain and not self._job and not self._raw_paused:
+            if self._state is not _OPEN and self._state is not _CLOSING:
+                return
+            batch, size = self._take(JOB_BYTES)
+            if size >= OFF_LOOP_BYTES and self._workers is not None:
+                self._job = size
+                if self._workers.submit(self._run_job, batch) is not None:
+                    break
+                self._job = 0                # the pool is shut down (broker stopping): inline
+            try:
+                data = _encrypt(self._ssl, self._outgoing, batch)
+            except ssl.SSLError as exc:
+                self._fail("encrypting", exc)
+                return
+            self._raw.write(data)            # may call pause_writing
+        self._check_app_writing()
+        if self._state is _CLOSING and not self._plain and not self._job:
+            self._shut()
+
+    def _take(self, limit: int) -> tuple[list, int]:
+        """Up to `limit` bytes from the head of the plaintext queue (a buffer split if need be)."""
+        plain, batch, room = self._plain, [], limit
+        while plain and room > 0:
+            b = plain[0]
+            if len(b) <= room:
+                batch.append(plain.popleft())
+                room -= len(b)
+            else:
+                view = b if isinstance(b, memoryview) else memoryview(b)
+                batch.append(view[:room])
+                plain[0] = view[room:]
+                room = 0
+        taken = limit - room
+        self._plain_bytes -= taken
+        return batch, taken
+
+    def _run_job(self, batch: list) -> None:
+        """On a worker thread: encrypt `batch` (the SSL object is ours until _job_done runs)."""
+        try:
+            result = _encrypt(self._ssl, self._outgoing, batch)
+        except Exception as exc:             # noqa: BLE001 - the loop decides (_job_done)
+            result = exc
+        del batch
+        try:
+            self._loop.call_soon_threadsafe(self._job_done, result)
+        except RuntimeError:                 # the loop is closed: the connection went with it
+            pass
+
+    def _job_done(self, result) -> None:
+        self._job = 0
+        if self._state is _CLOSED:
+            return                           # aborted or lost meanwhile: nothing more goes out
+        if isinstance(result, Exception):
+            self._fail("encrypting", result)
+            return
+        self._raw.write(result)
+        self._drain_input()                  # requests that came meanwhile go before the next job
+        self._pump()
+
+    def _send_output(self) -> None:
+        data = self._outgoing.read()
+        if data:
+            self._raw.write(data)
+
+    def _check_app_writing(self) -> None:
+        app = self._app
+        if app is None or self._state is _CLOSED:
+            return
+        unsent = self._plain_bytes + self._job + self._raw.get_write_buffer_size()
+        if not self._app_write_paused:
+            if unsent > HIGH_WATER:
+                self._app_write_paused = True
+                app.pause_writing()
+        elif unsent <= LOW_WATER:
+            self._app_write_paused = False
+            app.resume_writing()
+
+    def get_write_buffer_size(self) -> int:
+        raw = 0 if self._raw is None else self._raw.get_write_buffer_size()
+        return self._plain_bytes + self._job + raw
+
+    @property
+    def unencrypted_bytes(self) -> int:
+        """Bytes written but not yet handed to OpenSSL (neither encrypted nor being encrypted)."""
+        return self._plain_bytes
+
+    # -- reading control, closing --------------------------------------------------------------
+    def pause_reading(self) -> None:
+        if self._state is _CLOSED or self._reading_paused:
+            return
+        self._reading_paused = True
+        self._raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self._state is _CLOSED or not self._reading_paused:
+            return
+        self._reading_paused = False
+        self._raw.resume_reading()
+        if not self._decrypt_scheduled:
+            # what waits in the BIO, on the next loop pass: the application is inside its own
+            # callback now and would not see the data
+            self._decrypt_scheduled = True
+            self._loop.call_soon(self._drain_input)
+
+    def close(self) -> None:
+        """Send what was written, then close_notify, then close the socket."""
+        if self._state is not _OPEN:
+            return
+        self._state = _CLOSING
+        self._pump()
+
+    def _shut(self) -> None:
+        self._state = _CLOSED
+        try:
+            self._ssl.unwrap()               # close_notify (the peer's is not waited for)
+        except (ssl.SSLError, ValueError):
+            pass
+        self._send_output()
+        self._raw.close()
+
+    def abort(self) -> None:
+        if self._raw is None:
+            return
+        self._state = _CLOSED
+        self._plain.clear()
+        self._plain_bytes = 0
+        self._inbound.clear()
+        self._raw.abort()                    # connection_lost follows
+
+    def is_closing(self) -> bool:
+        return self._state is not _OPEN
+
+    def _fail(self, what: str, exc: BaseException) -> None:
+        log.debug("closing TLS connection from %s: %s failed: %s", self._raw.get_extra_info("peername"),
+                  what, exc)
+        self.abort()
+
+    def get_extra_info(self, name: str, default=None):
+        if name == "ssl_object":
+            return self._ssl
+        if name == "peercert":
+            return self._ssl.getpeercert()
+        if name == "cipher":
+            return self._ssl.cipher()
+        if name == "compression":
+            return self._ssl.compression()
+        if name == "sslcontext":
+            return self._ssl.context
+        return self._raw.get_extra_info(name, default)
+
+
+class TlsTransport(asyncio.Transport):
+    """What the application protocol holds as its transport: TlsProtocol's application side."""
+
+    __slots__ = ("_tls",)
+
+    def __init__(self, tls: TlsProtocol):
+        super().__init__()
+        self._tls = tls
+
+    def write(self, data) -> None:
+        self._tls.write(data)
+
+    def writelines(self, list_of_data) -> None:
+        self._tls.writelines(list_of_data)
+
+    def pause_reading(self) -> None:
+        self._tls.pause_reading()
+
+    def resume_reading(self) -> None:
+        self._tls.resume_reading()
+
+    def is_reading(self) -> bool:
+        return not self._tls._reading_paused and not self._tls.is_closing()
+
+    def close(self) -> None:
+        self._tls.close()
+
+    def abort(self) -> None:
+        self._tls.abort()
+
+    def is_closing(self) -> bool:
+        return self._tls.is_closing()
+
+    def get_write_buffer_size(self) -> int:
+        return self._tls.get_write_buffer_size()
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return LOW_WATER, HIGH_WATER
+
+    @property
+    def unencrypted_bytes(self) -> int:
+        return self._tls.unencrypted_bytes
+
+    def get_extra_info(self, name: str, default=None):
+        return self._tls.get_extra_info(name, default)
+
+    def can_write_eof(self) -> bool:
+        return False
+
+
+def tls_protocol_factory(security, app_factory, workers):
+    """A protocol factory for loop.create_server on a TLS listener: each connection's TLS layer
+    over the listener's live context (a keystore rotated at run time serves new connections)."""
+    def factory() -> TlsProtocol:
+        return TlsProtocol(security.live_context, app_factory, workers, security.handshake_timeout_s)
+    return factory
