@@ -33,7 +33,6 @@ import asyncio
 import base64
 import gc
 import logging
-import os
 import socket
 import time
 import uuid
@@ -47,11 +46,11 @@ from kompakt.broker.security.scram_store import ScramStore
 from kompakt.broker.security.listeners import parse_listener  # noqa: F401 - re-exported (tests, tools)
 from kompakt.broker.security.setup import ListenerSecurity, build_authorizer, build_listeners
 from kompakt.config.broker_config import BrokerConfig, ConfigError
-from kompakt.storage.worker_threads import WorkerThreads
+from kompakt.storage.worker_threads import WorkerThreads, os_thread_namer, threads_beside_the_loop
 
 log = logging.getLogger(__name__)
 
-TLS_WORKERS = 4                              # at most; fewer on a machine with fewer CPUs
+TLS_WORKERS = 4                              # TLS encryption threads at most (one per CPU beside the loop's)
 
 def root_files() -> set[str]:
     """Every file the broker keeps in a log dir's root, so the LogManager's start-up scan knows
@@ -237,10 +236,12 @@ class Broker:
         self.advertised = self.advertised_by_listener[self.bound[0][0]]
 
     def _tls_workers(self) -> WorkerThreads | None:
-        """The threads that encrypt large TLS answers, shared by every TLS connection; None on a
-        broker held to one CPU (taskset), where a thread could only take turns with the loop."""
-        if self.tls_workers is None and len(os.sched_getaffinity(0)) > 1:
-            self.tls_workers = WorkerThreads(min(TLS_WORKERS, len(os.sched_getaffinity(0))), "kompakt-tls")
+        """The threads that encrypt large TLS answers, shared by every TLS connection: one per CPU
+        beside the loop's; None on a broker held to one CPU (taskset), where a thread could only
+        take turns with the loop."""
+        threads = threads_beside_the_loop(TLS_WORKERS)
+        if self.tls_workers is None and threads:
+            self.tls_workers = WorkerThreads(threads, "kompakt-tls", initializer=os_thread_namer(b"kompakt-tls"))
         return self.tls_workers
 
     def _advertise(self, name: str, host: str, port: int) -> tuple[str, int]:

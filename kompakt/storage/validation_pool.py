@@ -30,36 +30,20 @@ storage/worker_threads.py's, shared with the log writer.
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any, Awaitable
 
 from kompakt.storage.log_validator import needs_codec
-from kompakt.storage.worker_threads import WorkerThreads, run_here
+from kompakt.storage.worker_threads import WorkerThreads, os_thread_namer, run_here, threads_beside_the_loop
 
 AUTO = -1
 MAX_AUTO_THREADS = 4
 THREAD_NAME = b"kompakt-validat"    # the OS name of the pool's threads (15 bytes: Linux's limit)
-_PR_SET_NAME = 15
-
-
-def _name_thread() -> None:
-    """Give the pool thread its OS name (Linux), as `top -H`, py-spy and /proc/<pid>/task/*/comm
-    show it (Python names only its own Thread objects); elsewhere nothing."""
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, ctypes.c_char_p(THREAD_NAME), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def auto_threads() -> int:
     """The thread count for -1: one per CPU this process may run on beyond the loop's, at most
     MAX_AUTO_THREADS (so 0, no pool, when the process is confined to one CPU: `taskset -c 0`)."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cpus = os.cpu_count() or 1
-    return max(0, min(MAX_AUTO_THREADS, cpus - 1))
+    return threads_beside_the_loop(MAX_AUTO_THREADS)
 
 
 class ValidationPool:
@@ -68,7 +52,7 @@ class ValidationPool:
     def __init__(self, threads: int = 0, offload_bytes: int = 65536) -> None:
         self.threads = auto_threads() if threads == AUTO else threads
         self.offload_bytes = offload_bytes
-        self._workers = WorkerThreads(self.threads, "kompakt-validate", initializer=_name_thread)
+        self._workers = WorkerThreads(self.threads, "kompakt-validate", initializer=os_thread_namer(THREAD_NAME))
 
     def wants(self, plog, records) -> bool:
         """Whether this batch for `plog` is validated on the pool: large, and its validation runs

@@ -17,9 +17,35 @@ Invariants:
 """
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
+
+_PR_SET_NAME = 15
+
+
+def threads_beside_the_loop(at_most: int) -> int:
+    """One thread per CPU this process may run on beyond the event loop's, at most `at_most`
+    (so 0, no pool, when the process is confined to one CPU: `taskset -c 0`)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(0, min(at_most, cpus - 1))
+
+
+def os_thread_namer(name: bytes) -> Callable[[], None]:
+    """An executor initializer giving each pool thread the OS name `name` (Linux, 15 bytes at
+    most), as `top -H`, py-spy and /proc/<pid>/task/*/comm show it (Python names only its own
+    Thread objects); elsewhere it does nothing."""
+    def initializer() -> None:
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    return initializer
 
 
 class WorkerThreads:

@@ -56,7 +56,7 @@ log = logging.getLogger(__name__)
 
 TLS_RECORD = 16384                  # OpenSSL's maximum record payload
 OFF_LOOP_BYTES = 64 * 1024          # batches this large are encrypted on a worker thread
-JOB_BYTES = 256 * 1024              # plaintext per encryption (a job, or one inline batch)
+JOB_BYTES = 512 * 1024              # plaintext per encryption (a job, or one inline batch)
 RAW_HIGH = 512 * 1024               # ciphertext the socket's transport may hold before encryption waits
 RAW_LOW = 128 * 1024
 HIGH_WATER = 1024 * 1024            # unsent bytes (plain + ciphertext) that pause the application's writing
