@@ -10,7 +10,14 @@ loop to itself, and the helpers block only the caller. `stop()` stops the broker
 
 Subprocess: `python -m kompakt serve` with the same configuration, the Kafka port read back from
 the broker's ready line (port 0 again), the admin HTTP API on a free port (the compact helper
-uses it). `stop()` is SIGTERM and wait, `kill()` SIGKILL.
+uses it; metrics.port=0 would disable it, so the harness must pick one, and starts again with
+another if something took it first: kompakt.testing.ports). `stop()` is SIGTERM and wait,
+`kill()` SIGKILL.
+
+Restarts: after its first start a broker keeps its ports (`listeners` and metrics.port are
+pinned to the ports bound), so `start()` after `stop()` or `kill()` comes back where its clients
+look for it; a port something else took meanwhile is tried again for a while, then the start fails
+naming who holds it.
 
 Defaults differ from a production broker only where tests need speed: one partition for
 `__consumer_offsets` and `__transaction_state` (Kafka's test harnesses do the same), no initial
@@ -41,6 +48,9 @@ import urllib.request
 import warnings
 from pathlib import Path
 from typing import NamedTuple
+
+from kompakt.testing.ports import (PortTaken, free_port, retry_if_port_taken, retry_while_port_taken,
+                                   says_port_taken)
 
 INPROCESS, SUBPROCESS = "inprocess", "subprocess"
 MODES = (INPROCESS, SUBPROCESS)
@@ -77,10 +87,31 @@ def _quiet_imports():
         yield
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+_READY_LINE = re.compile(r"ready in [0-9.]+s: listening on (.*?), advertising ")
+_LISTENER = re.compile(r"(\w+)://(.*?):(\d+) \(")
+
+
+def ready_ports(log_text: str) -> dict[str, int] | None:
+    """{listener name: bound port} from `kompakt serve`'s ready line ("ready in 0.52s: listening
+    on PLAINTEXT://127.0.0.1:40211 (PLAINTEXT), SSL://... (SSL), advertising ..."), the last one
+    in `log_text`; None before the broker is ready."""
+    found = _READY_LINE.findall(log_text)
+    if not found:
+        return None
+    return {name: int(port) for name, _host, port in _LISTENER.findall(found[-1])}
+
+
+def pin_listeners(listeners: str, ports: dict[str, int]) -> str:
+    """`listeners` with each port 0 replaced by the port its listener bound (from `ready_ports`),
+    so a restart binds the same ports."""
+    pinned = []
+    for entry in listeners.split(","):
+        name, sep, address = entry.strip().partition("://")
+        host, _, port = address.rpartition(":")
+        if sep and port == "0" and name in ports:
+            entry = f"{name}://{host}:{ports[name]}"
+        pinned.append(entry.strip())
+    return ",".join(pinned)
 
 
 class KompaktBroker:
@@ -98,6 +129,8 @@ class KompaktBroker:
         self._proc: subprocess.Popen | None = None
         self._stderr_path: Path | None = None
         self._correlation = itertools.count(1)
+        self._bound: dict[str, int] = {}   # listener name -> port, from the last start
+        self._started = False      # once started, its ports are pinned in `config`
 
     @property
     def bootstrap(self) -> str:
@@ -116,10 +149,20 @@ class KompaktBroker:
 
     # -- lifecycle -------------------------------------------------------------------------------
     def start(self) -> "KompaktBroker":
-        if self.mode == INPROCESS:
-            self._start_inprocess()
+        start = self._start_inprocess if self.mode == INPROCESS else self._start_subprocess
+        if self._started:          # again on the ports its clients know
+            ports = [self.port] + ([self.metrics_port] if self.metrics_port else [])
+            retry_while_port_taken(start, f"the Kompakt broker restarting on {self.log_dir}", ports)
+        elif self.mode == SUBPROCESS and not int(self.config.get("metrics.port") or 0):
+            def start_with_admin_api():
+                self.config["metrics.port"] = str(free_port())
+                start()
+            retry_if_port_taken(start_with_admin_api, f"the Kompakt broker on {self.log_dir} (its admin API)")
         else:
-            self._start_subprocess()
+            start()
+        self._started = True
+        if "listeners" in self.config:
+            self.config["listeners"] = pin_listeners(self.config["listeners"], self._bound)
         return self
 
     def _start_inprocess(self) -> None:
@@ -150,13 +193,14 @@ class KompaktBroker:
         except BaseException:
             self._stop_loop()
             raise
+        self._bound = {name: port for name, _host, port in self._broker.bound}
         self.port = self._broker.bound[0][2]
+        self.metrics_port = int(self.config.get("metrics.port") or 0)
 
     def _start_subprocess(self) -> None:
-        self.metrics_port = int(self.config.get("metrics.port") or 0) or _free_port()
-        config = dict(self.config, **{"metrics.port": str(self.metrics_port)})
+        self.metrics_port = int(self.config["metrics.port"])
         cmd = [sys.executable, "-m", "kompakt", "serve", "--log-level", "INFO"]
-        for key, value in config.items():
+        for key, value in self.config.items():
             cmd += ["--override", f"{key}={value}"]
         self._stderr_path = Path(self.log_dir).parent / f"kompakt-broker-{id(self):x}.log"
         env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
@@ -165,14 +209,14 @@ class KompaktBroker:
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                           env=env, cwd=Path(self.log_dir).parent)
         deadline = time.monotonic() + START_TIMEOUT_S
-        ready = re.compile(r"ready in [0-9.]+s: listening on \w+://[^:]+:(\d+)")
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise RuntimeError(f"kompakt serve exited with {self._proc.returncode} during start-up:\n"
-                                   f"{self.log_text()[-4000:]}")
-            found = ready.search(self.log_text())
-            if found:
-                self.port = int(found.group(1))
+                text = self.log_text()
+                message = f"kompakt serve exited with {self._proc.returncode} during start-up:\n{text[-4000:]}"
+                raise PortTaken(message) if says_port_taken(text) else RuntimeError(message)
+            ports = ready_ports(self.log_text())
+            if ports:
+                self._bound, self.port = ports, next(iter(ports.values()))
                 return
             time.sleep(0.02)
         self.stop()
@@ -207,7 +251,7 @@ class KompaktBroker:
 
     def kill(self) -> None:
         """SIGKILL the subprocess broker (no flush, no checkpoints, no clean-shutdown marker);
-        `start()` runs it again on the same log dir (give `listeners` a fixed port to keep it)."""
+        `start()` runs it again on the same log dir and ports."""
         assert self.mode == SUBPROCESS, "only a subprocess broker can be killed"
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()

@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from argparse import ArgumentParser
 from pathlib import Path
 
@@ -13,6 +12,8 @@ import pytest
 from kompakt.broker import serve_cmd
 from kompakt.broker.server import Broker, parse_listener
 from kompakt.config.broker_config import BrokerConfig, ConfigError
+from kompakt.testing.broker import ready_ports
+from kompakt.testing.poll import wait_until
 
 # serve_cmd.run installs its log handler on this process's root logger at INFO (tests/conftest.py)
 pytestmark = pytest.mark.usefixtures("restore_root_logging")
@@ -121,34 +122,40 @@ def test_serve_with_a_log_dir_that_is_a_file(tmp_path, capsys):
     assert "kompakt-broker-configs.json" not in err          # not an error about a file inside it
 
 
+def serving(proc: subprocess.Popen, log: Path) -> int:
+    """The port a `kompakt serve` on port 0 bound, read from its ready line in `log` (its
+    listeners open once the logs are loaded), after one connection to it."""
+    import socket
+
+    def ready():
+        assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+        ports = ready_ports(log.read_text(errors="replace"))
+        return ports and next(iter(ports.values()))
+    port = wait_until(ready, "kompakt serve's ready line", timeout=60)
+    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    return port
+
+
 def test_kompakt_serve_with_properties_file_env_and_sigterm(tmp_path):
     """The real command: a server.properties file, a KOMPAKT_* variable over it, an --override over
     both; SIGTERM exits 0 after a clean shutdown."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     props = tmp_path / "server.properties"
-    props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path}/from-file\n"
+    props.write_text(f"listeners=PLAINTEXT://127.0.0.1:0\nlog.dirs={tmp_path}/from-file\n"
                      "metrics.port=0\nnum.partitions=7\nprocess.roles=broker,controller\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
     env["KOMPAKT_LOG_DIRS"] = str(tmp_path / "from-env")
-    proc = subprocess.Popen([sys.executable, "-m", "kompakt", "serve", "--config", str(props),
-                             "--override", "log.cleaner.enable=false", "--log-format", "json"],
-                            env=env, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "stderr.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "kompakt", "serve", "--config", str(props),
+                                 "--override", "log.cleaner.enable=false", "--log-format", "json"],
+                                env=env, cwd=tmp_path, stderr=out)
     try:
-        deadline = time.monotonic() + 60
-        while True:                                   # listeners open once the logs are loaded
-            assert proc.poll() is None and time.monotonic() < deadline
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=5).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        serving(proc, log)
         assert (tmp_path / "from-env" / "meta.properties").exists()
     finally:
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+    err = log.read_text(errors="replace")
     assert proc.returncode == 0, err
     assert not (tmp_path / "from-file").exists()     # the environment won over the file
     assert (tmp_path / "from-env" / ".kafka_cleanshutdown").exists()
@@ -158,24 +165,15 @@ def test_kompakt_serve_with_properties_file_env_and_sigterm(tmp_path):
 
 
 def test_second_broker_on_the_same_log_dir_refuses_to_start(tmp_path, capsys):
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
-    first = subprocess.Popen([sys.executable, "-m", "kompakt", "serve", "--override",
-                              f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={tmp_path}/d",
-                              "--override", "metrics.port=0", "--override", "log.cleaner.enable=false"],
-                             env=env, stderr=subprocess.DEVNULL)
+    log = tmp_path / "first.log"
+    with open(log, "wb") as out:
+        first = subprocess.Popen([sys.executable, "-m", "kompakt", "serve", "--override",
+                                  "listeners=PLAINTEXT://127.0.0.1:0", "--override", f"log.dirs={tmp_path}/d",
+                                  "--override", "metrics.port=0", "--override", "log.cleaner.enable=false"],
+                                 env=env, stderr=out)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert first.poll() is None and time.monotonic() < deadline
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=5).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        serving(first, log)
         assert serve("--override", "listeners=PLAINTEXT://127.0.0.1:0",
                      "--override", f"log.dirs={tmp_path}/d", "--override", "metrics.port=0",
                      "--override", "log.cleaner.enable=false") == 1     # the dir lock is held by the first broker

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import socket
 import threading
 import time
 import urllib.request
@@ -21,27 +20,24 @@ import pytest
 
 from kompakt.storage import TopicPartition
 from kompakt.testing.broker import start_broker
+from kompakt.testing.ports import free_port, retry_if_port_taken
 
 WAIT_S = 30
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory):
-    broker = start_broker(tmp_path_factory.mktemp("durable"),
-                          config={"kompakt.durable.acks.enable": "true", "metrics.port": free_port()})
+    base = tmp_path_factory.mktemp("durable")
+    # the admin API (for /metrics) must be told its port: again with another if one was taken
+    broker = retry_if_port_taken(lambda: start_broker(base, config={"kompakt.durable.acks.enable": "true",
+                                                                    "metrics.port": free_port()}),
+                                 "the durable-acks broker's admin API")
     yield broker
     broker.stop()
 
 
 def scrape(kb) -> str:
-    port = kb._broker.config["metrics.port"]
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+    with urllib.request.urlopen(f"http://127.0.0.1:{kb.metrics_port}/metrics", timeout=10) as r:
         return r.read().decode()
 
 

@@ -22,7 +22,7 @@ import threading
 import confluent_kafka as ck
 import pytest
 
-from kompakt.testing.broker import SUBPROCESS, _free_port, start_broker
+from kompakt.testing.broker import SUBPROCESS, start_broker
 from kompakt.testing.poll import wait_until
 from test_java_transactions import epochs, read_all, send, txn_producer
 
@@ -40,9 +40,8 @@ def shell(java, interop_broker):
 
 @pytest.fixture
 def broker(tmp_path):
-    """A broker of the test's own that it kills: on a fixed port, so the clients find it again."""
-    b = start_broker(tmp_path, mode=SUBPROCESS,
-                     config={"listeners": f"PLAINTEXT://127.0.0.1:{_free_port()}"})
+    """A broker of the test's own that it kills: a restart keeps its port, so the clients find it again."""
+    b = start_broker(tmp_path, mode=SUBPROCESS)
     yield b
     b.stop()
 

@@ -1,6 +1,7 @@
 """kompakt.testing's in-process broker directly (the installed plugin and both modes are run by
 tests/integration/test_testing_plugin.py): it lives on a thread of its own and leaves nothing
-behind, it answers Kafka clients at once, and it stops cleanly."""
+behind, it answers Kafka clients at once, and it stops cleanly; a subprocess broker keeps its
+ports across a restart and gets another admin port when its first was taken."""
 import asyncio
 import subprocess
 import sys
@@ -123,3 +124,32 @@ def test_subprocess_mode_puts_no_deprecation_warning_in_the_users_report(tmp_pat
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "0"
+
+
+def test_a_subprocess_broker_comes_back_on_its_ports_after_a_kill(tmp_path):
+    broker = start_broker(tmp_path, mode="subprocess")
+    try:
+        port, admin = broker.port, broker.metrics_port
+        broker.create_topic("kept")
+        broker.kill()
+        broker.start()
+        assert (broker.port, broker.metrics_port) == (port, admin)       # its clients find it again
+        meta = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=10)
+        assert "kept" in meta.topics
+    finally:
+        broker.stop()
+
+
+def test_an_admin_port_taken_before_the_broker_binds_it_is_replaced(tmp_path, monkeypatch):
+    import kompakt.testing.broker as harness
+    from kompakt.testing.ports import closed_port, free_port
+    with closed_port() as taken:
+        offered = iter([taken])
+        monkeypatch.setattr(harness, "free_port", lambda: next(offered, None) or free_port())
+        broker = start_broker(tmp_path, mode="subprocess")
+        try:
+            assert broker.metrics_port != taken
+            broker.create_topic("c", compacted=True)
+            broker.compact("c")                                            # through the admin API
+        finally:
+            broker.stop()
