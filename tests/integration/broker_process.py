@@ -1,17 +1,21 @@
 """The integration tests' broker harness: a real `python -m kompakt serve` process on free ports.
 
-`BrokerProcess` and `free_port` live here, not in conftest.py, so test modules import them by a
-name of their own (`from broker_process import BrokerProcess`): every test room has a
-conftest.py, and `from conftest import ...` gets whichever room's conftest pytest imported last
-(tests/interop's, since that room exists). conftest.py documents the contract and builds the
-fixtures on this class.
+`BrokerProcess` lives here, not in conftest.py, so test modules import it by a name of their own
+(`from broker_process import BrokerProcess`): every test room has a conftest.py, and `from
+conftest import ...` gets whichever room's conftest pytest imported last (tests/interop's, since
+that room exists). conftest.py documents the contract and builds the fixtures on this class.
+
+Ports (kompakt.testing.ports says why): the Kafka listeners bind port 0 and the first start
+reads the ports back from the broker's ready line (`.port`, `.bootstrap`, and `.ports` by
+listener name, for a test that adds listeners as `NAME://127.0.0.1:0`); the admin API, which
+must be told its port, gets a free one, and another if that was taken before the broker bound
+it. A restart binds the same ports again (its clients keep the addresses), waiting a while for
+one something else holds.
 """
 from __future__ import annotations
 
 import os
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import time
@@ -20,35 +24,11 @@ import urllib.request
 from pathlib import Path
 
 from kompakt.storage import power_cut
+from kompakt.testing.broker import pin_listeners, ready_ports
+from kompakt.testing.ports import PortTaken, free_port, retry_if_port_taken, retry_while_port_taken, says_port_taken
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-# ApiVersions v0 request: size, api_key 18, version 0, correlation id 1, client_id "ready"
-_API_VERSIONS_V0 = struct.pack(">ihhih5s", 2 + 2 + 4 + 2 + 5, 18, 0, 1, 5, b"ready")
-
-
-def _answers_api_versions(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2.0) as s:
-            s.sendall(_API_VERSIONS_V0)
-            head = b""
-            while len(head) < 8:
-                chunk = s.recv(8 - len(head))
-                if not chunk:
-                    return False
-                head += chunk
-            size, correlation_id = struct.unpack(">ii", head)
-            return correlation_id == 1 and size > 4
-    except OSError:
-        return False
 
 
 def _http_ok(url: str) -> bool:
@@ -65,21 +45,19 @@ class BrokerProcess:
         self.power_journal = str(self.base_dir / "power-journal") if power else None
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = str(self.base_dir / "kompakt-data")
-        self.port = free_port()
-        self.metrics_port = free_port()
         self.config = {
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": "PLAINTEXT://127.0.0.1:0",
             "log.dirs": self.log_dir,
-            "metrics.port": str(self.metrics_port),
             "metrics.host": "127.0.0.1",
             # tests expect a quick, deterministic broker: no 30 s background delay
             "log.initial.task.delay.ms": "0",
         }
         self.config.update({k: str(v) for k, v in config.items()})
-        if str(self.config.get("metrics.port")) == "0":
-            self.metrics_port = 0
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        self.metrics_url = f"http://127.0.0.1:{self.metrics_port}" if self.metrics_port else None
+        # the admin API's port: the test's (0 disables it), or a free one picked at the first start
+        self._pick_metrics_port = "metrics.port" not in self.config
+        self.metrics_port = int(self.config.get("metrics.port", 0))
+        self.ports: dict[str, int] = {}      # listener name -> bound port, known once started
+        self.port = 0                         # the first listener's
         self.stderr_path = self.base_dir / "broker.log"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
@@ -91,8 +69,32 @@ class BrokerProcess:
             cmd += ["--override", f"{key}={value}"]
         return cmd
 
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.metrics_port}" if self.metrics_port else None
+
     def start(self) -> "BrokerProcess":
         assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        if self.ports:                         # again on the ports its clients know
+            ports = [*self.ports.values()] + ([self.metrics_port] if self.metrics_port else [])
+            retry_while_port_taken(self._start, f"the broker restarting on {self.log_dir}", ports)
+        elif self._pick_metrics_port:
+            retry_if_port_taken(self._start_with_a_free_metrics_port, f"the broker on {self.log_dir}")
+        else:
+            self._start()
+        self.config["listeners"] = pin_listeners(self.config["listeners"], self.ports)
+        return self
+
+    def _start_with_a_free_metrics_port(self) -> None:
+        self.metrics_port = free_port()
+        self.config["metrics.port"] = str(self.metrics_port)
+        self._start()
+
+    def _start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KOMPAKT_")}
         env["PYTHONUNBUFFERED"] = "1"
         if self.power_journal:
@@ -102,20 +104,23 @@ class BrokerProcess:
         log = open(self.stderr_path, "ab")
         log.write(f"\n===== start #{self.starts}: {' '.join(self.command())}\n".encode())
         log.flush()
+        since = log.tell()                     # this start's lines follow
         self.proc = subprocess.Popen(self.command(), cwd=self.base_dir, env=env, stdin=subprocess.DEVNULL,
                                      stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        self._wait_ready()
-        return self
+        self._wait_ready(since)
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, since: int) -> None:
+        """Until this start's ready line (the listeners are bound) and /ready on the admin API."""
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n"
-                                   f"{self.log_text()[-4000:]}")
-            if _answers_api_versions(self.port) and (
-                    not self.metrics_port or _http_ok(f"{self.metrics_url}/ready")):
+                text = self.log_text()
+                message = f"broker exited with {self.proc.returncode} during start-up:\n{text[-4000:]}"
+                raise PortTaken(message) if says_port_taken(self._log_since(since)) else RuntimeError(message)
+            ports = ready_ports(self._log_since(since))
+            if ports and (not self.metrics_port or _http_ok(f"{self.metrics_url}/ready")):
+                self.ports, self.port = ports, next(iter(ports.values()))
                 return
             time.sleep(0.05)
         self.kill()
@@ -172,6 +177,11 @@ class BrokerProcess:
             return self.stderr_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+    def _log_since(self, offset: int) -> str:
+        with open(self.stderr_path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
 
     def __repr__(self) -> str:
         return f"BrokerProcess({self.bootstrap}, pid={self.pid}, log_dir={self.log_dir})"

@@ -5,7 +5,8 @@ Contract (docs/contracts.md, "Test harness"):
   under the test's tmp_path, a free Kafka port and a free metrics port, and returns once it answers
   ApiVersions (and /ready on the metrics port). Overrides are broker keys with `_` for `.`
   (`log_segment_bytes=1000`) and/or `config={"log.segment.bytes": "1000"}`.
-- `BrokerProcess`: `.bootstrap` ("127.0.0.1:PORT"), `.port`, `.metrics_port`, `.metrics_url`,
+- `BrokerProcess`: `.bootstrap` ("127.0.0.1:PORT"), `.port`, `.ports` (listener name -> port, for
+  listeners a test adds as `NAME://127.0.0.1:0`), `.metrics_port`, `.metrics_url`,
   `.log_dir`, `.pid`, `.stop()` (SIGTERM, wait, returns the exit code), `.kill()` (SIGKILL),
   `.restart()` (same dirs and ports), `.start()`, `.log_text()` (the broker's stderr so far).
 - `broker`: `start_broker()` with defaults.

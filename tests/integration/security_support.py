@@ -78,12 +78,17 @@ class Endpoint:
         return self.protocol.startswith("SASL")
 
 
-def listener_config(pki: Pki, ports: dict[str, int], base: dict | None = None) -> dict[str, str]:
+SECURED_LISTENERS = ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")
+
+
+def listener_config(pki: Pki, base: dict | None = None) -> dict[str, str]:
     """Broker keys for listeners PLAINTEXT (the harness's, first), SSL, SASL_PLAINTEXT (PLAIN),
-    SASL_SSL (SCRAM and PLAIN) and MTLS (SSL, client certificates required), on `ports`."""
+    SASL_SSL (SCRAM and PLAIN) and MTLS (SSL, client certificates required), each on a port of
+    its own that the broker picks (port 0; BrokerProcess.ports says which)."""
     cfg = dict(base or {})
     cfg.update(mtls_config(pki))
     cfg.update({
+        "listeners": ",".join(f"{name}://127.0.0.1:0" for name in ("PLAINTEXT",) + SECURED_LISTENERS),
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
                                           "SASL_SSL:SASL_SSL,MTLS:SSL",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
@@ -109,10 +114,6 @@ def mtls_config(pki: Pki) -> dict[str, str]:
     }
 
 
-def listeners_value(plain_port: int, ports: dict[str, int]) -> str:
-    return ",".join([f"PLAINTEXT://127.0.0.1:{plain_port}"] + [f"{n}://127.0.0.1:{p}" for n, p in ports.items()])
-
-
 def endpoints(pki: Pki, ports: dict[str, int]) -> dict[str, Endpoint]:
     """The four ways in the issue asks every client to use."""
     return {
@@ -129,12 +130,11 @@ def endpoints(pki: Pki, ports: dict[str, int]) -> dict[str, Endpoint]:
 def security_broker(base: Path, extra: dict | None = None):
     """A broker with the five listeners of `listener_config` and the SCRAM user `scrammy`
     (context manager for module fixtures): yields (BrokerProcess, Pki, ports, endpoints)."""
-    from broker_process import BrokerProcess, free_port
+    from broker_process import BrokerProcess
     pki = Pki(base / "pki")
-    ports = {name: free_port() for name in ("SSL", "SASL_PLAINTEXT", "SASL_SSL", "MTLS")}
-    proc = BrokerProcess(base / "broker", {**listener_config(pki, ports), **(extra or {})})
-    proc.config["listeners"] = listeners_value(proc.port, ports)
+    proc = BrokerProcess(base / "broker", {**listener_config(pki), **(extra or {})})
     proc.start()
+    ports = {name: proc.ports[name] for name in SECURED_LISTENERS}
     try:
         add_scram_user(proc.bootstrap, "scrammy", "scram-pw")
         yield proc, pki, ports, endpoints(pki, ports)

@@ -18,7 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker_process import BrokerProcess, free_port
+from broker_process import BrokerProcess
+from kompakt.testing.ports import closed_port
 
 QUIET = {"log_level": 0}
 PAD = b"x" * 100  # values large enough that a few dozen records roll 1 KiB segments
@@ -277,11 +278,12 @@ def test_cli_wraps_the_api(kbroker, topic, capsys):
     r = admin("adopt", topic, "0", "/nonexistent/staging")
     assert r.returncode == 1 and "is not a directory" in r.stderr
 
-    r = admin("partitions", url=f"http://127.0.0.1:{free_port()}")
-    assert r.returncode == 2 and "cannot reach the Kompakt admin API" in r.stderr
-    # ready exits 1 (unhealthy) when unreachable too: Docker reserves a HEALTHCHECK's exit 2
-    r = admin("ready", url=f"http://127.0.0.1:{free_port()}")
-    assert r.returncode == 1 and "cannot reach the Kompakt admin API" in r.stderr
+    with closed_port() as nobody:
+        r = admin("partitions", url=f"http://127.0.0.1:{nobody}")
+        assert r.returncode == 2 and "cannot reach the Kompakt admin API" in r.stderr
+        # ready exits 1 (unhealthy) when unreachable too: Docker reserves a HEALTHCHECK's exit 2
+        r = admin("ready", url=f"http://127.0.0.1:{nobody}")
+        assert r.returncode == 1 and "cannot reach the Kompakt admin API" in r.stderr
     # the installed entry point, as the container HEALTHCHECK runs it
     r = kompakt_admin(url, "ready")
     assert r.returncode == 0, r.stderr

@@ -22,8 +22,8 @@ import time
 import pytest
 from confluent_kafka import TopicPartition
 
-from broker_process import free_port
 from kompakt.cli import main
+from kompakt.testing.ports import closed_port
 
 WAIT_S = 30.0
 
@@ -201,7 +201,8 @@ def test_bad_input_is_refused_with_kafkas_error_and_changes_nothing(module_broke
 def test_bad_arguments_and_an_unreachable_broker_exit_2_in_one_line(module_broker):
     code, _, err = kompakt(module_broker, "topic", "create", "x", "--config", "cleanup.policy")
     assert code == 2 and "expected key=value" in err
-    done = run_installed("topic", "list", "--bootstrap", f"127.0.0.1:{free_port()}")
+    with closed_port() as nobody:
+        done = run_installed("topic", "list", "--bootstrap", f"127.0.0.1:{nobody}")
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.splitlines()) == 1 and "cannot reach a Kafka broker at 127.0.0.1:" in done.stderr, done.stderr
 

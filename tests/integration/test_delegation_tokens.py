@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker_process import BrokerProcess, free_port
+from broker_process import BrokerProcess
 from kompakt.protocol.errors import ErrorCode as EC
 from wire_support import Wire, req, sub
 
@@ -18,16 +18,15 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_a
 
 @pytest.fixture(scope="module")
 def ports(tmp_path_factory):
-    sasl_port = free_port()
     proc = BrokerProcess(tmp_path_factory.mktemp("tokens"), {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
     })
-    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    proc.config["listeners"] = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
     proc.start()
-    yield proc.port, sasl_port
+    yield proc.port, proc.ports["SASL_PLAINTEXT"]
     proc.kill()
 
 

@@ -41,15 +41,14 @@ def value_of(p: int, i: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def zc_broker(tmp_path_factory):
-    from broker_process import BrokerProcess, free_port
+    from broker_process import BrokerProcess
     base = tmp_path_factory.mktemp("zero-copy")
     pki = Pki(base / "pki")
-    ssl_port = free_port()
     proc = BrokerProcess(base / "broker", {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
         "ssl.keystore.type": "PEM", "ssl.keystore.location": pki.server_pem,
         "offsets.topic.num.partitions": "1"})
-    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},SSL://127.0.0.1:{ssl_port}"
+    proc.config["listeners"] = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
     proc.start()
     try:
         from confluent_kafka.admin import AdminClient, NewTopic
@@ -62,7 +61,7 @@ def zc_broker(tmp_path_factory):
                 producer.produce(TOPIC, value_of(p, i), b"k%d" % i, partition=p)
             producer.poll(0)
         assert producer.flush(TIMEOUT_S) == 0
-        yield proc, pki, f"127.0.0.1:{ssl_port}"
+        yield proc, pki, f"127.0.0.1:{proc.ports['SSL']}"
     finally:
         try:
             proc.stop()

@@ -15,7 +15,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
                                    NewTopic, ResourcePatternType, ResourceType)
 
-from broker_process import BrokerProcess, free_port
+from broker_process import BrokerProcess
 from kompakt.protocol.records import build_batch
 from security_support import PLAIN_JAAS, TIMEOUT_S, Pki, mtls_config
 from wire_support import Wire, field, req, sub
@@ -26,7 +26,6 @@ LITERAL, PREFIXED = ResourcePatternType.LITERAL, ResourcePatternType.PREFIXED
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory):
-    sasl_port, mtls_port = free_port(), free_port()
     base = tmp_path_factory.mktemp("security-acls")
     pki = Pki(base / "pki")
     proc = BrokerProcess(base / "broker", {
@@ -40,11 +39,10 @@ def acl_broker(tmp_path_factory):
         "num.partitions": "1",
         "offsets.topic.num.partitions": "1",
     })
-    proc.config["listeners"] = (f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port},"
-                                f"MTLS://127.0.0.1:{mtls_port}")
-    proc.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
-    proc.mtls_bootstrap, proc.pki = f"127.0.0.1:{mtls_port}", pki
+    proc.config["listeners"] = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,MTLS://127.0.0.1:0"
     proc.start()
+    proc.sasl_bootstrap = f"127.0.0.1:{proc.ports['SASL_PLAINTEXT']}"
+    proc.mtls_bootstrap, proc.pki = f"127.0.0.1:{proc.ports['MTLS']}", pki
     admin = AdminClient(conf(proc, "admin"))
     _wait(admin.create_topics([NewTopic(t, 1, 1) for t in
                                ("acl-read", "acl-hidden", "shared.open", "shared.locked", "acl-txn")]))
@@ -200,13 +198,12 @@ def test_transactional_id_is_checked_only_for_transactional_records(acl_broker):
         w.close()
 
 
-def _free_port_v6() -> int:
-    """A free port on ::1 (the test is skipped on a machine without IPv6 loopback)."""
+def _need_ipv6_loopback() -> None:
+    """The test is skipped on a machine without IPv6 loopback."""
     import socket
     try:
         with socket.socket(socket.AF_INET6) as s:
             s.bind(("::1", 0))
-            return s.getsockname()[1]
     except OSError as exc:
         pytest.skip(f"no IPv6 loopback here: {exc}")
 
@@ -216,15 +213,16 @@ def test_acl_hosts_match_ipv6_clients_as_kafka_writes_them(tmp_path):
     for IPv6 the full form without zero compression (`0:0:0:0:0:0:0:1`, not `::1`). A DENY for
     alice from ::1 written that way refuses her produce over an IPv6 listener (the DENY was
     skipped before: `::1` != `0:0:0:0:0:0:0:1`, and her ALLOW from any host let her in)."""
-    v6_port = _free_port_v6()
+    _need_ipv6_loopback()
     proc = BrokerProcess(tmp_path / "broker", {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,V6:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": PLAIN_JAAS,
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin", "num.partitions": "1",
     })
-    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},V6://[::1]:{v6_port}"
+    proc.config["listeners"] = "PLAINTEXT://127.0.0.1:0,V6://[::1]:0"
     proc.start()
+    v6_port = proc.ports["V6"]
     try:
         admin = Wire(v6_port, host="::1")
         admin.plain_login("admin", "admin-pw")

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from broker_process import BrokerProcess, free_port
+from broker_process import BrokerProcess
 from kompakt.protocol.errors import ErrorCode as EC
 from kompakt.protocol.records import build_batch
 from wire_support import Wire, field, req, sub
@@ -35,7 +35,6 @@ ZERO = uuid.UUID(int=0)
 
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
-    sasl_port = free_port()
     proc = BrokerProcess(tmp_path_factory.mktemp("security-api-table"), {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:admin",
@@ -43,8 +42,9 @@ def table(tmp_path_factory):
         "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": JAAS,
         "num.partitions": "1", "offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0",
     })
-    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    proc.config["listeners"] = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
     proc.start()
+    sasl_port = proc.ports["SASL_PLAINTEXT"]
     admin = login(sasl_port, "admin")
     T = sub(19, "CreatableTopic")
     created = admin.call(req(19, topics=[T(name=TOPIC, num_partitions=1, replication_factor=1, assignments=[],

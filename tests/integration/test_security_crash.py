@@ -14,7 +14,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    ResourcePatternType, ResourceType, ScramCredentialInfo, ScramMechanism,
                                    UserScramCredentialUpsertion)
 
-from broker_process import BrokerProcess, free_port
+from broker_process import BrokerProcess
 from security_support import TIMEOUT_S
 
 CRASH_ENV = "TEST_KOMPAKT_CRASH_AT"
@@ -53,16 +53,16 @@ def wait_dead(proc: BrokerProcess) -> None:
 
 @pytest.mark.parametrize("store", ["acls", "scram"])
 def test_a_change_is_there_after_a_crash_exactly_when_it_was_acknowledged(tmp_path, monkeypatch, store):
-    sasl_port = free_port()
     proc = BrokerProcess(tmp_path / "broker", {
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:ANONYMOUS",            # the PLAINTEXT admin below
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
     })
-    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}"
+    proc.config["listeners"] = "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"
     monkeypatch.setenv(CRASH_ENV, "state_file_write")
     proc.start()
+    sasl_port = proc.ports["SASL_PLAINTEXT"]              # the same after the restart below
     try:
         admin = AdminClient({"bootstrap.servers": proc.bootstrap, "socket.timeout.ms": 5000})
         with pytest.raises(KafkaException):      # the broker dies saving it: no acknowledgement

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from cryptography import x509
 
-from broker_process import BrokerProcess, free_port
+from broker_process import BrokerProcess
 from kompakt.broker.metadata.store_file import read_json
 from kompakt.broker.metadata.state_files import BROKER_CONFIGS_FILE
 from security_support import Pki
@@ -81,14 +81,13 @@ def _round_trip(producer: Producer, ssl_conf: dict, topic: str, value: bytes) ->
 @contextlib.contextmanager
 def _tls_broker(tmp_path, keys: dict):
     """A broker with the harness's PLAINTEXT listener (admin) and an SSL listener: (proc, SSL port)."""
-    ssl_port = free_port()
     proc = BrokerProcess(tmp_path / "broker", {
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL", "listener.name.ssl.ssl.keystore.type": "PEM",
         "num.partitions": "1", "offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0", **keys})
-    proc.config["listeners"] = f"PLAINTEXT://127.0.0.1:{proc.port},SSL://127.0.0.1:{ssl_port}"
+    proc.config["listeners"] = "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0"
     proc.start()
     try:
-        yield proc, ssl_port
+        yield proc, proc.ports["SSL"]
     finally:
         try:
             proc.stop()
