@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import NewTopic
 
-from broker_process import free_port
+from kompakt.testing.ports import PortTaken, free_port, retry_if_port_taken, says_port_taken
 from tests.integration.test_admin_api import PAD, create_topics, http, produce, read_all
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docker" / "grafana" / "dashboards" / "kompakt.json"
@@ -42,8 +42,6 @@ class Prometheus:
     def __init__(self, tmp_path, target: str, scrape_interval: str = "1s"):
         binary = shutil.which("prometheus")
         assert binary, "prometheus missing: apt-get install prometheus (scripts/test.sh does)"
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         config = tmp_path / "prometheus.yml"
         config.write_text(f"""global:
   scrape_interval: {scrape_interval}
@@ -53,16 +51,29 @@ scrape_configs:
     static_configs:
       - targets: ["{target}"]
 """)
-        self.log = open(tmp_path / "prometheus.log", "wb")
-        self.proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-            stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self._wait(lambda: self._ready(), "prometheus to become ready", 60)
+        self.log_path = tmp_path / "prometheus.log"
+        # it must be told its port: started again on another if that was taken before it bound it
+        retry_if_port_taken(lambda: self._start([binary, f"--config.file={config}",
+                                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}", "--log.level=warn"]),
+                            "prometheus")
+
+    def _start(self, cmd: list[str]) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd + [f"--web.listen-address=127.0.0.1:{self.port}"],
+                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            self._wait(lambda: self._ready(), "prometheus to become ready", 60)
+        except BaseException:
+            self.stop()
+            raise
 
     def _ready(self) -> bool:
         if self.proc.poll() is not None:
-            raise AssertionError(f"prometheus exited {self.proc.returncode}")
+            text = self.log_path.read_text(errors="replace")
+            message = f"prometheus exited {self.proc.returncode}:\n{text[-3000:]}"
+            raise PortTaken(message) if says_port_taken(text) else AssertionError(message)
         try:
             with urllib.request.urlopen(self.url + "/-/ready", timeout=2) as resp:
                 return resp.status == 200

@@ -3,14 +3,17 @@
 (Kafka Connect runtime, FileStream connectors, Debezium's connectors), against a Kompakt broker.
 
 `ConnectWorker(work_dir, bootstrap).start()` writes `worker.properties` into `work_dir` (what an
-operator would write: the three internal topics, JSON converters, the REST listener on a free
-127.0.0.1 port, `exactly.once.source.support=enabled` so source connectors write their records
-and offsets in one transaction), starts the JVM and returns once the REST API answers
-`GET /connectors` (the herder has joined its group and read the config topic). `rest(method,
-path, body)` speaks to the REST API; `kill()` is SIGKILL (nothing is flushed or committed),
-`stop()` is SIGTERM (the worker commits and leaves its group); `start()` again runs the same
-worker (same properties, same REST port, so the same worker id). The JVM's log is
-`work_dir/worker-<n>.log` (one file per start), and its tail is quoted in every failure.
+operator would write: the three internal topics, JSON converters, the REST listener on 127.0.0.1,
+`exactly.once.source.support=enabled` so source connectors write their records and offsets in
+one transaction), starts the JVM and returns once the REST API answers `GET /connectors` (the
+herder has joined its group and read the config topic). The first start's REST listener binds
+port 0 (as Kafka's own EmbeddedConnectCluster does) and its port is read from the worker's
+"REST server listening at" line, which is also what it advertises. `rest(method, path, body)`
+speaks to the REST API; `kill()` is SIGKILL (nothing is flushed or committed), `stop()` is
+SIGTERM (the worker commits and leaves its group); `start()` again runs the same worker (same
+properties, the REST port pinned to the first start's, so the same worker id; a port something
+took meanwhile is tried again for a while). The JVM's log is `work_dir/worker-<n>.log` (one file
+per start), and its tail is quoted in every failure.
 
 The classpath is the whole bundle but for two jars, plus one jar the bundle lacks:
 - The wheel bundles Jetty 12 for Connect's REST server but jetty-security 9.4.12 (a Cassandra
@@ -31,9 +34,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -41,6 +44,7 @@ from pathlib import Path
 
 from java_support import libs_dir
 from kompakt.testing.poll import wait_until
+from kompakt.testing.ports import PortTaken, retry_while_port_taken, says_port_taken
 
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
@@ -66,10 +70,16 @@ logger.clients.name = org.apache.kafka.clients
 logger.clients.level = warn
 logger.config.name = org.apache.kafka.common.config
 logger.config.level = warn
-# one line per REST request: the tests poll the status endpoints
+# the REST server's one line saying where it listens (the harness reads the port from it), not
+# its line per REST request (the tests poll the status endpoints)
 logger.rest.name = org.apache.kafka.connect.runtime.rest.RestServer
-logger.rest.level = warn
+logger.rest.level = info
+logger.rest.filter.listening.type = RegexFilter
+logger.rest.filter.listening.regex = REST server listening at .*
+logger.rest.filter.listening.onMatch = ACCEPT
+logger.rest.filter.listening.onMismatch = DENY
 """
+LISTENING = re.compile(r"REST server listening at https?://[^/]*:(\d+)/")
 
 
 def jetty_security_jar(libs: Path) -> Path:
@@ -93,12 +103,6 @@ def worker_classpath() -> str:
     return os.pathsep.join(str(j) for j in [jetty_security_jar(libs), *jars])
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class ConnectError(RuntimeError):
     """The REST API answered with an error status (`.status`, `.body`)."""
 
@@ -114,8 +118,8 @@ class ConnectWorker:
                  config: dict[str, str] | None = None):
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.port = 0                       # the REST API's, known once started
+        self.url = ""
         self.properties = {
             "bootstrap.servers": bootstrap,
             "group.id": group_id,
@@ -127,7 +131,7 @@ class ConnectWorker:
             "status.storage.replication.factor": "1",
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "listeners": self.url,
+            "listeners": "http://127.0.0.1:0",
             "plugin.discovery": "service_load",
             "exactly.once.source.support": "enabled",
             # sink tasks read what the exactly-once sources committed, never an aborted batch
@@ -156,6 +160,14 @@ class ConnectWorker:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> "ConnectWorker":
+        if self.port:                      # the same worker: on its REST port (its worker id)
+            retry_while_port_taken(self._start, "the Connect worker restarting", [self.port])
+        else:
+            self._start()
+            self.properties["listeners"] = self.url
+        return self
+
+    def _start(self) -> None:
         java = shutil.which("java")
         if java is None:
             raise RuntimeError("`java` not found: install a JDK 17 (scripts/test.sh installs Debian's)")
@@ -173,11 +185,17 @@ class ConnectWorker:
                                           cwd=self.work_dir)
         wait_until(self._ready, "the Connect worker's REST API", timeout=START_TIMEOUT_S, interval=0.25,
                    details=lambda: f"worker log:\n{self.log_tail()}")
-        return self
 
     def _ready(self) -> bool:
         if self._proc.poll() is not None:
-            raise RuntimeError(f"the Connect worker exited with {self._proc.returncode}:\n{self.log_tail()}")
+            message = f"the Connect worker exited with {self._proc.returncode}:\n{self.log_tail()}"
+            raise PortTaken(message) if says_port_taken(self.log_tail(None)) else RuntimeError(message)
+        if not self.port:
+            found = LISTENING.search(self.log_tail(None))
+            if not found:
+                return False
+            self.port = int(found.group(1))
+            self.url = f"http://127.0.0.1:{self.port}"
         try:
             status, _ = self._request("GET", "/connectors", timeout=5)
         except (urllib.error.URLError, OSError):
@@ -199,9 +217,10 @@ class ConnectWorker:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def log_tail(self, chars: int = 6000) -> str:
+    def log_tail(self, chars: int | None = 6000) -> str:
+        """The last `chars` of this start's log (None: all of it)."""
         try:
-            return self.log_path.read_text(errors="replace")[-chars:] if self.log_path else ""
+            return self.log_path.read_text(errors="replace")[-(chars or 0):] if self.log_path else ""
         except FileNotFoundError:
             return ""
 

@@ -2,7 +2,8 @@
 
 `PostgresCluster(base_dir).start()` runs initdb and pg_ctl from /usr/lib/postgresql/<newest>/bin:
 a cluster with `wal_level=logical` (Debezium's pgoutput decoding needs it), listening on 127.0.0.1
-only, on a free port, trust authentication for loopback TCP (a throw-away cluster nobody else can
+only, on a free port (PostgreSQL must be told its port: if something took it before the server
+bound it, the server is started again on another), trust authentication for loopback TCP (a throw-away cluster nobody else can
 reach), no Unix socket outside its data dir. `sql(statement)` runs psql and returns its rows
 (`psql(statement)` is the command, to run it in the background);
 `stop()` is `pg_ctl stop -m fast` and removes the cluster.
@@ -22,18 +23,13 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from pathlib import Path
 
+from kompakt.testing.ports import PortTaken, free_port, retry_if_port_taken, says_port_taken
+
 START_TIMEOUT_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server_bin_dir() -> Path:
@@ -51,7 +47,7 @@ class PostgresCluster:
 
     def __init__(self):
         self.bin = server_bin_dir()
-        self.port = _free_port()
+        self.port = 0                               # known once started
         self.user = "postgres"
         self.dbname = "postgres"
         self._run_as = None                         # system user owning the server (None: this one)
@@ -89,15 +85,25 @@ class PostgresCluster:
     def start(self) -> "PostgresCluster":
         self._run(str(self.bin / "initdb"), "-D", str(self.data_dir), "-U", self.user, "--auth=trust",
                   "--encoding=UTF8", "--locale=C", "--no-sync")
+        retry_if_port_taken(self._start_server, "PostgreSQL")
+        return self
+
+    def _start_server(self) -> None:
+        self.port = free_port()
         options = " ".join([
             "-c listen_addresses=127.0.0.1", f"-c port={self.port}",
             f"-c unix_socket_directories={self.base}",
             "-c wal_level=logical", "-c max_wal_senders=4", "-c max_replication_slots=4",
             "-c fsync=off", "-c shared_buffers=16MB",
         ])
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
-                  "-o", options, "-w", "-t", str(int(START_TIMEOUT_S)), "start")
-        return self
+        logged = len(self.log_text())
+        try:
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_file),
+                      "-o", options, "-w", "-t", str(int(START_TIMEOUT_S)), "start")
+        except RuntimeError as exc:
+            if says_port_taken(self.log_text()[logged:]):     # 'could not bind IPv4 address ...'
+                raise PortTaken(f"PostgreSQL could not bind 127.0.0.1:{self.port}: {exc}") from exc
+            raise
 
     def psql(self, statement: str) -> list[str]:
         """The psql command running `statement` over TCP (unaligned, tab-separated, no headers)."""
