@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -21,17 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from kompakt.testing.ports import PortTaken, free_port, retry_if_port_taken, retry_while_port_taken, says_port_taken
+
 pytestmark = [pytest.mark.container, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "localhost/kompakt:test"
 BUILD_IMAGE = "localhost/kompakt-build:test"     # the Dockerfile's build stage, kept for its cache
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run(cmd: list[str], env: dict[str, str], timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
@@ -54,6 +49,29 @@ def wait_http(url: str, deadline_s: float, status: int = 200) -> bytes:
             last = exc
         time.sleep(0.2)
     raise AssertionError(f"{url} did not answer {status} within {deadline_s}s (last: {last})")
+
+
+def wait_ready(name: str, admin: str, env: dict[str, str], deadline_s: float = 90) -> None:
+    """Until the container's broker answers /ready. If the container stopped first: PortTaken when
+    its log says a port was taken (it runs on the host network, on ports it must be told), else
+    an AssertionError with its log."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            with urllib.request.urlopen(admin + "/ready", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        state = run(["podman", "inspect", "-f", "{{.State.Status}}", name], env, check=False, timeout=30).stdout.strip()
+        if state not in ("created", "running"):
+            logs = run(["podman", "logs", name], env, check=False, timeout=30)
+            text = logs.stdout + logs.stderr
+            message = f"container {name} is {state or 'gone'} before {admin}/ready answered:\n{text[-3000:]}"
+            raise PortTaken(message) if says_port_taken(text) else AssertionError(message)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{admin}/ready did not answer 200 within {deadline_s}s (container {name} {state})")
+        time.sleep(0.5)
 
 
 def test_hadolint_passes_on_dockerfile():
@@ -100,22 +118,33 @@ def image(podman_env) -> str:
 
 @pytest.fixture
 def container(image, podman_env, tmp_path):
-    """Start the image; yields (name, bootstrap, admin_url). Removed with its volume at teardown."""
+    """Start the image and wait for /ready; yields (name, bootstrap, admin_url). Removed with its
+    volume at teardown."""
     name = f"kompakt-test-{uuid.uuid4().hex[:8]}"
     volume = f"{name}-data"
-    kafka_port, admin_port = free_port(), free_port()
     props = tmp_path / "server.properties"
-    # The mounted file sets the listener and data dir; the environment sets what is advertised and
-    # the admin port, so both configuration paths of the image are exercised.
-    props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{kafka_port}\n"
-                     "log.dirs=/var/lib/kompakt/data\nmetrics.host=127.0.0.1\n"
-                     "offsets.topic.num.partitions=1\nnum.partitions=1\n")
-    props.chmod(0o644)
-    run(["podman", "run", "-d", "--init", "--network", "host", "--name", name, "--health-interval", "disable",
-         "-v", f"{volume}:/var/lib/kompakt/data", "-v", f"{props}:/etc/kompakt/server.properties:ro",
-         "-e", f"KOMPAKT_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:{kafka_port}",
-         "-e", f"KOMPAKT_METRICS_PORT={admin_port}", image], podman_env, timeout=120)
+
+    def start() -> tuple[int, int]:
+        # on the host network the broker must be told its ports: new ones if either was taken
+        # before it bound it (the previous try's container and volume go first)
+        run(["podman", "rm", "-f", "-t", "0", name], podman_env, check=False, timeout=60)
+        run(["podman", "volume", "rm", "-f", volume], podman_env, check=False, timeout=60)
+        kafka_port, admin_port = free_port(), free_port()
+        # The mounted file sets the listener and data dir; the environment sets what is advertised and
+        # the admin port, so both configuration paths of the image are exercised.
+        props.write_text(f"listeners=PLAINTEXT://127.0.0.1:{kafka_port}\n"
+                         "log.dirs=/var/lib/kompakt/data\nmetrics.host=127.0.0.1\n"
+                         "offsets.topic.num.partitions=1\nnum.partitions=1\n")
+        props.chmod(0o644)
+        run(["podman", "run", "-d", "--init", "--network", "host", "--name", name, "--health-interval", "disable",
+             "-v", f"{volume}:/var/lib/kompakt/data", "-v", f"{props}:/etc/kompakt/server.properties:ro",
+             "-e", f"KOMPAKT_ADVERTISED_LISTENERS=PLAINTEXT://127.0.0.1:{kafka_port}",
+             "-e", f"KOMPAKT_METRICS_PORT={admin_port}", image], podman_env, timeout=120)
+        wait_ready(name, f"http://127.0.0.1:{admin_port}", podman_env)
+        return kafka_port, admin_port
+
     try:
+        kafka_port, admin_port = retry_if_port_taken(start, "the Kompakt container")
         yield name, f"127.0.0.1:{kafka_port}", f"http://127.0.0.1:{admin_port}"
     finally:
         logs = run(["podman", "logs", name], podman_env, check=False, timeout=30)
@@ -176,7 +205,10 @@ def test_image_serves_kafka_and_stops_gracefully(container, podman_env):
     logs = run(["podman", "logs", name], podman_env, timeout=30)
     assert exit_code == "0", logs.stdout[-3000:] + logs.stderr[-3000:]
 
-    # The data volume survives the container's restart.
-    run(["podman", "start", name], podman_env, timeout=60)
-    wait_http(admin + "/ready", 90)
+    # The data volume survives the container's restart (on its ports, for a while if one was taken).
+    def restart():
+        run(["podman", "start", name], podman_env, timeout=60)
+        wait_ready(name, admin, podman_env)
+    retry_while_port_taken(restart, f"the container {name}",
+                           [int(bootstrap.rsplit(":", 1)[1]), int(admin.rsplit(":", 1)[1])])
     assert consume(bootstrap, "container-topic", len(values)) == values
