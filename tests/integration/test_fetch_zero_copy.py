@@ -1,6 +1,7 @@
 """Zero-copy fetch (issue 25): a plaintext Fetch answer's record ranges go from the segment files
-to the socket with sendfile (broker/network/direct_send.py); TLS answers are read into memory as
-before. Both must carry exactly the bytes the log holds.
+to the socket with sendfile (broker/network/direct_send.py); over TLS the ranges are read when
+they are encrypted (broker/network/tls_transport.py). Both must carry exactly the bytes the log
+holds.
 
 One broker for the module, with a PLAINTEXT and an SSL listener; a topic of 8 partitions of about
 1 MiB each (1 KiB records of known content), so a fetch answer holds 8 ranges far above
@@ -8,8 +9,8 @@ segment.FILE_RECORDS_MIN. Checked: a confluent-kafka consumer on either listener
 with its key and value; raw Fetch answers read by a slow reader with a 4 KiB receive buffer (the
 broker's sends fill the socket and wait for it: back-pressure) equal, byte for byte, the same
 request answered over TLS and what the segment files hold; answers pipelined behind a large one
-arrive whole and in order; the descriptors the sends hold are all closed afterwards, clients
-that vanish mid-answer included; a read_committed consumer over ranges holding aborted and
+arrive whole and in order; the descriptors the sends hold are all closed afterwards, over either
+listener, clients that vanish mid-answer included; a read_committed consumer over ranges holding aborted and
 committed transactions gets exactly the committed records.
 """
 from __future__ import annotations
@@ -173,15 +174,25 @@ def test_a_slow_reader_gets_exactly_the_log_bytes_in_order(zc_broker):
         wire.close()
 
 
-def test_every_range_descriptor_is_closed_after_sending(zc_broker):
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "SSL"])
+def test_every_range_descriptor_is_closed_after_sending(zc_broker, listener):
     """Each FileRecords holds a dup() of its segment's descriptor, and a DirectSender a dup() of
-    the socket's: all are closed once sent, or when the client goes away mid-answer (a leak would
-    exhaust the broker's descriptors). The broker's open descriptors return to what they were."""
-    proc, _, _ = zc_broker
+    the socket's: all are closed once sent (over TLS: once read for encryption), or when the
+    client goes away mid-answer (a leak would exhaust the broker's descriptors). The broker's
+    open descriptors return to what they were."""
+    proc, pki, ssl_bootstrap = zc_broker
     fds = Path(f"/proc/{proc.pid}/fd")
+    port = proc.port if listener == "PLAINTEXT" else int(ssl_bootstrap.rsplit(":", 1)[1])
+
+    def connect(sock: socket.socket) -> socket.socket:
+        sock.settimeout(TIMEOUT_S)
+        sock.connect(("127.0.0.1", port))
+        if listener == "SSL":
+            sock = ssl.create_default_context(cafile=pki.ca_file).wrap_socket(sock, server_hostname="127.0.0.1")
+        return sock
 
     def fetch_once():
-        wire = Wire(proc.port)
+        wire = Wire(None, sock=connect(socket.socket()))
         try:
             assert sum(map(len, records_of(wire.call(fetch_request(), 12)).values())) > 1 << 20
         finally:
@@ -193,9 +204,9 @@ def test_every_range_descriptor_is_closed_after_sending(zc_broker):
     for _ in range(10):
         fetch_once()
     for _ in range(3):                                # gone mid-answer: 4 KiB window, closed unread
-        sock = socket.socket()
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(("127.0.0.1", proc.port))
+        raw = socket.socket()
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock = connect(raw)
         request = fetch_request()
         request.API_VERSION = 12
         request.with_header(correlation_id=1, client_id="gone")

@@ -16,11 +16,12 @@ overlap the bytes returned (Log.aborted_transactions over [fetch offset, the off
 batch returned), from the segments' `.txnindex`): the consumer drops those producers' batches in
 those ranges, and never sees control batches as records.
 
-Zero copy: on a plaintext connection (`ctx.zero_copy`) a large read comes back from the log as
-a storage FileRecords, a range of the segment file, and travels in the answer in place of the
-bytes (the codec asks only its length); the connection sends it with sendfile
-(broker/network/direct_send.py). TLS connections, and reads of less than
-segment.FILE_RECORDS_MIN, get bytes as before. Records are never rewritten on the way out (no
+Zero copy: on a connection that can send file ranges (`ctx.zero_copy`) a large read comes back
+from the log as a storage FileRecords, a range of the segment file, and travels in the answer in
+place of the bytes (the codec asks only its length); a plaintext connection sends it with
+sendfile (broker/network/direct_send.py), a TLS one reads it when it encrypts it, on a worker
+thread (broker/network/tls_transport.py). Reads of less than segment.FILE_RECORDS_MIN get bytes
+as before. Records are never rewritten on the way out (no
 down-conversion: Fetch v4+ carries v2 batches as stored), so nothing else needs the bytes.
 
 Threads: when every partition reads from its active segment, above what was on disk when the log

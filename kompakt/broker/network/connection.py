@@ -39,8 +39,9 @@ Produce, and a Fetch from a client already over its quota, do not apply their ef
 the next request waits for their answer and then the throttle, as Kafka (which reads nothing
 from a channel before answering, then mutes it, KIP-219).
 
-Zero copy (plaintext only): requests run with `ctx.zero_copy`, so a Fetch answer may carry storage
-FileRecords (segment file ranges) in place of record bytes. Such an answer, when the transport's
+Zero copy: requests run with `ctx.zero_copy`, so a Fetch answer may carry storage FileRecords
+(segment file ranges) in place of record bytes. Over TLS the transport takes them as they are and
+reads each range when it encrypts it (network/tls_transport.py). On plaintext such an answer, when the transport's
 write buffer is empty, goes out through a network.direct_send.DirectSender, which writes the socket
 itself (sendfile for the ranges); every answer after it goes the same way until it has drained,
 so output stays in order and never interleaves, and while the socket is full reading pauses as
@@ -49,10 +50,9 @@ and written through the transport as before.
 
 Security (broker/security): on a TLS listener the transport is network/tls_transport.py's
 TlsTransport (the handshake was done before connection_made); bytes arrive decrypted into our
-buffer as on plaintext, and answers are handed over whole: it encrypts them as the socket drains
-(large ones on worker threads, off the loop), and its pause_writing counts the bytes not yet
-encrypted too, so reading pauses behind a large answer as behind a full socket. No zero copy (the
-bytes must pass through OpenSSL). `session` says who the client is (the
+buffer as on plaintext, and answers are handed over whole, file ranges included: it encrypts them
+as the socket drains (large ones on worker threads, off the loop), and its pause_writing counts
+the bytes not yet encrypted too, so reading pauses behind a large answer as behind a full socket. `session` says who the client is (the
 certificate's principal, or SASL's once authenticated); on a SASL listener `gate` admits only
 ApiVersions/SaslHandshake/SaslAuthenticate until authentication succeeds (anything else closes
 the connection, as Kafka) and closes an expired KIP-368 session; after a SaslHandshake v0 the
@@ -133,7 +133,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.gate = None                     # SASL: admits(api_key) before each request, else None
         self._throttled = None               # the TimerHandle ending a quota throttle, while muted
         self._tls = security is not None and security.ssl_context is not None
-        self._zero_copy = not self._tls and hasattr(os, "sendfile")   # Fetch may answer FileRecords
+        # Fetch may answer FileRecords: sent with sendfile (plaintext), read by the TLS layer (TLS)
+        self._zero_copy = self._tls or hasattr(os, "sendfile")
         self._direct: DirectSender | None = None   # writing the socket itself (see the docstring)
         self.limits = getattr(broker, "limits", None)   # broker/network/limits.py (connections, request memory)
         self._host = None                    # the client address counted by limits.admit
@@ -406,7 +407,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         transport = self.transport
         if transport is None or not out:
             return
-        if self._direct is not None or (self._zero_copy and any(type(b) is FileRecords for b in out)):
+        if self._direct is not None or (not self._tls and self._zero_copy
+                                        and any(type(b) is FileRecords for b in out)):
             if self._direct is None and transport.get_write_buffer_size():
                 # earlier answers still wait in the transport: no writing around them
                 try:

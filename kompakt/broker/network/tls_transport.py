@@ -15,8 +15,11 @@ core cannot take any of it. ssl.SSLObject.write releases the GIL inside OpenSSL,
 answer is encrypted by a job on a small shared pool of worker threads (the broker's
 `tls_workers`, storage/worker_threads.py) while the loop serves everything else.
 
-Output: the application's buffers (not copies) queue in `_plain`; `_pump` takes batches of up to
-JOB_BYTES. A batch below OFF_LOOP_BYTES is encrypted inline (a hop to a thread and back costs the
+Output: the application's buffers (not copies) queue in `_plain`, and so do the storage
+FileRecords a Fetch answer carries in place of record bytes (`writelines` takes both): a file
+range is read (pread) only when it is encrypted, so on a worker thread the page-cache copy leaves
+the loop too, and its descriptor is closed after its last byte is read (or, when the connection
+goes first, once nothing refers to it). `_pump` takes batches of up to JOB_BYTES. A batch below OFF_LOOP_BYTES is encrypted inline (a hop to a thread and back costs the
 loop 10-20 µs, what encrypting ~40 KiB costs; a produce acknowledgement or a metadata answer is
 never worth it); a larger one goes to a worker. Small buffers are joined before encryption (each
 SSL write ends a TLS record: one per tiny piece would bloat and slow the stream); buffers of a TLS
@@ -34,7 +37,8 @@ Invariants:
     (pause_writing: KafkaConnection stops reading requests) while its unsent bytes, encrypted or
     not, exceed HIGH_WATER, and resumed at LOW_WATER;
   * after abort or connection_lost nothing is written: a job that returns then is dropped, and
-    the queues are cleared; close() first encrypts and sends what was written, then sends
+    the queues are cleared; a file range cut short (a truncated segment) aborts the connection,
+    since a frame cannot be finished any other way; close() first encrypts and sends what was written, then sends
     close_notify (unwrap) and closes the socket;
   * the application gets connection_made only after a complete handshake, and then exactly one
     connection_lost; after its pause_reading nothing more is decrypted for it (the ciphertext waits
@@ -50,7 +54,10 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import ssl
+
+from kompakt.storage.file_records import FileRecords
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +72,34 @@ LOW_WATER = RAW_HIGH                # ... and resume it (>= RAW_HIGH: plaintext 
 _HANDSHAKE, _OPEN, _CLOSING, _CLOSED = "handshake", "open", "closing", "closed"
 
 
+class _FilePart:
+    """Bytes [start, start + length) of a storage FileRecords' range, read when encrypted."""
+    __slots__ = ("records", "start", "length")
+
+    def __init__(self, records: FileRecords, start: int, length: int):
+        self.records, self.start, self.length = records, start, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read(self) -> bytes:
+        """The bytes (pread: the GIL is released); the range's descriptor is closed after its last part."""
+        records = self.records
+        data = os.pread(records.fd, self.length, records.position + self.start)
+        if len(data) < self.length:           # truncated under us (storage/file_records.py)
+            raise OSError(f"segment file shorter than the range being sent ({len(data)} of {self.length} bytes)")
+        if self.start + self.length == records.size:
+            records.close()
+        return data
+
+
 def _encrypt(sslobj: ssl.SSLObject, outgoing: ssl.MemoryBIO, batch: list) -> bytes:
-    """The ciphertext of `batch` (buffers, in order); runs on the loop or on a worker thread."""
+    """The ciphertext of `batch` (buffers and _FileParts, in order); runs on the loop or on a
+    worker thread."""
     small = []
     for b in batch:
+        if type(b) is _FilePart:
+            b = b.read()
         if len(b) < TLS_RECORD:
             small.append(b)
             continue
@@ -239,16 +270,15 @@ class TlsProtocol(asyncio.Protocol):
 
     # -- output ------------------------------------------------------------------------------
     def write(self, data) -> None:
-        if self._state is not _OPEN or not len(data):
-            return
-        self._plain.append(data)
-        self._plain_bytes += len(data)
-        self._pump()
+        self.writelines((data,))
 
     def writelines(self, buffers) -> None:
+        """Queue bytes-like buffers and storage FileRecords (read when encrypted), in order."""
         if self._state is not _OPEN:
             return
         for data in buffers:
+            if type(data) is FileRecords:
+                data = _FilePart(data, 0, data.size)
             if len(data):
                 self._plain.append(data)
                 self._plain_bytes += len(data)
@@ -267,7 +297,7 @@ class TlsProtocol(asyncio.Protocol):
                 self._job = 0                # the pool is shut down (broker stopping): inline
             try:
                 data = _encrypt(self._ssl, self._outgoing, batch)
-            except ssl.SSLError as exc:
+            except OSError as exc:           # ssl.SSLError, or a segment file cut short
                 self._fail("encrypting", exc)
                 return
             self._raw.write(data)            # may call pause_writing
@@ -283,6 +313,10 @@ class TlsProtocol(asyncio.Protocol):
             if len(b) <= room:
                 batch.append(plain.popleft())
                 room -= len(b)
+            elif type(b) is _FilePart:
+                batch.append(_FilePart(b.records, b.start, room))
+                plain[0] = _FilePart(b.records, b.start + room, b.length - room)
+                room = 0
             else:
                 view = b if isinstance(b, memoryview) else memoryview(b)
                 batch.append(view[:room])
