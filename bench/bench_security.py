@@ -19,6 +19,16 @@ alternating, and the figure is the median of the rounds' TLS/plaintext ratios, w
 The broker's CPU seconds per phase are reported too (from /proc). Results go to stdout and,
 unless --no-write, a dated section appended to bench/RESULTS.md.
 
+`--tls-fetch` measures where a TLS fetch's CPU goes (issue 25: TLS encryption off the event loop):
+a broker with a PLAINTEXT and an SSL listener, under `taskset` on one CPU (the client on the
+other) and on both (the client too); 1 KiB records produced over plaintext, then read back over
+TLS by confluent-kafka (fetch.queue.backoff.ms=10): the fetch rate, and the broker's CPU seconds
+per GB fetched on its event-loop thread (the main thread, /proc/<pid>/task/<pid>/schedstat) and
+on its other threads (the TLS encryption workers among them). `--before DIR` runs the broker of
+another checkout too (DIR on PYTHONPATH, e.g. `git archive <commit> | tar -x -C DIR`), each round
+alternating the order of checkouts and layouts, so "before" and "after" share the machine's
+moods.
+
 `--request-path` instead times the broker's own request path in-process (Dispatcher.prepare +
 run of a Produce of one 10-record batch, no sockets, no client): the PLAINTEXT path with no
 authorizer, and with an authorizer checking an ALLOW ACL. Run it with PYTHONPATH at an older
@@ -46,7 +56,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from bench_produce_fetch import Broker, cpu_s, create_topic, fetch, free_port, produce  # noqa: E402
+from bench_produce_fetch import (SHORT_QUEUE_BACKOFF, Broker, _cpu, _results_section, _table,  # noqa: E402
+                                 _write_results, cpu_s, create_topic, fetch, free_port, loop_thread_cpu_s, produce,
+                                 tree_cpu_s)
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-pw";'
 
@@ -224,6 +236,185 @@ def request_path(n: int) -> None:
     asyncio.run(main_async())
 
 
+CLIENTS = ("confluent-kafka", "raw")      # --tls-fetch's two consumers (see the module docstring)
+
+
+def tls_fetch(args) -> None:
+    """--tls-fetch: see the module docstring."""
+    n, size = (60_000 if args.quick else 200_000), 1024
+    raw_answers = 40 if args.quick else 120     # 8 MB each
+    everything = sorted(os.sched_getaffinity(0))
+    if len(everything) < 2:
+        raise SystemExit("--tls-fetch needs a machine with two CPUs")
+    layouts = {"1": (everything[:1], everything[1:2]), "2": (everything[:2], everything[:2])}
+    codes = {"after": os.environ.get("PYTHONPATH", "")}
+    if args.before:
+        codes = {"before": os.path.abspath(args.before), **codes}
+    runs = [(code, layout) for code in codes for layout in layouts]
+    d = tempfile.mkdtemp(prefix="kompakt-bench-tls-")
+    server_pem, ca = pki(d)
+    tls_conf = {"security.protocol": "SSL", "ssl.ca.location": ca, **SHORT_QUEUE_BACKOFF}
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    os.chdir(d)                    # `python -m kompakt` puts the cwd first on sys.path: PYTHONPATH must decide
+    load0 = os.getloadavg()[0]
+    res: dict = {}                 # (client, code, layout) -> [(MB/s, loop, workers, other CPU-s/GB, cores busy)]
+    try:
+        for rnd in range(args.rounds):
+            for code, layout in (runs if rnd % 2 == 0 else runs[::-1]):
+                broker_cpus, client_cpus = layouts[layout]
+                os.environ["PYTHONPATH"] = codes[code]
+                os.sched_setaffinity(0, client_cpus)     # the client's threads start from here
+                port = free_port()
+                broker = Broker(None, (f"listeners=PLAINTEXT://127.0.0.1:{{port}},SSL://127.0.0.1:{port}",
+                                       "ssl.keystore.type=PEM", f"ssl.keystore.location={server_pem}"),
+                                ("taskset", "-c", ",".join(map(str, broker_cpus))))
+                try:
+                    tls = f"127.0.0.1:{port}"
+                    create_topic(broker.bootstrap, "warm-up", 1)
+                    produce(broker.bootstrap, "warm-up", 20_000, size, "1")
+                    fetch(tls, "warm-up", 1, 20_000, tls_conf)
+                    topic = f"tls-{rnd}"
+                    create_topic(broker.bootstrap, topic, 1)
+                    produce(broker.bootstrap, topic, n, size, "1")
+                    consumers = {"confluent-kafka": lambda: (fetch(tls, topic, 1, n, tls_conf), n * size),
+                                 "raw": lambda: fetch_raw_tls(port, ca, topic, raw_answers)}
+                    for client in CLIENTS:
+                        row = _measured(broker.proc.pid, consumers[client])
+                        res.setdefault((client, code, layout), []).append(row)
+                        print(f"round {rnd} {code:6} broker on {layout} CPU(s), {client:15}: TLS fetch {row[0]:7.1f} MB/s, "
+                              f"broker CPU-s/GB loop {row[1]:.2f} + TLS workers {row[2]:.2f} + other threads {row[3]:.2f}, "
+                              f"{row[4]:.2f} cores busy (load {os.getloadavg()[0]:.1f})", flush=True)
+                finally:
+                    broker.stop()
+    finally:
+        os.sched_setaffinity(0, everything)
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+        shutil.rmtree(d, ignore_errors=True)
+    load1 = os.getloadavg()[0]
+    med = {k: [statistics.median(col) for col in zip(*v)] for k, v in res.items()}
+    rows = []
+    for client in CLIENTS:
+        for code, layout in runs:
+            r = med[(client, code, layout)]
+            gain = f"{r[0] / med[(client, code, '1')][0]:.2f}x" if layout == "2" else ""
+            rows.append([client, code, layout, f"{r[0]:.1f}", gain, f"{r[1]:.2f}", f"{r[2]:.2f}", f"{r[3]:.2f}",
+                         f"{r[1] + r[2] + r[3]:.2f}", f"{r[4]:.2f}"])
+    table = _table(["consumer", "broker code", "broker CPUs", "TLS fetch MB/s", "2 CPUs / 1", "loop CPU-s/GB",
+                    "TLS workers CPU-s/GB", "other threads CPU-s/GB", "broker CPU-s/GB", "broker cores busy"],
+                   "llrrrrrrrr", rows)
+    print("\n".join(table))
+    before = f" Before: the broker of {args.before}." if args.before else ""
+    _write_results(args, _results_section(
+        f"TLS fetch: the event loop's share, one CPU vs two (`python bench/bench_security.py --tls-fetch"
+        f"{' --quick' if args.quick else ''} --rounds {args.rounds}{' --before DIR' if args.before else ''}`)",
+        f"load average {load0:.1f} at the start, {load1:.1f} at the end; shared with other work (other agents' "
+        f"builds and tests on the same 2 CPUs).{before} {n:,} records of 1 KiB produced over plaintext, read "
+        f"back over TLS (TLS 1.3, AES-256-GCM) by confluent-kafka {ck_version()} (fetch.queue.backoff.ms=10), "
+        f"then {raw_answers} Fetch answers of 8 MB (offset 0, from the page cache) read by a raw Python TLS "
+        f"client with 2 requests in flight that parses nothing (the broker, not the client, is the bottleneck). "
+        f"The broker under `taskset` on CPU {everything[0]} (1, the client on the other CPU) or on both (2, the "
+        f"client too). CPU-s/GB: the broker's CPU per GB received by the client, on its event-loop thread, its "
+        f"TLS encryption threads (OS name kompakt-tls) and its other threads. Medians of {args.rounds} "
+        f"round(s), the order of checkouts and layouts alternating each round.", table))
+
+
+def _measured(pid: int, consume) -> tuple:
+    """Run `consume()` -> (seconds, bytes) once the broker is quiet: (MB/s, CPU-s/GB on the loop
+    thread, on the TLS workers, on other threads, cores busy)."""
+    quiet(pid)                                   # a produce's trailing syncs are not the fetch's
+    c0, l0, w0 = tree_cpu_s(pid), loop_thread_cpu_s(pid), named_threads_cpu_s(pid, "kompakt-tls")
+    secs, nbytes = consume()
+    c1, l1, w1 = tree_cpu_s(pid), loop_thread_cpu_s(pid), named_threads_cpu_s(pid, "kompakt-tls")
+    gb = nbytes / 1e9
+    return (nbytes / secs / 1e6, (l1 - l0) / gb, (w1 - w0) / gb, max(0.0, c1 - c0 - (l1 - l0) - (w1 - w0)) / gb,
+            (c1 - c0) / secs)
+
+
+RAW_FETCH_BYTES = 8 << 20          # the raw client's answers: 8 MB of records from offset 0
+
+
+def _fetch_frame(topic: str, cid: int) -> bytes:
+    from kafka.protocol.consumer.fetch import FetchRequest
+    FT = FetchRequest.FetchTopic
+    req = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=RAW_FETCH_BYTES, isolation_level=0,
+                       session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                       topics=[FT(topic=topic, partitions=[FT.FetchPartition(
+                           partition=0, fetch_offset=0, partition_max_bytes=RAW_FETCH_BYTES,
+                           current_leader_epoch=-1, log_start_offset=-1)])])
+    req.with_header(correlation_id=cid, client_id="bench")
+    payload = bytes(req.encode(version=11, header=True))
+    return struct.pack(">i", len(payload)) + payload
+
+
+def fetch_raw_tls(port: int, ca: str, topic: str, answers: int, window: int = 2) -> tuple[float, int]:
+    """A client that costs little: one TLS connection keeping `window` Fetch requests (the same
+    8 MB from offset 0, served from the page cache) in flight, answers read into one buffer and
+    not parsed; (seconds, bytes received)."""
+    sock = ssl.create_default_context(cafile=ca).wrap_socket(socket.create_connection(("127.0.0.1", port)),
+                                                             server_hostname="127.0.0.1")
+    request = _fetch_frame(topic, 1)
+    buf = memoryview(bytearray(RAW_FETCH_BYTES + (1 << 20)))
+    received, sent = 0, 0
+    t0 = time.perf_counter()
+    try:
+        for _ in range(min(window, answers)):
+            sock.sendall(request)
+            sent += 1
+        for _ in range(answers):
+            size = struct.unpack(">i", _recv_exactly(sock, buf, 4))[0]
+            _recv_exactly(sock, buf, size)
+            received += 4 + size
+            if sent < answers:
+                sock.sendall(request)
+                sent += 1
+    finally:
+        sock.close()
+    return time.perf_counter() - t0, received
+
+
+def _recv_exactly(sock, buf: memoryview, n: int) -> memoryview:
+    got = 0
+    while got < n:
+        k = sock.recv_into(buf[got:n])
+        if not k:
+            raise ConnectionError("closed")
+        got += k
+    return buf[:n]
+
+
+def named_threads_cpu_s(pid: int, name: str) -> float:
+    """CPU seconds of the process's threads whose OS name (/proc/<pid>/task/<tid>/comm) is `name`."""
+    total = 0
+    for task in os.scandir(f"/proc/{pid}/task"):
+        try:
+            if Path(task.path, "comm").read_text().strip() == name:
+                total += int(Path(task.path, "schedstat").read_text().split()[0])
+        except OSError:
+            pass
+    return total / 1e9
+
+
+def quiet(pid: int, timeout_s: float = 20.0) -> None:
+    """Wait until the broker uses under 2% of a CPU over 0.25 s (at most `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    before = tree_cpu_s(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = tree_cpu_s(pid)
+        if now - before < 0.005:
+            return
+        before = now
+
+
+def ck_version() -> str:
+    import confluent_kafka
+    return f"{confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer records and shorter set-up runs")
@@ -232,7 +423,14 @@ def main() -> None:
     ap.add_argument("--no-setups", action="store_true", help="skip the connection set-up rates")
     ap.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     ap.add_argument("--request-path", action="store_true", help="in-process Produce request path only")
+    ap.add_argument("--tls-fetch", action="store_true",
+                    help="TLS fetch: rate and the broker's CPU on its loop thread vs other threads, 1 CPU vs 2")
+    ap.add_argument("--before", metavar="DIR", help="--tls-fetch: also run the broker of the checkout in DIR")
     args = ap.parse_args()
+    if args.tls_fetch:
+        if args.rounds == 5 and "--rounds" not in sys.argv:
+            args.rounds = 3
+        return tls_fetch(args)
     if args.request_path:
         request_path(2000 if args.quick else 20000)
         return
@@ -340,7 +538,6 @@ def write(lines, setup_lines, loads, args) -> None:
 
 
 def platform_cpu() -> str:
-    from bench_produce_fetch import _cpu
     return _cpu()
 
 
