@@ -13,6 +13,7 @@ from admin_harness import framed, h, s16  # noqa: F401  (h is a fixture)
 
 from kompakt.protocol.records import build_batch
 from kompakt.storage import TopicPartition
+from kompakt.testing.poll import until
 
 FT = FetchRequest.FetchTopic
 FP = FT.FetchPartition
@@ -159,8 +160,7 @@ async def test_long_poll_is_woken_by_an_append(h):
     h.broker.fetch_waiters.bind(asyncio.get_running_loop())
     h.lm.append_listener = h.broker.fetch_waiters.notify
     task = asyncio.create_task(fetch(h, [("t", 0, 0, 1000)], max_wait=30_000, min_bytes=1))
-    while h.broker.fetch_waiters.waiting == 0:           # the fetch is parked
-        await asyncio.sleep(0.001)
+    await until(lambda: h.broker.fetch_waiters.waiting, "the fetch to park")
     append(h, "t", 0, 1, sync=False)
     _, out = await asyncio.wait_for(task, 20)            # far below max_wait: the append's sync woke it
     assert out[("t", 0)].records
@@ -364,9 +364,10 @@ async def test_an_append_during_a_threaded_read_is_not_slept_through(h):
         # t-1 first: read (nothing yet) before the pass reaches t-0
         task = asyncio.create_task(fetch(h, [("t", 1, 0, 1 << 20), ("t", 0, 0, 1 << 20)],
                                          max_wait=120_000, min_bytes=one + 1))
-        while not _thread_in_log_read():
+        def reading():
             assert not task.done()
-            await asyncio.sleep(0.001)
+            return _thread_in_log_read()
+        await until(reading, "the worker's read of t-0 to wait for the log's lock")
         append(h, "t", 1, 1, sync=False)                 # lands during the pass, after t-1 was read
     _, out = await asyncio.wait_for(task, 30)            # far below max_wait: the append is noticed
     assert out[("t", 0)].records == stored(h, "t", 0) and len(out[("t", 0)].records) == one
@@ -380,8 +381,7 @@ async def test_a_parked_fetch_answers_at_once_when_its_topic_is_deleted(h):
     h.broker.fetch_waiters.bind(asyncio.get_running_loop())
     h.lm.append_listener = h.broker.fetch_waiters.notify
     task = asyncio.create_task(fetch(h, [("t", 0, 0, 1000), ("u", 0, 0, 1000)], max_wait=120_000, min_bytes=1))
-    while h.broker.fetch_waiters.waiting == 0:           # parked
-        await asyncio.sleep(0.001)
+    await until(lambda: h.broker.fetch_waiters.waiting, "the fetch to park")
     h.lm.delete_topic("t")
     _, out = await asyncio.wait_for(task, 30)            # far below max_wait
     assert out[("t", 0)].error_code == 3 and out[("u", 0)].error_code == 0

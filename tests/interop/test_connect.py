@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from typing import NamedTuple
 
 import pyarrow.parquet as pq
@@ -24,6 +25,8 @@ from connect_support import ConnectWorker
 from kompakt import cli
 from kompakt.testing.poll import wait_until
 from postgres_support import PostgresCluster
+
+READ_TIMEOUT_S = 120.0     # bounds how long read_topic hangs when records never come
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,10 @@ def read_topic(broker, topic: str, partitions: int = 1) -> list[Record]:
         ends = {tp.partition: consumer.get_watermark_offsets(tp, timeout=10)[1] for tp in tps}
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         out = []
+        deadline = time.monotonic() + READ_TIMEOUT_S
         while True:
+            assert time.monotonic() < deadline, \
+                f"{topic}: read {len(out)} records in {READ_TIMEOUT_S:g}s, short of the end offsets {ends}"
             msg = consumer.poll(0.5)
             if msg is not None:
                 assert msg.error() is None, msg.error()

@@ -169,8 +169,9 @@ async def test_each_listener_advertises_its_own_address(broker):
     for name, _, port in b.bound:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(frame(MetadataRequest(version=1, topics=None), 1, 3))
-        size = struct.unpack(">i", await reader.readexactly(4))[0]
-        resp = MetadataResponse.decode(await reader.readexactly(size), version=1, header=True)
+        size = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), DEADLINE_S))[0]
+        resp = MetadataResponse.decode(await asyncio.wait_for(reader.readexactly(size), DEADLINE_S),
+                                       version=1, header=True)
         seen[name] = (resp.brokers[0].host, resp.brokers[0].port)
         writer.close()
     assert seen == {"INTERNAL": ("kompakt", 19092), "EXTERNAL": ("localhost", 9092)}
