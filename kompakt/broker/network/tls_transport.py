@@ -17,13 +17,17 @@ answer is encrypted by a job on a small shared pool of worker threads (the broke
 
 Output: the application's buffers (not copies) queue in `_plain`, and so do the storage
 FileRecords a Fetch answer carries in place of record bytes (`writelines` takes both): a file
-range is read (pread) only when it is encrypted, so on a worker thread the page-cache copy leaves
-the loop too, and its descriptor is closed after its last byte is read (or, when the connection
-goes first, once nothing refers to it). `_pump` takes batches of up to JOB_BYTES. A batch below OFF_LOOP_BYTES is encrypted inline (a hop to a thread and back costs the
-loop 10-20 µs, what encrypting ~40 KiB costs; a produce acknowledgement or a metadata answer is
-never worth it); a larger one goes to a worker. Small buffers are joined before encryption (each
-SSL write ends a TLS record: one per tiny piece would bloat and slow the stream); buffers of a TLS
-record or more pass through uncopied.
+range is read (pread) only when it is encrypted, and its descriptor is closed after its last byte
+is read (or, when the connection goes first, once nothing refers to it). `_pump` takes batches of
+up to JOB_BYTES. A batch below OFF_LOOP_BYTES is encrypted inline (a hop to a thread and back
+costs the loop 10-20 µs, what encrypting ~40 KiB costs; a produce acknowledgement or a metadata
+answer is never worth it); a larger one goes to a worker, which reads its file ranges, encrypts,
+and, when the socket's transport held nothing at the hand-over, sends the ciphertext itself on a
+duplicate of the socket's descriptor (as direct_send.py does on plaintext); the loop writes
+through the transport only what the socket did not take. So the page-cache copy, the encryption
+and the send of a large answer all leave the loop. Small buffers are joined before encryption
+(each SSL write ends a TLS record: one per tiny piece would bloat and slow the stream); buffers
+of a TLS record or more pass through uncopied.
 
 Invariants:
   * one thread at a time uses a connection's SSL object: OpenSSL's SSL is not safe for concurrent
@@ -36,9 +40,14 @@ Invariants:
     pause_writing) - what waits is plaintext, already in memory; the application is paused
     (pause_writing: KafkaConnection stops reading requests) while its unsent bytes, encrypted or
     not, exceed HIGH_WATER, and resumed at LOW_WATER;
-  * after abort or connection_lost nothing is written: a job that returns then is dropped, and
-    the queues are cleared; a file range cut short (a truncated segment) aborts the connection,
-    since a frame cannot be finished any other way; close() first encrypts and sends what was written, then sends
+  * a worker sends on the socket only when the transport's buffer was empty at the hand-over
+    and the loop writes nothing until the job has returned, so bytes never overtake each other;
+    the duplicate descriptor is closed once no job holds it (it must neither keep a closed
+    connection's socket open nor be reused under a worker's send);
+  * after abort or connection_lost nothing is written: a job that returns then is dropped, the
+    queues are cleared, and a job still sending is stopped by a shutdown of the socket; a file
+    range cut short (a truncated segment) aborts the connection, since a frame cannot be
+    finished any other way; close() first encrypts and sends what was written, then sends
     close_notify (unwrap) and closes the socket;
   * the application gets connection_made only after a complete handshake, and then exactly one
     connection_lost; after its pause_reading nothing more is decrypted for it (the ciphertext waits
@@ -55,6 +64,7 @@ import asyncio
 import collections
 import logging
 import os
+import socket
 import ssl
 
 from kompakt.storage.file_records import FileRecords
@@ -136,6 +146,7 @@ class TlsProtocol(asyncio.Protocol):
         self._reading_paused = False         # the application asked pause_reading
         self._decrypt_scheduled = False
         self._eof_seen = False
+        self._sock = None                    # a duplicate of the socket's descriptor, for the workers' sends
 
     # -- the socket's side -------------------------------------------------------------------
     def connection_made(self, raw) -> None:
@@ -176,6 +187,7 @@ class TlsProtocol(asyncio.Protocol):
         self._plain.clear()
         self._plain_bytes = 0
         self._inbound.clear()
+        self._release_socket(shutdown=True)
         app, self._app = self._app, None
         if app is not None:
             app.connection_lost(exc)
@@ -292,7 +304,9 @@ class TlsProtocol(asyncio.Protocol):
             batch, size = self._take(JOB_BYTES)
             if size >= OFF_LOOP_BYTES and self._workers is not None:
                 self._job = size
-                if self._workers.submit(self._run_job, batch) is not None:
+                # the socket's transport holds nothing: the worker may send what it encrypts itself
+                sock = None if self._raw.get_write_buffer_size() else self._direct_socket()
+                if self._workers.submit(self._run_job, batch, sock) is not None:
                     break
                 self._job = 0                # the pool is shut down (broker stopping): inline
             try:
@@ -326,10 +340,45 @@ class TlsProtocol(asyncio.Protocol):
         self._plain_bytes -= taken
         return batch, taken
 
-    def _run_job(self, batch: list) -> None:
-        """On a worker thread: encrypt `batch` (the SSL object is ours until _job_done runs)."""
+    def _direct_socket(self) -> socket.socket | None:
+        """Our duplicate of the connection's socket, for jobs to send on (made at the first)."""
+        if self._sock is None:
+            raw_sock = self._raw.get_extra_info("socket")
+            if raw_sock is None:
+                return None
+            self._sock = socket.socket(fileno=os.dup(raw_sock.fileno()))
+            self._sock.setblocking(False)    # (shares the transport's file status: already so)
+        return self._sock
+
+    def _release_socket(self, shutdown: bool = False) -> None:
+        """Closed: our duplicate goes once no job uses it (else when it returns), so it neither
+        keeps the socket open nor is reused under a worker; `shutdown` (an abort) also stops a
+        running job's send from putting anything more on the wire."""
+        sock = self._sock
+        if sock is None:
+            return
+        if self._job:
+            if shutdown:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            return
+        self._sock = None
+        sock.close()
+
+    def _run_job(self, batch: list, sock: socket.socket | None) -> None:
+        """On a worker thread: encrypt `batch` (the SSL object is ours until _job_done runs) and,
+        given the socket, send what it takes (the loop writes the rest through the transport)."""
         try:
             result = _encrypt(self._ssl, self._outgoing, batch)
+            if sock is not None:
+                try:
+                    sent = sock.send(result)
+                except OSError:              # full (EAGAIN), or gone: the transport's write finds out
+                    sent = 0
+                if sent:
+                    result = memoryview(result)[sent:]
         except Exception as exc:             # noqa: BLE001 - the loop decides (_job_done)
             result = exc
         del batch
@@ -341,11 +390,13 @@ class TlsProtocol(asyncio.Protocol):
     def _job_done(self, result) -> None:
         self._job = 0
         if self._state is _CLOSED:
+            self._release_socket()
             return                           # aborted or lost meanwhile: nothing more goes out
         if isinstance(result, Exception):
             self._fail("encrypting", result)
             return
-        self._raw.write(result)
+        if len(result):
+            self._raw.write(result)
         self._drain_input()                  # requests that came meanwhile go before the next job
         self._pump()
 
@@ -408,6 +459,7 @@ class TlsProtocol(asyncio.Protocol):
         except (ssl.SSLError, ValueError):
             pass
         self._send_output()
+        self._release_socket()
         self._raw.close()
 
     def abort(self) -> None:
@@ -417,6 +469,7 @@ class TlsProtocol(asyncio.Protocol):
         self._plain.clear()
         self._plain_bytes = 0
         self._inbound.clear()
+        self._release_socket(shutdown=True)
         self._raw.abort()                    # connection_lost follows
 
     def is_closing(self) -> bool:
