@@ -44,8 +44,10 @@ Invariants:
     and the loop writes nothing until the job has returned, so bytes never overtake each other;
     the duplicate descriptor is closed once no job holds it (it must neither keep a closed
     connection's socket open nor be reused under a worker's send);
-  * after abort or connection_lost nothing is written: a job that returns then is dropped, the
-    queues are cleared, and a job still sending is stopped by a shutdown of the socket; a file
+  * after abort or connection_lost nothing is written: a job that returns then is dropped, one
+    no worker has started is cancelled (so it cannot hold the duplicate descriptor open forever
+    when the pool is shut down), the queues are cleared, and a job still sending is stopped by a
+    shutdown of the socket; a file
     range cut short (a truncated segment) aborts the connection, since a frame cannot be
     finished any other way; close() first encrypts and sends what was written, then sends
     close_notify (unwrap) and closes the socket;
@@ -140,6 +142,7 @@ class TlsProtocol(asyncio.Protocol):
         self._plain: collections.deque = collections.deque()   # buffers written, not yet encrypted
         self._plain_bytes = 0
         self._job = 0                        # plaintext bytes a worker is encrypting now (0: none)
+        self._job_future = None              # the pool's Future of that job (cancelled if we go first)
         self._inbound: collections.deque = collections.deque()  # ciphertext (None: EOF) come during a job
         self._raw_paused = False             # the socket's transport is above RAW_HIGH
         self._app_write_paused = False       # the application was told pause_writing
@@ -187,6 +190,7 @@ class TlsProtocol(asyncio.Protocol):
         self._plain.clear()
         self._plain_bytes = 0
         self._inbound.clear()
+        self._drop_job()
         self._release_socket(shutdown=True)
         app, self._app = self._app, None
         if app is not None:
@@ -306,7 +310,9 @@ class TlsProtocol(asyncio.Protocol):
                 self._job = size
                 # the socket's transport holds nothing: the worker may send what it encrypts itself
                 sock = None if self._raw.get_write_buffer_size() else self._direct_socket()
-                if self._workers.submit(self._run_job, batch, sock) is not None:
+                future = self._workers.submit(self._run_job, batch, sock)
+                if future is not None:
+                    self._job_future = future
                     break
                 self._job = 0                # the pool is shut down (broker stopping): inline
             try:
@@ -350,6 +356,16 @@ class TlsProtocol(asyncio.Protocol):
             self._sock.setblocking(False)    # (shares the transport's file status: already so)
         return self._sock
 
+    def _drop_job(self) -> None:
+        """Closed (abort, connection_lost): a job still waiting for a worker is cancelled. It
+        would never report back once the pool drops it (Broker.stop shuts the pool down with
+        cancel_futures), leaving `_job` set and the duplicate socket open until the garbage
+        collector found this protocol; cancelled here, it never runs, so the duplicate is ours
+        to close now, and no worker encrypts for a connection that is gone."""
+        future = self._job_future
+        if future is not None and future.cancel():
+            self._job, self._job_future = 0, None
+
     def _release_socket(self, shutdown: bool = False) -> None:
         """Closed: our duplicate goes once no job uses it (else when it returns), so it neither
         keeps the socket open nor is reused under a worker; `shutdown` (an abort) also stops a
@@ -388,7 +404,7 @@ class TlsProtocol(asyncio.Protocol):
             pass
 
     def _job_done(self, result) -> None:
-        self._job = 0
+        self._job, self._job_future = 0, None
         if self._state is _CLOSED:
             self._release_socket()
             return                           # aborted or lost meanwhile: nothing more goes out
@@ -469,6 +485,7 @@ class TlsProtocol(asyncio.Protocol):
         self._plain.clear()
         self._plain_bytes = 0
         self._inbound.clear()
+        self._drop_job()
         self._release_socket(shutdown=True)
         self._raw.abort()                    # connection_lost follows
 
