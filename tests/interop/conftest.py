@@ -9,6 +9,7 @@ What is here:
   ClientShell.java (AdminShell plus named producers and consumers).
 - test_java_admin.py, test_java_clients.py, test_java_transactions.py: the Admin calls Kafka's
   tools stand on, the producer and both group protocols, transactions; one JVM per module.
+  test_java_tls.py: the producer and consumer over an SSL listener (Java's SSLEngine).
 - connect_support.py, postgres_support.py, test_connect.py: a Kafka Connect worker with FileStream
   and Debezium PostgreSQL (Debian's PostgreSQL).
 - What was checked by hand (Kafka's bin/*.sh tools, Streams, MirrorMaker 2) and how:
