@@ -204,8 +204,10 @@ def server_context(get, listener: str, stats=None) -> ssl.SSLContext:
             raise ConfigError(f"ssl.client.auth={auth} needs a truststore: set ssl.truststore.location "
                               f"(or ssl.truststore.certificates) to the PEM CA certificates of your clients")
         ctx.verify_mode = ssl.CERT_REQUIRED if auth == "required" else ssl.CERT_OPTIONAL
-    # Tickets resume sessions without a full handshake, as the JDK does by default.
-    ctx.options |= ssl.OP_NO_COMPRESSION
+    # Tickets resume sessions without a full handshake, as the JDK does by default. No TLS 1.2
+    # renegotiation (no Kafka client asks for one): mid-stream it would make a write wait for a
+    # read, which our TLS layer (network/tls_transport.py) does not expect of an encryption.
+    ctx.options |= ssl.OP_NO_COMPRESSION | ssl.OP_NO_RENEGOTIATION
     ctx.sslobject_class = type("LoggedSSLObject_" + listener, (LoggedSSLObject,),
                                {"listener": listener, "stats": stats})
     return ctx

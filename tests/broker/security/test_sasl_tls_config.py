@@ -260,6 +260,8 @@ def test_tls_configuration_errors(tmp_path, caplog):
     with caplog.at_level("WARNING", logger="kompakt.broker.security.tls"):
         ctx = server_context(only12.__getitem__, "SSL")
     assert [c["name"] for c in ctx.get_ciphers() if c["protocol"] == "TLSv1.2"] == ["ECDHE-RSA-AES128-GCM-SHA256"]
+    import ssl
+    assert ctx.options & ssl.OP_NO_RENEGOTIATION          # TLS 1.2 renegotiation refused (tls.py says why)
     assert "TLS_AES_256_GCM_SHA384" in caplog.text and "cannot restrict" in caplog.text
     assert normalize_pem("-----BEGIN X-----  QUJD  -----END X-----") == "-----BEGIN X-----\nQUJD\n-----END X-----\n"
 
