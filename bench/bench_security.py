@@ -412,7 +412,7 @@ def quiet(pid: int, timeout_s: float = 20.0) -> None:
 
 def ck_version() -> str:
     import confluent_kafka
-    return f"{confluent_kafka.version()[0]} / librdkafka {confluent_kafka.libversion()[0]}"
+    return f"{confluent_kafka.version()} / librdkafka {confluent_kafka.libversion()[0]}"
 
 
 def main() -> None:
