@@ -18,6 +18,7 @@ from kompakt.broker.server import Broker
 from kompakt.config.broker_config import BrokerConfig
 from kompakt.protocol.records import build_batch
 from kompakt.storage import TopicPartition
+from kompakt.testing.poll import until
 
 FT = FetchRequest.FetchTopic
 FP = FT.FetchPartition
@@ -30,14 +31,21 @@ def ca():
     return trustme.CA()
 
 
-@pytest.fixture
-async def tls_broker(tmp_path, ca):
+async def start_tls_broker(tmp_path, ca, **config) -> Broker:
+    """An in-process broker with a PLAINTEXT and an SSL listener (and `config`), started."""
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
     b = Broker(BrokerConfig({"log.dirs": str(tmp_path / "data"), "metrics.port": "0", "log.cleaner.enable": "false",
                              "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
                              "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
-                             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "server.pem")}))
+                             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "server.pem"),
+                             **config}))
     await b.start()
+    return b
+
+
+@pytest.fixture
+async def tls_broker(tmp_path, ca):
+    b = await start_tls_broker(tmp_path, ca)
     yield b
     await b.stop()
 
@@ -207,6 +215,37 @@ async def test_a_client_that_half_closes_gets_its_answers_then_close_notify(tls_
     assert ApiVersionsResponse.decode(data[4:4 + first], version=0, header=True).header.correlation_id == 1
     resp = FetchResponse.decode(data[8 + first:], version=11, header=True)
     assert resp.header.correlation_id == 2 and bytes(resp.responses[0].partitions[0].records) == stored
+
+
+async def test_max_connections_per_ip_closes_a_tls_connection_after_its_handshake(tmp_path, ca):
+    """max.connections.per.ip over TLS: the refusal comes when the connection is made, after the
+    handshake (Kafka's acceptor counts TCP connections; we count after TLS, as the loop's SSL
+    transport did); the refused connection is aborted without disturbing the admitted one, and
+    once that closes, a new one is admitted (the count was released once, not twice)."""
+    b = await start_tls_broker(tmp_path, ca, **{"max.connections.per.ip": "1"})
+    try:
+        async def api_versions(cid, streams=None):
+            reader, writer = streams or await asyncio.open_connection(
+                "127.0.0.1", ssl_port(b), ssl=client_context(ca), server_hostname="127.0.0.1")
+            writer.write(frame(ApiVersionsRequest(version=0), 0, cid))
+            try:
+                body = await read_answer(reader)
+            except (asyncio.IncompleteReadError, ConnectionResetError, ssl.SSLError):
+                return None, (reader, writer)
+            return ApiVersionsResponse.decode(body, version=0, header=True).header.correlation_id, (reader, writer)
+        answered, first = await api_versions(1)
+        assert answered == 1
+        refused, second = await api_versions(2)
+        assert refused is None and b.limits.refused["max.connections.per.ip"] == 1
+        second[1].close()
+        assert (await api_versions(3, first))[0] == 3                       # the first is still served
+        first[1].close()
+        await until(lambda: not b.connections, "the first connection's close reaching the broker")
+        again, third = await api_versions(4)
+        assert again == 4
+        third[1].close()
+    finally:
+        await b.stop()
 
 
 async def test_a_handshake_that_does_not_finish_in_time_is_closed(tls_broker):
