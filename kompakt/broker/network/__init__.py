@@ -7,6 +7,8 @@
                     listener, session) and the one way to authorize
     limits.py       max.connections(.per.ip) and queued.max.request.bytes across listeners
     direct_send.py  file ranges to the socket with sendfile (Fetch's zero-copy answers)
+    tls_transport.py  TLS listeners: our own TLS over ssl.SSLObject (handshake, decryption) whose
+                    large answers are read, encrypted and sent by the broker's kompakt-tls threads
 
 Invariants: responses leave a connection in request order; a request starts only after the one
 before it on its connection applied its effects (connection.py's docstring); handlers see the
