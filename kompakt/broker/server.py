@@ -269,6 +269,11 @@ class Broker:
                     log.info("closing connection from %s: idle longer than connections.max.idle.ms", conn.peer)
                     conn.close_when_idle()
 
+    @property
+    def stopping(self) -> bool:
+        """stop() has begun: new connections are refused (KafkaConnection.connection_made)."""
+        return self._stopping
+
     async def stop(self) -> None:
         if self._stopping:
             return

@@ -155,7 +155,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         client_host = peer[0] if isinstance(peer, tuple) and peer else ""
         self.session.client_host = java_host_address(client_host)     # as Kafka's ACL hosts name it
         if self.limits is not None:
-            if self.limits.admit(client_host) is not None:   # max.connections(.per.ip): logged there
+            # Refused: max.connections(.per.ip) (logged there), or Broker.stop has begun - a TLS
+            # handshake under way when it closed the listeners finishes after the drain, which
+            # never saw it; served, it would stay open on the stopped broker
+            if getattr(self.broker, "stopping", False) or self.limits.admit(client_host) is not None:
                 self._closing = True
                 transport.abort()
                 return

@@ -13,6 +13,7 @@ import struct
 import pytest
 import trustme
 from kafka.protocol.consumer.fetch import FetchResponse
+from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
 from kompakt.broker.network.tls_transport import HIGH_WATER
 from kompakt.broker.server import Broker
@@ -147,3 +148,40 @@ async def test_pipelined_fetches_to_a_client_that_does_not_read_wait_unanswered(
         resp = FetchResponse.decode(body, version=11, header=True)
         assert resp.header.correlation_id == c and bytes(resp.responses[0].partitions[0].records) == stored
     sock.close()
+
+
+async def test_a_handshake_that_finishes_after_stop_began_gets_no_connection(tls_broker, ca):
+    """Broker.stop closes the listening sockets and drains the connections it has; a TLS client
+    whose handshake was under way then (accepted, not yet a connection) and finishes afterwards
+    is refused: no request of it is answered and it is not left open on a stopped broker.
+    Before, its connection was made after the drain and served requests while the broker shut
+    down (the loop's SSL transport did the same)."""
+    b = tls_broker
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_context(ca).wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
+    reader, writer = await asyncio.open_connection("127.0.0.1", ssl_port(b))
+    while True:                                               # all but the client's last flight
+        try:
+            client.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            writer.write(outgoing.read())
+            incoming.write(await asyncio.wait_for(reader.read(1 << 16), DEADLINE_S))
+    stopping = asyncio.create_task(b.stop())
+    await asyncio.sleep(0)                                    # stop has begun (and closed the listener)
+    client.write(frame(ApiVersionsRequest(version=0), 0, 1))
+    writer.write(outgoing.read())                             # the client's Finished, then a request
+    answered = b""
+    try:
+        while not answered and (data := await asyncio.wait_for(reader.read(1 << 16), DEADLINE_S)):
+            incoming.write(data)
+            try:
+                answered += client.read(1 << 16)
+            except ssl.SSLWantReadError:
+                pass
+    except (ConnectionResetError, ssl.SSLError):
+        pass
+    await asyncio.wait_for(stopping, DEADLINE_S)
+    assert answered == b""
+    assert not b.connections
+    writer.close()
