@@ -274,8 +274,11 @@ class TlsProtocol(asyncio.Protocol):
 
     def _drain_input(self) -> None:
         """After a job, or when the application reads again: the ciphertext queued meanwhile and
-        what waits in the BIO, decrypted; then the EOF, if one came after them."""
+        what waits in the BIO, decrypted; then the EOF, if one came after them. Nothing while a
+        job runs (resume_reading's call may come then; the job's end comes back here)."""
         self._decrypt_scheduled = False
+        if self._job:
+            return
         inbound = self._inbound
         while inbound and inbound[0] is not None:
             self._incoming.write(inbound.popleft())
