@@ -23,9 +23,12 @@ up to JOB_BYTES. A batch below OFF_LOOP_BYTES is encrypted inline (a hop to a th
 costs the loop 10-20 µs, what encrypting ~40 KiB costs; a produce acknowledgement or a metadata
 answer is never worth it); a larger one goes to a worker, which reads its file ranges, encrypts,
 and, when the socket's transport held nothing at the hand-over, sends the ciphertext itself on a
-duplicate of the socket's descriptor (as direct_send.py does on plaintext); the loop writes
-through the transport only what the socket did not take. So the page-cache copy, the encryption
-and the send of a large answer all leave the loop. Small buffers are joined before encryption
+duplicate of the socket's descriptor (as direct_send.py does on plaintext): such a job takes up
+to DIRECT_JOB_BYTES and streams them out JOB_BYTES at a time (encrypt, send, next), not one step
+per loop iteration, which a busy loop stretches to milliseconds; at the first step the socket
+does not take whole it stops, and the loop queues that step's unsent ciphertext behind the
+transport and puts the untouched rest back at the head of the queue. So the page-cache copy, the
+encryption and the send of a large answer all leave the loop. Small buffers are joined before encryption
 (each SSL write ends a TLS record: one per tiny piece would bloat and slow the stream); buffers
 of a TLS record or more pass through uncopied.
 
@@ -75,7 +78,8 @@ log = logging.getLogger(__name__)
 
 TLS_RECORD = 16384                  # OpenSSL's maximum record payload
 OFF_LOOP_BYTES = 64 * 1024          # batches this large are encrypted on a worker thread
-JOB_BYTES = 512 * 1024              # plaintext per encryption (a job, or one inline batch)
+JOB_BYTES = 512 * 1024              # plaintext per encryption (a job's step, or one inline batch)
+DIRECT_JOB_BYTES = 8 * 1024 * 1024  # plaintext handed to a job that sends its steps itself
 RAW_HIGH = 512 * 1024               # ciphertext the socket's transport may hold before encryption waits
 RAW_LOW = 128 * 1024
 HIGH_WATER = 1024 * 1024            # unsent bytes (plain + ciphertext) that pause the application's writing
@@ -103,6 +107,27 @@ class _FilePart:
         if self.start + self.length == records.size:
             records.close()
         return data
+
+
+def _take(queue: collections.deque, limit: int) -> tuple[list, int]:
+    """Up to `limit` bytes from the head of `queue` (buffers and _FileParts; the last one taken
+    split if need be): (the pieces, their size)."""
+    batch, room = [], limit
+    while queue and room > 0:
+        b = queue[0]
+        if len(b) <= room:
+            batch.append(queue.popleft())
+            room -= len(b)
+        elif type(b) is _FilePart:
+            batch.append(_FilePart(b.records, b.start, room))
+            queue[0] = _FilePart(b.records, b.start + room, b.length - room)
+            room = 0
+        else:
+            view = b if isinstance(b, memoryview) else memoryview(b)
+            batch.append(view[:room])
+            queue[0] = view[room:]
+            room = 0
+    return batch, limit - room
 
 
 def _encrypt(sslobj: ssl.SSLObject, outgoing: ssl.MemoryBIO, batch: list) -> bytes:
@@ -308,11 +333,13 @@ class TlsProtocol(asyncio.Protocol):
         while self._plain and not self._job and not self._raw_paused:
             if self._state is not _OPEN and self._state is not _CLOSING:
                 return
-            batch, size = self._take(JOB_BYTES)
-            if size >= OFF_LOOP_BYTES and self._workers is not None:
+            off_loop = self._workers is not None and self._plain_bytes >= OFF_LOOP_BYTES
+            # the socket's transport holds nothing: the worker may send what it encrypts itself,
+            # and go on to the next step without waiting for the loop
+            sock = self._direct_socket() if off_loop and not self._raw.get_write_buffer_size() else None
+            batch, size = self._take(DIRECT_JOB_BYTES if sock is not None else JOB_BYTES)
+            if off_loop:
                 self._job = size
-                # the socket's transport holds nothing: the worker may send what it encrypts itself
-                sock = None if self._raw.get_write_buffer_size() else self._direct_socket()
                 future = self._workers.submit(self._run_job, batch, sock)
                 if future is not None:
                     self._job_future = future
@@ -330,22 +357,7 @@ class TlsProtocol(asyncio.Protocol):
 
     def _take(self, limit: int) -> tuple[list, int]:
         """Up to `limit` bytes from the head of the plaintext queue (a buffer split if need be)."""
-        plain, batch, room = self._plain, [], limit
-        while plain and room > 0:
-            b = plain[0]
-            if len(b) <= room:
-                batch.append(plain.popleft())
-                room -= len(b)
-            elif type(b) is _FilePart:
-                batch.append(_FilePart(b.records, b.start, room))
-                plain[0] = _FilePart(b.records, b.start + room, b.length - room)
-                room = 0
-            else:
-                view = b if isinstance(b, memoryview) else memoryview(b)
-                batch.append(view[:room])
-                plain[0] = view[room:]
-                room = 0
-        taken = limit - room
+        batch, taken = _take(self._plain, limit)
         self._plain_bytes -= taken
         return batch, taken
 
@@ -387,17 +399,14 @@ class TlsProtocol(asyncio.Protocol):
         sock.close()
 
     def _run_job(self, batch: list, sock: socket.socket | None) -> None:
-        """On a worker thread: encrypt `batch` (the SSL object is ours until _job_done runs) and,
-        given the socket, send what it takes (the loop writes the rest through the transport)."""
+        """On a worker thread: encrypt `batch` (the SSL object is ours until _job_done runs); given
+        the socket, in steps sent as they are made (_encrypt_and_send). Reports (ciphertext for
+        the transport, plaintext pieces not encrypted) or the exception."""
         try:
-            result = _encrypt(self._ssl, self._outgoing, batch)
-            if sock is not None:
-                try:
-                    sent = sock.send(result)
-                except OSError:              # full (EAGAIN), or gone: the transport's write finds out
-                    sent = 0
-                if sent:
-                    result = memoryview(result)[sent:]
+            if sock is None:
+                result = (_encrypt(self._ssl, self._outgoing, batch), ())
+            else:
+                result = self._encrypt_and_send(batch, sock)
         except Exception as exc:             # noqa: BLE001 - the loop decides (_job_done)
             result = exc
         del batch
@@ -405,6 +414,26 @@ class TlsProtocol(asyncio.Protocol):
             self._loop.call_soon_threadsafe(self._job_done, result)
         except RuntimeError:                 # the loop is closed: the connection went with it
             pass
+
+    def _encrypt_and_send(self, batch: list, sock: socket.socket) -> tuple:
+        """Encrypt JOB_BYTES at a time and send each step at once, so a large answer streams out
+        at the cipher's pace instead of one step per loop iteration (a busy loop's iteration takes
+        milliseconds). Stops at the first step the socket does not take whole (its unsent
+        ciphertext and the untouched rest go back to the loop, which queues them behind the
+        transport: back-pressure as usual) or once the connection is closed."""
+        queue = collections.deque(batch)
+        del batch
+        while queue:
+            step, _ = _take(queue, JOB_BYTES)
+            data = _encrypt(self._ssl, self._outgoing, step)
+            del step
+            try:
+                sent = sock.send(data)
+            except OSError:                  # full (EAGAIN), or gone: the transport's write finds out
+                sent = 0
+            if sent < len(data) or self._state is _CLOSED:
+                return memoryview(data)[sent:], list(queue)
+        return b"", ()
 
     def _job_done(self, result) -> None:
         self._job, self._job_future = 0, None
@@ -414,8 +443,12 @@ class TlsProtocol(asyncio.Protocol):
         if isinstance(result, Exception):
             self._fail("encrypting", result)
             return
-        if len(result):
-            self._raw.write(result)
+        unsent, rest = result
+        if rest:                             # not encrypted: back at the head of the queue
+            self._plain.extendleft(reversed(rest))
+            self._plain_bytes += sum(len(b) for b in rest)
+        if len(unsent):
+            self._raw.write(unsent)
         self._drain_input()                  # requests that came meanwhile go before the next job
         self._pump()
 
@@ -443,8 +476,9 @@ class TlsProtocol(asyncio.Protocol):
 
     @property
     def unencrypted_bytes(self) -> int:
-        """Bytes written but not yet handed to OpenSSL (neither encrypted nor being encrypted)."""
-        return self._plain_bytes
+        """Bytes written and not known to be encrypted yet: queued, or handed to a job that has
+        not returned (the rest of get_write_buffer_size is ciphertext the transport holds)."""
+        return self._plain_bytes + self._job
 
     # -- reading control, closing --------------------------------------------------------------
     def pause_reading(self) -> None:

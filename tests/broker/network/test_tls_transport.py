@@ -94,9 +94,12 @@ async def read_answer(reader) -> bytes:
 
 
 def force_worker_threads(monkeypatch) -> None:
-    """Every answer of 4 KiB or more goes to the worker threads, in 32 KiB jobs (many per answer)."""
+    """Every answer of 4 KiB or more goes to the worker threads: jobs of 32 KiB, or of 160 KiB
+    sent in 32 KiB steps by the worker (many per answer, and a step the socket does not take whole
+    puts the rest of its job back)."""
     monkeypatch.setattr(tls_transport, "OFF_LOOP_BYTES", 4096)
     monkeypatch.setattr(tls_transport, "JOB_BYTES", 32 * 1024)
+    monkeypatch.setattr(tls_transport, "DIRECT_JOB_BYTES", 160 * 1024)
 
 
 async def test_fetches_encrypted_on_threads_arrive_byte_exact_between_pipelined_produces(tls_broker, ca, monkeypatch):
