@@ -24,7 +24,10 @@ a broker with a PLAINTEXT and an SSL listener, under `taskset` on one CPU (the c
 other) and on both (the client too); 1 KiB records produced over plaintext, then read back over
 TLS by confluent-kafka (fetch.queue.backoff.ms=10): the fetch rate, and the broker's CPU seconds
 per GB fetched on its event-loop thread (the main thread, /proc/<pid>/task/<pid>/schedstat) and
-on its other threads (the TLS encryption workers among them). `--before DIR` runs the broker of
+on its other threads (the TLS encryption workers among them). A third case runs the raw client
+while another process keeps the event loop busy (two connections pipelining small plaintext
+Produce requests, 16 in flight each): the TLS rate and the producers' requests/s, the share one
+gets when the other wants the loop too. `--before DIR` runs the broker of
 another checkout too (DIR on PYTHONPATH, e.g. `git archive <commit> | tar -x -C DIR`), each round
 alternating the order of checkouts and layouts, so "before" and "after" share the machine's
 moods.
@@ -236,7 +239,7 @@ def request_path(n: int) -> None:
     asyncio.run(main_async())
 
 
-CLIENTS = ("confluent-kafka", "raw")      # --tls-fetch's two consumers (see the module docstring)
+CLIENTS = ("confluent-kafka", "raw", "raw, busy loop")   # --tls-fetch's cases (see the module docstring)
 
 
 def tls_fetch(args) -> None:
@@ -276,14 +279,22 @@ def tls_fetch(args) -> None:
                     topic = f"tls-{rnd}"
                     create_topic(broker.bootstrap, topic, 1)
                     produce(broker.bootstrap, topic, n, size, "1")
+                    create_topic(broker.bootstrap, "busy", 4)
                     consumers = {"confluent-kafka": lambda: (fetch(tls, topic, 1, n, tls_conf), n * size),
-                                 "raw": lambda: fetch_raw_tls(port, ca, topic, raw_answers)}
+                                 "raw": lambda: fetch_raw_tls(port, ca, topic, raw_answers),
+                                 "raw, busy loop": lambda: fetch_raw_tls(port, ca, topic, raw_answers // 2)}
                     for client in CLIENTS:
-                        row = _measured(broker.proc.pid, consumers[client])
+                        load = BusyLoad(broker.port, "busy") if "busy" in client else None
+                        try:
+                            row = _measured(broker.proc.pid, consumers[client], load)
+                        finally:
+                            if load is not None:
+                                load.stop()
                         res.setdefault((client, code, layout), []).append(row)
                         print(f"round {rnd} {code:6} broker on {layout} CPU(s), {client:15}: TLS fetch {row[0]:7.1f} MB/s, "
                               f"broker CPU-s/GB loop {row[1]:.2f} + TLS workers {row[2]:.2f} + other threads {row[3]:.2f}, "
-                              f"{row[4]:.2f} cores busy (load {os.getloadavg()[0]:.1f})", flush=True)
+                              f"{row[4]:.2f} cores busy, producers {row[5]:,.0f} req/s (load {os.getloadavg()[0]:.1f})",
+                              flush=True)
                 finally:
                     broker.stop()
     finally:
@@ -302,10 +313,10 @@ def tls_fetch(args) -> None:
             r = med[(client, code, layout)]
             gain = f"{r[0] / med[(client, code, '1')][0]:.2f}x" if layout == "2" else ""
             rows.append([client, code, layout, f"{r[0]:.1f}", gain, f"{r[1]:.2f}", f"{r[2]:.2f}", f"{r[3]:.2f}",
-                         f"{r[1] + r[2] + r[3]:.2f}", f"{r[4]:.2f}"])
+                         f"{r[1] + r[2] + r[3]:.2f}", f"{r[4]:.2f}", f"{r[5]:,.0f}" if r[5] else ""])
     table = _table(["consumer", "broker code", "broker CPUs", "TLS fetch MB/s", "2 CPUs / 1", "loop CPU-s/GB",
-                    "TLS workers CPU-s/GB", "other threads CPU-s/GB", "broker CPU-s/GB", "broker cores busy"],
-                   "llrrrrrrrr", rows)
+                    "TLS workers CPU-s/GB", "other threads CPU-s/GB", "broker CPU-s/GB", "broker cores busy",
+                    "producers req/s"], "llrrrrrrrrr", rows)
     print("\n".join(table))
     before = f" Before: the broker of {args.before}." if args.before else ""
     _write_results(args, _results_section(
@@ -315,23 +326,73 @@ def tls_fetch(args) -> None:
         f"builds and tests on the same 2 CPUs).{before} {n:,} records of 1 KiB produced over plaintext, read "
         f"back over TLS (TLS 1.3, AES-256-GCM) by confluent-kafka {ck_version()} (fetch.queue.backoff.ms=10), "
         f"then {raw_answers} Fetch answers of 8 MB (offset 0, from the page cache) read by a raw Python TLS "
-        f"client with 2 requests in flight that parses nothing (the broker, not the client, is the bottleneck). "
+        f"client with 2 requests in flight that parses nothing (the broker, not the client, is the bottleneck), "
+        f"and half as many again while another process keeps the loop busy with small plaintext Produce "
+        f"requests (2 connections, 16 in flight each; its requests/s in the last column; CPU per GB then "
+        f"includes the producers' share). "
         f"The broker under `taskset` on CPU {everything[0]} (1, the client on the other CPU) or on both (2, the "
         f"client too). CPU-s/GB: the broker's CPU per GB received by the client, on its event-loop thread, its "
         f"TLS encryption threads (OS name kompakt-tls) and its other threads. Medians of {args.rounds} "
         f"round(s), the order of checkouts and layouts alternating each round.", table))
 
 
-def _measured(pid: int, consume) -> tuple:
-    """Run `consume()` -> (seconds, bytes) once the broker is quiet: (MB/s, CPU-s/GB on the loop
-    thread, on the TLS workers, on other threads, cores busy)."""
-    quiet(pid)                                   # a produce's trailing syncs are not the fetch's
+def _measured(pid: int, consume, load=None) -> tuple:
+    """Run `consume()` -> (seconds, bytes) once the broker is quiet (but for `load`, a BusyLoad):
+    (MB/s, CPU-s/GB on the loop thread, on the TLS workers, on other threads, cores busy, the
+    load's requests/s or 0)."""
+    if load is None:
+        quiet(pid)                               # a produce's trailing syncs are not the fetch's
+    else:
+        load.requests()                          # started and answering
     c0, l0, w0 = tree_cpu_s(pid), loop_thread_cpu_s(pid), named_threads_cpu_s(pid, "kompakt-tls")
+    r0, t0 = (load.requests() if load else 0), time.monotonic()
     secs, nbytes = consume()
+    r1, t1 = (load.requests() if load else 0), time.monotonic()
     c1, l1, w1 = tree_cpu_s(pid), loop_thread_cpu_s(pid), named_threads_cpu_s(pid, "kompakt-tls")
     gb = nbytes / 1e9
     return (nbytes / secs / 1e6, (l1 - l0) / gb, (w1 - w0) / gb, max(0.0, c1 - c0 - (l1 - l0) - (w1 - w0)) / gb,
-            (c1 - c0) / secs)
+            (c1 - c0) / secs, (r1 - r0) / (t1 - t0))
+
+
+_LOAD = """
+import sys, threading
+sys.path.insert(0, {bench!r})
+from bench_produce_fetch import _pipeline_run, _produce_request
+request, done, stop = _produce_request({topic!r}, 4, 1), [0], threading.Event()
+def run():
+    while not stop.is_set():
+        _pipeline_run({port}, request, 100, 16)
+        done[0] += 100
+for _ in range(2):
+    threading.Thread(target=run, daemon=True).start()
+for line in sys.stdin:
+    if line.strip() == "q":
+        stop.set()
+        break
+    print(done[0], flush=True)
+"""
+
+
+class BusyLoad:
+    """Another process keeping the broker's event loop busy: two connections pipelining small
+    plaintext Produce requests (10 x 100 B to each of 4 partitions, 16 in flight each).
+    `requests()` is how many it has had answered so far."""
+
+    def __init__(self, port: int, topic: str):
+        import subprocess
+        self.proc = subprocess.Popen([sys.executable, "-c", _LOAD.format(bench=str(HERE), topic=topic, port=port)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+
+    def requests(self) -> int:
+        self.proc.stdin.write("?\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    def stop(self) -> None:
+        self.proc.stdin.write("q\n")
+        self.proc.stdin.flush()
+        self.proc.wait(30)
 
 
 RAW_FETCH_BYTES = 8 << 20          # the raw client's answers: 8 MB of records from offset 0
