@@ -13,6 +13,7 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 
+from kompakt.broker import server
 from kompakt.broker.network import tls_transport
 from kompakt.broker.server import Broker
 from kompakt.config.broker_config import BrokerConfig
@@ -93,6 +94,16 @@ async def read_answer(reader) -> bytes:
     return await asyncio.wait_for(reader.readexactly(size), DEADLINE_S)
 
 
+@pytest.fixture
+def tls_threads_on_one_cpu(monkeypatch):
+    """The broker made after this gets TLS worker threads even where the process may run on one
+    CPU only (`taskset -c 0`, a one-core runner), where it would encrypt everything inline and the
+    tests of the threads would test nothing (they failed there: no pool). Request it before
+    tls_broker."""
+    on_cpus = server.threads_beside_the_loop
+    monkeypatch.setattr(server, "threads_beside_the_loop", lambda at_most: max(1, on_cpus(at_most)))
+
+
 def force_worker_threads(monkeypatch) -> None:
     """Every answer of 4 KiB or more goes to the worker threads: jobs of 32 KiB, or of 160 KiB
     sent in 32 KiB steps by the worker (many per answer, and a step the socket does not take whole
@@ -102,7 +113,8 @@ def force_worker_threads(monkeypatch) -> None:
     monkeypatch.setattr(tls_transport, "DIRECT_JOB_BYTES", 160 * 1024)
 
 
-async def test_fetches_encrypted_on_threads_arrive_byte_exact_between_pipelined_produces(tls_broker, ca, monkeypatch):
+async def test_fetches_encrypted_on_threads_arrive_byte_exact_between_pipelined_produces(tls_threads_on_one_cpu, tls_broker,
+                                                                                          ca, monkeypatch):
     """One TLS connection pipelines produces (small answers, encrypted inline; a 300 KiB request
     decrypted while jobs run) and 2 MB fetches (encrypted by worker jobs of 32 KiB): every answer
     comes back in request order and each fetch holds exactly the stored bytes."""
@@ -146,7 +158,8 @@ async def test_fetches_encrypted_on_threads_arrive_byte_exact_between_pipelined_
     writer.close()
 
 
-async def test_an_abort_while_a_worker_encrypts_writes_nothing_more_and_frees_the_answer(tls_broker, ca, monkeypatch):
+async def test_an_abort_while_a_worker_encrypts_writes_nothing_more_and_frees_the_answer(tls_threads_on_one_cpu, tls_broker,
+                                                                                         ca, monkeypatch):
     """The connection is aborted right after a fetch answer's first job went to a worker: the
     client sees the connection go, the job's ciphertext is dropped when it comes back, or the
     job is cancelled if no worker had started it (no exception in the loop), the unencrypted rest is let go, and the threads serve the next

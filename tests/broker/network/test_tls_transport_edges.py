@@ -20,7 +20,8 @@ from kompakt.broker.server import Broker
 from kompakt.config.broker_config import BrokerConfig
 from kompakt.storage import TopicPartition
 
-from test_tls_transport import DEADLINE_S, big_topic, ca, client_context, fetch_all, frame, ssl_port, tls_broker  # noqa: F401 - fixtures
+from test_tls_transport import (DEADLINE_S, big_topic, ca, client_context, fetch_all, frame, ssl_port,  # noqa: F401
+                                tls_broker, tls_threads_on_one_cpu)                                    # (fixtures)
 
 
 def sockets_open() -> set:
@@ -36,7 +37,7 @@ def sockets_open() -> set:
     return found
 
 
-async def test_stop_with_encryption_jobs_still_queued_closes_every_socket(tmp_path):
+async def test_stop_with_encryption_jobs_still_queued_closes_every_socket(tls_threads_on_one_cpu, tmp_path):
     """Broker.stop while busy TLS consumers keep more encryption jobs queued than there are
     worker threads: stop aborts them after shutdown.timeout.ms and shuts the pool down (queued
     jobs cancelled); no socket of theirs stays open afterwards. Before, a queued job's duplicate
