@@ -60,8 +60,10 @@ Invariants:
   * a failed handshake is logged once by the context's LoggedSSLObject (security/tls.py), its
     alert sent, the socket closed; a handshake that does not finish within the timeout, and a
     peer that leaves during it, close without a log line, as the loop's SSL transport did.
-A client's EOF (close_notify or TCP FIN) reaches the application as eof_received; if it answers
-True the socket stays open for the answers (TLS 1.3 allows a half-close), else it is closed.
+A client's EOF (close_notify or TCP FIN) reaches the application as eof_received, after every
+byte the client sent before it (the EOF waits in `_inbound` while any of them may still wait in
+the layer); if it answers True the socket stays open for the answers (TLS 1.3 allows a
+half-close), else it is closed.
 """
 from __future__ import annotations
 
@@ -202,8 +204,12 @@ class TlsProtocol(asyncio.Protocol):
             self._timer.cancel()
             self._state = _CLOSED
             return False
-        if self._job or self._reading_paused or self._inbound:
-            self._inbound.append(None)       # after what came before it (_drain_input)
+        # After what came before it (_drain_input): queued while a job owns the SSL object, while
+        # the application does not read, or while a decryption resume_reading scheduled has not
+        # run - the bytes it left in the BIO came first (the loop may poll the socket, and see
+        # this EOF, before it runs that callback)
+        if self._job or self._reading_paused or self._inbound or self._decrypt_scheduled:
+            self._inbound.append(None)
         else:
             self._eof()
         return True                          # keep writing: the application answers, then closes

@@ -7,12 +7,13 @@ import os
 import socket
 import ssl
 import threading
+import time
 
 import struct
 
 import pytest
 import trustme
-from kafka.protocol.consumer.fetch import FetchResponse
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
 from kompakt.broker.network.tls_transport import HIGH_WATER
@@ -20,8 +21,8 @@ from kompakt.broker.server import Broker
 from kompakt.config.broker_config import BrokerConfig
 from kompakt.storage import TopicPartition
 
-from test_tls_transport import (DEADLINE_S, big_topic, ca, client_context, fetch_all, frame, ssl_port,  # noqa: F401
-                                tls_broker, tls_threads_on_one_cpu)                                    # (fixtures)
+from test_tls_transport import (DEADLINE_S, FP, FT, big_topic, ca, client_context, fetch_all, frame,  # noqa: F401
+                                produce, ssl_port, tls_broker, tls_threads_on_one_cpu)               # (fixtures)
 
 
 def sockets_open() -> set:
@@ -186,3 +187,50 @@ async def test_a_handshake_that_finishes_after_stop_began_gets_no_connection(tls
     assert answered == b""
     assert not b.connections
     writer.close()
+
+
+@pytest.mark.parametrize("listener", ["SSL", "PLAINTEXT"])
+async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answered_after_them(tmp_path, listener):
+    """queued.max.requests=1: a client pipelines a long poll (answered after 300 ms), a 40 KB
+    produce and two ApiVersions, then half-closes (FIN). While the long poll is in flight the
+    connection reads nothing more; over TLS the rest of the client's bytes wait in the TLS layer,
+    still encrypted. When the long poll is answered reading resumes, and the EOF behind those
+    bytes must reach the connection after them, as the bytes and then the EOF do on plaintext:
+    all four requests are answered, then the connection closes. Before, the layer handed the EOF
+    over as soon as it arrived while the bytes waited for the decryption scheduled at the resume,
+    so the connection closed with only the long poll answered."""
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    b = Broker(BrokerConfig({"log.dirs": str(tmp_path / "data"), "metrics.port": "0", "log.cleaner.enable": "false",
+                             "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "queued.max.requests": "1",
+                             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
+                             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "server.pem")}))
+    await b.start()
+    try:
+        b.log_manager.create_topic("t", 1, {})
+        port = dict((name, p) for name, _, p in b.bound)[listener]
+        poll = FetchRequest(replica_id=-1, max_wait_ms=300, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                            session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
+                            topics=[FT(topic="t", partitions=[FP(partition=0, fetch_offset=0, partition_max_bytes=1000,
+                                                                 current_leader_epoch=-1, log_start_offset=-1)])])
+        requests = (frame(poll, 11, 1) + frame(produce("t", os.urandom(40_000)), 7, 2)
+                    + frame(ApiVersionsRequest(version=0), 0, 3) + frame(ApiVersionsRequest(version=0), 0, 4))
+
+        def client() -> list:
+            raw = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S)
+            sock = client_context(ca).wrap_socket(raw, server_hostname="127.0.0.1") if listener == "SSL" else raw
+            sock.sendall(requests)
+            time.sleep(0.1)                                   # the broker has read what it takes for now
+            socket.socket.shutdown(sock, socket.SHUT_WR)      # the TCP FIN (under the TLS session)
+            data = bytearray()
+            while chunk := sock.recv(1 << 16):
+                data += chunk
+            sock.close()
+            answers, pos = [], 0
+            while pos + 8 <= len(data):
+                answers.append(struct.unpack(">i", data[pos + 4:pos + 8])[0])   # correlation ids
+                pos += 4 + struct.unpack(">i", data[pos:pos + 4])[0]
+            return answers
+        assert await asyncio.to_thread(client) == [1, 2, 3, 4]
+    finally:
+        await b.stop()
