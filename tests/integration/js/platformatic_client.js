@@ -104,7 +104,10 @@ async function send({ jobs, idempotent = false, autocreate = false }) {
           if (r.timestamp !== null && r.timestamp !== undefined) m.timestamp = BigInt(r.timestamp)
           return m
         })
-        const result = await producer.send({ messages, compression })
+        // acks per send: the constructor's `acks` does not reach send(), which defaults to 1
+        // (LEADER) unless idempotent, and acks=1 answers before the high watermark (the synced
+        // offset) reaches the records
+        const result = await producer.send({ messages, compression, acks: -1 })
         offsets.push(...plain(result.offsets || []))
       }
     }
