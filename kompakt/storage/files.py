@@ -51,15 +51,30 @@ except (AttributeError, OSError):     # no fallocate(2) (not Linux): appends all
     _fallocate = None
 
 
-def reserve(fd: int, offset: int, length: int) -> bool:
+# Reservations never take the file system's last free space: below this floor (the smaller of
+# the two) they are skipped, so a full disk is reached by data, not by room held ahead for it
+RESERVE_FLOOR_BYTES = 1 << 30
+RESERVE_FLOOR_SHARE = 0.05
+
+
+def reserve(fd: int, offset: int, length: int) -> bool | None:
     """Allocate the disk blocks of [offset, offset + length) without changing the file's size or
     contents (fallocate(2) with FALLOC_FL_KEEP_SIZE), so the page-cache writes that fill them
     later skip the file system's per-block delayed-allocation work (ext4: ~25% of a buffered
-    write's CPU). False when the system or file system cannot (or the disk is full): the
-    writes allocate as they go, as without it. A same-size ftruncate frees what is left past
-    the end (LogSegment does at roll and close)."""
+    write's CPU). False when the system or file system cannot: the writes allocate as they go,
+    as without it. None (not now) when the reservation would leave the file system less free
+    space than its floor (RESERVE_FLOOR_*): each reserved block is one another partition's
+    append could not have, so near a full disk nothing is held ahead. A same-size ftruncate
+    frees what is left past the end (LogSegment does at roll and close)."""
     if _fallocate is None:
         return False
+    try:
+        st = os.fstatvfs(fd)
+    except OSError:
+        return False
+    floor = min(RESERVE_FLOOR_BYTES, st.f_blocks * st.f_frsize * RESERVE_FLOOR_SHARE)
+    if st.f_bavail * st.f_frsize - length < floor:
+        return None
     return _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
 
 

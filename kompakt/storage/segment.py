@@ -33,7 +33,8 @@ block as it goes (a quarter of the write's CPU: bench/RESULTS.md, 2026-11-28 loo
 Small appends reserve nothing. What is left past the end is freed when the segment becomes
 inactive or closes (a same-size ftruncate; a crash may leave a reservation behind: freed at the
 next roll or close, found by the file's block count). Nobody reading the file can tell: the
-size and every byte are what Kafka's would be.
+size and every byte are what Kafka's would be. Near a full disk (storage/files.py's floor) no
+reservation is made, so the space held ahead never fails another partition's append.
 
 Descriptors: the `.log` is opened on first use (an append, a read, a flush of written bytes), not
 when the segment object is made, so a broker holding 10 000 idle partitions holds no descriptor
@@ -301,7 +302,9 @@ class LogSegment:
         """Reserve the blocks of this append and of the next few of its size (module docstring)."""
         start = max(position, self._reserved_end)
         end = position + n + min(RESERVE_AHEAD_APPENDS * n, RESERVE_MAX_AHEAD)
-        self._reserved_end = end if fs.reserve(fd, start, end - start) else _NO_RESERVE
+        reserved = fs.reserve(fd, start, end - start)
+        if reserved is not None:           # None: the disk is near full, asked again next time
+            self._reserved_end = end if reserved else _NO_RESERVE
 
     def _index_appended(self, records, position: int) -> None:
         n = len(records)

@@ -282,13 +282,39 @@ def test_large_appends_reserve_blocks_ahead_without_changing_the_file(tmp_path):
     if reserving:     # the first append reserved room for four more of its size: one call for all three
         assert seg._reserved_end == 5 * len(written[0])
         assert _blocks_bytes(seg.log_path) >= seg._reserved_end
-    else:             # the file system cannot: appends allocate as they go, never asked again
+    elif reserving is False:   # the file system cannot: appends allocate as they go, never asked again
         assert seg._reserved_end == S._NO_RESERVE
+    else:                      # near full (the floor): nothing held ahead, asked again later
+        assert seg._reserved_end == 0
     seg.on_become_inactive()          # roll: what is left past the end is freed, bytes untouched
     assert _blocks_bytes(seg.log_path) <= seg.size + 64 * 1024
     assert os.path.getsize(seg.log_path) == len(data)
     with open(seg.log_path, "rb") as f:
         assert f.read() == data
+
+
+def test_no_reservation_near_a_full_disk_and_one_again_once_there_is_room(tmp_path, monkeypatch):
+    """Below the free-space floor a large append reserves nothing (each reserved block is one
+    another partition's append could not have) and the next large append asks again."""
+    from kompakt.storage import files
+    if _reserving(tmp_path) is not True:
+        pytest.skip("this file system takes no reservation past a file's end (or is near full)")
+    monkeypatch.setattr(files, "RESERVE_FLOOR_BYTES", 1 << 62)
+    monkeypatch.setattr(files, "RESERVE_FLOOR_SHARE", 1.0)     # every file system is "near full"
+    seg = mk(tmp_path, interval=4096, index_size=1 << 20)
+
+    def large(i):
+        b = R.build_batch([(None, os.urandom(1000), None, 1000 + i) for _ in range(100)], base_offset=i * 100)
+        h = R.read_header(b)
+        seg.append(h.last_offset, h.max_timestamp, h.last_offset, b)
+        return len(b)
+    n = large(0)
+    assert seg._reserved_end == 0
+    assert _blocks_bytes(seg.log_path) <= seg.size + 64 * 1024
+    monkeypatch.undo()                                          # room again
+    large(1)
+    assert seg._reserved_end == 2 * n + 4 * n                    # this append and four more of its size
+    assert _blocks_bytes(seg.log_path) >= seg._reserved_end
 
 
 def test_small_appends_reserve_nothing(tmp_path):
