@@ -6,7 +6,8 @@ by loaded logs; `await stop()` takes them down in reverse:
 
   start                                        stop (SIGTERM / SIGINT)
   0. admin HTTP on metrics.port (if != 0):     1. ready = False; close the listening sockets
-     /health 200, /ready 503 until step 7      2. parked fetches answer now; each connection:
+     /health 200, /ready 503 until step 7         and the TLS handshakes under way
+                                               2. parked fetches answer now; each connection:
   1. LogManager.startup() (thread: recovery)      stop reading, answer what it read, close;
                                                   after shutdown.timeout.ms abort; then the
                                                   TLS encryption threads stop
@@ -146,6 +147,7 @@ class Broker:
         tls_reload.register(self)            # listener certificates follow their dynamic configs
         self.dispatcher = Dispatcher(self)
         self._servers: list[asyncio.AbstractServer] = []
+        self._tls_handshakes: set = set()    # TLS connections still in their handshake (closed by stop)
         self.tls_workers: WorkerThreads | None = None   # made at bind when a TLS listener exists
         self._admin = None
         self._started = {"logs": False, "background": False, "cleaner": False, "groups": False, "txn": False}
@@ -223,7 +225,7 @@ class Broker:
                 # TLS on our side of a plain TCP socket (network/tls_transport.py): the handshake
                 # before the connection sees a byte (a failed one never reaches KafkaConnection),
                 # large answers encrypted on the tls_workers threads
-                factory = tls_protocol_factory(sec, factory, self._tls_workers())
+                factory = tls_protocol_factory(sec, factory, self._tls_workers(), self._tls_handshakes)
             try:
                 server = await loop.create_server(factory, host or None, port, reuse_address=True, backlog=1024)
             except OSError as exc:
@@ -282,6 +284,8 @@ class Broker:
         log.info("Kompakt broker %s shutting down", self.node_id)
         for server in self._servers:
             server.close()
+        for handshaking in list(self._tls_handshakes):   # not connections yet: the drain would not see them
+            handshaking.abort_handshake()
         for task in (self._reaper, self._warmer, self._lag_probe):
             if task is not None:
                 task.cancel()

@@ -58,8 +58,9 @@ Invariants:
     connection_lost; after its pause_reading nothing more is decrypted for it (the ciphertext waits
     in the BIO) until resume_reading;
   * a failed handshake is logged once by the context's LoggedSSLObject (security/tls.py), its
-    alert sent, the socket closed; a handshake that does not finish within the timeout, and a
-    peer that leaves during it, close without a log line, as the loop's SSL transport did.
+    alert sent, the socket closed; a handshake that does not finish within the timeout, a
+    peer that leaves during it, and one under way when the broker stops (abort_handshake),
+    close without a log line, as the loop's SSL transport did.
 A client's EOF (close_notify or TCP FIN) reaches the application as eof_received, after every
 byte the client sent before it (the EOF waits in `_inbound` while any of them may still wait in
 the layer); if it answers True the socket stays open for the answers (TLS 1.3 allows a
@@ -154,10 +155,14 @@ def _encrypt(sslobj: ssl.SSLObject, outgoing: ssl.MemoryBIO, batch: list) -> byt
 class TlsProtocol(asyncio.Protocol):
     """The socket's protocol on a TLS listener (see the module docstring)."""
 
-    def __init__(self, context: ssl.SSLContext, app_factory, workers, handshake_timeout_s: float):
+    def __init__(self, context: ssl.SSLContext, app_factory, workers, handshake_timeout_s: float,
+                 handshakes: set | None = None):
         """`context`: the listener's live SSLContext (its sslobject_class logs failed
         handshakes); `app_factory()` makes the application protocol once the handshake is done;
-        `workers`: a WorkerThreads for the large encryptions, or None to encrypt all inline."""
+        `workers`: a WorkerThreads for the large encryptions, or None to encrypt all inline;
+        `handshakes`: the owner's set of protocols still in their handshake (this one is in it
+        until its handshake ends), so that it can close them (abort_handshake) at shutdown."""
+        self._handshakes = handshakes
         self._context = context
         self._app_factory = app_factory
         self._workers = workers
@@ -186,6 +191,8 @@ class TlsProtocol(asyncio.Protocol):
         self._incoming, self._outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
         self._ssl = self._context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self._timer = self._loop.call_later(self._timeout_s, self._handshake_timed_out)
+        if self._handshakes is not None:
+            self._handshakes.add(self)
 
     def data_received(self, data: bytes) -> None:
         state = self._state
@@ -201,7 +208,7 @@ class TlsProtocol(asyncio.Protocol):
 
     def eof_received(self) -> bool:
         if self._state is _HANDSHAKE:        # left during the handshake: the transport closes
-            self._timer.cancel()
+            self._handshake_over()
             self._state = _CLOSED
             return False
         # After what came before it (_drain_input): queued while a job owns the SSL object, while
@@ -216,7 +223,7 @@ class TlsProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         if self._state is _HANDSHAKE:
-            self._timer.cancel()
+            self._handshake_over()
         self._state = _CLOSED
         self._plain.clear()
         self._plain_bytes = 0
@@ -242,12 +249,12 @@ class TlsProtocol(asyncio.Protocol):
             self._send_output()
             return
         except (ssl.SSLError, OSError):      # logged and counted by LoggedSSLObject
-            self._timer.cancel()
+            self._handshake_over()
             self._state = _CLOSED
             self._send_output()              # the alert, then the close
             self._raw.close()
             return
-        self._timer.cancel()
+        self._handshake_over()
         self._state = _OPEN
         self._send_output()                  # the server's last flight (TLS 1.3: and its tickets)
         self.transport = TlsTransport(self)
@@ -255,8 +262,22 @@ class TlsProtocol(asyncio.Protocol):
         app.connection_made(self.transport)
         self._decrypt()                      # application data that came with the client's Finished
 
+    def _handshake_over(self) -> None:
+        self._timer.cancel()
+        if self._handshakes is not None:
+            self._handshakes.discard(self)
+
+    def abort_handshake(self) -> None:
+        """Close a connection still in its handshake (the broker is stopping): no log line, as
+        for a peer that leaves during it."""
+        if self._state is _HANDSHAKE:
+            self._handshake_over()
+            self._state = _CLOSED
+            self._raw.abort()
+
     def _handshake_timed_out(self) -> None:
         if self._state is _HANDSHAKE:
+            self._handshake_over()
             log.debug("TLS handshake with %s did not finish within %.0f s: connection closed",
                       self._raw.get_extra_info("peername"), self._timeout_s)
             self._state = _CLOSED
@@ -604,9 +625,10 @@ class TlsTransport(asyncio.Transport):
         return False
 
 
-def tls_protocol_factory(security, app_factory, workers):
+def tls_protocol_factory(security, app_factory, workers, handshakes: set | None = None):
     """A protocol factory for loop.create_server on a TLS listener: each connection's TLS layer
-    over the listener's live context (a keystore rotated at run time serves new connections)."""
+    over the listener's live context (a keystore rotated at run time serves new connections);
+    those still in their handshake are kept in `handshakes` (see TlsProtocol)."""
     def factory() -> TlsProtocol:
-        return TlsProtocol(security.live_context, app_factory, workers, security.handshake_timeout_s)
+        return TlsProtocol(security.live_context, app_factory, workers, security.handshake_timeout_s, handshakes)
     return factory

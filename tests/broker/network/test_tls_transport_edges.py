@@ -234,3 +234,21 @@ async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answe
         assert await asyncio.to_thread(client) == [1, 2, 3, 4]
     finally:
         await b.stop()
+
+
+async def test_stop_closes_a_tls_connection_still_in_its_handshake(tls_broker):
+    """A client that connected to a TLS listener and sent nothing yet (no ClientHello) is no
+    connection of the broker's, only a handshake under way; Broker.stop closes it too, as Kafka's
+    socket server closes every channel at shutdown, handshaking or not. Before, it stayed open
+    after stop until the listener's handshake timeout (ssl handshake timeout, 10 s; an hour here)
+    fired on a loop that might be gone by then."""
+    b = tls_broker
+    next(s for s in b.listeners if s.name == "SSL").handshake_timeout_s = 3600
+    reader, writer = await asyncio.open_connection("127.0.0.1", ssl_port(b))
+    await asyncio.sleep(0.05)                                 # accepted: its handshake is waiting
+    await b.stop()
+    try:
+        assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
+    except ConnectionResetError:
+        pass                                                  # aborted: RST
+    writer.close()
