@@ -283,7 +283,7 @@ def test_a_certificate_no_rule_maps_is_refused(tmp_path):
     [sec] = build_listeners(cfg)
     CN = "2.5.4.3"
 
-    class PeerTransport:                  # what uvloop's SSL transport answers about the peer
+    class PeerTransport:                  # what a TLS transport (network/tls_transport.py) answers about the peer
         def __init__(self, der):
             self.der = der
 
