@@ -9,8 +9,9 @@ confluent-kafka flood (acks=1, linger.ms=5, one partition): one ~1 MB batch per 
     request, and the profiler's call counts, which tell whether any Python runs per record);
   * over TCP from a raw client, one request at a time, the event loop's CPU per request (its
     thread's schedstat), sent back to back or with a 5 ms pause between an answer and the next
-    request (what a client that spends milliseconds building each request does: librdkafka
-    spends ~5-8 ms of CPU on a request of 100 B records, ~1.5 ms on one of 1 KiB records);
+    request (what a client that spends milliseconds building each request does: the flood's
+    client process, its Python `produce` loop and librdkafka, spends ~5-8 ms of CPU on a
+    request of 100 B records, ~1.5-2 ms on one of 1 KiB records);
     `--pauses` lists the pauses (ms; 0 = back to back); `--pin` adds the 5 ms case with the broker and the client on one CPU and on two;
   * `--flood`: the confluent-kafka flood itself (2,000,000 x 100 B, 300,000 x 1 KiB): requests
     (= batches on disk), bytes and records per request, loop and client CPU per request, the
