@@ -8,6 +8,7 @@
     python bench/bench_produce_fetch.py --pipelined [--requests 20000] [--window 16] [--rounds 3]
     python bench/bench_produce_fetch.py --cores [--quick] [--rounds 2] [--override KEY=VALUE]
     python bench/bench_produce_fetch.py --flood [--rounds 3] [--override KEY=VALUE]
+    python bench/bench_produce_fetch.py --latency [--rounds 3] [--override KEY=VALUE]
 
 Measures, against a broker subprocess on a fresh log dir:
   * start-up: process start to the first Metadata answer; idle RSS after start-up;
@@ -67,6 +68,11 @@ the broker kept busy while producing: the figure for validation beside the event
 produce latency (p50/p99 at 5,000 msg/s of 100 B, one partition) alone, then while another
 process floods a second topic of the same log dir with acks=1 1 KiB records (a large unsynced
 backlog that the same group commit syncs), alternating, `--rounds` times.
+`--latency` runs only the acks=all latency part (p50/p99 at 5,000 msg/s of 100 B, linger.ms=0, one
+partition, 6 s a round after a 1 s warm-up), `--rounds` times on one broker, and after each round
+where the waits went (the broker's kompakt_log_group_commit_* counters, means per wait: from its
+registration until the round that answered it started, that round's sync, and from there until
+the event loop answered it; a broker without the queue figure shows 0 for the first part).
 `--profile` runs the broker under cProfile (the event loop thread) and writes the stats file.
 """
 from __future__ import annotations
@@ -454,6 +460,34 @@ def flood(args) -> None:
     med = lambda xs: statistics.median(xs)     # noqa: E731
     print(f"medians: alone p50 {med([r[0][0] for r in rows]):.2f} ms p99 {med([r[0][1] for r in rows]):.2f} ms; "
           f"beside the flood p50 {med([r[1][0] for r in rows]):.2f} ms p99 {med([r[1][1] for r in rows]):.2f} ms; "
+          f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+
+
+def latency_only(args) -> None:
+    """`--latency`: the acks=all latency run alone, `--rounds` times, with the group commit's figures."""
+    metrics_port = free_port()
+    broker = Broker(None, tuple(args.override) + (f"metrics.port={metrics_port}",))
+    load0 = os.getloadavg()[0]
+    rows = []
+    try:
+        create_topic(broker.bootstrap, "latency", 1)
+        latency(broker.bootstrap, "latency", 5000, 1.0)                  # warm-up
+        for rnd in range(max(args.rounds, 1)):
+            g0 = _group_commit_figures(metrics_port)
+            p50, p99, count = latency(broker.bootstrap, "latency", 5000, 6.0)
+            g1 = _group_commit_figures(metrics_port)
+            d = {k: g1.get(k, 0) - g0.get(k, 0) for k in g1}
+            acks, rounds = max(d.get("acks", 0), 1), max(d.get("rounds", 0), 1)
+            rows.append((p50, p99))
+            print(f"round {rnd}: acks=all at 5,000 msg/s p50 {p50:.2f} ms p99 {p99:.2f} ms ({count} msgs); "
+                  f"group commit: {d.get('rounds', 0):,.0f} rounds, {d.get('acks', 0) / rounds:.1f} waits a round, "
+                  f"{d.get('round_seconds', 0) / rounds * 1000:.2f} ms a round; a wait: "
+                  f"{d.get('queue_seconds', 0) / acks * 1000:.2f} ms until its round started + "
+                  f"{(d.get('wait_seconds', 0) - d.get('queue_seconds', 0)) / acks * 1000:.2f} ms its sync + "
+                  f"{d.get('answer_lag_seconds', 0) / acks * 1000:.2f} ms until the loop answered (means)", flush=True)
+    finally:
+        broker.stop()
+    print(f"medians: p50 {statistics.median(r[0] for r in rows):.2f} ms p99 {statistics.median(r[1] for r in rows):.2f} ms; "
           f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
 
 
@@ -901,6 +935,8 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=16, help="--pipelined: requests in flight")
     ap.add_argument("--flood", action="store_true",
                     help="acks=all latency alone and beside an acks=1 flood of another topic in the same log dir")
+    ap.add_argument("--latency", action="store_true",
+                    help="only the acks=all latency run at 5,000 msg/s, --rounds times, with group-commit figures")
     ap.add_argument("--only", metavar="SIZE:PARTITIONS:ACKS,...", type=_cases,
                     help="only these produce/fetch cases (e.g. 1024:1:1,1024:1:all), --rounds times, no latency run")
     args = ap.parse_args()
@@ -917,6 +953,8 @@ def main() -> None:
         return pipelined(args)
     if args.flood:
         return flood(args)
+    if args.latency:
+        return latency_only(args)
     scale = 0.1 if args.quick else 1.0
 
     metrics_port = free_port() if args.only else 0      # --only reports where acks=all waits went

@@ -35,7 +35,11 @@ waiters the same way. A log closed by a
 clean shutdown was synced by its close and resolves its waiters normally.
 
 Figures (`stats()`, exported as kompakt_log_group_commit_* by broker/observability/live.py): rounds, logs
-synced, waiters answered, time in rounds, and the largest number of waiters one round answered.
+synced, waiters answered, time in rounds, the largest number of waiters one round answered, and
+where the answered waits' time went, summed: from the wait to the start of the round that answered
+it (`queue_seconds`: the thread's wake-up, or the rest of the round under way), on to the end of
+that round's sync (`wait_seconds` includes both), then until the event loop ran the answer
+(`answer_lag_seconds`).
 """
 from __future__ import annotations
 
@@ -78,7 +82,9 @@ class GroupCommit:
         self.round_seconds_total = 0.0
         self.max_acks_per_round = 0
         self.wait_seconds_total = 0.0
+        self.queue_seconds_total = 0.0
         self.answer_lag_seconds_total = 0.0
+        self._round_started = 0.0          # the running round's start (the flusher thread's own)
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """The loop that hears about durable offsets moving (the broker's)."""
@@ -135,6 +141,7 @@ class GroupCommit:
         return {"rounds_total": self.rounds_total, "synced_logs_total": self.synced_logs_total,
                 "acks_total": self.acks_total, "round_seconds_total": self.round_seconds_total,
                 "max_acks_per_round": self.max_acks_per_round, "wait_seconds_total": self.wait_seconds_total,
+                "queue_seconds_total": self.queue_seconds_total,
                 "answer_lag_seconds_total": self.answer_lag_seconds_total}
 
     # ---- the flusher thread ------------------------------------------------------------------
@@ -164,7 +171,7 @@ class GroupCommit:
 
     def _round(self, waited: list, others: list) -> None:
         """Sync and answer the logs someone waits for first, then the others (see module doc)."""
-        t0 = _time.perf_counter()
+        t0 = self._round_started = _time.perf_counter()
         with self._cond:
             self.rounds_total += 1
         answered = self._sync_and_answer(waited, 0) if waited else 0
@@ -192,8 +199,9 @@ class GroupCommit:
         advanced = [plog for plog in batch if plog not in failed_logs and not plog.closed]
         resolved: list[asyncio.Future] = []
         failed: list[tuple[asyncio.Future, BaseException]] = []
-        waited = 0.0
+        waited = queued = 0.0
         now = _time.perf_counter()
+        started = self._round_started
         with self._cond:
             for plog in batch:
                 waiters = self._waiters.get(plog)
@@ -209,6 +217,8 @@ class GroupCommit:
                     if offset <= durable:
                         resolved.append(fut)
                         waited += now - since
+                        if since < started:     # (a wait registered during the round: none)
+                            queued += started - since
                     elif exc is not None:
                         failed.append((fut, exc))
                     else:
@@ -221,6 +231,7 @@ class GroupCommit:
             self.synced_logs_total += len(batch)
             self.acks_total += len(resolved)
             self.wait_seconds_total += waited
+            self.queue_seconds_total += queued
             self.max_acks_per_round = max(self.max_acks_per_round, answered)
             loop = self._loop
         if loop is None or not (resolved or failed or (advanced and self._on_durable is not None)):

@@ -303,7 +303,7 @@ class LogManager:
         out.update(self.alter_log_dirs.stats())
         commits = [c.stats() for c in list(self._group_commits.values())]
         for key in ("rounds_total", "synced_logs_total", "acks_total", "round_seconds_total",
-                    "wait_seconds_total", "answer_lag_seconds_total"):
+                    "wait_seconds_total", "queue_seconds_total", "answer_lag_seconds_total"):
             out["group_commit_" + key] = sum(c[key] for c in commits)
         out["group_commit_max_acks_per_round"] = max((c["max_acks_per_round"] for c in commits), default=0)
         return out

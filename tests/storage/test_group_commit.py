@@ -79,6 +79,7 @@ async def test_the_high_watermark_is_the_durable_offset_and_a_wait_ends_once_syn
     assert stats["acks_total"] == 1
     # where the wait's time went: until the held sync ended, then the hand-over to the loop
     assert stats["wait_seconds_total"] > 0 and stats["answer_lag_seconds_total"] > 0
+    assert 0 <= stats["queue_seconds_total"] < stats["wait_seconds_total"]
 
 
 async def test_one_round_answers_every_waiter_that_arrived_during_the_last(running):
@@ -106,6 +107,9 @@ async def test_one_round_answers_every_waiter_that_arrived_during_the_last(runni
     assert all(plog.durable_offset == 1 for plog in logs)
     lm_stats = m.stats()
     assert lm_stats["group_commit_rounds_total"] == 2 and lm_stats["group_commit_max_acks_per_round"] == 20
+    # the 20 waited for round 1 to end before round 2 (theirs) started: queue time, part of the wait
+    assert 0 < stats["queue_seconds_total"] < stats["wait_seconds_total"]
+    assert lm_stats["group_commit_queue_seconds_total"] == stats["queue_seconds_total"]
 
 
 def test_sync_data_covers_a_roll_and_its_directory_entry(manager, monkeypatch):

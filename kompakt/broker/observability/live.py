@@ -39,7 +39,7 @@ from kompakt.broker.observability.names import (CONNECTIONS_REFUSED, AUTHENTICAT
     LOG_MANAGER_PENDING_DELETIONS, LOG_RETENTION_DELETED_SEGMENTS, LOG_RETENTION_DELETED_BYTES, LOG_FLUSHES,
     LOG_DIR_MOVES, LOG_DIR_MOVE_MAX_LAG, LOG_DIR_MOVES_COMPLETED, LOG_GROUP_COMMIT_ROUNDS,
     LOG_GROUP_COMMIT_SYNCED_LOGS, LOG_GROUP_COMMIT_ACKS, LOG_GROUP_COMMIT_TIME, LOG_GROUP_COMMIT_MAX_ACKS,
-    LOG_GROUP_COMMIT_WAIT, LOG_GROUP_COMMIT_ANSWER_LAG,
+    LOG_GROUP_COMMIT_WAIT, LOG_GROUP_COMMIT_QUEUE, LOG_GROUP_COMMIT_ANSWER_LAG,
     GROUPS, CONSUMER_GROUPS, CONSUMER_GROUP_MEMBERS, GROUP_MEMBERS, GROUP_COMMITTED_OFFSETS,
     GROUP_REBALANCES, GROUP_MEMBERS_EXPIRED, GROUP_OFFSET_COMMITS, GROUP_OFFSETS_EXPIRED, LOG_FLUSH_TIME,
     LOG_DELETED_DIRS, CLEANER_MAX_DIRTY_RATIO, CLEANER_MAX_CLEAN_TIME, CLEANER_MAX_COMPACTION_DELAY,
@@ -388,6 +388,9 @@ class LiveCollector:
             (LOG_GROUP_COMMIT_WAIT, "group_commit_wait_seconds_total", "Time the answered waits spent "
              "from the wait to the end of the sync that covered them, summed (divided by acks: the "
              "mean). Kafka: none."),
+            (LOG_GROUP_COMMIT_QUEUE, "group_commit_queue_seconds_total", "The part of wait_seconds "
+             "before the round that answered a wait started (the flusher thread waking, or finishing "
+             "the round under way), summed; the rest is that round's sync. Kafka: none."),
             (LOG_GROUP_COMMIT_ANSWER_LAG, "group_commit_answer_lag_seconds_total", "Time from the end "
              "of a wait's sync to the event loop running its answer, summed over the waits (divided "
              "by acks: the mean; a busy loop makes it grow). Kafka: none."),

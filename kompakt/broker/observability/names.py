@@ -78,6 +78,7 @@ LOG_GROUP_COMMIT_ACKS = "kompakt_log_group_commit_acks_total"
 LOG_GROUP_COMMIT_TIME = "kompakt_log_group_commit_round_seconds_total"
 LOG_GROUP_COMMIT_MAX_ACKS = "kompakt_log_group_commit_max_acks_per_round"
 LOG_GROUP_COMMIT_WAIT = "kompakt_log_group_commit_wait_seconds_total"
+LOG_GROUP_COMMIT_QUEUE = "kompakt_log_group_commit_queue_seconds_total"
 LOG_GROUP_COMMIT_ANSWER_LAG = "kompakt_log_group_commit_answer_lag_seconds_total"
 
 # --- group coordinator family (groups; read at scrape time from GroupCoordinator.stats()) ---
