@@ -24,7 +24,9 @@ that has not applied its effects; `_queued` the read requests not yet started.
 Flow control (uvicorn's shape): at most `queued.max.requests` requests are in flight (read,
 not answered) on this connection (frames beyond that wait in the reader) and reading pauses
 while that many are in flight or while the transport's write buffer is above its high-water
-mark (`pause_writing`); it resumes when both clear. Request memory (queued.max.request.bytes,
+mark (`pause_writing`); it resumes when both clear. A request read is not started while earlier
+answers wait to go out (`_write_out` says why), so a client that pipelines and does not read
+holds about one answer in the broker, not one per request, as on Kafka. Request memory (queued.max.request.bytes,
 broker/network/limits.py): a large frame's memory is asked for when its size prefix arrives, before its
 buffer is made and its body read (`_admit_large`, Kafka's memory pool); a small frame, already in
 the shared read buffer, when it is complete; either way a connection that gets none pauses
@@ -126,6 +128,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closing = False
         self._processing = False
         self._out: list = []                 # responses ready to write, in order
+        self._out_bytes = 0                  # their size (file ranges counted too)
         self._write_scheduled = False
         self.parked = Parked()               # this connection's long-polling fetches
         self.security = security             # the listener's security.setup.ListenerSecurity (None: plain)
@@ -225,8 +228,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             while True:
                 if not self._closing and len(self.pending) < self.max_in_flight and self._take_frames():
                     continue                 # a frame was queued (or the connection refused one)
-                if not queued or self._running is not None or self._throttled is not None or self._stopped:
-                    break
+                if not queued or self._running is not None or self._throttled is not None or self._stopped \
+                        or self._write_paused or self._out_bytes >= OUT_HIGH \
+                        or (self._direct is not None and self._direct.blocked):
+                    break                    # (answers waiting to go out: see _write_out)
                 self._start(queued.popleft())
         finally:
             self._processing = False
@@ -271,7 +276,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._update_reading()
+        if self.transport is not None:
+            self._process()                  # starts what waited for the answers to go (_write_out); reads again
 
     # -- requests ------------------------------------------------------------------------------
     def _start(self, slot: _Slot) -> None:
@@ -391,8 +397,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if data is not None:
                 if isinstance(data, list):
                     out.extend(data)
+                    self._out_bytes += sum(map(len, data))
                 else:
                     out.append(data)
+                    self._out_bytes += len(data)
         if out and not self._write_scheduled:
             # Responses finishing in the same loop iteration leave in one writev, not one
             # send() each (pipelining clients finish many at once).
@@ -405,8 +413,24 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._process()                      # closing: the requests already read still start
 
     def _write_out(self) -> None:
+        """Hand the output batch to the transport (or the DirectSender); then start the requests
+        held back while it waited.
+
+        Why held back: a request read is not started while earlier answers wait to go out - more
+        than OUT_HIGH bytes of them in this batch, or the transport over its high-water mark
+        (pause_writing) - as Kafka's muted channel handles a connection's next request only once
+        the answer before it has been sent (the socket full under the DirectSender counts too;
+        _direct_drained starts them). Otherwise a client that pipelines fetches and does not read
+        has every one answered at once, and each answer waits in the broker (bytes, or a file
+        range holding a descriptor), as many as queued.max.requests."""
+        self._send_out()
+        if self._queued and self.transport is not None:
+            self._process()
+
+    def _send_out(self) -> None:
         self._write_scheduled = False
         out, self._out = self._out, []
+        self._out_bytes = 0
         transport = self.transport
         if transport is None or not out:
             return
@@ -438,6 +462,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._update_reading()
         if self._closing and not self.pending and not self._out and self.transport is not None:
             self.transport.close()
+        elif self._queued and self.transport is not None:
+            self._process()                  # held back while the socket was full (_write_out)
 
     def _direct_failed(self, exc: OSError) -> None:
         """Sending a zero-copy answer failed (peer gone, segment file short): a frame cut short
@@ -574,6 +600,9 @@ class _Resume:
                     yielded = coro.send(sent)
                 except StopIteration as stop:
                     return stop.value
+
+
+OUT_HIGH = 1 << 20                          # answer bytes waiting for the write pass that hold back the next request
 
 
 def _describe_frame(frame) -> str:

@@ -13,9 +13,10 @@ import struct
 
 import pytest
 import trustme
-from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
+from kompakt.broker.network.tls_transport import HIGH_WATER
 from kompakt.broker.server import Broker
 from kompakt.config.broker_config import BrokerConfig
 from kompakt.storage import TopicPartition
@@ -99,6 +100,56 @@ def segment_descriptors(b, topic: str) -> int:
             continue
         held += target.startswith(str(log_dir)) and target.endswith(".log")
     return held
+
+
+@pytest.mark.parametrize("listener", ["SSL", "PLAINTEXT"])
+async def test_pipelined_fetches_to_a_client_that_does_not_read_wait_unanswered(tls_broker, ca, listener):
+    """A client pipelines 24 fetches of a 4 MB topic and reads nothing: the broker answers one,
+    and while that answer waits for the client the others wait as requests (in flight, not
+    started), as on Kafka, whose muted channel handles the next request only once the answer
+    before it has gone. Before, every request read was answered at once and its answer queued
+    behind the first (over TLS ~100 MB counted unsent; on either listener a segment descriptor
+    per answer's file range), the more, the more a client pipelined (up to queued.max.requests).
+    Once the client reads, every answer comes, in order and byte-exact."""
+    b = tls_broker
+    stored = big_topic(b, "big", 64)
+    baseline = segment_descriptors(b, "big")
+    n = 24
+    port = dict((name, p) for name, _, p in b.bound)[listener]
+    raw = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock = raw
+    if listener == "SSL":
+        sock = await asyncio.to_thread(client_context(ca).wrap_socket, raw, server_hostname="127.0.0.1")
+    await asyncio.to_thread(sock.sendall, b"".join(frame(fetch_all("big"), 11, c) for c in range(n)))
+    conn = None
+    for _ in range(DEADLINE_S * 100):                         # until the broker has read them all
+        conn = next((c for c in b.connections if c.listener == listener), None)
+        if conn is not None and conn.in_flight + segment_descriptors(b, "big") - baseline >= n - 1:
+            break
+        await asyncio.sleep(0.01)
+    for _ in range(20):                                       # loop passes for whatever would start next
+        await asyncio.sleep(0.01)
+    assert segment_descriptors(b, "big") - baseline <= 2, conn.in_flight   # answers waiting: one or two
+    assert conn.in_flight >= n - 2                            # the rest wait as requests
+    if listener == "SSL":
+        assert conn.transport.get_write_buffer_size() <= len(stored) + HIGH_WATER
+
+    def read_all() -> list:
+        data, answers = bytearray(), []
+        while len(answers) < n:
+            while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+                chunk = sock.recv(1 << 20)
+                assert chunk, "connection closed early"
+                data += chunk
+            size = struct.unpack(">i", data[:4])[0]
+            answers.append(bytes(data[4:4 + size]))
+            del data[:4 + size]
+        return answers
+    for c, body in enumerate(await asyncio.to_thread(read_all)):
+        resp = FetchResponse.decode(body, version=11, header=True)
+        assert resp.header.correlation_id == c and bytes(resp.responses[0].partitions[0].records) == stored
+    sock.close()
 
 
 async def test_a_handshake_that_finishes_after_stop_began_gets_no_connection(tls_broker, ca):
