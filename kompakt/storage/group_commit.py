@@ -119,19 +119,18 @@ class GroupCommit:
 
     def close(self) -> None:
         """Run what is pending, then stop the thread (LogManager.shutdown, before logs close)."""
-        with self._cond:
-            self._closed = True
-            thread = self._thread
-            self._cond.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
+        self._stop(run_pending=True)
 
     def abandon(self) -> None:
         """Stop the thread without another round, as a killed process would (LogManager.crash):
         pending logs stay unsynced, waiters stay unanswered (their loop goes with the process)."""
+        self._stop(run_pending=False)
+
+    def _stop(self, run_pending: bool) -> None:
         with self._cond:
             self._closed = True
-            self._pending.clear()
+            if not run_pending:
+                self._pending.clear()
             thread = self._thread
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread():

@@ -224,12 +224,7 @@ class TlsProtocol(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         if self._state is _HANDSHAKE:
             self._handshake_over()
-        self._state = _CLOSED
-        self._plain.clear()
-        self._plain_bytes = 0
-        self._inbound.clear()
-        self._drop_job()
-        self._release_socket(shutdown=True)
+        self._discard()
         app, self._app = self._app, None
         if app is not None:
             app.connection_lost(exc)
@@ -545,13 +540,18 @@ class TlsProtocol(asyncio.Protocol):
     def abort(self) -> None:
         if self._raw is None:
             return
+        self._discard()
+        self._raw.abort()                    # connection_lost follows
+
+    def _discard(self) -> None:
+        """Closed without a goodbye (abort, connection_lost): nothing more is encrypted or sent,
+        what waits is dropped, a job not started is cancelled and a running one's send stopped."""
         self._state = _CLOSED
         self._plain.clear()
         self._plain_bytes = 0
         self._inbound.clear()
         self._drop_job()
         self._release_socket(shutdown=True)
-        self._raw.abort()                    # connection_lost follows
 
     def is_closing(self) -> bool:
         return self._state is not _OPEN

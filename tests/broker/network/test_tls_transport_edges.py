@@ -12,17 +12,14 @@ import time
 import struct
 
 import pytest
-import trustme
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
 from kompakt.broker.network.tls_transport import HIGH_WATER
-from kompakt.broker.server import Broker
-from kompakt.config.broker_config import BrokerConfig
 from kompakt.storage import TopicPartition
 
 from test_tls_transport import (DEADLINE_S, FP, FT, big_topic, ca, client_context, fetch_all, frame,  # noqa: F401
-                                produce, ssl_port, tls_broker, tls_threads_on_one_cpu)               # (fixtures)
+                                produce, ssl_port, start_tls_broker, tls_broker, tls_threads_on_one_cpu)               # (fixtures)
 
 
 def sockets_open() -> set:
@@ -38,20 +35,14 @@ def sockets_open() -> set:
     return found
 
 
-async def test_stop_with_encryption_jobs_still_queued_closes_every_socket(tls_threads_on_one_cpu, tmp_path):
+async def test_stop_with_encryption_jobs_still_queued_closes_every_socket(tls_threads_on_one_cpu, tmp_path, ca):
     """Broker.stop while busy TLS consumers keep more encryption jobs queued than there are
     worker threads: stop aborts them after shutdown.timeout.ms and shuts the pool down (queued
     jobs cancelled); no socket of theirs stays open afterwards. Before, a queued job's duplicate
     of the socket descriptor (for the worker's own send) was closed only by the job's return,
     which a cancelled job never makes: it stayed open until the garbage collector found the
     connection (disabled here so that the test shows what is closed deterministically)."""
-    ca = trustme.CA()
-    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
-    b = Broker(BrokerConfig({"log.dirs": str(tmp_path / "data"), "metrics.port": "0", "log.cleaner.enable": "false",
-                             "listeners": "SSL://127.0.0.1:0", "listener.security.protocol.map": "SSL:SSL",
-                             "shutdown.timeout.ms": "300",
-                             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "server.pem")}))
-    await b.start()
+    b = await start_tls_broker(tmp_path, ca, **{"shutdown.timeout.ms": "300"})
     big_topic(b, "big", 64)                                   # 4 MB answers: 8 jobs each
     before = sockets_open()
     reading = threading.Event()
@@ -190,7 +181,7 @@ async def test_a_handshake_that_finishes_after_stop_began_gets_no_connection(tls
 
 
 @pytest.mark.parametrize("listener", ["SSL", "PLAINTEXT"])
-async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answered_after_them(tmp_path, listener):
+async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answered_after_them(tmp_path, ca, listener):
     """queued.max.requests=1: a client pipelines a long poll (answered after 300 ms), a 40 KB
     produce and two ApiVersions, then half-closes (FIN). While the long poll is in flight the
     connection reads nothing more; over TLS the rest of the client's bytes wait in the TLS layer,
@@ -199,13 +190,7 @@ async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answe
     all four requests are answered, then the connection closes. Before, the layer handed the EOF
     over as soon as it arrived while the bytes waited for the decryption scheduled at the resume,
     so the connection closed with only the long poll answered."""
-    ca = trustme.CA()
-    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
-    b = Broker(BrokerConfig({"log.dirs": str(tmp_path / "data"), "metrics.port": "0", "log.cleaner.enable": "false",
-                             "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0", "queued.max.requests": "1",
-                             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL",
-                             "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "server.pem")}))
-    await b.start()
+    b = await start_tls_broker(tmp_path, ca, **{"queued.max.requests": "1"})
     try:
         b.log_manager.create_topic("t", 1, {})
         port = dict((name, p) for name, _, p in b.bound)[listener]
