@@ -390,21 +390,30 @@ def fetch(bootstrap, topic, partitions, n, conf=None, group_suffix=""):
 
 
 def latency(bootstrap, topic, rate, seconds):
+    """acks=all produce latency, p50/p99 in ms and the count, of `rate` messages/s of 100 B for
+    `seconds` (linger.ms=0). Each latency is librdkafka's own (Message.latency(): from produce()
+    until the broker's answer arrived), so when the client next polls does not count. Between
+    sends the client blocks: poll(1 ms) while a millisecond or more is left, a sleep for the rest
+    (librdkafka takes whole milliseconds, so the poll(0.0005) this used before was a poll(0): the
+    client spun a whole core of the two it shares with the broker)."""
     lat = []
     p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "enable.idempotence": False})
 
-    def done(err, msg, t0):
-        lat.append(time.perf_counter() - t0)
+    def done(err, msg):
+        if err is None and msg.latency() is not None:
+            lat.append(msg.latency())
 
     value = os.urandom(100)
     n = int(rate * seconds)
     start = time.perf_counter()
     for i in range(n):
         target = start + i / rate
-        while (now := time.perf_counter()) < target:
-            p.poll(max(0.0, min(0.0005, target - now)))
-        t0 = time.perf_counter()
-        p.produce(topic, value, on_delivery=lambda err, msg, t0=t0: done(err, msg, t0))
+        while (wait := target - time.perf_counter()) > 0:
+            if wait >= 0.001:
+                p.poll(0.001)
+            else:
+                time.sleep(wait)
+        p.produce(topic, value, on_delivery=done)
         p.poll(0)
     p.flush(30)
     lat.sort()
