@@ -452,7 +452,7 @@ class Log:
                     due = seg.base_offset
                 else:
                     seg = self.roll(first)
-            seg.append(last, max_ts, offset_of_max, buf)
+            seg.append(last, max_ts, offset_of_max, buf, segment_bytes=self.config.segment_bytes)
         except OSError as exc:
             raise self._io_failed(exc, f"appending to {self._tp_str}") from exc
         self._next_offset = last + 1

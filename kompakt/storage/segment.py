@@ -27,7 +27,8 @@ calls on an fd that stays open until `delete()`, so they may run beside appends.
 
 Disk blocks ahead (files.reserve): an append of at least RESERVE_MIN_APPEND bytes that reaches
 past the blocks reserved so far reserves, beyond it, room for RESERVE_AHEAD_APPENDS more appends
-of its size (at most RESERVE_MAX_AHEAD), without changing the file's size or bytes. A busy
+of its size (at most RESERVE_MAX_AHEAD, and not past the log's segment.bytes, where the segment
+rolls), without changing the file's size or bytes. A busy
 partition's page-cache writes then fill allocated blocks instead of making ext4 reserve each
 block as it goes (a quarter of the write's CPU: bench/RESULTS.md, 2026-11-28 loop CPU section).
 Small appends reserve nothing. What is left past the end is freed when the segment becomes
@@ -262,7 +263,7 @@ class LogSegment:
 
     # ---- append ----------------------------------------------------------------------------------
     def append(self, largest_offset: int, largest_timestamp: int, offset_of_max_timestamp: int,
-               records) -> None:
+               records, *, segment_bytes: int | None = None) -> None:
         """Append batches whose offsets are assigned (Kafka 4's LogSegment.append).
 
         Per batch: the max timestamp and the offset holding it (the batch's last offset, Kafka's
@@ -279,7 +280,7 @@ class LogSegment:
         check_io(self.log_path)
         fd = self._fd
         if n >= RESERVE_MIN_APPEND and position + n > self._reserved_end:
-            self._reserve(fd, position, n)
+            self._reserve(fd, position, n, segment_bytes)
         _pwrite_all(fd, records, position)
         if position == 0:
             self._rolling_based_timestamp = largest_timestamp
@@ -298,10 +299,14 @@ class LogSegment:
                 pass
             raise
 
-    def _reserve(self, fd: int, position: int, n: int) -> None:
-        """Reserve the blocks of this append and of the next few of its size (module docstring)."""
+    def _reserve(self, fd: int, position: int, n: int, segment_bytes: int | None) -> None:
+        """Reserve the blocks of this append and of the next few of its size, never past
+        `segment_bytes` (the log's segment.bytes: the segment rolls before it grows that large,
+        so room beyond it would only be held until the roll frees it) (module docstring)."""
         start = max(position, self._reserved_end)
         end = position + n + min(RESERVE_AHEAD_APPENDS * n, RESERVE_MAX_AHEAD)
+        if segment_bytes is not None:
+            end = min(end, max(position + n, segment_bytes))
         reserved = fs.reserve(fd, start, end - start)
         if reserved is not None:           # None: the disk is near full, asked again next time
             self._reserved_end = end if reserved else _NO_RESERVE
