@@ -46,7 +46,9 @@ Invariants:
   * a worker sends on the socket only when the transport's buffer was empty at the hand-over
     and the loop writes nothing until the job has returned, so bytes never overtake each other;
     the duplicate descriptor is closed once no job holds it (it must neither keep a closed
-    connection's socket open nor be reused under a worker's send);
+    connection's socket open nor be reused under a worker's send), and also when a job returns
+    with no next one to start: an idle connection holds one descriptor, as on plaintext
+    (direct_send.py closes its duplicate when it drains);
   * after abort or connection_lost nothing is written: a job that returns then is dropped, one
     no worker has started is cancelled (so it cannot hold the duplicate descriptor open forever
     when the pool is shut down), the queues are cleared, and a job still sending is stopped by a
@@ -404,9 +406,9 @@ class TlsProtocol(asyncio.Protocol):
             self._job, self._job_future = 0, None
 
     def _release_socket(self, shutdown: bool = False) -> None:
-        """Closed: our duplicate goes once no job uses it (else when it returns), so it neither
-        keeps the socket open nor is reused under a worker; `shutdown` (an abort) also stops a
-        running job's send from putting anything more on the wire."""
+        """Closed, or no job to run: our duplicate goes once no job uses it (else when it
+        returns), so it neither keeps the socket open nor is reused under a worker; `shutdown`
+        (an abort) also stops a running job's send from putting anything more on the wire."""
         sock = self._sock
         if sock is None:
             return
@@ -473,6 +475,8 @@ class TlsProtocol(asyncio.Protocol):
             self._raw.write(unsent)
         self._drain_input()                  # requests that came meanwhile go before the next job
         self._pump()
+        if not self._job:                    # no further job: the duplicate goes until one needs it
+            self._release_socket()
 
     def _send_output(self) -> None:
         data = self._outgoing.read()

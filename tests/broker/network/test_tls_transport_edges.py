@@ -19,7 +19,8 @@ from kompakt.broker.network.tls_transport import HIGH_WATER
 from kompakt.storage import TopicPartition
 
 from test_tls_transport import (DEADLINE_S, FP, FT, big_topic, ca, client_context, fetch_all, frame,  # noqa: F401
-                                produce, ssl_port, start_tls_broker, tls_broker, tls_threads_on_one_cpu)               # (fixtures)
+                                produce, read_answer, ssl_port, start_tls_broker, tls_broker,
+                                tls_threads_on_one_cpu)                                                  # (fixtures)
 
 
 def sockets_open() -> set:
@@ -236,4 +237,34 @@ async def test_stop_closes_a_tls_connection_still_in_its_handshake(tls_broker):
         assert await asyncio.wait_for(reader.read(), DEADLINE_S) == b""
     except ConnectionResetError:
         pass                                                  # aborted: RST
+    writer.close()
+
+
+async def test_an_idle_tls_connection_after_large_answers_holds_no_duplicate_socket(tls_threads_on_one_cpu,
+                                                                                    tls_broker, ca):
+    """A large answer is encrypted and sent by a worker on a duplicate of the socket's descriptor;
+    once the job returned with no other to start, the duplicate is closed (as plaintext's
+    DirectSender closes its own when it drains). Before, a TLS consumer kept it for the
+    connection's life: two descriptors per connection. Here: two 4 MB fetches read whole, then
+    the broker's side of the connection is one socket descriptor, and a third fetch still works."""
+    b = tls_broker
+    stored = big_topic(b, "big", 64)
+    before = sockets_open()
+    reader, writer = await asyncio.open_connection("127.0.0.1", ssl_port(b), ssl=client_context(ca),
+                                                   server_hostname="127.0.0.1", limit=1 << 16)
+
+    async def fetch(cid: int) -> None:
+        writer.write(frame(fetch_all("big"), 11, cid))
+        resp = FetchResponse.decode(await read_answer(reader), version=11, header=True)
+        assert bytes(resp.responses[0].partitions[0].records) == stored
+
+    await fetch(1)
+    await fetch(2)
+    assert b.tls_workers is not None and b.tls_workers.started     # the answers went to the threads
+    for _ in range(50):                                            # the job's return reaches the loop
+        if len(sockets_open() - before) <= 2:
+            break
+        await asyncio.sleep(0.02)
+    assert len(sockets_open() - before) == 2                       # the client's socket and the broker's
+    await fetch(3)
     writer.close()
