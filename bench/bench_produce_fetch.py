@@ -624,6 +624,23 @@ class KafkaBroker(_BrokerProcess):
                        check=True, capture_output=True)
         self.launch([str(bin_dir / "kafka-server-start.sh"), str(props)], "Kafka", poll_s=0.1)
 
+    @staticmethod
+    def describe(home: str) -> str:
+        """Which Kafka ran, for the results: the version and commit its clients jar carries
+        (kafka/kafka-version.properties, what the broker logs at start-up) and the JVM's version;
+        a ratio against an unnamed build says little."""
+        import zipfile
+        props = {}
+        for jar in sorted(Path(home, "libs").glob("kafka-clients-*.jar")):
+            with zipfile.ZipFile(jar) as zf:
+                text = zf.read("kafka/kafka-version.properties").decode("latin-1")
+            props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+        jvm = subprocess.run([java, "-version"], capture_output=True, text=True).stderr.splitlines()
+        return (f"Apache Kafka {props.get('version', '(version unknown)')} (commit {props.get('commitId', '?')}) "
+                f"from KAFKA_HOME on {jvm[0] if jvm else 'an unknown JVM'}, heap "
+                f"{os.environ.get('KAFKA_HEAP_OPTS') or '-Xmx1G -Xms1G (kafka-server-start.sh default)'}")
+
 
 def _top_frames(collapsed: Path, n: int = 15) -> list[str]:
     """Top frames of a py-spy `--format raw` file (collapsed stacks): by own and by total samples."""
@@ -740,6 +757,7 @@ def contention(args) -> None:
         f"loop: the part not on Kompakt's event-loop thread (group-commit fdatasyncs and the page writeback "
         f"they do, log writers, validation pool). "
         f"Medians of {args.rounds} round(s). {kafka_note + '.' if kafka_note else ''}"
+        f"{'Kafka: ' + KafkaBroker.describe(kafka_home) + '.' if kafka else ''}"
         f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}", table))
 
 
