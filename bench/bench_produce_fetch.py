@@ -4,11 +4,11 @@
     python bench/bench_produce_fetch.py --only 1024:1:1,1024:1:all [--rounds 3] [--quick] [--no-write]
     python bench/bench_produce_fetch.py --keyed [--rounds 3] [--codecs none,lz4,zstd]
     python bench/bench_produce_fetch.py --startup [--rounds 5]
-    python bench/bench_produce_fetch.py --contention [--quick] [--rounds 1] [--py-spy DIR] [--override KEY=VALUE]
+    python bench/bench_produce_fetch.py --contention [--quick] [--rounds 1] [--warm-passes 1] [--py-spy DIR] [--override KEY=VALUE]
     python bench/bench_produce_fetch.py --pipelined [--requests 20000] [--window 16] [--rounds 3]
     python bench/bench_produce_fetch.py --cores [--quick] [--rounds 2] [--override KEY=VALUE]
     python bench/bench_produce_fetch.py --flood [--rounds 3] [--override KEY=VALUE]
-    python bench/bench_produce_fetch.py --latency [--rounds 3] [--override KEY=VALUE]
+    python bench/bench_produce_fetch.py --latency [--rounds 3] [--warm-seconds 12] [--override KEY=VALUE]
 
 Measures, against a broker subprocess on a fresh log dir:
   * start-up: process start to the first Metadata answer; idle RSS after start-up;
@@ -40,6 +40,10 @@ worker processes included; children already reaped count through cutime/cstime).
 an unpacked Apache Kafka distribution (4.x, KRaft) it runs Kafka the same way, one single-node
 broker+controller on a fresh log dir, alternating which broker goes first each round, so the
 Kompakt / Kafka ratios come from one run; without it the mode says Kafka was not run and why.
+Each broker first runs the whole case matrix `--warm-passes` times unmeasured (default 1): a JVM
+compiles its hot code while it runs, and a cold Kafka spent 7-13 CPU-s per GB of 100 B produce
+against 4-5 on its second pass (2026-11-28, RESULTS.md), so ratios against a cold Kafka flatter
+us; Kompakt's second pass is no faster than its first.
 `--py-spy DIR` samples the Kompakt broker (py-spy, a developer tool: `pip install py-spy`; it is no
 dependency of the project) from after the warm-up to the end of the Kompakt part of the run and prints the top frames by own
 time and by total time (DIR/kompakt-<time>.txt keeps the collapsed stacks).
@@ -69,10 +73,13 @@ produce latency (p50/p99 at 5,000 msg/s of 100 B, one partition) alone, then whi
 process floods a second topic of the same log dir with acks=1 1 KiB records (a large unsynced
 backlog that the same group commit syncs), alternating, `--rounds` times.
 `--latency` runs only the acks=all latency part (p50/p99 at 5,000 msg/s of 100 B, linger.ms=0, one
-partition, 6 s a round after a 1 s warm-up), `--rounds` times on one broker, and after each round
-where the waits went (the broker's kompakt_log_group_commit_* counters, means per wait: from its
-registration until the round that answered it started, that round's sync, and from there until
-the event loop answered it; a broker without the queue figure shows 0 for the first part).
+partition, 6 s a round after `--warm-seconds` of the same load unmeasured, default 12), `--rounds`
+times on one broker, and after each round where the waits went (the broker's
+kompakt_log_group_commit_* counters, means per wait: from its registration until the round that
+answered it started, that round's sync, and from there until the event loop answered it; a broker
+without the queue figure shows 0 for the first part). With `KAFKA_HOME` set it does the same
+against Apache Kafka (warmed the same way: a cold Kafka's first 6 s gave p50 27 ms / p99 601 ms,
+its next ones 0.2 ms / 3-12 ms), one broker after the other, and prints both.
 `--profile` runs the broker under cProfile (the event loop thread) and writes the stats file.
 """
 from __future__ import annotations
@@ -473,31 +480,46 @@ def flood(args) -> None:
 
 
 def latency_only(args) -> None:
-    """`--latency`: the acks=all latency run alone, `--rounds` times, with the group commit's figures."""
-    metrics_port = free_port()
-    broker = Broker(None, tuple(args.override) + (f"metrics.port={metrics_port}",))
+    """`--latency`: the acks=all latency run alone, `--rounds` times, with the group commit's
+    figures; Kafka's too when KAFKA_HOME is set (module docstring)."""
+    kafka_home = os.environ.get("KAFKA_HOME")
+    names = ["kompakt"]
+    if kafka_home and Path(kafka_home, "bin", "kafka-server-start.sh").exists():
+        names.append("kafka")
     load0 = os.getloadavg()[0]
-    rows = []
-    try:
-        create_topic(broker.bootstrap, "latency", 1)
-        latency(broker.bootstrap, "latency", 5000, 1.0)                  # warm-up
-        for rnd in range(max(args.rounds, 1)):
-            g0 = _group_commit_figures(metrics_port)
-            p50, p99, count = latency(broker.bootstrap, "latency", 5000, 6.0)
-            g1 = _group_commit_figures(metrics_port)
-            d = {k: g1.get(k, 0) - g0.get(k, 0) for k in g1}
-            acks, rounds = max(d.get("acks", 0), 1), max(d.get("rounds", 0), 1)
-            rows.append((p50, p99))
-            print(f"round {rnd}: acks=all at 5,000 msg/s p50 {p50:.2f} ms p99 {p99:.2f} ms ({count} msgs); "
-                  f"group commit: {d.get('rounds', 0):,.0f} rounds, {d.get('acks', 0) / rounds:.1f} waits a round, "
-                  f"{d.get('round_seconds', 0) / rounds * 1000:.2f} ms a round; a wait: "
-                  f"{d.get('queue_seconds', 0) / acks * 1000:.2f} ms until its round started + "
-                  f"{(d.get('wait_seconds', 0) - d.get('queue_seconds', 0)) / acks * 1000:.2f} ms its sync + "
-                  f"{d.get('answer_lag_seconds', 0) / acks * 1000:.2f} ms until the loop answered (means)", flush=True)
-    finally:
-        broker.stop()
-    print(f"medians: p50 {statistics.median(r[0] for r in rows):.2f} ms p99 {statistics.median(r[1] for r in rows):.2f} ms; "
-          f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    rows: dict = {name: [] for name in names}
+    for name in names:
+        metrics_port = free_port()
+        broker = (Broker(None, tuple(args.override) + (f"metrics.port={metrics_port}",)) if name == "kompakt"
+                  else KafkaBroker(kafka_home))
+        try:
+            create_topic(broker.bootstrap, "latency", 1)
+            latency(broker.bootstrap, "latency", 5000, max(args.warm_seconds, 1.0))    # warm-up
+            for rnd in range(max(args.rounds, 1)):
+                g0 = _group_commit_figures(metrics_port) if name == "kompakt" else {}
+                p50, p99, count = latency(broker.bootstrap, "latency", 5000, 6.0)
+                rows[name].append((p50, p99))
+                line = f"{name} round {rnd}: acks=all at 5,000 msg/s p50 {p50:.2f} ms p99 {p99:.2f} ms ({count} msgs)"
+                if name == "kompakt":
+                    g1 = _group_commit_figures(metrics_port)
+                    d = {k: g1.get(k, 0) - g0.get(k, 0) for k in g1}
+                    acks, rounds = max(d.get("acks", 0), 1), max(d.get("rounds", 0), 1)
+                    line += (f"; group commit: {d.get('rounds', 0):,.0f} rounds, {d.get('acks', 0) / rounds:.1f} waits a "
+                             f"round, {d.get('round_seconds', 0) / rounds * 1000:.2f} ms a round; a wait: "
+                             f"{d.get('queue_seconds', 0) / acks * 1000:.2f} ms until its round started + "
+                             f"{(d.get('wait_seconds', 0) - d.get('queue_seconds', 0)) / acks * 1000:.2f} ms its sync + "
+                             f"{d.get('answer_lag_seconds', 0) / acks * 1000:.2f} ms until the loop answered (means)")
+                print(line, flush=True)
+        finally:
+            broker.stop()
+    for name in names:
+        print(f"medians {name}: p50 {statistics.median(r[0] for r in rows[name]):.2f} ms "
+              f"p99 {statistics.median(r[1] for r in rows[name]):.2f} ms", flush=True)
+    if len(names) == 1 and kafka_home:
+        print(f"Kafka not run: KAFKA_HOME={kafka_home} has no bin/kafka-server-start.sh")
+    elif len(names) == 2:
+        print(f"Kafka: {KafkaBroker.describe(kafka_home)}")
+    print(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
 
 
 def loopback_mb_s(seconds=1.5):
@@ -695,6 +717,12 @@ def contention(args) -> None:
                     create_topic(broker.bootstrap, "warm-up", 1)
                     produce(broker.bootstrap, "warm-up", 20_000, 1024, "1")
                     fetch(broker.bootstrap, "warm-up", 1, 20_000, SHORT_QUEUE_BACKOFF)
+                    for w in range(args.warm_passes):    # the whole matrix, unmeasured (docstring)
+                        for size, n, partitions, acks in cases:
+                            topic = f"w{w}-c{size}-p{partitions}-a{acks}"
+                            create_topic(broker.bootstrap, topic, partitions)
+                            produce(broker.bootstrap, topic, n, size, acks)
+                            fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF)
                     if name == "kompakt" and args.py_spy:
                         Path(args.py_spy).mkdir(parents=True, exist_ok=True)
                         out = Path(args.py_spy, f"kompakt-{time.strftime('%H%M%S')}.txt")
@@ -756,7 +784,8 @@ def contention(args) -> None:
         f"fetch.queue.backoff.ms=10. CPU-s/GB: the broker process tree's CPU per GB of values; off the "
         f"loop: the part not on Kompakt's event-loop thread (group-commit fdatasyncs and the page writeback "
         f"they do, log writers, validation pool). "
-        f"Medians of {args.rounds} round(s). {kafka_note + '.' if kafka_note else ''}"
+        f"Medians of {args.rounds} round(s), each broker after {args.warm_passes} unmeasured pass(es) of the "
+        f"whole matrix. {kafka_note + '.' if kafka_note else ''}"
         f"{'Kafka: ' + KafkaBroker.describe(kafka_home) + '.' if kafka else ''}"
         f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}", table))
 
@@ -952,6 +981,10 @@ def main() -> None:
     ap.add_argument("--codecs", default="none,lz4,zstd", help="--keyed: producer compression types")
     ap.add_argument("--contention", action="store_true",
                     help="under a busy process pinned per core: rates and broker CPU-s per GB (Kafka too with KAFKA_HOME)")
+    ap.add_argument("--warm-passes", type=int, default=1,
+                    help="--contention: unmeasured passes of the whole matrix per broker before its rounds")
+    ap.add_argument("--warm-seconds", type=float, default=12.0,
+                    help="--latency: seconds of the same load, unmeasured, before the rounds")
     ap.add_argument("--py-spy", metavar="DIR", help="--contention: sample the Kompakt broker with py-spy into DIR")
     ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker key for the default and --contention runs (e.g. kompakt.durable.acks.enable=false)")
