@@ -9,7 +9,9 @@ Python implementation of everything in it, the reference the C code is tested ag
                (kompakt.cleaner.batch_ops, offset_map, cleaner);
   - keys.c     keys and offsets of a log as Arrow buffers, for exact compaction
                (kompakt.pipeline.keyscan);
-  - crc32c.c   CRC-32C (SSE4.2 or a table), used by all of them.
+  - crc32c.c   CRC-32C (SSE4.2 or a table), used by all of them;
+  - flusher.c  the group commit's sync thread, which never needs the GIL
+               (kompakt.storage.group_commit; its Python flusher thread is the fallback).
 
 A leaf package: it imports nothing of Kompakt's, so every package may use it (storage, cleaner,
 pipeline) without breaking the data-flow rule (storage never imports the cleaner). The sources'
@@ -143,6 +145,11 @@ def _declare(lib) -> None:
         # keys.c
         "km_keys_range": ([_p, _i64, _i64, _i64, _i64, _p, _p, _p, _p, _i64, _i64, _p, _p, _p, _i64, _p], _i64),
         "km_offsets_to_bits": ([_p, _i64, _i64, _i64, _p], _i64),
+        # flusher.c
+        "km_flusher_new": ([ctypes.c_int], _p),
+        "km_flusher_submit": ([_p, _p, _p, _i64], _i64),
+        "km_flusher_take": ([_p, _p, _p], _i64),
+        "km_flusher_free": ([_p], None),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)
@@ -171,6 +178,13 @@ def _load():
 
 
 LIB = _load()
+# The same library through ctypes.PyDLL: its calls keep the GIL. For the short, non-blocking entry
+# points the event loop calls per request or per round (km_flusher_submit/take): a CDLL call drops
+# the GIL and must take it back, a hand-over another thread may win, so the loop would wait for it.
+GIL_LIB = None
+if LIB is not None:
+    GIL_LIB = ctypes.PyDLL(LIB._name)
+    _declare(GIL_LIB)
 
 
 def implementation() -> str:

@@ -112,6 +112,13 @@ _sync_error = _parse_sync(os.environ.get(SYNC_ERROR_ENV))
 _sync_hits = 0
 
 
+def sync_seams_armed() -> bool:
+    """Whether a seam that must see every sync of the storage file layer is armed (a crash point,
+    an injected I/O or sync error): the group commit then keeps its syncs in Python, where they
+    pass through files.py, instead of its native sync thread."""
+    return _crash is not None or _io is not None or _sync_error is not None
+
+
 def crash_point(name: str) -> None:
     """SIGKILL this process if `name` is the armed point and this is its n-th hit."""
     global _crash_hits

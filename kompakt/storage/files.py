@@ -23,6 +23,12 @@ from kompakt.storage.faults import check_sync, crash_point
 _power = power_cut.recorder()          # None unless TEST_KOMPAKT_POWER_JOURNAL is set
 
 
+def power_model_on() -> bool:
+    """Whether the page-cache model (TEST_KOMPAKT_POWER_JOURNAL) records the syncs: only syncs
+    made through this module reach it."""
+    return _power is not None
+
+
 def fsync(fd: int) -> None:
     """fsync a file's data and metadata."""
     _sync(fd, os.fsync)

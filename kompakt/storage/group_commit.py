@@ -15,6 +15,14 @@ request of the dir wait for it (bench_produce_fetch.py --flood). The next round 
 as soon as this one ends, with whatever arrived meanwhile: no timer, so a lone request waits one
 sync, and under load one sync serves every request that arrived during the previous one.
 
+Two ways to run the rounds. Native (LogManager's group commits, where storage/native_rounds.py
+is available: the compiled seam loaded, no fault or power-cut seam armed): the event loop takes
+the round's logs and their duplicated descriptors and answers the waiters, and a native thread
+that never waits for the GIL makes the syncs; the round structure below is the same. Otherwise
+(no compiler, fault tests, a GroupCommit made without `native`, or appends before the loop is
+known) the Python flusher thread below runs them; `close` hands what the native rounds still had
+to it for the last round.
+
 Threads: `request` and `wait` take `_cond` briefly (a set insert, a notify when the thread is
 idle); the syncs run in the flusher thread without it. Waiters live under `_cond` too, so one
 registered during a round is either covered by that round (its offset was below what the round
@@ -51,6 +59,8 @@ import time as _time
 from typing import Any, Callable
 
 from kompakt.protocol.errors import KafkaStorageErrorError
+from kompakt.storage import native_rounds
+from kompakt.storage.native_rounds import NativeRounds
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +75,13 @@ class GroupCommit:
     """The flusher of one log dir (see module docstring)."""
 
     def __init__(self, name: str, *, on_error: Callable[[Any, BaseException], None] | None = None,
-                 on_durable: Callable[[list], None] | None = None):
+                 on_durable: Callable[[list], None] | None = None, native: bool = False):
         self.name = name
+        # native: rounds run by the event loop with a sync thread that needs no GIL
+        # (storage/native_rounds.py), where that is available; else (and off the loop before the
+        # loop is known) the Python flusher thread below
+        self._native_wanted = native
+        self._native: NativeRounds | None = None
         self._on_error = on_error          # (log, exc), in the flusher thread
         self._on_durable = on_durable      # [logs the round synced], on the loop
         self._cond = threading.Condition(threading.Lock())
@@ -92,6 +107,17 @@ class GroupCommit:
 
     def request(self, plog) -> None:
         """Make `plog` part of the next round (after an append; any thread)."""
+        if self._native_wanted and not self._closed:
+            rounds = self._native_rounds()
+            if rounds is not None:
+                if asyncio._get_running_loop() is rounds.loop:
+                    rounds.request(plog)
+                else:
+                    try:
+                        rounds.loop.call_soon_threadsafe(rounds.request, plog)
+                    except RuntimeError:     # the loop is closed: the shutdown syncs every log
+                        pass
+                return
         with self._cond:
             if self._closed:
                 return
@@ -107,6 +133,13 @@ class GroupCommit:
             return
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
+        if self._native_wanted and not self._closed:
+            rounds = self._native_rounds()
+            if rounds is not None and rounds.loop is loop:
+                self._waiters.setdefault(plog, []).append((offset, fut, _time.perf_counter()))
+                rounds.request(plog)
+                await fut
+                return
         with self._cond:
             if self._closed:       # shutting down: the close syncs every log
                 raise KafkaStorageErrorError(f"{self.name}: the broker is shutting down")
@@ -119,12 +152,53 @@ class GroupCommit:
 
     def close(self) -> None:
         """Run what is pending, then stop the thread (LogManager.shutdown, before logs close)."""
+        rounds = self._native
+        if rounds is not None:
+            # the native round under way is answered; what is still pending, and every log
+            # someone still waits for, goes to the Python round this close runs
+            with self._cond:
+                self._closed = True
+            left = rounds.close()
+            self._native = None
+            with self._cond:
+                for plog in left + list(self._waiters):
+                    self._pending[plog] = None
+                if self._pending:
+                    self._wake()               # the Python thread's one round (closed: then it ends)
         self._stop(run_pending=True)
 
     def abandon(self) -> None:
         """Stop the thread without another round, as a killed process would (LogManager.crash):
         pending logs stay unsynced, waiters stay unanswered (their loop goes with the process)."""
+        rounds = self._native
+        if rounds is not None:
+            with self._cond:
+                self._closed = True
+            rounds.pending.clear()
+            rounds.close()
+            self._native = None
         self._stop(run_pending=False)
+
+    def _native_rounds(self) -> "NativeRounds | None":
+        """The native rounds, started on the first call from the broker's loop (add_reader must
+        run there) when native_rounds.available(); None elsewhere or when unavailable."""
+        rounds = self._native
+        if rounds is not None:
+            return rounds
+        loop = asyncio._get_running_loop()
+        if loop is None or (self._loop is not None and loop is not self._loop):
+            return None
+        if not native_rounds.available():
+            self._native_wanted = False
+            return None
+        try:
+            rounds = self._native = NativeRounds(self, loop)
+        except OSError as exc:
+            log.warning("%s: no native sync thread (%s); the Python flusher syncs", self.name, exc)
+            self._native_wanted = False
+            return None
+        self._loop = loop
+        return rounds
 
     def _stop(self, run_pending: bool) -> None:
         with self._cond:
@@ -203,29 +277,11 @@ class GroupCommit:
         started = self._round_started
         with self._cond:
             for plog in batch:
-                waiters = self._waiters.get(plog)
-                if not waiters:
-                    continue
-                durable = plog.durable_offset
-                exc = failed_logs.get(plog)
-                if exc is None and plog.closed and any(w[0] > durable for w in waiters):
-                    exc = KafkaStorageErrorError(f"{plog.dir} closed before its appends were synced")
-                keep = []
-                for waiter in waiters:
-                    offset, fut, since = waiter
-                    if offset <= durable:
-                        resolved.append(fut)
-                        waited += now - since
-                        if since < started:     # (a wait registered during the round: none)
-                            queued += started - since
-                    elif exc is not None:
-                        failed.append((fut, exc))
-                    else:
-                        keep.append(waiter)
-                if keep:
-                    self._waiters[plog] = keep
-                else:
-                    del self._waiters[plog]
+                done, bad, w, q = self._split_waiters(plog, failed_logs.get(plog), now, started)
+                resolved += done
+                failed += bad
+                waited += w
+                queued += q
             answered += len(resolved)
             self.synced_logs_total += len(batch)
             self.acks_total += len(resolved)
@@ -240,6 +296,37 @@ class GroupCommit:
         except RuntimeError:                     # the loop is closed: nobody waits any more
             pass
         return answered
+
+    def _split_waiters(self, plog, exc: BaseException | None, now: float, started: float) -> tuple:
+        """After a round synced `plog` (or failed to: `exc`): its waiters the durable offset now
+        covers (their futures), those that fail ((future, exception): the sync's error, or the log
+        closed before their offset was synced), the seconds they waited and of it the seconds
+        before the round `started`; the rest stay registered for a later round. Under `_cond`
+        in the Python rounds; on the loop in the native ones (storage/native_rounds.py)."""
+        waiters = self._waiters.get(plog)
+        if not waiters:
+            return [], [], 0.0, 0.0
+        durable = plog.durable_offset
+        if exc is None and plog.closed and any(w[0] > durable for w in waiters):
+            exc = KafkaStorageErrorError(f"{plog.dir} closed before its appends were synced")
+        resolved, failed, keep = [], [], []
+        waited = queued = 0.0
+        for waiter in waiters:
+            offset, fut, since = waiter
+            if offset <= durable:
+                resolved.append(fut)
+                waited += now - since
+                if since < started:     # (a wait registered during the round: none)
+                    queued += started - since
+            elif exc is not None:
+                failed.append((fut, exc))
+            else:
+                keep.append(waiter)
+        if keep:
+            self._waiters[plog] = keep
+        else:
+            del self._waiters[plog]
+        return resolved, failed, waited, queued
 
     def _deliver(self, resolved: list, failed: list, advanced: list, synced_at: float) -> None:
         """On the loop: answer the round's waiters, then tell who reads (fetch long polls)."""

@@ -136,6 +136,32 @@ def parse_topic_partition(dir: str):
     return TopicPartition(topic, int(part))
 
 
+
+
+SYNC_BUSY = object()   # Log.sync_plan: another thread holds the flush lock; ask again later
+
+class SyncPlan:
+    """What one log's sync must cover (Log.sync_plan): duplicated `.log` descriptors to fdatasync,
+    the directory's to fsync (after a roll; -1: none), and the log end offset and truncation
+    count seen when they were taken."""
+    __slots__ = ("target", "truncations", "flush_dir", "fds", "dir_fd")
+
+    def __init__(self, target: int, truncations: int, flush_dir: bool):
+        self.target = target
+        self.truncations = truncations
+        self.flush_dir = flush_dir
+        self.fds: list[int] = []
+        self.dir_fd = -1
+
+    def close(self) -> None:
+        """Close every descriptor the plan holds (once the syncs are done, or on failure)."""
+        for fd in self.fds + ([self.dir_fd] if self.dir_fd >= 0 else []):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.fds, self.dir_fd = [], -1
+
 class Log:
     """One partition's log (see module docstring). Build with `Log.open`."""
 
@@ -926,6 +952,66 @@ class Log:
                 if target > self.durable_offset and truncations == self._truncations:
                     self.durable_offset = min(target, self._next_offset)
                 return self.durable_offset
+
+    def sync_plan(self) -> "SyncPlan | None":
+        """`sync_data`'s first half, for the group commit's native rounds (its syncs run on a
+        thread that never takes the GIL): what to sync for the durable offset to reach the log
+        end offset seen now, as duplicated descriptors, or None when there is nothing to do. The
+        same reads as `sync_data`, under `_flush_lock` for the moment they take (the syncs run
+        after it is released: the duplicates keep each file's open description, so a close or
+        take-over meanwhile changes nothing under them; `sync_finish` then moves nothing for a
+        closed log). The caller syncs every descriptor (fdatasync; fsync for the directory),
+        closes them and calls `sync_finish`. It runs on the event loop, so it never waits for
+        `_flush_lock`: SYNC_BUSY when a flush, close or take-over holds it (the caller asks
+        again a little later)."""
+        if not self._flush_lock.acquire(blocking=False):
+            return SYNC_BUSY
+        try:
+            if self.closed:
+                return None
+            target = self._next_offset
+            durable = self.durable_offset
+            flush_dir = self.needs_flush_dir
+            if target <= durable and not flush_dir:
+                return None
+            plan = SyncPlan(target, self._truncations, flush_dir)
+            try:
+                segments = self._segments
+                i = len(segments) - 1
+                while i > 0 and segments[i].base_offset > durable:
+                    i -= 1
+                for s in segments[i:]:
+                    fd = s.sync_descriptor()
+                    if fd is not None:
+                        plan.fds.append(fd)
+                if flush_dir:
+                    self.needs_flush_dir = False
+                    try:
+                        plan.dir_fd = os.open(self.dir, os.O_RDONLY)
+                    except OSError:
+                        plan.dir_fd = -1      # (fsync_dir's way: a dir that cannot be opened is skipped)
+            except BaseException:
+                plan.close()
+                if flush_dir:
+                    self.needs_flush_dir = True
+                raise
+            return plan
+        finally:
+            self._flush_lock.release()
+
+    def sync_finish(self, plan: "SyncPlan", error: OSError | None) -> int:
+        """`sync_data`'s second half: after every descriptor of `plan` was synced (and closed),
+        move the durable offset to the target the plan saw, unless a truncation overlapped it or
+        the log closed (its close synced everything itself); `error`, a failed sync of one of
+        the `.log` files, is raised instead, as `sync_data` raises it."""
+        if error is not None:
+            if plan.flush_dir:
+                self.needs_flush_dir = True
+            raise error
+        with self._durable_lock:
+            if not self.closed and plan.target > self.durable_offset and plan.truncations == self._truncations:
+                self.durable_offset = min(plan.target, self._next_offset)
+            return self.durable_offset
 
     def close(self, sync_snapshot: bool = True) -> str | None:
         """Snapshot producer state (only when it moved since the last snapshot, as Kafka), then

@@ -268,7 +268,7 @@ class LogManager:
                 else:
                     log.error("group commit sync of %s failed: %s", plog.dir, exc)
             commit = self._group_commits.setdefault(
-                d, GroupCommit(d, on_error=failed, on_durable=self._on_durable))
+                d, GroupCommit(d, on_error=failed, on_durable=self._on_durable, native=True))
             if self._loop is not None:
                 commit.attach(self._loop)
         return commit

@@ -748,6 +748,20 @@ class LogSegment:
             self._dirty = False
             fs.fdatasync(self._fd)
 
+    def sync_descriptor(self) -> int | None:
+        """`sync_data` in two halves, for a sync made by another thread (the group commit's
+        native rounds): None when nothing was written since the last sync, else a duplicate of the
+        `.log` descriptor for the caller to fdatasync and close. The dirty flag is cleared here, as
+        `sync_data` clears it before its fdatasync; the duplicate keeps the file's open
+        description, so the sync reaches this file even if the segment closes meanwhile."""
+        if self._closed:
+            return None
+        check_io(self.log_path)
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return os.dup(self._fd)
+
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
         """Rename .log/.index/.timeindex from `old_suffix` to `new_suffix` (each rename atomic)."""
         def renamed(path: str) -> str:

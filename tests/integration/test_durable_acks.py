@@ -18,7 +18,7 @@ import urllib.request
 import confluent_kafka as ck
 import pytest
 
-from kompakt.storage import TopicPartition
+from kompakt.storage import TopicPartition, native_rounds
 from kompakt.testing.broker import start_broker
 from kompakt.testing.ports import free_port, retry_if_port_taken
 
@@ -34,6 +34,24 @@ def kb(tmp_path_factory):
                                  "the durable-acks broker's admin API")
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="module")
+def kb_python_rounds(tmp_path_factory):
+    """A broker whose group commit runs the Python flusher thread's rounds (the fallback without
+    the native seam): there a round that holds one log's flush lock holds the round, which the
+    round-sharing test needs to gather every request into the next one. (The native rounds skip a
+    log whose flush lock is held and go on with the others: see test_native_rounds.py.)"""
+    base = tmp_path_factory.mktemp("durable-python")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(native_rounds, "available", lambda: False)
+        broker = retry_if_port_taken(lambda: start_broker(base, config={"kompakt.durable.acks.enable": "true",
+                                                                        "metrics.port": free_port()}),
+                                     "the durable-acks broker's admin API")
+        try:
+            yield broker
+        finally:
+            broker.stop()
 
 
 def scrape(kb) -> str:
@@ -144,7 +162,8 @@ def test_the_high_watermark_never_passes_the_durable_offset_under_load(kb):
     assert seen > 0
 
 
-def test_many_acks_all_requests_share_one_round(kb):
+def test_many_acks_all_requests_share_one_round(kb_python_rounds):
+    kb = kb_python_rounds
     kb.create_topic("gate", 1)
     kb.create_topic("shared", 8)
     gate = plog(kb, "gate")
@@ -177,6 +196,29 @@ def test_many_acks_all_requests_share_one_round(kb):
     for name in ("wait_seconds_total", "queue_seconds_total", "answer_lag_seconds_total"):
         assert after["group_commit_" + name] > before["group_commit_" + name]
         assert float(re.search(rf"^kompakt_log_group_commit_{name} (\S+)$", text, re.M).group(1)) > 0
+
+
+def test_native_rounds_answer_a_request_of_many_partitions_in_one_round(kb):
+    """The native rounds (the default where the compiled seam loads): a request's waits are all
+    registered before the round it started runs, so each round answers at least a whole request
+    of eight partitions, and 32 waits take far fewer rounds than waits."""
+    kb.create_topic("eight", 8)
+    commit = plog(kb, "eight").group_commit
+    producers = [producer(kb, "all", **{"linger.ms": 20}) for _ in range(4)]   # 8 partitions, one request
+    for p in producers:
+        assert delivered(p, 0) == 0
+    before = kb._broker.log_manager.stats()
+    for i, p in enumerate(producers):
+        for part in range(8):
+            p.produce("eight", b"m%d" % i, partition=part)
+        p.poll(0)
+    for p in producers:
+        assert delivered(p, WAIT_S) == 0
+    after = kb._broker.log_manager.stats()
+    assert commit._native is not None
+    assert after["group_commit_acks_total"] - before["group_commit_acks_total"] == 32
+    assert after["group_commit_rounds_total"] - before["group_commit_rounds_total"] <= 16
+    assert after["group_commit_max_acks_per_round"] >= 8
 
 
 def test_offset_commits_and_transactions_are_answered_once_synced(kb):

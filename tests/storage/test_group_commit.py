@@ -10,7 +10,7 @@ import pytest
 from kompakt.config.broker_config import BrokerConfig
 from kompakt.protocol.errors import KafkaStorageErrorError
 from kompakt.protocol.records import build_batch
-from kompakt.storage import TopicPartition
+from kompakt.storage import TopicPartition, native_rounds
 from kompakt.storage.group_commit import GroupCommit
 from kompakt.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from kompakt.testing.poll import until
@@ -27,6 +27,14 @@ def make_manager(tmp_path, **extra):
 
 def batch(n=1):
     return bytearray(build_batch([(b"k%d" % i, b"v%d" % i) for i in range(n)]))
+
+
+@pytest.fixture(autouse=True)
+def python_rounds(monkeypatch):
+    """These tests describe the Python flusher thread's rounds (the fallback where the native
+    sync thread is unavailable, and what fault and power-cut tests run); the native rounds have
+    tests/storage/test_native_rounds.py."""
+    monkeypatch.setattr(native_rounds, "available", lambda: False)
 
 
 @pytest.fixture
