@@ -136,7 +136,10 @@ class GroupCommit:
         if self._native_wanted and not self._closed:
             rounds = self._native_rounds()
             if rounds is not None and rounds.loop is loop:
-                self._waiters.setdefault(plog, []).append((offset, fut, _time.perf_counter()))
+                with self._cond:               # against close's hand-over and the Python rounds
+                    if self._closed:
+                        raise KafkaStorageErrorError(f"{self.name}: the broker is shutting down")
+                    self._waiters.setdefault(plog, []).append((offset, fut, _time.perf_counter()))
                 rounds.request(plog)
                 await fut
                 return

@@ -985,15 +985,15 @@ class Log:
                     if fd is not None:
                         plan.fds.append(fd)
                 if flush_dir:
-                    self.needs_flush_dir = False
+                    # (the flag stays set: the next flush or Python sync clears it once it synced
+                    # the directory itself; clearing it here would let one skip that before this
+                    # plan's fsync ran, as with the segments' dirty flags)
                     try:
                         plan.dir_fd = os.open(self.dir, os.O_RDONLY)
                     except OSError:
                         plan.dir_fd = -1      # (fsync_dir's way: a dir that cannot be opened is skipped)
             except BaseException:
                 plan.close()
-                if flush_dir:
-                    self.needs_flush_dir = True
                 raise
             return plan
         finally:
@@ -1005,8 +1005,6 @@ class Log:
         the log closed (its close synced everything itself); `error`, a failed sync of one of
         the `.log` files, is raised instead, as `sync_data` raises it."""
         if error is not None:
-            if plan.flush_dir:
-                self.needs_flush_dir = True
             raise error
         with self._durable_lock:
             if not self.closed and plan.target > self.durable_offset and plan.truncations == self._truncations:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import errno
 import logging
 import os
 import threading
@@ -136,8 +137,8 @@ class NativeRounds:
                     self._errs = (ctypes.c_int * n)()
                 rc = native.GIL_LIB.km_flusher_submit(self.handle, (ctypes.c_int * n)(*fds),
                                                       (ctypes.c_int * n)(*kinds), n)
-                if rc != 0:                    # cannot happen with one round at a time; fail safe
-                    errs = [0] * n
+                if rc != 0:                    # no memory in the thread (or a round in flight): nothing synced
+                    errs = [errno.EIO] * n
                     for i, (plog, plan, _) in enumerate(flight):
                         flight[i] = (plog, plan, OSError(f"the native sync thread refused a round ({rc})"))
                     done = (self.started, errs)
@@ -189,12 +190,13 @@ class NativeRounds:
         for i, (plog, plan, exc) in enumerate(flight):
             if plan is not None:
                 plan.close()
-                err = OSError(failed_errno[i], f"{os.strerror(failed_errno[i])}: syncing {plog.dir}") \
-                    if i in failed_errno else None
-                try:
-                    plog.sync_finish(plan, err)
-                except Exception as e:  # noqa: BLE001
-                    exc = e
+                if exc is None and i in failed_errno:
+                    exc = OSError(failed_errno[i], f"{os.strerror(failed_errno[i])}: syncing {plog.dir}")
+                if exc is None:              # only a plan every descriptor of which synced moves anything
+                    try:
+                        plog.sync_finish(plan, None)
+                    except Exception as e:  # noqa: BLE001
+                        exc = e
             if exc is not None and commit._on_error is not None:
                 try:
                     commit._on_error(plog, exc)
@@ -202,7 +204,8 @@ class NativeRounds:
                     log.exception("%s: reporting a failed sync of %s failed", commit.name, plog)
             if exc is None and not plog.closed:
                 advanced.append(plog)
-            done, bad, w, q = commit._split_waiters(plog, exc, now, self.started)
+            with commit._cond:                   # (the Python rounds and close touch them too)
+                done, bad, w, q = commit._split_waiters(plog, exc, now, self.started)
             answers += [(fut, None) for fut in done] + bad
             waited_total += w
             queued_total += q

@@ -749,17 +749,18 @@ class LogSegment:
             fs.fdatasync(self._fd)
 
     def sync_descriptor(self) -> int | None:
-        """`sync_data` in two halves, for a sync made by another thread (the group commit's
-        native rounds): None when nothing was written since the last sync, else a duplicate of the
-        `.log` descriptor for the caller to fdatasync and close. The dirty flag is cleared here, as
-        `sync_data` clears it before its fdatasync; the duplicate keeps the file's open
+        """For a sync made by another thread (the group commit's native rounds): None when nothing
+        was written since the last sync, else a duplicate of the `.log` descriptor for the caller
+        to fdatasync and close. Unlike `sync_data` it leaves the dirty flag set: the sync runs
+        later, after the flush lock is released, and a `flush` or `close` in between must not
+        take the flag as "already synced" and skip its own fsync (then move the recovery and
+        durable offsets past bytes no sync covered yet). The duplicate keeps the file's open
         description, so the sync reaches this file even if the segment closes meanwhile."""
         if self._closed:
             return None
         check_io(self.log_path)
         if not self._dirty:
             return None
-        self._dirty = False
         return os.dup(self._fd)
 
     def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:

@@ -89,3 +89,31 @@ async def test_close_answers_a_round_under_way_and_syncs_what_is_pending(running
     await asyncio.wait_for(waiter, 10)
     assert plog.durable_offset == 3
     assert rounds.handle is None and rounds.closing
+
+
+def test_a_flush_beside_a_planned_sync_still_syncs_for_itself(manager, monkeypatch):
+    """A native round's plan is synced later, after the flush lock is released; a Log.flush in
+    between (a roll's, flush.ms) must not take the plan for a sync already made: it fsyncs the
+    segment (and the directory after a roll) itself before it moves the recovery point and the
+    durable offset. Before, the plan cleared the segment's dirty flag and the dir flag, the flush
+    skipped both, and an acks=all wait was answered with nothing synced (second read, review)."""
+    from kompakt.storage import files
+    m = manager()
+    m.create_topic("t", 1)
+    plog = m.get_log(("t", 0))
+    plog.append_as_leader(batch(3))
+    plog.roll()                                   # a new segment: the dir needs its fsync too
+    plog.append_as_leader(batch(2))
+    synced = []
+    for name in ("fdatasync", "fsync"):
+        real = getattr(os, name)
+        monkeypatch.setattr(os, name, lambda fd, real=real: (synced.append(os.fstat(fd).st_ino), real(fd)))
+    plan = plog.sync_plan()
+    assert plan is not None and plan.fds and plan.dir_fd >= 0
+    plog.flush()                                  # beside the plan, before its syncs
+    active = os.stat(plog.active_segment.log_path).st_ino
+    assert active in synced                       # the flush synced the segment itself
+    assert os.stat(plog.dir).st_ino in synced     # and the directory
+    assert plog.durable_offset == 5
+    plan.close()
+    assert files.power_model_on() is False
