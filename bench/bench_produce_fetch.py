@@ -482,10 +482,8 @@ def flood(args) -> None:
 def latency_only(args) -> None:
     """`--latency`: the acks=all latency run alone, `--rounds` times, with the group commit's
     figures; Kafka's too when KAFKA_HOME is set (module docstring)."""
-    kafka_home = os.environ.get("KAFKA_HOME")
-    names = ["kompakt"]
-    if kafka_home and Path(kafka_home, "bin", "kafka-server-start.sh").exists():
-        names.append("kafka")
+    kafka_home, kafka_note = _kafka_to_run()
+    names = ["kompakt"] + (["kafka"] if kafka_home else [])
     load0 = os.getloadavg()[0]
     rows: dict = {name: [] for name in names}
     for name in names:
@@ -515,10 +513,7 @@ def latency_only(args) -> None:
     for name in names:
         print(f"medians {name}: p50 {statistics.median(r[0] for r in rows[name]):.2f} ms "
               f"p99 {statistics.median(r[1] for r in rows[name]):.2f} ms", flush=True)
-    if len(names) == 1 and kafka_home:
-        print(f"Kafka not run: KAFKA_HOME={kafka_home} has no bin/kafka-server-start.sh")
-    elif len(names) == 2:
-        print(f"Kafka: {KafkaBroker.describe(kafka_home)}")
+    print(f"Kafka: {KafkaBroker.describe(kafka_home)}" if kafka_home else kafka_note)
     print(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
 
 
@@ -664,6 +659,18 @@ class KafkaBroker(_BrokerProcess):
                 f"{os.environ.get('KAFKA_HEAP_OPTS') or '-Xmx1G -Xms1G (kafka-server-start.sh default)'}")
 
 
+def _kafka_to_run() -> tuple[str | None, str]:
+    """KAFKA_HOME when it holds a Kafka to run beside Kompakt, else None and the note saying why
+    not (--contention, --latency)."""
+    home = os.environ.get("KAFKA_HOME")
+    if home and Path(home, "bin", "kafka-server-start.sh").exists():
+        return home, ""
+    note = ("Kafka not run: KAFKA_HOME is not set" if not home else
+            f"Kafka not run: KAFKA_HOME={home} has no bin/kafka-server-start.sh")
+    return None, note + (" (set it to an unpacked Apache Kafka 4.x distribution, e.g. kafka_2.13-4.0.0, with a "
+                         "JDK on PATH, to get Kompakt / Kafka ratios from the same run)")
+
+
 def _top_frames(collapsed: Path, n: int = 15) -> list[str]:
     """Top frames of a py-spy `--format raw` file (collapsed stacks): by own and by total samples."""
     own: dict[str, int] = {}
@@ -689,16 +696,9 @@ def _top_frames(collapsed: Path, n: int = 15) -> list[str]:
 def contention(args) -> None:
     """--contention: see the module docstring."""
     scale = 0.1 if args.quick else 1.0
-    kafka_home = os.environ.get("KAFKA_HOME")
-    names = ["kompakt"]
-    kafka_note = ""
-    if kafka_home and Path(kafka_home, "bin", "kafka-server-start.sh").exists():
-        names.append("kafka")
-    else:
-        kafka_note = ("Kafka not run: KAFKA_HOME is not set" if not kafka_home else
-                      f"Kafka not run: KAFKA_HOME={kafka_home} has no bin/kafka-server-start.sh")
-        kafka_note += (" (set it to an unpacked Apache Kafka 4.x distribution, e.g. kafka_2.13-4.0.0, with a JDK "
-                       "on PATH, to get Kompakt / Kafka ratios from the same run)")
+    kafka_home, kafka_note = _kafka_to_run()
+    names = ["kompakt"] + (["kafka"] if kafka_home else [])
+    if kafka_note:
         print(kafka_note, flush=True)
     cases = [(size, n, partitions, acks)
              for size, n in ((100, int(1_000_000 * scale)), (1024, int(300_000 * scale)))

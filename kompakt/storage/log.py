@@ -136,20 +136,18 @@ def parse_topic_partition(dir: str):
     return TopicPartition(topic, int(part))
 
 
-
-
 SYNC_BUSY = object()   # Log.sync_plan: another thread holds the flush lock; ask again later
+
 
 class SyncPlan:
     """What one log's sync must cover (Log.sync_plan): duplicated `.log` descriptors to fdatasync,
     the directory's to fsync (after a roll; -1: none), and the log end offset and truncation
     count seen when they were taken."""
-    __slots__ = ("target", "truncations", "flush_dir", "fds", "dir_fd")
+    __slots__ = ("target", "truncations", "fds", "dir_fd")
 
-    def __init__(self, target: int, truncations: int, flush_dir: bool):
+    def __init__(self, target: int, truncations: int):
         self.target = target
         self.truncations = truncations
-        self.flush_dir = flush_dir
         self.fds: list[int] = []
         self.dir_fd = -1
 
@@ -161,6 +159,7 @@ class SyncPlan:
             except OSError:
                 pass
         self.fds, self.dir_fd = [], -1
+
 
 class Log:
     """One partition's log (see module docstring). Build with `Log.open`."""
@@ -928,11 +927,7 @@ class Log:
             flush_dir = self.needs_flush_dir
             if target <= durable and not flush_dir:
                 return durable
-            segments = self._segments
-            i = len(segments) - 1
-            while i > 0 and segments[i].base_offset > durable:
-                i -= 1
-            segs = segments[i:]
+            segs = self._segments_from(durable)
             if flush_dir:
                 self.needs_flush_dir = False
             try:
@@ -948,10 +943,25 @@ class Log:
                 if flush_dir:
                     self.needs_flush_dir = True
                 raise
-            with self._durable_lock:
-                if target > self.durable_offset and truncations == self._truncations:
-                    self.durable_offset = min(target, self._next_offset)
-                return self.durable_offset
+            return self._advance_durable(target, truncations)
+
+    def _segments_from(self, durable: int) -> list:
+        """The segments holding offsets at or above `durable` (the ones a sync must cover);
+        `_segments` is read once, a consistent snapshot (sync_data's docstring)."""
+        segments = self._segments
+        i = len(segments) - 1
+        while i > 0 and segments[i].base_offset > durable:
+            i -= 1
+        return segments[i:]
+
+    def _advance_durable(self, target: int, truncations: int) -> int:
+        """After syncs that covered every byte below `target`: move the durable offset there,
+        unless a truncation overlapped them (its count moved) or the log closed (its close
+        synced everything and set the offset itself); returns the durable offset."""
+        with self._durable_lock:
+            if not self.closed and target > self.durable_offset and truncations == self._truncations:
+                self.durable_offset = min(target, self._next_offset)
+            return self.durable_offset
 
     def sync_plan(self) -> "SyncPlan | None":
         """`sync_data`'s first half, for the group commit's native rounds (its syncs run on a
@@ -974,13 +984,9 @@ class Log:
             flush_dir = self.needs_flush_dir
             if target <= durable and not flush_dir:
                 return None
-            plan = SyncPlan(target, self._truncations, flush_dir)
+            plan = SyncPlan(target, self._truncations)
             try:
-                segments = self._segments
-                i = len(segments) - 1
-                while i > 0 and segments[i].base_offset > durable:
-                    i -= 1
-                for s in segments[i:]:
+                for s in self._segments_from(durable):
                     fd = s.sync_descriptor()
                     if fd is not None:
                         plan.fds.append(fd)
@@ -999,17 +1005,11 @@ class Log:
         finally:
             self._flush_lock.release()
 
-    def sync_finish(self, plan: "SyncPlan", error: OSError | None) -> int:
-        """`sync_data`'s second half: after every descriptor of `plan` was synced (and closed),
-        move the durable offset to the target the plan saw, unless a truncation overlapped it or
-        the log closed (its close synced everything itself); `error`, a failed sync of one of
-        the `.log` files, is raised instead, as `sync_data` raises it."""
-        if error is not None:
-            raise error
-        with self._durable_lock:
-            if not self.closed and plan.target > self.durable_offset and plan.truncations == self._truncations:
-                self.durable_offset = min(plan.target, self._next_offset)
-            return self.durable_offset
+    def sync_finish(self, plan: SyncPlan) -> int:
+        """`sync_data`'s second half: after every descriptor of `plan` synced without an error
+        (and was closed), move the durable offset to the target the plan saw, unless a
+        truncation overlapped it or the log closed (its close synced everything itself)."""
+        return self._advance_durable(plan.target, plan.truncations)
 
     def close(self, sync_snapshot: bool = True) -> str | None:
         """Snapshot producer state (only when it moved since the last snapshot, as Kafka), then

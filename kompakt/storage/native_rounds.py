@@ -37,7 +37,6 @@ import threading
 import time as _time
 
 from kompakt import native
-from kompakt.protocol.errors import KafkaStorageErrorError
 from kompakt.storage import faults
 from kompakt.storage import files as fs
 from kompakt.storage.log import SYNC_BUSY
@@ -171,9 +170,10 @@ class NativeRounds:
                 return None
             return done_at.value, list(self._errs[:n])
 
-    def _finish(self, done_at: float, errs: list, resolve=None) -> None:
-        """Move durable offsets, answer the round's waiters, tell the readers, start the next
-        round. `resolve(results)` hands the answers to the loop when called off it (close)."""
+    def _finish(self, done_at: float, errs: list, on_loop: bool = True) -> None:
+        """Move durable offsets, answer the round's waiters and tell the readers
+        (GroupCommit._deliver: on the loop, handed to it when called off it by `close`), then
+        start the next round."""
         with self._lock:
             flight, self.flight = self.flight, None
             where, self.flight_fds = self.flight_fds, []
@@ -185,7 +185,7 @@ class NativeRounds:
                 failed_errno[i] = err
         commit = self.commit
         now = _time.perf_counter()
-        answers, advanced = [], []
+        resolved, failed, advanced = [], [], []
         waited_total = queued_total = 0.0
         for i, (plog, plan, exc) in enumerate(flight):
             if plan is not None:
@@ -194,7 +194,7 @@ class NativeRounds:
                     exc = OSError(failed_errno[i], f"{os.strerror(failed_errno[i])}: syncing {plog.dir}")
                 if exc is None:              # only a plan every descriptor of which synced moves anything
                     try:
-                        plog.sync_finish(plan, None)
+                        plog.sync_finish(plan)
                     except Exception as e:  # noqa: BLE001
                         exc = e
             if exc is not None and commit._on_error is not None:
@@ -206,23 +206,23 @@ class NativeRounds:
                 advanced.append(plog)
             with commit._cond:                   # (the Python rounds and close touch them too)
                 done, bad, w, q = commit._split_waiters(plog, exc, now, self.started)
-            answers += [(fut, None) for fut in done] + bad
+            resolved += done
+            failed += bad
             waited_total += w
             queued_total += q
-        resolved = sum(1 for _, e in answers if e is None)
         commit.synced_logs_total += len(flight)
-        commit.acks_total += resolved
+        commit.acks_total += len(resolved)
         commit.wait_seconds_total += waited_total
         commit.queue_seconds_total += queued_total
         commit.round_seconds_total += max(0.0, done_at - self.started)
-        commit.answer_lag_seconds_total += max(0.0, now - done_at) * resolved
-        commit.max_acks_per_round = max(commit.max_acks_per_round, resolved)
-        if resolve is not None:
-            resolve(answers, advanced)
+        commit.max_acks_per_round = max(commit.max_acks_per_round, len(resolved))
+        if not on_loop:
+            try:
+                self.loop.call_soon_threadsafe(commit._deliver, resolved, failed, advanced, done_at)
+            except RuntimeError:             # the loop is closed: nobody waits any more
+                pass
             return
-        _answer(answers)
-        if advanced and commit._on_durable is not None:
-            commit._on_durable(advanced)
+        commit._deliver(resolved, failed, advanced, done_at)
         if self.pending and not self.closing:
             self._start()
 
@@ -242,7 +242,7 @@ class NativeRounds:
                     break
                 _time.sleep(0.0005)
             if taken is not None:
-                self._finish(*taken, resolve=None if on_loop or self.loop.is_closed() else self._resolve_later)
+                self._finish(*taken, on_loop=on_loop or self.loop.is_closed())
         native.LIB.km_flusher_free(self.handle)    # (CDLL: drops the GIL while it joins)
         self.handle = None
         efd = self.efd
@@ -264,25 +264,3 @@ class NativeRounds:
                 os.close(efd)
         pending, self.pending = list(self.pending), {}
         return pending
-
-    def _resolve_later(self, answers: list, advanced: list) -> None:
-        def deliver() -> None:
-            _answer(answers)
-            if advanced and self.commit._on_durable is not None:
-                self.commit._on_durable(advanced)
-        try:
-            self.loop.call_soon_threadsafe(deliver)
-        except RuntimeError:                 # the loop is closed: nobody waits any more
-            pass
-
-
-def _answer(answers: list) -> None:
-    """Set each (future, None or the exception its sync failed with), as GroupCommit._deliver."""
-    for fut, exc in answers:
-        if fut.done():
-            continue
-        if exc is None:
-            fut.set_result(None)
-        else:
-            fut.set_exception(exc if isinstance(exc, KafkaStorageErrorError)
-                              else KafkaStorageErrorError(f"sync failed: {exc}"))

@@ -750,8 +750,9 @@ class LogSegment:
 
     def sync_descriptor(self) -> int | None:
         """For a sync made by another thread (the group commit's native rounds): None when nothing
-        was written since the last sync, else a duplicate of the `.log` descriptor for the caller
-        to fdatasync and close. Unlike `sync_data` it leaves the dirty flag set: the sync runs
+        was written since the last `sync_data` or `flush`, else a duplicate of the `.log`
+        descriptor for the caller to fdatasync and close. Unlike `sync_data` it leaves the dirty
+        flag set (so later native rounds sync this file again until a flush clears it): the sync runs
         later, after the flush lock is released, and a `flush` or `close` in between must not
         take the flag as "already synced" and skip its own fsync (then move the recovery and
         durable offsets past bytes no sync covered yet). The duplicate keeps the file's open
