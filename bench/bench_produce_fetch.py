@@ -40,6 +40,13 @@ worker processes included; children already reaped count through cutime/cstime).
 an unpacked Apache Kafka distribution (4.x, KRaft) it runs Kafka the same way, one single-node
 broker+controller on a fresh log dir, alternating which broker goes first each round, so the
 Kompakt / Kafka ratios come from one run; without it the mode says Kafka was not run and why.
+A third broker runs the same matrix: bench/sink_broker.py, which stores nothing (Produce answered
+at once, Fetch answered with the largest batch produced, replayed by sendfile): its rates are the
+client's ceiling under the same load, which no broker can pass, and a second table sets each
+broker's rates against it. That table also adds the CPU the kernel's own threads spent during each
+phase (kthreadd's tree: the flusher kworkers write back the dirty pages of a broker that never
+syncs, which a broker that syncs pays in its own threads; softirq threads), machine-wide, so it
+also holds what other work on the machine made them do.
 Each broker first runs the whole case matrix `--warm-passes` times unmeasured (default 1): a JVM
 compiles its hot code while it runs, and a cold Kafka spent 7-13 CPU-s per GB of 100 B produce
 against 4-5 on its second pass (2026-11-28, RESULTS.md), so ratios against a cold Kafka flatter
@@ -659,6 +666,24 @@ class KafkaBroker(_BrokerProcess):
                 f"{os.environ.get('KAFKA_HEAP_OPTS') or '-Xmx1G -Xms1G (kafka-server-start.sh default)'}")
 
 
+class SinkBroker(_BrokerProcess):
+    """bench/sink_broker.py: a broker that stores nothing, for the client's ceiling (--contention)."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="kompakt-sink-")
+        self.port = free_port()
+        self.launch([sys.executable, str(HERE / "sink_broker.py"), "--port", str(self.port)], "the sink broker",
+                    poll_s=0.01)
+
+
+def kernel_threads_cpu_s() -> float:
+    """CPU seconds of the kernel's own threads (kthreadd's tree: page writeback by the flusher
+    kworkers, softirq threads), for the CPU a broker makes the kernel spend outside its process:
+    a broker that never syncs has its dirty pages written back there, one that syncs does it in
+    its own threads."""
+    return tree_cpu_s(2)
+
+
 def _kafka_to_run() -> tuple[str | None, str]:
     """KAFKA_HOME when it holds a Kafka to run beside Kompakt, else None and the note saying why
     not (--contention, --latency)."""
@@ -697,7 +722,7 @@ def contention(args) -> None:
     """--contention: see the module docstring."""
     scale = 0.1 if args.quick else 1.0
     kafka_home, kafka_note = _kafka_to_run()
-    names = ["kompakt"] + (["kafka"] if kafka_home else [])
+    names = ["kompakt"] + (["kafka"] if kafka_home else []) + ["sink"]
     if kafka_note:
         print(kafka_note, flush=True)
     cases = [(size, n, partitions, acks)
@@ -710,14 +735,15 @@ def contention(args) -> None:
     try:
         for rnd in range(args.rounds):
             for name in (names if rnd % 2 == 0 else names[::-1]):
-                broker = Broker(None, tuple(args.override)) if name == "kompakt" else KafkaBroker(kafka_home)
+                broker = (Broker(None, tuple(args.override)) if name == "kompakt" else
+                          KafkaBroker(kafka_home) if name == "kafka" else SinkBroker())
                 spy = None
                 try:
                     # warm-up, unmeasured: the first requests compile encoders (dispatch.warm_in_background)
                     create_topic(broker.bootstrap, "warm-up", 1)
                     produce(broker.bootstrap, "warm-up", 20_000, 1024, "1")
                     fetch(broker.bootstrap, "warm-up", 1, 20_000, SHORT_QUEUE_BACKOFF)
-                    for w in range(args.warm_passes):    # the whole matrix, unmeasured (docstring)
+                    for w in range(args.warm_passes if name != "sink" else 0):   # the whole matrix, unmeasured (docstring)
                         for size, n, partitions, acks in cases:
                             topic = f"w{w}-c{size}-p{partitions}-a{acks}"
                             create_topic(broker.bootstrap, topic, partitions)
@@ -734,17 +760,21 @@ def contention(args) -> None:
                         topic = f"c{size}-p{partitions}-a{acks}-r{rnd}"
                         create_topic(broker.bootstrap, topic, partitions)
                         gb = n * size / 1e9
-                        c0, l0 = tree_cpu_s(broker.proc.pid), loop_thread_cpu_s(broker.proc.pid)
+                        # (the sink's connection threads end with their connections: only the
+                        # process's own counters keep what they used)
+                        used = tree_cpu_s if name != "sink" else cpu_s
+                        c0, l0, k0 = used(broker.proc.pid), loop_thread_cpu_s(broker.proc.pid), kernel_threads_cpu_s()
                         pt = produce(broker.bootstrap, topic, n, size, acks)
-                        c1, l1 = tree_cpu_s(broker.proc.pid), loop_thread_cpu_s(broker.proc.pid)
+                        c1, l1, k1 = used(broker.proc.pid), loop_thread_cpu_s(broker.proc.pid), kernel_threads_cpu_s()
                         ft = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF)
-                        c2 = tree_cpu_s(broker.proc.pid)
-                        row = (n / pt, (c1 - c0) / gb, n / ft, (c2 - c1) / gb, max(0.0, c1 - c0 - (l1 - l0)) / gb)
+                        c2, k2 = used(broker.proc.pid), kernel_threads_cpu_s()
+                        row = (n / pt, (c1 - c0) / gb, n / ft, (c2 - c1) / gb, max(0.0, c1 - c0 - (l1 - l0)) / gb,
+                               (k1 - k0) / gb, (k2 - k1) / gb)
                         res.setdefault((name, size, partitions, acks), []).append(row)
                         off_loop = f" ({row[4]:.2f} off the loop)" if name == "kompakt" else ""
                         print(f"round {rnd} {name:7} {size:>5} B p={partitions} acks={acks:<3} produce {row[0]:>9,.0f} rec/s "
                               f"{row[1]:6.2f} CPU-s/GB{off_loop}   fetch {row[2]:>9,.0f} rec/s {row[3]:6.2f} CPU-s/GB "
-                              f"(load {os.getloadavg()[0]:.1f})", flush=True)
+                              f"(kernel threads {row[5]:.2f} / {row[6]:.2f}; load {os.getloadavg()[0]:.1f})", flush=True)
                 finally:
                     if spy is not None:
                         spy.send_signal(2)              # SIGINT: py-spy writes its file and exits
@@ -775,6 +805,9 @@ def contention(args) -> None:
                     f"{k[0] / a[0]:.2f}x / {k[2] / a[2]:.2f}x", f"{k[1] / a[1]:.2f}x / {k[3] / a[3]:.2f}x"]
         rows.append(row)
     table = _table(columns, "rrlrrrrr" + ("rrrrrr" if kafka else ""), rows)
+    table += ["", "What bounds these figures: the client's ceiling (the same client against bench/sink_broker.py, "
+              "which stores nothing) and the CPU the kernel's own threads spent in each phase (page writeback for "
+              "a broker that does not sync, softirqs), per GB:", ""] + _bounds_table(cases, med, kafka)
     print("\n".join(table))
     _write_results(args, _results_section(
         f"Produce/fetch under a fixed CPU load ({_command('--contention', args)})",
@@ -788,6 +821,28 @@ def contention(args) -> None:
         f"whole matrix. {kafka_note + '.' if kafka_note else ''}"
         f"{'Kafka: ' + KafkaBroker.describe(kafka_home) + '.' if kafka else ''}"
         f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}", table))
+
+
+def _bounds_table(cases, med, kafka: bool) -> list[str]:
+    """--contention's second table: the sink's rates (the client's ceiling), each broker's share
+    of it, and CPU per GB with the kernel threads' CPU of the same phases added."""
+    columns = ["record", "partitions", "acks", "client ceiling rec/s, produce / fetch", "Kompakt / ceiling",
+               "kernel threads CPU-s/GB beside Kompakt, produce / fetch"]
+    if kafka:
+        columns += ["Kafka / ceiling", "ceiling / Kafka", "kernel threads beside Kafka",
+                    "CPU/GB Kompakt / Kafka, kernel threads included"]
+    rows = []
+    for size, _, partitions, acks in cases:
+        k, c = med[("kompakt", size, partitions, acks)], med[("sink", size, partitions, acks)]
+        row = [f"{size} B", partitions, acks, f"{c[0]:,.0f} / {c[2]:,.0f}", f"{k[0] / c[0]:.2f} / {k[2] / c[2]:.2f}",
+               f"{k[5]:.2f} / {k[6]:.2f}"]
+        if kafka:
+            a = med[("kafka", size, partitions, acks)]
+            row += [f"{a[0] / c[0]:.2f} / {a[2] / c[2]:.2f}", f"{c[0] / a[0]:.2f}x / {c[2] / a[2]:.2f}x",
+                    f"{a[5]:.2f} / {a[6]:.2f}",
+                    f"{(k[1] + k[5]) / (a[1] + a[5]):.2f}x / {(k[3] + k[6]) / (a[3] + a[6]):.2f}x"]
+        rows.append(row)
+    return _table(columns, "rrlrrr" + ("rrrr" if kafka else ""), rows)
 
 
 # -- --cores: the broker on one core vs two (taskset), compressed and uncompressed -------------------
