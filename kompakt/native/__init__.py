@@ -12,6 +12,9 @@ Python implementation of everything in it, the reference the C code is tested ag
   - crc32c.c   CRC-32C (SSE4.2 or a table), used by all of them;
   - flusher.c  the group commit's sync thread, which never needs the GIL
                (kompakt.storage.group_commit; its Python flusher thread is the fallback).
+  - tls.c      TLS records decrypted in one call that drops the GIL once, for the TLS layer's
+               worker threads (kompakt.broker.network.tls_records; SSLObject.read is the reference
+               and the fallback: decryption then stays on the event loop).
 
 A leaf package: it imports nothing of Kompakt's, so every package may use it (storage, cleaner,
 pipeline) without breaking the data-flow rule (storage never imports the cleaner). The sources'
@@ -150,6 +153,8 @@ def _declare(lib) -> None:
         "km_flusher_submit": ([_p, _p, _p, _i64], _i64),
         "km_flusher_take": ([_p, _p, _p], _i64),
         "km_flusher_free": ([_p], None),
+        # tls.c
+        "km_tls_read": ([_p, _p, _p, _p, _i64, _p], _i64),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)

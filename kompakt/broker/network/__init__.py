@@ -8,7 +8,9 @@
     limits.py       max.connections(.per.ip) and queued.max.request.bytes across listeners
     direct_send.py  file ranges to the socket with sendfile (Fetch's zero-copy answers)
     tls_transport.py  TLS listeners: our own TLS over ssl.SSLObject (handshake, decryption) whose
-                    large answers are read, encrypted and sent by the broker's kompakt-tls threads
+                    large answers are read, encrypted and sent, and large requests decrypted, by the
+                    broker's kompakt-tls threads
+    tls_records.py  the native reader those threads decrypt with (many TLS records a GIL release)
 
 Invariants: responses leave a connection in request order; a request starts only after the one
 before it on its connection applied its effects (connection.py's docstring); handlers see the

@@ -1,5 +1,6 @@
 """TLS on our side of the socket: a TLS listener's handshake, decryption and encryption over
-ssl.SSLObject and two ssl.MemoryBIO, large answers encrypted on worker threads.
+ssl.SSLObject and two ssl.MemoryBIO, large answers encrypted and large requests decrypted on
+worker threads.
 
 Role: a TLS listener (SSL, SASL_SSL) is a plain TCP server whose protocol is a `TlsProtocol`. It
 does the handshake (within the listener's handshake timeout), then makes the connection's
@@ -11,9 +12,12 @@ pause_reading/resume_reading/close/abort/is_closing/get_write_buffer_size/get_ex
 
 Why our own: the loop's SSL transport (uvloop's, in C) encrypts every write on the event-loop
 thread, so a TLS consumer's fetch costs the loop its whole encryption (~0.35 ms a MB) and a second
-core cannot take any of it. ssl.SSLObject.write releases the GIL inside OpenSSL, so here a large
-answer is encrypted by a job on a small shared pool of worker threads (the broker's
-`tls_workers`, storage/worker_threads.py) while the loop serves everything else.
+core cannot take any of it, and decrypts every read there too (a TLS producer's 1 MB request
+costs the loop its decryption). ssl.SSLObject.write releases the GIL inside OpenSSL, so here a
+large answer is encrypted by a job on a small shared pool of worker threads (the broker's
+`tls_workers`, storage/worker_threads.py) while the loop serves everything else; a large input is
+decrypted the same way (Input). The bytes each thread encrypted and decrypted are counted in the
+listener's `tls_bytes` (kompakt_tls_bytes_total{listener,operation,thread}).
 
 Output: the application's buffers (not copies) queue in `_plain`, and so do the storage
 FileRecords a Fetch answer carries in place of record bytes (`writelines` takes both): a file
@@ -32,24 +36,44 @@ encryption and the send of a large answer all leave the loop. Small buffers are 
 (each SSL write ends a TLS record: one per tiny piece would bloat and slow the stream); buffers
 of a TLS record or more pass through uncopied.
 
+Input: ciphertext is decrypted straight into the application's buffer (get_buffer/buffer_updated)
+on the loop when it is small: a read below OFF_LOOP_DECRYPT_BYTES, with nothing waiting before it
+(a produce of 1 KiB records arrives in reads of 64-256 KiB, a metadata request in one small one).
+A larger read, or ciphertext that queued up meanwhile in `_inbound` (while a job ran or the
+application paused), goes to a decryption job once OFF_LOOP_DECRYPT_BYTES wait (a hop to a thread
+and back costs the loop 10-20 µs, what decrypting ~30 KiB costs it: ~0.45 ms a MB with the copy
+into the BIO): the job takes up to DECRYPT_JOB_BYTES of the queue, feeds it to the incoming BIO
+and decrypts into a buffer of its own through tls_records.py's native reader, which calls
+SSL_read_ex record after record with the GIL dropped once a DECRYPT_STEP (SSLObject.read returns
+one 16 KiB record a call and takes the GIL back after each: beside a busy loop each take waited up
+to the 5 ms switch interval, and a TLS producer lost ~4x of its rate that way). Where there is no
+native reader (no C compiler, KOMPAKTNATIVE_IMPL=python, OpenSSL linked statically), decryption
+stays on the loop. When the job returns the loop copies its plaintext into the application's
+buffers (~0.03 ms a MB) and sends what reading produced (a KeyUpdate's answer, an alert).
+
 Invariants:
   * one thread at a time uses a connection's SSL object: OpenSSL's SSL is not safe for concurrent
     SSL_read/SSL_write (they share the record layer's state and the BIOs). While a job runs
-    (`_job` > 0) the loop touches neither the SSL object nor its BIOs: ciphertext that arrives is
-    queued (`_inbound`, an EOF as None) and fed, then decrypted, when the job has returned;
-    at most one job per connection, and inline encryption only when none runs, so the ciphertext
-    leaves in the order the plaintext came;
+    (`_busy`: an encryption, `_job` plaintext bytes, or a decryption) the loop touches neither the
+    SSL object nor its BIOs: ciphertext that arrives is queued (`_inbound`, an EOF as None) and
+    fed, then decrypted, when the job has returned; at most one job per connection, whichever its
+    kind, and inline encryption or decryption only when none runs, so the ciphertext leaves in the
+    order the plaintext came and the plaintext reaches the application in the order the ciphertext
+    came (a job's plaintext before anything queued behind it);
   * back-pressure: nothing is encrypted while the socket's transport holds RAW_HIGH bytes (its
     pause_writing) - what waits is plaintext, already in memory; the application is paused
     (pause_writing: KafkaConnection stops reading requests) while its unsent bytes, encrypted or
-    not, exceed HIGH_WATER, and resumed at LOW_WATER;
+    not, exceed HIGH_WATER, and resumed at LOW_WATER. The socket is read while the application
+    reads and less than INBOUND_HIGH of ciphertext waits in `_inbound` (behind a job, or a pause);
+    so a connection holds at most INBOUND_HIGH queued, a job's DECRYPT_JOB_BYTES and its plaintext;
   * a worker sends on the socket only when the transport's buffer was empty at the hand-over
     and the loop writes nothing until the job has returned, so bytes never overtake each other;
     the duplicate descriptor is closed once no job holds it (it must neither keep a closed
     connection's socket open nor be reused under a worker's send), and also when a job returns
     with no next one to start: an idle connection holds one descriptor, as on plaintext
     (direct_send.py closes its duplicate when it drains);
-  * after abort or connection_lost nothing is written: a job that returns then is dropped, one
+  * after abort or connection_lost nothing is written or delivered: a job that returns then is
+    dropped (a decryption's plaintext with it; a running decryption stops at its next step), one
     no worker has started is cancelled (so it cannot hold the duplicate descriptor open forever
     when the pool is shut down), the queues are cleared, and a job still sending is stopped by a
     shutdown of the socket; a file
@@ -58,15 +82,20 @@ Invariants:
     close_notify (unwrap) and closes the socket;
   * the application gets connection_made only after a complete handshake, and then exactly one
     connection_lost; after its pause_reading nothing more is decrypted for it (the ciphertext waits
-    in the BIO) until resume_reading;
+    in `_inbound` or the BIO; a running job stops at its next DECRYPT_STEP, and the plaintext it
+    made that the application did not take waits in `_decrypted`) until resume_reading;
   * a failed handshake is logged once by the context's LoggedSSLObject (security/tls.py), its
     alert sent, the socket closed; a handshake that does not finish within the timeout, a
     peer that leaves during it, and one under way when the broker stops (abort_handshake),
     close without a log line, as the loop's SSL transport did.
 A client's EOF (close_notify or TCP FIN) reaches the application as eof_received, after every
 byte the client sent before it (the EOF waits in `_inbound` while any of them may still wait in
-the layer); if it answers True the socket stays open for the answers (TLS 1.3 allows a
-half-close), else it is closed.
+the layer: queued, in a job, or decrypted and not taken; a close_notify a job read comes after
+that job's plaintext); if it answers True the socket stays open for the answers (TLS 1.3 allows a
+half-close), else it is closed. Reading may produce output (a TLS 1.3 KeyUpdate's answer, an
+alert; a TLS 1.2 renegotiation is refused with one, security/tls.py setting OP_NO_RENEGOTIATION):
+the loop sends it after each inline decryption and when a job returns, before anything encrypted
+later.
 """
 from __future__ import annotations
 
@@ -77,6 +106,7 @@ import os
 import socket
 import ssl
 
+from kompakt.broker.network.tls_records import native_reader
 from kompakt.storage.file_records import FileRecords
 
 log = logging.getLogger(__name__)
@@ -89,8 +119,18 @@ RAW_HIGH = 512 * 1024               # ciphertext the socket's transport may hold
 RAW_LOW = 128 * 1024
 HIGH_WATER = 1024 * 1024            # unsent bytes (plain + ciphertext) that pause the application's writing
 LOW_WATER = RAW_HIGH                # ... and resume it (>= RAW_HIGH: plaintext sent means resumed)
+OFF_LOOP_DECRYPT_BYTES = 64 * 1024  # ciphertext waiting that is decrypted on a worker thread
+DECRYPT_JOB_BYTES = 4 * 1024 * 1024  # ciphertext a decryption job takes at most
+DECRYPT_STEP = 512 * 1024           # a decryption job looks for a pause_reading or a close this often
+INBOUND_HIGH = DECRYPT_JOB_BYTES    # ciphertext queued behind a job (or a pause) that stops reading the socket
+
+# The keys of a listener's `tls_bytes` Counter (broker/observability/live.py exports it): bytes of
+# application data by operation and by the thread that did it
+DECRYPTED_ON_LOOP, DECRYPTED_ON_WORKER = ("decrypt", "event_loop"), ("decrypt", "worker")
+ENCRYPTED_ON_LOOP, ENCRYPTED_ON_WORKER = ("encrypt", "event_loop"), ("encrypt", "worker")
 
 _HANDSHAKE, _OPEN, _CLOSING, _CLOSED = "handshake", "open", "closing", "closed"
+_UNKNOWN = object()
 
 
 class _FilePart:
@@ -154,16 +194,36 @@ def _encrypt(sslobj: ssl.SSLObject, outgoing: ssl.MemoryBIO, batch: list) -> byt
     return outgoing.read()
 
 
+def _read_into(sslobj: ssl.SSLObject, buf: memoryview) -> tuple[int, bool]:
+    """Decrypt what the incoming BIO holds into `buf`, as far as it goes: (bytes written, whether
+    the client's close_notify came). Reading may leave output in the outgoing BIO (a KeyUpdate's
+    answer, an alert), for the caller to send; a bad record raises ssl.SSLError. Runs on the loop
+    or on a worker thread (SSLObject.read releases the GIL inside OpenSSL)."""
+    size, filled = len(buf), 0
+    try:
+        while filled < size:
+            n = sslobj.read(size - filled, buf[filled:])
+            if not n:
+                return filled, True
+            filled += n
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        pass                                 # the BIO is empty (or output must go first: the caller sends it)
+    except ssl.SSLZeroReturnError:
+        return filled, True
+    return filled, False
+
+
 class TlsProtocol(asyncio.Protocol):
     """The socket's protocol on a TLS listener (see the module docstring)."""
 
     def __init__(self, context: ssl.SSLContext, app_factory, workers, handshake_timeout_s: float,
-                 handshakes: set | None = None):
+                 handshakes: set | None = None, tls_bytes: collections.Counter | None = None):
         """`context`: the listener's live SSLContext (its sslobject_class logs failed
         handshakes); `app_factory()` makes the application protocol once the handshake is done;
-        `workers`: a WorkerThreads for the large encryptions, or None to encrypt all inline;
-        `handshakes`: the owner's set of protocols still in their handshake (this one is in it
-        until its handshake ends), so that it can close them (abort_handshake) at shutdown."""
+        `workers`: a WorkerThreads for the large encryptions and decryptions, or None to do all
+        inline; `handshakes`: the owner's set of protocols still in their handshake (this one is
+        in it until its handshake ends), so that it can close them (abort_handshake) at shutdown;
+        `tls_bytes`: the listener's Counter of bytes by (operation, thread), counted on the loop."""
         self._handshakes = handshakes
         self._context = context
         self._app_factory = app_factory
@@ -175,9 +235,15 @@ class TlsProtocol(asyncio.Protocol):
         self.transport = None                # the TlsTransport it was given
         self._plain: collections.deque = collections.deque()   # buffers written, not yet encrypted
         self._plain_bytes = 0
+        self._busy = False                   # a job (encryption or decryption) owns the SSL object
         self._job = 0                        # plaintext bytes a worker is encrypting now (0: none)
         self._job_future = None              # the pool's Future of that job (cancelled if we go first)
-        self._inbound: collections.deque = collections.deque()  # ciphertext (None: EOF) come during a job
+        self._inbound: collections.deque = collections.deque()  # ciphertext (None: EOF) not in the BIO yet
+        self._inbound_bytes = 0
+        self._decrypted = None               # plaintext a job decrypted that the application has not taken
+        self._raw_reading_paused = False     # the socket's transport was told pause_reading
+        self._reader = _UNKNOWN              # tls_records' native reader for the jobs (None: decrypt inline)
+        self._tls_bytes = tls_bytes if tls_bytes is not None else collections.Counter()
         self._raw_paused = False             # the socket's transport is above RAW_HIGH
         self._app_write_paused = False       # the application was told pause_writing
         self._reading_paused = False         # the application asked pause_reading
@@ -199,8 +265,16 @@ class TlsProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         state = self._state
         if state is _OPEN or state is _CLOSING:
-            if self._job or self._inbound:
+            if (self._busy or self._inbound or self._reading_paused or self._decrypted is not None
+                    or (len(data) >= OFF_LOOP_DECRYPT_BYTES and self._workers is not None)):
+                # behind what waits, or large enough for a worker (_drain_input decides)
                 self._inbound.append(data)
+                self._inbound_bytes += len(data)
+                if self._busy or self._reading_paused or self._decrypted is not None:
+                    if self._inbound_bytes >= INBOUND_HIGH:
+                        self._update_raw_reading()
+                    return
+                self._drain_input()
                 return
             self._incoming.write(data)
             self._decrypt()
@@ -217,7 +291,8 @@ class TlsProtocol(asyncio.Protocol):
         # the application does not read, or while a decryption resume_reading scheduled has not
         # run - the bytes it left in the BIO came first (the loop may poll the socket, and see
         # this EOF, before it runs that callback)
-        if self._job or self._reading_paused or self._inbound or self._decrypt_scheduled:
+        if (self._busy or self._reading_paused or self._inbound or self._decrypt_scheduled
+                or self._decrypted is not None):
             self._inbound.append(None)
         else:
             self._eof()
@@ -285,32 +360,23 @@ class TlsProtocol(asyncio.Protocol):
         """Decrypt what the incoming BIO holds straight into the application's buffer, while it
         reads and no job owns the SSL object."""
         sslobj = self._ssl
-        while self._state is _OPEN and not self._job and not self._reading_paused:
+        while self._state is _OPEN and not self._busy and not self._reading_paused:
             app = self._app
             buf = app.get_buffer(-1)
-            size, filled, eof = len(buf), 0, False
             try:
-                while filled < size:
-                    n = sslobj.read(size - filled, buf[filled:])
-                    if not n:
-                        eof = True
-                        break
-                    filled += n
-            except ssl.SSLWantReadError:
-                pass
-            except ssl.SSLZeroReturnError:
-                eof = True
+                filled, eof = _read_into(sslobj, buf)
             except ssl.SSLError as exc:
                 self._fail("reading", exc)
                 return
             if filled:
+                self._tls_bytes[DECRYPTED_ON_LOOP] += filled
                 app.buffer_updated(filled)
             if eof:
                 self._eof()
                 break
-            if filled < size:
+            if filled < len(buf):
                 break                        # the BIO is empty
-        if not self._job and self._state is not _CLOSED:
+        if not self._busy and self._state is not _CLOSED:
             self._send_output()              # what reading produced (alerts, key updates)
 
     def _eof(self) -> None:
@@ -322,19 +388,142 @@ class TlsProtocol(asyncio.Protocol):
             self.close()
 
     def _drain_input(self) -> None:
-        """After a job, or when the application reads again: the ciphertext queued meanwhile and
-        what waits in the BIO, decrypted; then the EOF, if one came after them. Nothing while a
-        job runs (resume_reading's call may come then; the job's end comes back here)."""
+        """After a job, or when the application reads again, or when ciphertext came to a queue:
+        the plaintext a job left, then the ciphertext queued (by a worker if there is much of it,
+        else inline, with what waits in the BIO), then the EOF, if one came after them. Nothing
+        while a job runs (resume_reading's call may come then; the job's end comes back here)."""
         self._decrypt_scheduled = False
-        if self._job:
+        if self._busy:
             return
+        if self._decrypted is not None:
+            self._deliver()
+            if self._decrypted is not None or self._busy:
+                return                       # paused again, or its answers' encryption took the SSL object
         inbound = self._inbound
+        if (self._workers is not None and self._state is _OPEN and not self._reading_paused
+                and self._inbound_bytes + self._incoming.pending >= OFF_LOOP_DECRYPT_BYTES
+                and self._native_reader() is not None and self._start_decryption()):
+            self._update_raw_reading()
+            return
         while inbound and inbound[0] is not None:
-            self._incoming.write(inbound.popleft())
+            data = inbound.popleft()
+            self._inbound_bytes -= len(data)
+            self._incoming.write(data)
         self._decrypt()
-        if inbound and not self._job and not self._reading_paused and self._state is _OPEN:
+        if inbound and not self._busy and not self._reading_paused and self._state is _OPEN:
             inbound.clear()                  # the EOF (nothing comes after it)
             self._eof()
+        self._update_raw_reading()
+
+    def _native_reader(self):
+        """The reader the decryption jobs use (tls_records.py), found at the first large input;
+        None where there is none: a worker reading record by record would wait for the GIL after
+        each, so decryption then stays on the loop."""
+        if self._reader is _UNKNOWN:
+            self._reader = native_reader(self._ssl, self._incoming)
+        return self._reader
+
+    def _start_decryption(self) -> bool:
+        """Hand up to DECRYPT_JOB_BYTES of the queued ciphertext, and what waits in the BIO, to a
+        worker (_run_decryption); False if the pool is shut down (the broker is stopping), the
+        ciphertext then in the BIO for the caller to decrypt inline."""
+        inbound, chunks, taken = self._inbound, [], 0
+        while inbound and inbound[0] is not None and taken < DECRYPT_JOB_BYTES:
+            chunks.append(inbound.popleft())
+            taken += len(chunks[-1])
+        self._inbound_bytes -= taken
+        # the plaintext is shorter than its ciphertext: room for all of it (and what OpenSSL holds)
+        room = taken + self._incoming.pending + self._ssl.pending()
+        self._busy = True
+        future = self._workers.submit(self._run_decryption, chunks, room)
+        if future is None:
+            self._busy = False
+            for data in chunks:
+                self._incoming.write(data)
+            return False
+        self._job_future = future
+        return True
+
+    def _run_decryption(self, chunks: list, room: int) -> None:
+        """On a worker thread: feed `chunks` to the SSL object (ours until _decryption_done runs)
+        and decrypt what it then holds into a buffer of `room` bytes, DECRYPT_STEP at a time with
+        the native reader (the GIL dropped once a step), stopping early when the application
+        pauses reading or the connection is closed (what is not decrypted stays in the BIO).
+        Where a step stops short other than for want of a whole record, SSLObject.read says why.
+        Reports (the buffer, bytes in it, close_notify seen) or the exception."""
+        try:
+            incoming = self._incoming
+            for data in chunks:
+                incoming.write(data)
+            del chunks
+            out = bytearray(room)
+            view, filled, eof, reader = memoryview(out), 0, False, self._reader
+            while filled < room and self._state is _OPEN and not self._reading_paused:
+                length = min(DECRYPT_STEP, room - filled)
+                n, done = reader(out, filled, length)
+                if not done:                 # close_notify, or an error: SSLObject.read says which
+                    more, eof = _read_into(self._ssl, view[filled + n:filled + length])
+                    n += more
+                filled += n
+                if eof or n < length:
+                    break                    # close_notify, or the BIO is empty
+            result = (out, filled, eof)
+        except Exception as exc:             # noqa: BLE001 - the loop decides (_decryption_done)
+            result = exc
+        try:
+            self._loop.call_soon_threadsafe(self._decryption_done, result)
+        except RuntimeError:                 # the loop is closed: the connection went with it
+            pass
+
+    def _decryption_done(self, result) -> None:
+        self._busy, self._job_future = False, None
+        if self._state is _CLOSED:
+            self._release_socket()
+            return                           # aborted or lost meanwhile: nothing more goes in or out
+        if isinstance(result, Exception):
+            self._fail("reading", result)
+            return
+        out, filled, eof = result
+        self._send_output()                  # what reading produced (a KeyUpdate's answer, an alert)
+        if filled:
+            self._tls_bytes[DECRYPTED_ON_WORKER] += filled
+            self._decrypted = memoryview(out)[:filled]
+        if eof:                              # close_notify: what came after it means nothing
+            self._inbound.clear()
+            self._inbound_bytes = 0
+            self._inbound.append(None)
+        self._drain_input()                  # the plaintext to the application, then what came meanwhile
+        self._pump()                         # answers written meanwhile (or a close waiting for the job)
+        if not self._busy:
+            self._release_socket()
+
+    def _deliver(self) -> None:
+        """The plaintext a job decrypted into the application's buffers, while it reads; what it
+        does not take (it paused reading) waits for resume_reading."""
+        data, app = self._decrypted, self._app
+        while len(data) and self._state is _OPEN and not self._reading_paused:
+            buf = app.get_buffer(-1)
+            n = min(len(buf), len(data))
+            if not n:
+                self._fail("reading", RuntimeError("get_buffer() returned an empty buffer"))
+                return
+            buf[:n] = data[:n]
+            data = data[n:]
+            app.buffer_updated(n)
+        self._decrypted = data if len(data) and self._state is _OPEN else None
+
+    def _update_raw_reading(self) -> None:
+        """The socket is read while the application reads and the ciphertext waiting for the SSL
+        object (a job runs, or the application paused) stays below INBOUND_HIGH."""
+        if self._state is _CLOSED:
+            return
+        pause = self._reading_paused or self._inbound_bytes >= INBOUND_HIGH
+        if pause is not self._raw_reading_paused:
+            self._raw_reading_paused = pause
+            if pause:
+                self._raw.pause_reading()
+            else:
+                self._raw.resume_reading()
 
     # -- output ------------------------------------------------------------------------------
     def write(self, data) -> None:
@@ -354,7 +543,7 @@ class TlsProtocol(asyncio.Protocol):
 
     def _pump(self) -> None:
         """Encrypt and send the queued plaintext while the socket takes it and no job runs."""
-        while self._plain and not self._job and not self._raw_paused:
+        while self._plain and not self._busy and not self._raw_paused:
             if self._state is not _OPEN and self._state is not _CLOSING:
                 return
             off_loop = self._workers is not None and self._plain_bytes >= OFF_LOOP_BYTES
@@ -363,20 +552,21 @@ class TlsProtocol(asyncio.Protocol):
             sock = self._direct_socket() if off_loop and not self._raw.get_write_buffer_size() else None
             batch, size = self._take(DIRECT_JOB_BYTES if sock is not None else JOB_BYTES)
             if off_loop:
-                self._job = size
+                self._job, self._busy = size, True
                 future = self._workers.submit(self._run_job, batch, sock)
                 if future is not None:
                     self._job_future = future
                     break
-                self._job = 0                # the pool is shut down (broker stopping): inline
+                self._job, self._busy = 0, False     # the pool is shut down (broker stopping): inline
             try:
                 data = _encrypt(self._ssl, self._outgoing, batch)
             except OSError as exc:           # ssl.SSLError, or a segment file cut short
                 self._fail("encrypting", exc)
                 return
+            self._tls_bytes[ENCRYPTED_ON_LOOP] += size
             self._raw.write(data)            # may call pause_writing
         self._check_app_writing()
-        if self._state is _CLOSING and not self._plain and not self._job:
+        if self._state is _CLOSING and not self._plain and not self._busy:
             self._shut()
 
     def _take(self, limit: int) -> tuple[list, int]:
@@ -403,7 +593,7 @@ class TlsProtocol(asyncio.Protocol):
         to close now, and no worker encrypts for a connection that is gone."""
         future = self._job_future
         if future is not None and future.cancel():
-            self._job, self._job_future = 0, None
+            self._job, self._job_future, self._busy = 0, None, False
 
     def _release_socket(self, shutdown: bool = False) -> None:
         """Closed, or no job to run: our duplicate goes once no job uses it (else when it
@@ -412,7 +602,7 @@ class TlsProtocol(asyncio.Protocol):
         sock = self._sock
         if sock is None:
             return
-        if self._job:
+        if self._busy:
             if shutdown:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
@@ -460,7 +650,8 @@ class TlsProtocol(asyncio.Protocol):
         return b"", ()
 
     def _job_done(self, result) -> None:
-        self._job, self._job_future = 0, None
+        encrypted = self._job
+        self._job, self._job_future, self._busy = 0, None, False
         if self._state is _CLOSED:
             self._release_socket()
             return                           # aborted or lost meanwhile: nothing more goes out
@@ -470,12 +661,15 @@ class TlsProtocol(asyncio.Protocol):
         unsent, rest = result
         if rest:                             # not encrypted: back at the head of the queue
             self._plain.extendleft(reversed(rest))
-            self._plain_bytes += sum(len(b) for b in rest)
+            returned = sum(len(b) for b in rest)
+            self._plain_bytes += returned
+            encrypted -= returned
+        self._tls_bytes[ENCRYPTED_ON_WORKER] += encrypted
         if len(unsent):
             self._raw.write(unsent)
         self._drain_input()                  # requests that came meanwhile go before the next job
         self._pump()
-        if not self._job:                    # no further job: the duplicate goes until one needs it
+        if not self._busy:                   # no further job: the duplicate goes until one needs it
             self._release_socket()
 
     def _send_output(self) -> None:
@@ -511,13 +705,13 @@ class TlsProtocol(asyncio.Protocol):
         if self._state is _CLOSED or self._reading_paused:
             return
         self._reading_paused = True
-        self._raw.pause_reading()
+        self._update_raw_reading()
 
     def resume_reading(self) -> None:
         if self._state is _CLOSED or not self._reading_paused:
             return
         self._reading_paused = False
-        self._raw.resume_reading()
+        self._update_raw_reading()
         if not self._decrypt_scheduled:
             # what waits in the BIO, on the next loop pass: the application is inside its own
             # callback now and would not see the data
@@ -554,6 +748,8 @@ class TlsProtocol(asyncio.Protocol):
         self._plain.clear()
         self._plain_bytes = 0
         self._inbound.clear()
+        self._inbound_bytes = 0
+        self._decrypted = None
         self._drop_job()
         self._release_socket(shutdown=True)
 
@@ -632,7 +828,10 @@ class TlsTransport(asyncio.Transport):
 def tls_protocol_factory(security, app_factory, workers, handshakes: set | None = None):
     """A protocol factory for loop.create_server on a TLS listener: each connection's TLS layer
     over the listener's live context (a keystore rotated at run time serves new connections);
-    those still in their handshake are kept in `handshakes` (see TlsProtocol)."""
+    those still in their handshake are kept in `handshakes` (see TlsProtocol); bytes encrypted
+    and decrypted are counted in the listener's `tls_bytes`."""
+    tls_bytes = security.tls_bytes
     def factory() -> TlsProtocol:
-        return TlsProtocol(security.live_context, app_factory, workers, security.handshake_timeout_s, handshakes)
+        return TlsProtocol(security.live_context, app_factory, workers, security.handshake_timeout_s, handshakes,
+                           tls_bytes)
     return factory

@@ -1,5 +1,5 @@
 """Figures read at scrape time from the objects that own them: logs, cleaner, groups,
-transactions, limits, authentications.
+transactions, limits, authentications, TLS bytes.
 
 Role: `LiveCollector` is registered by `Metrics.attach(broker)`; it reads state that lives in other
 objects at scrape time, so the hot path pays nothing. It reads, never locks: a scrape must not wait
@@ -31,7 +31,7 @@ from typing import Any, Iterable, Mapping
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
-from kompakt.broker.observability.names import (CONNECTIONS_REFUSED, AUTHENTICATIONS, REQUEST_QUEUE_BYTES,
+from kompakt.broker.observability.names import (CONNECTIONS_REFUSED, AUTHENTICATIONS, TLS_BYTES, REQUEST_QUEUE_BYTES,
     LOG_SIZE, LOG_SEGMENTS, LOG_START_OFFSET, LOG_END_OFFSET, LOG_PARTITIONS, LOG_LSO_LAG,
     LOG_ONGOING_TRANSACTIONS, TRANSACTIONS, TRANSACTIONS_COMMITTED, TRANSACTIONS_ABORTED,
     TRANSACTIONS_TIMED_OUT, TRANSACTIONS_FENCED, TRANSACTIONAL_IDS_EXPIRED, TRANSACTION_COORDINATOR_LOAD,
@@ -162,6 +162,10 @@ class LiveCollector:
             yield from self._collect_authentications()
         except Exception:
             log.exception("collecting authentication metrics failed")
+        try:
+            yield from self._collect_tls_bytes()
+        except Exception:
+            log.exception("collecting TLS metrics failed")
 
     def partition_text(self) -> str:
         """The per-partition families (log figures, open transactions, cleaner figures per
@@ -189,6 +193,23 @@ class LiveCollector:
         for sec in listeners:
             for (mechanism, result), n in sorted(sec.stats.items()):
                 family.add_metric([sec.name, mechanism, result], n)
+        yield family
+
+    # -- bytes through the TLS layer per listener (broker/network/tls_transport.py) --
+    def _collect_tls_bytes(self) -> Iterable[Any]:
+        listeners = [sec for sec in getattr(self.broker, "listeners", None) or ()
+                     if getattr(sec, "ssl_context", None) is not None and getattr(sec, "tls_bytes", None) is not None]
+        if not listeners:
+            return
+        family = CounterMetricFamily(TLS_BYTES[:-len("_total")], "Application bytes decrypted (from clients) and "
+                                     "encrypted (to clients) on TLS listeners, by listener, operation (decrypt, "
+                                     "encrypt) and the thread that did it (event_loop; worker: the kompakt-tls threads "
+                                     "that take large reads and answers off the event loop). Kafka: none (its network "
+                                     "threads do the TLS work).", labels=["listener", "operation", "thread"])
+        for sec in listeners:
+            for operation in ("decrypt", "encrypt"):
+                for thread in ("event_loop", "worker"):
+                    family.add_metric([sec.name, operation, thread], sec.tls_bytes.get((operation, thread), 0))
         yield family
 
     # -- connection and request-memory limits (broker/network/limits.py) --

@@ -24,6 +24,7 @@ EVENT_LOOP_LAG = "kompakt_event_loop_lag_seconds"
 EVENT_LOOP_LAG_MAX = "kompakt_event_loop_lag_max_seconds"
 CONNECTIONS_REFUSED = "kompakt_broker_connections_refused_total"
 AUTHENTICATIONS = "kompakt_broker_authentications_total"
+TLS_BYTES = "kompakt_tls_bytes_total"
 REQUEST_QUEUE_BYTES = "kompakt_request_queue_bytes"
 
 # --- request family ------------------------------------------------------------------------------

@@ -55,6 +55,9 @@ class ListenerSecurity:
         self.listener = listener
         self.name = listener.name
         self.stats: Counter = Counter()   # (mechanism or "TLS", "success" | "failure") -> count (broker/observability/live.py)
+        # ("decrypt" | "encrypt", "event_loop" | "worker") -> bytes of application data through the
+        # TLS layer (network/tls_transport.py counts, broker/observability/live.py exports)
+        self.tls_bytes: Counter = Counter()
         # ssl_context: the one built at start (None: no TLS); live_context: the one each new
         # connection's handshake uses (network/tls_transport.py), replaced by a dynamic keystore
         # change (tls_reload.py)

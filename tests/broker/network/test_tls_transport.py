@@ -280,16 +280,15 @@ async def test_a_handshake_that_does_not_finish_in_time_is_closed(tls_broker):
     writer.close()
 
 
-def test_small_pieces_share_a_tls_record_and_large_ones_pass_whole():
-    """Each SSL write ends a TLS record: runs of pieces smaller than a record are joined first,
-    pieces of a record or more are written as they are."""
-    ca = trustme.CA()
+def memory_session(ca) -> tuple:
+    """A TLS session in memory, its handshake done: (server SSLObject, its incoming and outgoing
+    BIOs, client SSLObject, its incoming and outgoing BIOs)."""
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ca.issue_cert("127.0.0.1").configure_cert(server_ctx)
     s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
     server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
     client = client_context(ca).wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
-    for _ in range(4):                                        # the handshake, in memory
+    for _ in range(4):
         for side in (client, server):
             try:
                 side.do_handshake()
@@ -297,6 +296,13 @@ def test_small_pieces_share_a_tls_record_and_large_ones_pass_whole():
                 pass
         s_in.write(c_out.read())
         c_in.write(s_out.read())
+    return server, s_in, s_out, client, c_in, c_out
+
+
+def test_small_pieces_share_a_tls_record_and_large_ones_pass_whole():
+    """Each SSL write ends a TLS record: runs of pieces smaller than a record are joined first,
+    pieces of a record or more are written as they are."""
+    server, s_in, s_out, client, c_in, c_out = memory_session(trustme.CA())
     big = bytes(range(256)) * (tls_transport.TLS_RECORD // 256)
     pieces = [b"a", b"bc", big, b"d", b"e", big, big, b"f"]
     wire = tls_transport._encrypt(server, s_out, pieces)

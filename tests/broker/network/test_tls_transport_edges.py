@@ -181,10 +181,12 @@ async def test_a_handshake_that_finishes_after_stop_began_gets_no_connection(tls
     writer.close()
 
 
-@pytest.mark.parametrize("listener", ["SSL", "PLAINTEXT"])
-async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answered_after_them(tmp_path, ca, listener):
+@pytest.mark.parametrize("listener, produce_bytes", [("SSL", 40_000), ("PLAINTEXT", 40_000), ("SSL", 3_000_000)])
+async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answered_after_them(
+        tls_threads_on_one_cpu, tmp_path, ca, listener, produce_bytes):
     """queued.max.requests=1: a client pipelines a long poll (answered after 300 ms), a 40 KB
-    produce and two ApiVersions, then half-closes (FIN). While the long poll is in flight the
+    produce (or a 3 MB one, decrypted by a worker thread once reading resumes: the EOF waits
+    for that job too) and two ApiVersions, then half-closes (FIN). While the long poll is in flight the
     connection reads nothing more; over TLS the rest of the client's bytes wait in the TLS layer,
     still encrypted. When the long poll is answered reading resumes, and the EOF behind those
     bytes must reach the connection after them, as the bytes and then the EOF do on plaintext:
@@ -199,7 +201,7 @@ async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answe
                             session_id=0, session_epoch=-1, forgotten_topics_data=[], rack_id="",
                             topics=[FT(topic="t", partitions=[FP(partition=0, fetch_offset=0, partition_max_bytes=1000,
                                                                  current_leader_epoch=-1, log_start_offset=-1)])])
-        requests = (frame(poll, 11, 1) + frame(produce("t", os.urandom(40_000)), 7, 2)
+        requests = (frame(poll, 11, 1) + frame(produce("t", os.urandom(produce_bytes)), 7, 2)
                     + frame(ApiVersionsRequest(version=0), 0, 3) + frame(ApiVersionsRequest(version=0), 0, 4))
 
         def client() -> list:
@@ -218,6 +220,8 @@ async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answe
                 pos += 4 + struct.unpack(">i", data[pos:pos + 4])[0]
             return answers
         assert await asyncio.to_thread(client) == [1, 2, 3, 4]
+        if produce_bytes > 1_000_000:                         # (where the C compiler built the native seam)
+            assert next(s for s in b.listeners if s.name == "SSL").tls_bytes[("decrypt", "worker")] >= 0.9 * produce_bytes
     finally:
         await b.stop()
 
