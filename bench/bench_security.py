@@ -10,8 +10,10 @@ alternating, and the figure is the median of the rounds' TLS/plaintext ratios, w
     TLS/plaintext ratio of records/s (goal >= 0.7);
   * fetch: the same records read back from offset 0 over each listener; the ratio;
   * CPU per record of the broker (/proc) and of the client (this process: librdkafka's threads
-    and the Python loop), which the machine's load moves much less than the rates; and the load
-    average at the start and the end;
+    and the Python loop), which the machine's load moves much less than the rates; the broker's
+    CPU seconds per GB of values on its event-loop thread (the main thread) and on its TLS worker
+    threads (OS name kompakt-tls: large answers encrypted, large requests decrypted there); and
+    the load average at the start and the end;
   * SASL set-ups per second: new TCP connections doing ApiVersions, SaslHandshake and
     SaslAuthenticate (PLAIN over SASL_PLAINTEXT; SCRAM-SHA-512 over SASL_PLAINTEXT and SASL_SSL,
     the client's PBKDF2 computed once so the server's share is what is measured), 4 client
@@ -522,7 +524,8 @@ def throughput(broker, sides, sizes, args) -> list[str]:
     for size in sizes:
         n = RECORDS.get(size, 150_000) // (5 if args.quick else 1)
         got = {side: {k: [] for k in ("produce", "fetch", "broker_produce", "broker_fetch", "client_produce",
-                                      "client_fetch")} for side in sides}
+                                      "client_fetch", "loop_produce", "loop_fetch", "workers_produce",
+                                      "workers_fetch")} for side in sides}
         for r in range(args.rounds):
             for side in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
                 bootstrap, conf = sides[side]
@@ -530,13 +533,17 @@ def throughput(broker, sides, sizes, args) -> list[str]:
                 create_topic(broker.bootstrap, topic, 1)
                 for what in ("produce", "fetch"):
                     c0, u0 = cpu_s(pid), client_cpu_s()
+                    l0, w0 = loop_thread_cpu_s(pid), named_threads_cpu_s(pid, "kompakt-tls")
                     if what == "produce":
                         secs = produce(bootstrap, topic, n, size, "1", conf=conf)
                     else:
                         secs = fetch(bootstrap, topic, 1, n, conf=conf)
+                    gb = n * size / 1e9
                     got[side][what].append(n / secs)
                     got[side]["broker_" + what].append((cpu_s(pid) - c0) / n * 1e6)
                     got[side]["client_" + what].append((client_cpu_s() - u0) / n * 1e6)
+                    got[side]["loop_" + what].append((loop_thread_cpu_s(pid) - l0) / gb)
+                    got[side]["workers_" + what].append((named_threads_cpu_s(pid, "kompakt-tls") - w0) / gb)
         med = {side: {k: statistics.median(v) for k, v in d.items()} for side, d in got.items()}
         for what in ("produce", "fetch"):
             p, t = med["plaintext"][what], med["tls"][what]
@@ -545,7 +552,9 @@ def throughput(broker, sides, sizes, args) -> list[str]:
                          f"{t:,.0f} rec/s ({t * size / 1e6:.1f} MB/s) | **{statistics.median(ratios):.2f}x** "
                          f"({ratios[0]:.2f}-{ratios[-1]:.2f}) | "
                          f"{med['plaintext']['broker_' + what]:.2f} / {med['tls']['broker_' + what]:.2f} | "
-                         f"{med['plaintext']['client_' + what]:.2f} / {med['tls']['client_' + what]:.2f} |")
+                         f"{med['plaintext']['client_' + what]:.2f} / {med['tls']['client_' + what]:.2f} | "
+                         f"{med['plaintext']['loop_' + what]:.2f} / {med['tls']['loop_' + what]:.2f} | "
+                         f"{med['tls']['workers_' + what]:.2f} |")
             print(lines[-1], flush=True)
     return lines
 
@@ -589,7 +598,8 @@ def write(lines, setup_lines, loads, args) -> None:
             f"rounds' ratios (range in brackets); load average {loads[0]:.1f} at the start, {loads[1]:.1f} at the "
             f"end (other agents' work was running on the machine).\n",
             "| confluent-kafka, acks=1, 1 partition | plaintext | TLS (SSL listener) | TLS / plaintext | "
-            "broker CPU µs/record plain / TLS | client CPU µs/record plain / TLS |", "|---|---|---|---|---|---|",
+            "broker CPU µs/record plain / TLS | client CPU µs/record plain / TLS | broker event-loop CPU-s/GB "
+            "plain / TLS | kompakt-tls threads CPU-s/GB (TLS) |", "|---|---|---|---|---|---|---|---|",
             *lines, ""]
     if setup_lines:
         text += ["| connection set-up (4 client threads) | set-ups | broker CPU per set-up |", "|---|---|---|",
