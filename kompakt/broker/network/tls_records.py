@@ -1,14 +1,19 @@
 """TLS records decrypted many at a time with the GIL dropped once: the reader the TLS layer's
 worker threads use (network/tls_transport.py).
 
-Role: `native_reader(sslobj, incoming)` answers `read(buf, start, length) -> (bytes written, done)`,
-which decrypts what the connection's incoming MemoryBIO holds into buf[start:start + length] through
-the compiled seam's km_tls_read (kompakt/native/tls.c: SSL_read_ex record after record in one
-ctypes call), or None when that cannot be done safely; the TLS layer then decrypts on the event
-loop, as it did before. Why: ssl.SSLObject.read returns one TLS record (16 KiB at most) per call
-and takes the GIL back after each. On a worker thread beside a busy event loop each of those takes
-waited for the loop to let go of the GIL (up to the 5 ms switch interval): a TLS producer's
-throughput fell ~4x when its requests were decrypted that way (bench/RESULTS.md, 2026-11-28).
+Role: `native_reader(sslobj, incoming, keep_gil)` answers `read(buf, start, length) -> (bytes
+written, done)`, which decrypts what the connection's incoming MemoryBIO holds into
+buf[start:start + length] (a bytearray, or a writable memoryview such as a BufferedProtocol's
+buffer) through the compiled seam's km_tls_read (kompakt/native/tls.c: SSL_read_ex record after
+record in one ctypes call), or None when that cannot be done safely; the TLS layer then reads with
+SSLObject.read, and decrypts on the event loop only. Why: ssl.SSLObject.read returns one TLS record
+(16 KiB at most) per call and takes the GIL back after each. On a worker thread beside a busy event
+loop each of those takes waited for the loop to let go of the GIL (up to the 5 ms switch interval):
+a TLS producer's throughput fell ~4x when its requests were decrypted that way (bench/RESULTS.md,
+2026-11-28). The worker threads' reader drops the GIL for the call (ctypes.CDLL); the event loop's
+(`keep_gil`, ctypes.PyDLL) keeps it: a few records take tens of µs, and each drop would let
+another thread (the log writer, a worker) take the GIL, the loop waiting to get it back (inline
+decryption beside such a thread: 0.6 against 0.75-0.93 ms of loop CPU per MB).
 
 How it reaches OpenSSL (the ssl module hands out no SSL pointer): CPython's _ssl._SSLSocket (an
 SSLObject's `_sslobj`) begins, after the object header, with `PyObject *Socket; SSL *ssl;`, and
@@ -67,9 +72,9 @@ def _pointer_at(obj, offset: int) -> int | None:
     return ctypes.c_void_p.from_address(id(obj) + offset).value
 
 
-def native_reader(sslobj: ssl.SSLObject, incoming: ssl.MemoryBIO):
+def native_reader(sslobj: ssl.SSLObject, incoming: ssl.MemoryBIO, keep_gil: bool = False):
     """`read(buf, start, length)` for this connection (see the module docstring), or None."""
-    km_tls_read = getattr(native.LIB, "km_tls_read", None)
+    km_tls_read = getattr(native.GIL_LIB if keep_gil else native.LIB, "km_tls_read", None)
     if km_tls_read is None or not _LAYOUT_KNOWN:
         return None
     lib = _mapped_libssl()
@@ -84,7 +89,7 @@ def native_reader(sslobj: ssl.SSLObject, incoming: ssl.MemoryBIO):
     get_error = ctypes.cast(lib.SSL_get_error, ctypes.c_void_p).value
     keep = (inner, incoming)                  # the SSL and the BIO live while the reader does
 
-    def read(buf: bytearray, start: int, length: int, _keep=keep) -> tuple[int, bool]:
+    def read(buf, start: int, length: int, _keep=keep) -> tuple[int, bool]:
         if length <= 0:
             return 0, True
         window = (ctypes.c_char * length).from_buffer(buf, start)

@@ -41,15 +41,18 @@ on the loop when it is small: a read below OFF_LOOP_DECRYPT_BYTES, with nothing 
 (a produce of 1 KiB records arrives in reads of 64-256 KiB, a metadata request in one small one).
 A larger read, or ciphertext that queued up meanwhile in `_inbound` (while a job ran or the
 application paused), goes to a decryption job once OFF_LOOP_DECRYPT_BYTES wait (a hop to a thread
-and back costs the loop 10-20 µs, what decrypting ~30 KiB costs it: ~0.45 ms a MB with the copy
-into the BIO): the job takes up to DECRYPT_JOB_BYTES of the queue, feeds it to the incoming BIO
+and back cost the loop ~22 µs of CPU on a loaded 2-vCPU machine, what decrypting ~45 KiB costs it
+there: 0.45-0.6 ms a MB with the copy into the BIO): the job takes up to DECRYPT_JOB_BYTES of the
+queue, feeds it to the incoming BIO
 and decrypts into a buffer of its own through tls_records.py's native reader, which calls
 SSL_read_ex record after record with the GIL dropped once a DECRYPT_STEP (SSLObject.read returns
 one 16 KiB record a call and takes the GIL back after each: beside a busy loop each take waited up
 to the 5 ms switch interval, and a TLS producer lost ~4x of its rate that way). Where there is no
 native reader (no C compiler, KOMPAKTNATIVE_IMPL=python, OpenSSL linked statically), decryption
 stays on the loop. When the job returns the loop copies its plaintext into the application's
-buffers (~0.03 ms a MB) and sends what reading produced (a KeyUpdate's answer, an alert).
+buffers (~0.03 ms a MB) and sends what reading produced (a KeyUpdate's answer, an alert). Inline,
+more than a record waiting is decrypted with the loop's native reader, which keeps the GIL (a
+SSLObject.read per record would hand it to another thread each time).
 
 Invariants:
   * one thread at a time uses a connection's SSL object: OpenSSL's SSL is not safe for concurrent
@@ -243,6 +246,7 @@ class TlsProtocol(asyncio.Protocol):
         self._decrypted = None               # plaintext a job decrypted that the application has not taken
         self._raw_reading_paused = False     # the socket's transport was told pause_reading
         self._reader = _UNKNOWN              # tls_records' native reader for the jobs (None: decrypt inline)
+        self._loop_reader = _UNKNOWN         # ... and the loop's, which keeps the GIL (None: SSLObject.read)
         self._tls_bytes = tls_bytes if tls_bytes is not None else collections.Counter()
         self._raw_paused = False             # the socket's transport is above RAW_HIGH
         self._app_write_paused = False       # the application was told pause_writing
@@ -359,12 +363,21 @@ class TlsProtocol(asyncio.Protocol):
     def _decrypt(self) -> None:
         """Decrypt what the incoming BIO holds straight into the application's buffer, while it
         reads and no job owns the SSL object."""
-        sslobj = self._ssl
+        sslobj, incoming = self._ssl, self._incoming
         while self._state is _OPEN and not self._busy and not self._reading_paused:
             app = self._app
             buf = app.get_buffer(-1)
             try:
-                filled, eof = _read_into(sslobj, buf)
+                if incoming.pending > TLS_RECORD and self._native_reader(on_loop=True) is not None:
+                    # two records or more: one call that keeps the GIL (a call per record would
+                    # hand it to another thread each time); SSLObject.read says why it stopped
+                    filled, done = self._loop_reader(buf, 0, len(buf))
+                    eof = False
+                    if not done:
+                        more, eof = _read_into(sslobj, buf[filled:])
+                        filled += more
+                else:
+                    filled, eof = _read_into(sslobj, buf)
             except ssl.SSLError as exc:
                 self._fail("reading", exc)
                 return
@@ -415,10 +428,14 @@ class TlsProtocol(asyncio.Protocol):
             self._eof()
         self._update_raw_reading()
 
-    def _native_reader(self):
+    def _native_reader(self, on_loop: bool = False):
         """The reader the decryption jobs use (tls_records.py), found at the first large input;
         None where there is none: a worker reading record by record would wait for the GIL after
-        each, so decryption then stays on the loop."""
+        each, so decryption then stays on the loop. `on_loop`: the loop's own, which keeps the GIL."""
+        if on_loop:
+            if self._loop_reader is _UNKNOWN:
+                self._loop_reader = native_reader(self._ssl, self._incoming, keep_gil=True)
+            return self._loop_reader
         if self._reader is _UNKNOWN:
             self._reader = native_reader(self._ssl, self._incoming)
         return self._reader

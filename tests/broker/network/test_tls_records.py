@@ -33,16 +33,18 @@ def reference_read(server) -> bytes:
             return out
 
 
-def test_the_native_reader_decrypts_what_sslobject_read_does_and_leaves_a_partial_record(session):
+@pytest.mark.parametrize("keep_gil", [False, True], ids=["worker's", "loop's"])
+def test_the_native_reader_decrypts_what_sslobject_read_does_and_leaves_a_partial_record(session, keep_gil):
+    """The workers' reader into a bytearray, the loop's into a memoryview (a BufferedProtocol's)."""
     server, s_in, client, c_out = session
-    read = native_reader(server, s_in)
+    read = native_reader(server, s_in, keep_gil)
     assert read is not None
     plain = os.urandom(300_000)
     for i in range(0, len(plain), 70_000):                    # records of 16 KiB and shorter ones
         client.write(plain[i:i + 70_000])
     wire = c_out.read()
     s_in.write(wire[:-100])                                   # the last record not whole yet
-    buf = bytearray(len(wire))
+    buf = bytearray(len(wire)) if not keep_gil else memoryview(bytearray(len(wire) + 10))[10:]
     n, done = read(buf, 0, len(buf))
     assert done and 0 < n < len(plain) and buf[:n] == plain[:n]
     s_in.write(wire[-100:])
