@@ -1,10 +1,12 @@
 """Large TLS requests decrypted on worker threads (broker/network/tls_transport.py, tls_records.py)
 against a real in-process Broker over TCP: multi-megabyte produce requests between small ones and
 fetches on one connection come back byte-exact, and `kompakt_tls_bytes_total` shows they were
-decrypted off the event loop; confluent-kafka over TLS the same; a client's EOF (FIN, or
-close_notify in the job's own input) while a decryption job runs reaches the connection after
-the request; a connection lost meanwhile drops the job's plaintext."""
+decrypted off the event loop (or by the loop, on a broker without TLS threads); confluent-kafka
+over TLS the same; a client's EOF (FIN, or close_notify in the job's own input) while a decryption
+job runs reaches the connection after the request; a connection lost meanwhile drops the job's
+plaintext; a TLS 1.3 KeyUpdate in the middle of a job's input."""
 import asyncio
+import ctypes
 import os
 import socket
 import ssl
@@ -18,6 +20,7 @@ from kafka.protocol.producer.produce import ProduceRequest, ProduceResponse
 from prometheus_client.parser import text_string_to_metric_families
 
 from kompakt.broker import server
+from kompakt.broker.network import tls_records
 from kompakt.protocol.records import build_batch, iter_batches
 from kompakt.storage import TopicPartition
 from kompakt.testing.poll import until
@@ -223,6 +226,45 @@ def answers(data: bytes) -> list[int]:
     return ids
 
 
+class BioClient:
+    """A TLS client over a plain socket and two ssl.MemoryBIO: its bytes leave when the test says
+    (`flush`), so it can put a close_notify or a KeyUpdate exactly where it wants."""
+
+    def __init__(self, port: int, ca):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE_S)
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = client_context(ca).wrap_bio(self.incoming, self.outgoing, server_hostname="127.0.0.1")
+
+    def handshake(self) -> None:
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.flush()
+                self.incoming.write(self.sock.recv(1 << 16))
+        self.flush()
+
+    def flush(self) -> None:
+        if self.outgoing.pending:
+            self.sock.sendall(self.outgoing.read())
+
+    def read_until(self, enough) -> bytes:
+        """Plaintext until `enough(data)`, the broker's close_notify or its close."""
+        data = bytearray()
+        while not enough(data) and (chunk := self.sock.recv(1 << 20)):
+            self.incoming.write(chunk)
+            try:
+                while piece := self.tls.read(1 << 20):
+                    data += piece
+            except ssl.SSLWantReadError:
+                pass
+            except ssl.SSLZeroReturnError:
+                break
+            self.flush()                                      # (the client's answer to a KeyUpdate, say)
+        return bytes(data)
+
+
 @pytest.mark.parametrize("goodbye", ["fin", "close_notify"])
 async def test_an_eof_while_a_decryption_job_runs_reaches_the_connection_after_the_request(broker, ca, monkeypatch,
                                                                                            goodbye):
@@ -236,50 +278,23 @@ async def test_an_eof_while_a_decryption_job_runs_reaches_the_connection_after_t
     big = batches(4, 3, 3)
     release = held_jobs(b, monkeypatch) if goodbye == "fin" else None
     requests = frame(produce("e", big), 7, 1) + frame(ApiVersionsRequest(version=0), 0, 2)
-    sock = socket.create_connection(("127.0.0.1", ssl_port(b)), timeout=DEADLINE_S)
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    client = client_context(ca).wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
-
-    def handshake() -> None:
-        while True:
-            try:
-                client.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                sock.sendall(outgoing.read())
-                incoming.write(sock.recv(1 << 16))
-        sock.sendall(outgoing.read())
-
-    def read_to_the_end() -> bytes:
-        data = bytearray()
-        while chunk := sock.recv(1 << 20):
-            incoming.write(chunk)
-            try:
-                while piece := client.read(1 << 20):
-                    data += piece
-            except ssl.SSLWantReadError:
-                pass
-            except ssl.SSLZeroReturnError:                  # the broker's close_notify
-                break
-        return bytes(data)
-
-    await asyncio.to_thread(handshake)
-    client.write(requests)
+    client = BioClient(ssl_port(b), ca)
+    await asyncio.to_thread(client.handshake)
+    client.tls.write(requests)
     if goodbye == "close_notify":
         try:
-            client.unwrap()
+            client.tls.unwrap()
         except ssl.SSLWantReadError:                         # sent; the broker's comes at its close
             pass
-    await asyncio.to_thread(sock.sendall, outgoing.read())
+    await asyncio.to_thread(client.flush)
     if goodbye == "fin":
         await until(lambda: any(c.listener == "SSL" for c in b.connections) and tls_layer(b)[1]._busy,
                     "the decryption job under way")
-        sock.shutdown(socket.SHUT_WR)
+        client.sock.shutdown(socket.SHUT_WR)
         await until(lambda: None in tls_layer(b)[1]._inbound, "the FIN waiting behind the job")
         release.set()
-    reading = asyncio.ensure_future(asyncio.to_thread(read_to_the_end))
-    data = await asyncio.wait_for(reading, DEADLINE_S)
-    sock.close()
+    data = await asyncio.wait_for(asyncio.to_thread(client.read_until, lambda data: False), DEADLINE_S)
+    client.sock.close()
     assert answers(data) == [1, 2]
     resp = ProduceResponse.decode(data[4:4 + struct.unpack(">i", data[:4])[0]], version=7, header=True)
     assert [p.error_code for p in resp.responses[0].partition_responses] == [0] * 4
@@ -320,3 +335,32 @@ async def test_a_connection_lost_while_a_decryption_job_runs_drops_what_it_decry
     assert resp.header.correlation_id == 2
     assert [p.error_code for p in resp.responses[0].partition_responses] == [0] * 4
     writer.close()
+
+
+async def test_a_key_update_in_the_middle_of_a_large_request_is_read_by_the_job_and_answered(broker, ca):
+    """TLS 1.3: the client asks for a KeyUpdate (update_requested) halfway through a 3 MB produce,
+    so the job decrypting it meets the KeyUpdate between records and must read on with the new
+    key, and the broker must send its own KeyUpdate: both requests are answered and the client
+    reads the answers. (Python's ssl has no KeyUpdate call: libssl's SSL_key_update is called on
+    the client's SSL object, found as tls_records finds the broker's.)"""
+    b = broker
+    b.log_manager.create_topic("k", 4, {})
+    lib = tls_records._mapped_libssl()
+    lib.SSL_key_update.argtypes, lib.SSL_key_update.restype = [ctypes.c_void_p, ctypes.c_int], ctypes.c_int
+    request = frame(produce("k", batches(4, 3, 6)), 7, 1)
+    client = BioClient(ssl_port(b), ca)
+    await asyncio.to_thread(client.handshake)
+    assert client.tls.version() == "TLSv1.3"
+    client.tls.write(request[:len(request) // 2])
+    client_ssl = tls_records._pointer_at(client.tls._sslobj, tls_records._HEAD + tls_records._PTR)
+    assert lib.SSL_key_update(client_ssl, 1) == 1             # SSL_KEY_UPDATE_REQUESTED, sent with the next write
+    client.tls.write(request[len(request) // 2:] + frame(ApiVersionsRequest(version=0), 0, 2))
+    await asyncio.to_thread(client.flush)
+    data = await asyncio.wait_for(asyncio.to_thread(
+        client.read_until, lambda data: len(answers(bytes(data))) == 2 and len(data) > 4 + struct.unpack(">i", data[:4])[0]),
+        DEADLINE_S)
+    client.sock.close()
+    assert answers(data) == [1, 2]
+    resp = ProduceResponse.decode(data[4:4 + struct.unpack(">i", data[:4])[0]], version=7, header=True)
+    assert [p.error_code for p in resp.responses[0].partition_responses] == [0] * 4
+    assert decrypted(b)["worker"] >= 2_000_000
