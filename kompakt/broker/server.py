@@ -224,7 +224,7 @@ class Broker:
             if sec.ssl_context is not None:
                 # TLS on our side of a plain TCP socket (network/tls_transport.py): the handshake
                 # before the connection sees a byte (a failed one never reaches KafkaConnection),
-                # large answers encrypted on the tls_workers threads
+                # large answers encrypted and large requests decrypted on the tls_workers threads
                 factory = tls_protocol_factory(sec, factory, self._tls_workers(), self._tls_handshakes)
             try:
                 server = await loop.create_server(factory, host or None, port, reuse_address=True, backlog=1024)
@@ -238,9 +238,9 @@ class Broker:
         self.advertised = self.advertised_by_listener[self.bound[0][0]]
 
     def _tls_workers(self) -> WorkerThreads | None:
-        """The threads that encrypt large TLS answers, shared by every TLS connection: one per CPU
-        beside the loop's; None on a broker held to one CPU (taskset), where a thread could only
-        take turns with the loop."""
+        """The threads that encrypt large TLS answers and decrypt large TLS requests, shared by every
+        TLS connection: one per CPU beside the loop's; None on a broker held to one CPU (taskset),
+        where a thread could only take turns with the loop."""
         threads = threads_beside_the_loop(TLS_WORKERS)
         if self.tls_workers is None and threads:
             self.tls_workers = WorkerThreads(threads, "kompakt-tls", initializer=os_thread_namer(b"kompakt-tls"))
@@ -293,7 +293,7 @@ class Broker:
         if self._started["groups"]:
             self.groups.release_parked()     # parked JoinGroup/SyncGroup too, not at a rebalance's end
         await self._drain_connections(self.config["shutdown.timeout.ms"] / 1000.0)
-        if self.tls_workers is not None:     # connections are closed: an encryption left is dropped
+        if self.tls_workers is not None:     # connections are closed: a TLS job left is dropped
             self.tls_workers.shutdown(wait=True, cancel_futures=True)
         if self._admin is not None:
             from kompakt.broker.admin.app import stop_admin
