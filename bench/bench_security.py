@@ -34,6 +34,13 @@ another checkout too (DIR on PYTHONPATH, e.g. `git archive <commit> | tar -x -C 
 alternating the order of checkouts and layouts, so "before" and "after" share the machine's
 moods.
 
+`--tls-produce` measures where a TLS producer's CPU goes (issue 25: TLS decryption off the event
+loop): a broker with a PLAINTEXT and an SSL listener on both CPUs; confluent-kafka produces 1 KiB
+records over TLS (acks=1, linger 5 ms: ~1 MB requests), alone and while another process keeps the
+event loop busy (BusyLoad, as for --tls-fetch): the TLS rate, the broker's CPU seconds per GB on its
+event-loop thread, its kompakt-tls threads and its other threads, and the busy producers'
+requests/s. `--before DIR` runs another checkout's broker too, the order alternating each round.
+
 `--request-path` instead times the broker's own request path in-process (Dispatcher.prepare +
 run of a Produce of one 10-record batch, no sockets, no client): the PLAINTEXT path with no
 authorizer, and with an authorizer checking an ALLOW ACL. Run it with PYTHONPATH at an older
@@ -338,6 +345,81 @@ def tls_fetch(args) -> None:
         f"round(s), the order of checkouts and layouts alternating each round.", table))
 
 
+PRODUCERS = ("alone", "busy loop")   # --tls-produce's cases
+
+
+def tls_produce(args) -> None:
+    """--tls-produce: see the module docstring."""
+    n, size = (60_000 if args.quick else 200_000), 1024
+    codes = {"after": os.environ.get("PYTHONPATH", "")}
+    if args.before:
+        codes = {"before": os.path.abspath(args.before), **codes}
+    d = tempfile.mkdtemp(prefix="kompakt-bench-tlsp-")
+    server_pem, ca = pki(d)
+    tls_conf = {"security.protocol": "SSL", "ssl.ca.location": ca}
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    os.chdir(d)                    # `python -m kompakt` puts the cwd first on sys.path: PYTHONPATH must decide
+    load0 = os.getloadavg()[0]
+    res: dict = {}                 # (case, code) -> [(MB/s, loop, workers, other CPU-s/GB, cores busy, req/s)]
+    try:
+        for rnd in range(args.rounds):
+            for code in (list(codes) if rnd % 2 == 0 else list(codes)[::-1]):
+                os.environ["PYTHONPATH"] = codes[code]
+                port = free_port()
+                broker = Broker(None, (f"listeners=PLAINTEXT://127.0.0.1:{{port}},SSL://127.0.0.1:{port}",
+                                       "ssl.keystore.type=PEM", f"ssl.keystore.location={server_pem}"))
+                try:
+                    tls = f"127.0.0.1:{port}"
+                    create_topic(broker.bootstrap, "warm-up", 1)
+                    produce(tls, "warm-up", 20_000, size, "1", conf=tls_conf)
+                    create_topic(broker.bootstrap, "busy", 4)
+                    for case in PRODUCERS:
+                        topic = f"tls-{rnd}-{code}-{case.replace(' ', '-')}"
+                        create_topic(broker.bootstrap, topic, 1)
+                        load = BusyLoad(broker.port, "busy") if case == "busy loop" else None
+                        try:
+                            row = _measured(broker.proc.pid, lambda: (produce(tls, topic, n, size, "1", conf=tls_conf),
+                                                                      n * size), load)
+                        finally:
+                            if load is not None:
+                                load.stop()
+                        res.setdefault((case, code), []).append(row)
+                        print(f"round {rnd} {code:6} {case:9}: TLS produce {row[0]:7.1f} MB/s, broker CPU-s/GB loop "
+                              f"{row[1]:.2f} + TLS workers {row[2]:.2f} + other threads {row[3]:.2f}, producers "
+                              f"{row[5]:,.0f} req/s (load {os.getloadavg()[0]:.1f})", flush=True)
+                finally:
+                    broker.stop()
+    finally:
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+        shutil.rmtree(d, ignore_errors=True)
+    load1 = os.getloadavg()[0]
+    rows = []
+    for case in PRODUCERS:
+        for code in codes:
+            r = [statistics.median(col) for col in zip(*res[(case, code)])]
+            rows.append([case, code, f"{r[0]:.1f}", f"{r[1]:.2f}", f"{r[2]:.2f}", f"{r[3]:.2f}",
+                         f"{r[1] + r[2] + r[3]:.2f}", f"{r[5]:,.0f}" if r[5] else ""])
+    table = _table(["TLS producer", "broker code", "TLS produce MB/s", "loop CPU-s/GB", "TLS workers CPU-s/GB",
+                    "other threads CPU-s/GB", "broker CPU-s/GB", "busy producers req/s"], "llrrrrrr", rows)
+    print("\n".join(table))
+    before = f" Before: the broker of {args.before}." if args.before else ""
+    _write_results(args, _results_section(
+        f"TLS produce: the event loop's share (`python bench/bench_security.py --tls-produce"
+        f"{' --quick' if args.quick else ''} --rounds {args.rounds}{' --before DIR' if args.before else ''}`)",
+        f"load average {load0:.1f} at the start, {load1:.1f} at the end; shared with other work (other agents' "
+        f"builds and tests on the same 2 CPUs).{before} {n:,} records of 1 KiB produced over TLS (TLS 1.3, "
+        f"AES-256-GCM) by confluent-kafka {ck_version()} (acks=1, linger.ms=5: requests of ~1 MB), alone and "
+        f"while another process keeps the loop busy with small plaintext Produce requests (2 connections, 16 in "
+        f"flight each; its requests/s in the last column; CPU per GB then includes their share). CPU-s/GB: "
+        f"the broker's CPU per GB of values produced, on its event-loop thread, its TLS threads (OS name "
+        f"kompakt-tls) and its other threads (log writers, group-commit syncs). Medians of {args.rounds} "
+        f"round(s), the order of checkouts alternating each round.", table))
+
+
 def _measured(pid: int, consume, load=None) -> tuple:
     """Run `consume()` -> (seconds, bytes) once the broker is quiet (but for `load`, a BusyLoad):
     (MB/s, CPU-s/GB on the loop thread, on the TLS workers, on other threads, cores busy, the
@@ -488,12 +570,20 @@ def main() -> None:
     ap.add_argument("--request-path", action="store_true", help="in-process Produce request path only")
     ap.add_argument("--tls-fetch", action="store_true",
                     help="TLS fetch: rate and the broker's CPU on its loop thread vs other threads, 1 CPU vs 2")
-    ap.add_argument("--before", metavar="DIR", help="--tls-fetch: also run the broker of the checkout in DIR")
+    ap.add_argument("--tls-produce", action="store_true",
+                    help="TLS produce: rate and the broker's CPU on its loop thread vs other threads, alone and "
+                         "beside a busy loop")
+    ap.add_argument("--before", metavar="DIR",
+                    help="--tls-fetch, --tls-produce: also run the broker of the checkout in DIR")
     args = ap.parse_args()
     if args.tls_fetch:
         if args.rounds == 5 and "--rounds" not in sys.argv:
             args.rounds = 3
         return tls_fetch(args)
+    if args.tls_produce:
+        if args.rounds == 5 and "--rounds" not in sys.argv:
+            args.rounds = 3
+        return tls_produce(args)
     if args.request_path:
         request_path(2000 if args.quick else 20000)
         return
