@@ -43,7 +43,9 @@ A larger read, or ciphertext that queued up meanwhile in `_inbound` (while a job
 application paused), goes to a decryption job once OFF_LOOP_DECRYPT_BYTES wait (a hop to a thread
 and back cost the loop ~22 µs of CPU on a loaded 2-vCPU machine, what decrypting ~45 KiB costs it
 there: 0.45-0.6 ms a MB with the copy into the BIO): the job takes up to DECRYPT_JOB_BYTES of the
-queue, feeds it to the incoming BIO
+queue, and then what queues up behind it while it runs (until the queue is empty or it made
+DECRYPT_JOB_BYTES of plaintext: a request arriving in several reads is decrypted as it comes, not
+a job per read with a loop pass between), feeds it to the incoming BIO
 and decrypts into a buffer of its own through tls_records.py's native reader, which calls
 SSL_read_ex record after record with the GIL dropped once a DECRYPT_STEP (SSLObject.read returns
 one 16 KiB record a call and takes the GIL back after each: beside a busy loop each take waited up
@@ -59,10 +61,13 @@ Invariants:
     SSL_read/SSL_write (they share the record layer's state and the BIOs). While a job runs
     (`_busy`: an encryption, `_job` plaintext bytes, or a decryption) the loop touches neither the
     SSL object nor its BIOs: ciphertext that arrives is queued (`_inbound`, an EOF as None) and
-    fed, then decrypted, when the job has returned; at most one job per connection, whichever its
-    kind, and inline encryption or decryption only when none runs, so the ciphertext leaves in the
-    order the plaintext came and the plaintext reaches the application in the order the ciphertext
-    came (a job's plaintext before anything queued behind it);
+    fed, then decrypted, when the job has returned (while a decryption job runs the loop only
+    appends to `_inbound`, or clears it when the connection goes, and the job only takes from its
+    head, up to an EOF it leaves there; `_inbound_bytes` counts what it took until it returns); at
+    most one job per connection, whichever its kind, and inline encryption or decryption only when
+    none runs, so the ciphertext leaves in the order the plaintext came and the plaintext reaches
+    the application in the order the ciphertext came (a job's plaintext before anything queued
+    behind it);
   * back-pressure: nothing is encrypted while the socket's transport holds RAW_HIGH bytes (its
     pause_writing) - what waits is plaintext, already in memory; the application is paused
     (pause_writing: KafkaConnection stops reading requests) while its unsent bytes, encrypted or
@@ -243,7 +248,7 @@ class TlsProtocol(asyncio.Protocol):
         self._job_future = None              # the pool's Future of that job (cancelled if we go first)
         self._inbound: collections.deque = collections.deque()  # ciphertext (None: EOF) not in the BIO yet
         self._inbound_bytes = 0
-        self._decrypted = None               # plaintext a job decrypted that the application has not taken
+        self._decrypted = None               # plaintext pieces a job decrypted that the application has not taken
         self._raw_reading_paused = False     # the socket's transport was told pause_reading
         self._reader = _UNKNOWN              # tls_records' native reader for the jobs (None: decrypt inline)
         self._loop_reader = _UNKNOWN         # ... and the loop's, which keeps the GIL (None: SSLObject.read)
@@ -464,27 +469,52 @@ class TlsProtocol(asyncio.Protocol):
     def _run_decryption(self, chunks: list, room: int) -> None:
         """On a worker thread: feed `chunks` to the SSL object (ours until _decryption_done runs)
         and decrypt what it then holds into a buffer of `room` bytes, DECRYPT_STEP at a time with
-        the native reader (the GIL dropped once a step), stopping early when the application
-        pauses reading or the connection is closed (what is not decrypted stays in the BIO).
+        the native reader (the GIL dropped once a step); then take what queued up in `_inbound`
+        meanwhile (the loop only appends to it while a job runs) and go on, until it is empty, the
+        plaintext reaches DECRYPT_JOB_BYTES, or the application pauses reading or the connection
+        is closed (what is not decrypted stays in the BIO or the queue). So a request that arrives
+        in several reads is decrypted as it comes, not a job per read with a loop pass between.
         Where a step stops short other than for want of a whole record, SSLObject.read says why.
-        Reports (the buffer, bytes in it, close_notify seen) or the exception."""
+        Reports (the plaintext pieces, close_notify seen, bytes taken from `_inbound`) or the
+        exception."""
         try:
-            incoming = self._incoming
-            for data in chunks:
-                incoming.write(data)
-            del chunks
-            out = bytearray(room)
-            view, filled, eof, reader = memoryview(out), 0, False, self._reader
-            while filled < room and self._state is _OPEN and not self._reading_paused:
-                length = min(DECRYPT_STEP, room - filled)
-                n, done = reader(out, filled, length)
-                if not done:                 # close_notify, or an error: SSLObject.read says which
-                    more, eof = _read_into(self._ssl, view[filled + n:filled + length])
-                    n += more
-                filled += n
-                if eof or n < length:
-                    break                    # close_notify, or the BIO is empty
-            result = (out, filled, eof)
+            incoming, inbound, reader = self._incoming, self._inbound, self._reader
+            pieces, made, taken, eof = [], 0, 0, False
+            while True:
+                for data in chunks:
+                    incoming.write(data)
+                out = bytearray(room)
+                view, filled = memoryview(out), 0
+                while filled < room and self._state is _OPEN and not self._reading_paused:
+                    length = min(DECRYPT_STEP, room - filled)
+                    n, done = reader(out, filled, length)
+                    if not done:             # close_notify, or an error: SSLObject.read says which
+                        more, eof = _read_into(self._ssl, view[filled + n:filled + length])
+                        n += more
+                    filled += n
+                    if eof or n < length:
+                        break                # close_notify, or the BIO is empty
+                if filled:
+                    pieces.append(view[:filled])
+                    made += filled
+                if eof or made >= DECRYPT_JOB_BYTES or self._state is not _OPEN or self._reading_paused:
+                    break
+                chunks, size = [], 0
+                while size < DECRYPT_JOB_BYTES:
+                    try:
+                        data = inbound[0]
+                        if data is None:     # the EOF: the loop hands it over after this plaintext
+                            break
+                        inbound.popleft()    # (the head, unless a close cleared the queue: IndexError)
+                    except IndexError:
+                        break
+                    chunks.append(data)
+                    size += len(data)
+                if not chunks:
+                    break
+                taken += size
+                room = size + incoming.pending + self._ssl.pending()
+            result = (pieces, eof, taken)
         except Exception as exc:             # noqa: BLE001 - the loop decides (_decryption_done)
             result = exc
         try:
@@ -500,11 +530,12 @@ class TlsProtocol(asyncio.Protocol):
         if isinstance(result, Exception):
             self._fail("reading", result)
             return
-        out, filled, eof = result
+        pieces, eof, taken = result
+        self._inbound_bytes -= taken
         self._send_output()                  # what reading produced (a KeyUpdate's answer, an alert)
-        if filled:
-            self._tls_bytes[DECRYPTED_ON_WORKER] += filled
-            self._decrypted = memoryview(out)[:filled]
+        if pieces:
+            self._tls_bytes[DECRYPTED_ON_WORKER] += sum(map(len, pieces))
+            self._decrypted = collections.deque(pieces)
         if eof:                              # close_notify: what came after it means nothing
             self._inbound.clear()
             self._inbound_bytes = 0
@@ -517,17 +548,22 @@ class TlsProtocol(asyncio.Protocol):
     def _deliver(self) -> None:
         """The plaintext a job decrypted into the application's buffers, while it reads; what it
         does not take (it paused reading) waits for resume_reading."""
-        data, app = self._decrypted, self._app
-        while len(data) and self._state is _OPEN and not self._reading_paused:
+        pieces, app = self._decrypted, self._app
+        while pieces and self._state is _OPEN and not self._reading_paused:
+            data = pieces[0]
             buf = app.get_buffer(-1)
             n = min(len(buf), len(data))
             if not n:
                 self._fail("reading", RuntimeError("get_buffer() returned an empty buffer"))
                 return
             buf[:n] = data[:n]
-            data = data[n:]
+            if n == len(data):
+                pieces.popleft()
+            else:
+                pieces[0] = data[n:]
             app.buffer_updated(n)
-        self._decrypted = data if len(data) and self._state is _OPEN else None
+        if not pieces or self._state is not _OPEN:
+            self._decrypted = None
 
     def _update_raw_reading(self) -> None:
         """The socket is read while the application reads and the ciphertext waiting for the SSL

@@ -99,7 +99,8 @@ async def test_multi_megabyte_produces_between_small_requests_and_fetches_are_de
                                                                                                 ca):
     """One TLS connection pipelines a 4 MB produce (four partitions), a small produce, a fetch of
     what is stored so far, ApiVersions, a 2 MB produce and a last fetch: every answer comes in
-    request order, each fetch holds exactly the batches produced before it, byte for byte, and the
+    request order, each fetch holds the batches produced, byte for byte (the first at least the
+    first two requests' five, the last all of them), and the
     SSL listener's counter shows the large requests decrypted by the worker threads, not the loop
     (on a broker without threads, by the loop)."""
     b, threads = either_broker
@@ -127,8 +128,11 @@ async def test_multi_megabyte_produces_between_small_requests_and_fetches_are_de
             got = {p.partition_index: stored_tails(p.records) for p in resp.responses[0].partitions}
             if not seen_first_fetch:                          # after big1 and the small one
                 seen_first_fetch = True
-                assert got == {0: [x[16:] for x in big1[:1] + small], 1: [big1[1][16:]], 2: [big1[2][16:]],
-                               3: [big1[3][16:]]}
+                # a parked fetch lets the requests behind it start (its effects are applied), so
+                # what it holds when it answers is some prefix of what is produced, byte-exact
+                for partition, batches_ in want.items():
+                    assert got[partition] == [x[16:] for x in batches_][:len(got[partition])]
+                assert sum(map(len, got.values())) >= 5
             else:
                 assert got == {p: [x[16:] for x in batches_] for p, batches_ in want.items()}
         else:
@@ -320,7 +324,7 @@ async def test_a_connection_lost_while_a_decryption_job_runs_drops_what_it_decry
     layer._decryption_done = reports.append                   # the job's report, held here
     await asyncio.to_thread(tls.sendall, frame(produce("r", batches(4, 3, 4)), 7, 1))
     await until(lambda: reports, "a decryption job's report")
-    assert reports[0][1] > 0                                  # it did decrypt
+    assert sum(map(len, reports[0][0])) > 0                   # it did decrypt
     tls.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     tls.close()                                               # RST
     await asyncio.wait_for(conn.closed, DEADLINE_S)
