@@ -15,6 +15,7 @@ import pytest
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.metadata.api_versions import ApiVersionsRequest
 
+from kompakt import native
 from kompakt.broker.network.tls_transport import HIGH_WATER
 from kompakt.storage import TopicPartition
 
@@ -220,7 +221,8 @@ async def test_a_half_close_behind_requests_still_held_in_the_tls_layer_is_answe
                 pos += 4 + struct.unpack(">i", data[pos:pos + 4])[0]
             return answers
         assert await asyncio.to_thread(client) == [1, 2, 3, 4]
-        if produce_bytes > 1_000_000:                         # (where the C compiler built the native seam)
+        if produce_bytes > 1_000_000 and getattr(native.LIB, "km_tls_read", None) is not None:
+            # decrypted by a worker (without the native seam, KOMPAKTNATIVE_IMPL=python, by the loop)
             assert next(s for s in b.listeners if s.name == "SSL").tls_bytes[("decrypt", "worker")] >= 0.9 * produce_bytes
     finally:
         await b.stop()
