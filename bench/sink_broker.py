@@ -12,7 +12,8 @@ FindCoordinator (v0-v2: itself), Produce (v3-v8) and Fetch (v4-v11), plaintext, 
 is answered at once with success; per partition it keeps only the count of records (the high
 watermark) and the largest batch it saw. Fetch answers with copies of that batch up to the high
 watermark, their base offsets moved on (a batch's CRC does not cover its base offset), sent with
-sendfile(2) from a file, as a zero-copy broker sends page-cached segments.
+sendfile(2) from a file, as a zero-copy broker sends page-cached segments; a fetch with nothing to
+send waits its max_wait_ms (at most 0.5 s), as a broker's long poll does.
 
 One blocking thread per connection, so answers leave in request order; librdkafka has one fetch
 in flight per connection, so a connection's file region of a partition is patched in place for
@@ -29,6 +30,7 @@ import struct
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -143,12 +145,17 @@ class SinkConnection:
 
     def _fetch(self, header, request) -> list:
         results, slot = [], 0
+        if all(p.fetch_offset >= self.state.high_watermark.get((t.topic, p.partition), 0)
+               for t in request.topics for p in t.partitions):
+            # nothing to send: wait as a broker's long poll does (max_wait_ms), not answer at once
+            # (the client would ask again in a busy loop); nothing arrives meanwhile in a benchmark
+            time.sleep(min(request.max_wait_ms, 500) / 1000.0)
         for topic in request.topics:
             parts = []
             for p in topic.partitions:
                 tp = (topic.topic, p.partition)
                 hw = self.state.high_watermark.get(tp, 0)
-                records = None
+                records = b""                  # (None is a null MessageSet: librdkafka refuses it)
                 if p.fetch_offset < hw and tp in self.state.batch:
                     records = self._records(slot, self.state.batch[tp], p.fetch_offset, hw,
                                             min(p.partition_max_bytes, request.max_bytes))
@@ -160,8 +167,7 @@ class SinkConnection:
 
     def _records(self, slot: int, kept: tuple[bytes, int], offset: int, hw: int, max_bytes: int) -> "_Range":
         """Copies of the partition's kept batch from `offset` on, up to max_bytes and the high
-        watermark (the last copy may reach past it), in the file region of `slot` (its place in
-        this answer)."""
+        watermark, in the file region of `slot` (its place in this answer)."""
         batch, count = kept
         most = max(1, max_bytes // len(batch))
         k = max(1, min(most, -(-(hw - offset) // count)))
@@ -174,7 +180,10 @@ class SinkConnection:
             os.pwrite(self.fetch_fd, batch * k, start)
             self.written[slot] = (batch, k)
         for i in range(k):
-            os.pwrite(self.fetch_fd, struct.pack(">q", offset + i * count), start + i * len(batch))
+            # the last copy ends at the high watermark (a broker's log holds nothing past it): it
+            # may start below `offset`, whose records the client skips, as in a compacted log
+            base = max(0, min(offset + i * count, hw - count))
+            os.pwrite(self.fetch_fd, struct.pack(">q", base), start + i * len(batch))
         return _Range(start, k * len(batch))
 
     def _metadata(self, corr: int, version: int, request) -> bytes:
