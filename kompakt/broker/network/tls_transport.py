@@ -537,6 +537,9 @@ class TlsProtocol(asyncio.Protocol):
             self._tls_bytes[DECRYPTED_ON_WORKER] += sum(map(len, pieces))
             self._decrypted = collections.deque(pieces)
         if eof:                              # close_notify: what came after it means nothing
+            # and is never read (SSL_read answers the close_notify again): left in the BIO, 64 KiB
+            # of it would start a job that finds only that, and the next, for ever
+            self._incoming.read()
             self._inbound.clear()
             self._inbound_bytes = 0
             self._inbound.append(None)

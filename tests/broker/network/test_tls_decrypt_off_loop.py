@@ -4,7 +4,8 @@ fetches on one connection come back byte-exact, and `kompakt_tls_bytes_total` sh
 decrypted off the event loop (or by the loop, on a broker without TLS threads); confluent-kafka
 over TLS the same; a client's EOF (FIN, or close_notify in the job's own input) while a decryption
 job runs reaches the connection after the request; a connection lost meanwhile drops the job's
-plaintext; a TLS 1.3 KeyUpdate in the middle of a job's input."""
+plaintext; a TLS 1.3 KeyUpdate in the middle of a job's input; ciphertext after a close_notify
+the job read is dropped."""
 import asyncio
 import ctypes
 import os
@@ -253,6 +254,19 @@ class BioClient:
         if self.outgoing.pending:
             self.sock.sendall(self.outgoing.read())
 
+    def close_notify(self) -> None:
+        """Queue the client's close_notify (sent at the next flush; the broker's comes at its close)."""
+        try:
+            self.tls.unwrap()
+        except ssl.SSLWantReadError:
+            pass
+
+    async def read_to_the_close(self) -> bytes:
+        """All the plaintext until the broker closes; then the socket is closed."""
+        data = await asyncio.wait_for(asyncio.to_thread(self.read_until, lambda data: False), DEADLINE_S)
+        self.sock.close()
+        return data
+
     def read_until(self, enough) -> bytes:
         """Plaintext until `enough(data)`, the broker's close_notify or its close."""
         data = bytearray()
@@ -286,10 +300,7 @@ async def test_an_eof_while_a_decryption_job_runs_reaches_the_connection_after_t
     await asyncio.to_thread(client.handshake)
     client.tls.write(requests)
     if goodbye == "close_notify":
-        try:
-            client.tls.unwrap()
-        except ssl.SSLWantReadError:                         # sent; the broker's comes at its close
-            pass
+        client.close_notify()
     await asyncio.to_thread(client.flush)
     if goodbye == "fin":
         await until(lambda: any(c.listener == "SSL" for c in b.connections) and tls_layer(b)[1]._busy,
@@ -297,8 +308,7 @@ async def test_an_eof_while_a_decryption_job_runs_reaches_the_connection_after_t
         client.sock.shutdown(socket.SHUT_WR)
         await until(lambda: None in tls_layer(b)[1]._inbound, "the FIN waiting behind the job")
         release.set()
-    data = await asyncio.wait_for(asyncio.to_thread(client.read_until, lambda data: False), DEADLINE_S)
-    client.sock.close()
+    data = await client.read_to_the_close()
     assert answers(data) == [1, 2]
     resp = ProduceResponse.decode(data[4:4 + struct.unpack(">i", data[:4])[0]], version=7, header=True)
     assert [p.error_code for p in resp.responses[0].partition_responses] == [0] * 4
@@ -368,3 +378,31 @@ async def test_a_key_update_in_the_middle_of_a_large_request_is_read_by_the_job_
     resp = ProduceResponse.decode(data[4:4 + struct.unpack(">i", data[:4])[0]], version=7, header=True)
     assert [p.error_code for p in resp.responses[0].partition_responses] == [0] * 4
     assert decrypted(b)["worker"] >= 2_000_000
+
+
+async def test_ciphertext_after_a_close_notify_read_by_a_job_is_dropped_not_decrypted_again(broker, ca, monkeypatch):
+    """A client sends a 2 MB produce and an ApiVersions, its close_notify, then 256 KiB more (what
+    a client sends after its close_notify means nothing: RFC 8446 6.1), and a FIN. The job reads
+    the close_notify with the rest in its input: the requests are answered, in order, and the
+    broker closes. Before, the bytes left behind the close_notify (64 KiB or more) started a
+    job again and again, each finding the close_notify and nothing else: a worker thread spun
+    for ever, and the answers, which wait while a job runs, never went out."""
+    b = broker
+    b.log_manager.create_topic("n", 4, {})
+    release = held_jobs(b, monkeypatch)
+    client = BioClient(ssl_port(b), ca)
+    await asyncio.to_thread(client.handshake)
+    client.tls.write(frame(produce("n", batches(4, 2, 7)), 7, 1) + frame(ApiVersionsRequest(version=0), 0, 2))
+    await asyncio.to_thread(client.flush)
+    await until(lambda: any(c.listener == "SSL" for c in b.connections) and tls_layer(b)[1]._busy,
+                "the decryption job under way")
+    client.close_notify()
+    await asyncio.to_thread(client.flush)
+    await asyncio.to_thread(client.sock.sendall, os.urandom(256 * 1024))
+    client.sock.shutdown(socket.SHUT_WR)
+    await until(lambda: None in tls_layer(b)[1]._inbound, "all of it queued behind the held job")
+    release.set()
+    data = await client.read_to_the_close()
+    assert answers(data) == [1, 2]
+    await until(lambda: not any(c.listener == "SSL" for c in b.connections), "the broker's close")
+    assert sum(b.log_manager.get_log(TopicPartition("n", p)).log_end_offset for p in range(4)) == 2000
