@@ -17,9 +17,11 @@ decryption beside such a thread: 0.6 against 0.75-0.93 ms of loop CPU per MB).
 
 How it reaches OpenSSL (the ssl module hands out no SSL pointer): CPython's _ssl._SSLSocket (an
 SSLObject's `_sslobj`) begins, after the object header, with `PyObject *Socket; SSL *ssl;`, and
-_ssl.MemoryBIO with `BIO *bio;` (Modules/_ssl.c, the same from 3.5 to 3.13). Both are read from
-the objects and checked against each other through libssl itself before use: SSL_get_rbio(ssl)
-must be that MemoryBIO's BIO, and SSL_is_server(ssl) 1. SSL_read_ex is taken from the one libssl
+_ssl.MemoryBIO with `BIO *bio;` (Modules/_ssl.c, the same from 3.5 to 3.13). The layout is
+checked on the Python object before libssl sees a pointer (a wrong one would crash it): the slot
+before the SSL pointer is NULL (no socket) and the one after it is the object's SSLContext. Then
+both pointers are checked against each other through libssl itself: SSL_get_rbio(ssl) must be
+that MemoryBIO's BIO, and SSL_is_server(ssl) 1. SSL_read_ex is taken from the one libssl
 mapped into the process (/proc/self/maps: the one the ssl module linked); with none (OpenSSL
 linked statically) or several, or another Python, there is no reader.
 
@@ -32,6 +34,7 @@ its caller calls SSLObject.read, which finds the same state and answers as alway
 """
 from __future__ import annotations
 
+import _ssl
 import ctypes
 import os
 import ssl
@@ -79,8 +82,13 @@ def native_reader(sslobj: ssl.SSLObject, incoming: ssl.MemoryBIO, keep_gil: bool
         return None
     lib = _mapped_libssl()
     inner = getattr(sslobj, "_sslobj", None)
-    if (lib is None or type(inner).__name__ != "_SSLSocket" or type(incoming) is not ssl.MemoryBIO
-            or type(inner).__basicsize__ < _HEAD + 2 * _PTR or ssl.MemoryBIO.__basicsize__ < _HEAD + _PTR):
+    if (lib is None or type(inner) is not _ssl._SSLSocket or type(incoming) is not ssl.MemoryBIO
+            or type(inner).__basicsize__ < _HEAD + 3 * _PTR or ssl.MemoryBIO.__basicsize__ < _HEAD + _PTR):
+        return None
+    # The slots beside the SSL pointer, from the Python object alone, before libssl is handed
+    # anything (a wrong pointer crashes SSL_get_rbio): no socket (an SSLObject reads BIOs), then
+    # the SSLContext the object answers as its own
+    if _pointer_at(inner, _HEAD) is not None or _pointer_at(inner, _HEAD + 2 * _PTR) != id(inner.context):
         return None
     ssl_ptr, bio_ptr = _pointer_at(inner, _HEAD + _PTR), _pointer_at(incoming, _HEAD)
     if not ssl_ptr or not bio_ptr or lib.SSL_get_rbio(ssl_ptr) != bio_ptr or lib.SSL_is_server(ssl_ptr) != 1:

@@ -1,9 +1,13 @@
 """The native reader of TLS records (broker/network/tls_records.py, kompakt/native/tls.c) against
 its reference, ssl.SSLObject.read, on an in-memory TLS 1.3 session: the same plaintext, a
 partial record left for later, close_notify and a tampered record left for SSLObject.read (through
-the TLS layer's _read_into) to report, and no reader for an SSL object it cannot vouch for."""
+the TLS layer's _read_into) to report, and no reader for an SSL object it cannot vouch for, nor for
+a CPython struct laid out otherwise (refused before libssl is handed anything)."""
 import os
 import ssl
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import trustme
@@ -87,3 +91,24 @@ def test_no_reader_for_an_ssl_object_it_cannot_vouch_for(session):
     server, s_in, client, c_out = session
     assert native_reader(client, ssl.MemoryBIO()) is None     # not the server's, nor its BIO
     assert native_reader(server, ssl.MemoryBIO()) is None     # another BIO than the SSL object reads
+
+
+def test_a_struct_laid_out_otherwise_is_refused_before_libssl_is_handed_a_pointer():
+    """CPython's _SSLSocket read as if a field came before its SSL pointer (every slot two pointers
+    further on: a layout other than the one tls_records knows): native_reader must refuse it from
+    what it reads of the Python object alone. Handing libssl the slot it would take for the SSL
+    pointer (here the socket type, 0x100000000) crashes the process in SSL_get_rbio. In a child
+    process, so that such a crash fails this test instead of ending the run."""
+    code = textwrap.dedent("""
+        import trustme
+        from kompakt.broker.network import tls_records
+        from test_tls_transport import memory_session
+        server, s_in = memory_session(trustme.CA())[:2]
+        inner, pointer_at = server._sslobj, tls_records._pointer_at
+        tls_records._pointer_at = lambda obj, offset: pointer_at(obj, offset + 2 * tls_records._PTR * (obj is inner))
+        print("reader:", tls_records.native_reader(server, s_in), tls_records.native_reader(server, s_in, True))
+    """)
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), here]))}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout.strip()) == (0, "reader: None None"), done.stderr[-2000:]
