@@ -99,8 +99,9 @@ Invariants:
 A client's EOF (close_notify or TCP FIN) reaches the application as eof_received, after every
 byte the client sent before it (the EOF waits in `_inbound` while any of them may still wait in
 the layer: queued, in a job, or decrypted and not taken; a close_notify a job read comes after
-that job's plaintext); if it answers True the socket stays open for the answers (TLS 1.3 allows a
-half-close), else it is closed. Reading may produce output (a TLS 1.3 KeyUpdate's answer, an
+that job's plaintext, and nothing the client sent after its close_notify is ever decrypted);
+if it answers True the socket stays open for the answers (TLS 1.3 allows a half-close), else it
+is closed. Reading may produce output (a TLS 1.3 KeyUpdate's answer, an
 alert; a TLS 1.2 renegotiation is refused with one, security/tls.py setting OP_NO_RENEGOTIATION):
 the loop sends it after each inline decryption and when a job returns, before anything encrypted
 later.
