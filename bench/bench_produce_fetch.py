@@ -43,8 +43,10 @@ Kompakt / Kafka ratios come from one run; without it the mode says Kafka was not
 A third broker runs the same matrix: bench/sink_broker.py, which stores nothing (Produce answered
 at once, Fetch answered with the largest batch produced, replayed by sendfile): its rates are the
 client's ceiling under the same load, and a second table sets each broker's rates against it,
-with the client's CPU (this process, librdkafka's threads included) in cores beside each: a
-client at its share of the machine is the limit, whatever the broker does. That table also adds the kernel's CPU outside the broker's process:
+with the client's CPU (this process, librdkafka's threads included) and the busy load's, in
+cores, beside each: what a broker leaves of the two CPUs goes to the busy processes as much as to
+the client (the scheduler gives each runnable thread its share), so a client at its share is the
+limit, whatever the broker does. That table also adds the kernel's CPU outside the broker's process:
 its threads' CPU during each phase (kthreadd's tree: flusher kworkers, softirq threads;
 machine-wide, so it also holds what other work made them do) and, after each produce phase, the
 CPU of writing back what the broker left dirty (the bench fsyncs every file of its log dir): a
@@ -679,6 +681,11 @@ class SinkBroker(_BrokerProcess):
                     poll_s=0.01)
 
 
+def _busy_cpu_s(busy: list) -> float:
+    """CPU seconds the busy-load processes have used (clock ticks: they run for seconds)."""
+    return sum(cpu_s(p.pid) for p in busy)
+
+
 def _own_cpu_s() -> float:
     """This process's CPU seconds, every thread: the client's Python loop and librdkafka's."""
     t = os.times()
@@ -794,16 +801,17 @@ def contention(args) -> None:
                         # process's own counters keep what they used)
                         used = tree_cpu_s if name != "sink" else cpu_s
                         c0, l0, k0 = used(broker.proc.pid), loop_thread_cpu_s(broker.proc.pid), kernel_threads_cpu_s()
-                        m0 = _own_cpu_s()
+                        m0, b0 = _own_cpu_s(), _busy_cpu_s(busy)
                         pt = produce(broker.bootstrap, topic, n, size, acks)
                         c1, l1, k1 = used(broker.proc.pid), loop_thread_cpu_s(broker.proc.pid), kernel_threads_cpu_s()
-                        m1 = _own_cpu_s()
+                        m1, b1 = _own_cpu_s(), _busy_cpu_s(busy)
                         wb = writeback_cpu_s(Path(broker.dir, "data"))
-                        k1b, m1b = kernel_threads_cpu_s(), _own_cpu_s()
+                        k1b, m1b, b1b = kernel_threads_cpu_s(), _own_cpu_s(), _busy_cpu_s(busy)
                         ft = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF)
-                        c2, k2, m2 = used(broker.proc.pid), kernel_threads_cpu_s(), _own_cpu_s()
+                        c2, k2, m2, b2 = used(broker.proc.pid), kernel_threads_cpu_s(), _own_cpu_s(), _busy_cpu_s(busy)
                         row = (n / pt, (c1 - c0) / gb, n / ft, (c2 - c1) / gb, max(0.0, c1 - c0 - (l1 - l0)) / gb,
-                               (k1 - k0 + wb) / gb, (k2 - k1b) / gb, (m1 - m0) / pt, (m2 - m1b) / ft)
+                               (k1 - k0 + wb) / gb, (k2 - k1b) / gb, (m1 - m0) / pt, (m2 - m1b) / ft,
+                               (b1 - b0) / pt, (b2 - b1b) / ft)
                         res.setdefault((name, size, partitions, acks), []).append(row)
                         off_loop = f" ({row[4]:.2f} off the loop)" if name == "kompakt" else ""
                         print(f"round {rnd} {name:7} {size:>5} B p={partitions} acks={acks:<3} produce {row[0]:>9,.0f} rec/s "
@@ -865,6 +873,7 @@ def _bounds_table(cases, med, kafka: bool) -> list[str]:
     of it, and CPU per GB with the kernel threads' CPU of the same phases added."""
     columns = ["record", "partitions", "acks", "client ceiling rec/s, produce / fetch", "Kompakt / ceiling",
                "client cores busy beside the sink / Kompakt" + (" / Kafka" if kafka else "") + ", produce; fetch",
+               "busy load's cores, same order",
                "kernel CPU-s/GB outside Kompakt, produce / fetch"]
     if kafka:
         columns += ["Kafka / ceiling", "ceiling / Kafka", "kernel outside Kafka",
@@ -876,13 +885,14 @@ def _bounds_table(cases, med, kafka: bool) -> list[str]:
         busy = [c, k] + ([a] if kafka else [])
         row = [f"{size} B", partitions, acks, f"{c[0]:,.0f} / {c[2]:,.0f}", f"{k[0] / c[0]:.2f} / {k[2] / c[2]:.2f}",
                " / ".join(f"{b[7]:.2f}" for b in busy) + "; " + " / ".join(f"{b[8]:.2f}" for b in busy),
+               " / ".join(f"{b[9]:.2f}" for b in busy) + "; " + " / ".join(f"{b[10]:.2f}" for b in busy),
                f"{k[5]:.2f} / {k[6]:.2f}"]
         if kafka:
             row += [f"{a[0] / c[0]:.2f} / {a[2] / c[2]:.2f}", f"{c[0] / a[0]:.2f}x / {c[2] / a[2]:.2f}x",
                     f"{a[5]:.2f} / {a[6]:.2f}",
                     f"{(k[1] + k[5]) / (a[1] + a[5]):.2f}x / {(k[3] + k[6]) / (a[3] + a[6]):.2f}x"]
         rows.append(row)
-    return _table(columns, "rrlrrrr" + ("rrrr" if kafka else ""), rows)
+    return _table(columns, "rrlrrrrr" + ("rrrr" if kafka else ""), rows)
 
 
 # -- --cores: the broker on one core vs two (taskset), compressed and uncompressed -------------------
