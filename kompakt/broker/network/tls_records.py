@@ -22,8 +22,9 @@ checked on the Python object before libssl sees a pointer (a wrong one would cra
 before the SSL pointer is NULL (no socket) and the one after it is the object's SSLContext. Then
 both pointers are checked against each other through libssl itself: SSL_get_rbio(ssl) must be
 that MemoryBIO's BIO, and SSL_is_server(ssl) 1. SSL_read_ex is taken from the one libssl
-mapped into the process (/proc/self/maps: the one the ssl module linked); with none (OpenSSL
-linked statically) or several, or another Python, there is no reader.
+mapped into the process (/proc/self/maps), and only when it is the function _ssl's own extension
+resolves (the ssl module's OpenSSL); with none (OpenSSL linked statically), several, one that is
+not the ssl module's, or another Python, there is no reader.
 
 Invariants: a reader is called only by the thread that owns the connection's SSL object (a job of
 tls_transport.py), and the objects it points into live as long as it does (it holds them). It
@@ -65,7 +66,13 @@ def _mapped_libssl():
                 lib.SSL_get_rbio.argtypes, lib.SSL_get_rbio.restype = [ctypes.c_void_p], ctypes.c_void_p
                 lib.SSL_is_server.argtypes, lib.SSL_is_server.restype = [ctypes.c_void_p], ctypes.c_int
                 lib.SSL_read_ex, lib.SSL_get_error        # present (OpenSSL 1.1.1 and later)
-                _libssl = lib
+                # ... and the one the ssl module calls: SSL_read_ex looked up from _ssl's own
+                # extension (itself, then what it links) must be the same function. A Python with
+                # OpenSSL linked into _ssl (python-build-standalone) beside a system libssl mapped
+                # by another library (libpq) would otherwise run a different OpenSSL on its objects
+                ours = ctypes.CDLL(_ssl.__file__).SSL_read_ex
+                if ctypes.cast(ours, ctypes.c_void_p).value == ctypes.cast(lib.SSL_read_ex, ctypes.c_void_p).value:
+                    _libssl = lib
             except (OSError, AttributeError):
                 pass
     return _libssl or None

@@ -112,3 +112,26 @@ def test_a_struct_laid_out_otherwise_is_refused_before_libssl_is_handed_a_pointe
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), here]))}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert (done.returncode, done.stdout.strip()) == (0, "reader: None None"), done.stderr[-2000:]
+
+
+def test_no_reader_when_the_mapped_libssl_is_not_the_ssl_modules(session, monkeypatch):
+    """A Python whose _ssl carries its own OpenSSL beside a system libssl mapped by another library
+    (python-build-standalone beside libpq) must get no reader: SSL_read_ex as _ssl's extension
+    resolves it must be the mapped libssl's. Here _ssl's lookup is made to answer another function."""
+    import ctypes
+    import _ssl
+    from kompakt.broker.network import tls_records
+    server, s_in, _, _ = session
+    real_cdll = ctypes.CDLL
+
+    class OtherOpenSSL:
+        def __init__(self):
+            self.SSL_read_ex = real_cdll(None).strlen   # any function but libssl's
+
+    monkeypatch.setattr(tls_records, "_libssl", None)
+    monkeypatch.setattr(tls_records.ctypes, "CDLL",
+                        lambda path, *a, **k: OtherOpenSSL() if path == _ssl.__file__ else real_cdll(path, *a, **k))
+    assert native_reader(server, s_in) is None
+    monkeypatch.setattr(tls_records.ctypes, "CDLL", real_cdll)
+    monkeypatch.setattr(tls_records, "_libssl", None)
+    assert native_reader(server, s_in) is not None      # the same session, the real lookup: a reader
