@@ -143,13 +143,14 @@ class SyncPlan:
     """What one log's sync must cover (Log.sync_plan): duplicated `.log` descriptors to fdatasync,
     the directory's to fsync (after a roll; -1: none), and the log end offset and truncation
     count seen when they were taken."""
-    __slots__ = ("target", "truncations", "fds", "dir_fd")
+    __slots__ = ("target", "truncations", "fds", "dir_fd", "dir_gen")
 
     def __init__(self, target: int, truncations: int):
         self.target = target
         self.truncations = truncations
         self.fds: list[int] = []
         self.dir_fd = -1
+        self.dir_gen = -1        # Log._dir_gen when the directory's descriptor was taken (-1: none)
 
     def close(self) -> None:
         """Close every descriptor the plan holds (once the syncs are done, or on failure)."""
@@ -176,6 +177,7 @@ class Log:
         # counts itself here, at its start and end, so a sync it overlapped moves nothing
         self._durable_lock = threading.Lock()
         self._truncations = 0
+        self._dir_gen = 0        # counts directory changes (_dir_changed), under _durable_lock
         self._segments: list[S.LogSegment] = list(loaded.segments)
         self._bases: list[int] = [s.base_offset for s in self._segments]
         self._next_offset = loaded.next_offset
@@ -516,7 +518,7 @@ class Log:
             self._segments.append(seg)
             self._bases.append(new_offset)
             self._roll_pending = -1
-            self.needs_flush_dir = True
+            self._dir_changed()
             hook = self.on_roll
         if hook is not None:
             hook(self, new_offset)
@@ -715,7 +717,7 @@ class Log:
             self.recovery_point = new_offset
             self.leader_epoch_cache.clear_and_flush()
             self.producer_state.truncate_fully_and_start_at(new_offset)
-            self.needs_flush_dir = True
+            self._dir_changed()
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int, reason: str = "") -> bool:
         """Raise the log start offset (never above the high watermark); True if it moved."""
@@ -788,7 +790,7 @@ class Log:
                 pass
             crash_point("retention_delete")
             log.info("%s: scheduling deletion of segment %d (%s)", _tp_name(self.tp), s.base_offset, reason)
-        self.needs_flush_dir = True
+        self._dir_changed()
         hook = self.on_segments_deleted
         if hook is not None:
             hook(list(segs))
@@ -941,9 +943,17 @@ class Log:
                     fsync_dir(self.dir)
             except BaseException:
                 if flush_dir:
-                    self.needs_flush_dir = True
+                    self._dir_changed()
                 raise
             return self._advance_durable(target, truncations)
+
+    def _dir_changed(self) -> None:
+        """The partition directory changed (a file created, renamed or deleted): the next flush or
+        sync fsyncs it. The generation lets a native round's finish clear the flag only when no
+        change came after the directory descriptor its round synced (sync_finish)."""
+        with self._durable_lock:
+            self._dir_gen += 1
+            self.needs_flush_dir = True
 
     def _segments_from(self, durable: int) -> list:
         """The segments holding offsets at or above `durable` (the ones a sync must cover);
@@ -981,7 +991,8 @@ class Log:
                 return None
             target = self._next_offset
             durable = self.durable_offset
-            flush_dir = self.needs_flush_dir
+            with self._durable_lock:
+                flush_dir, dir_gen = self.needs_flush_dir, self._dir_gen
             if target <= durable and not flush_dir:
                 return None
             plan = SyncPlan(target, self._truncations)
@@ -991,11 +1002,13 @@ class Log:
                     if fd is not None:
                         plan.fds.append(fd)
                 if flush_dir:
-                    # (the flag stays set: the next flush or Python sync clears it once it synced
-                    # the directory itself; clearing it here would let one skip that before this
-                    # plan's fsync ran, as with the segments' dirty flags)
+                    # (the flag stays set until this plan's fsync has run: sync_finish clears it
+                    # then, unless the directory changed again meanwhile; cleared here, a flush
+                    # in between would skip its own fsync before this one ran, as with the
+                    # segments' dirty flags)
                     try:
                         plan.dir_fd = os.open(self.dir, os.O_RDONLY)
+                        plan.dir_gen = dir_gen
                     except OSError:
                         plan.dir_fd = -1      # (fsync_dir's way: a dir that cannot be opened is skipped)
             except BaseException:
@@ -1008,8 +1021,16 @@ class Log:
     def sync_finish(self, plan: SyncPlan) -> int:
         """`sync_data`'s second half: after every descriptor of `plan` synced without an error
         (and was closed), move the durable offset to the target the plan saw, unless a
-        truncation overlapped it or the log closed (its close synced everything itself)."""
-        return self._advance_durable(plan.target, plan.truncations)
+        truncation overlapped it or the log closed (its close synced everything itself); and
+        when the plan fsynced the directory and it has not changed since (its generation),
+        the directory needs no more fsyncs. Before, nothing but a flush cleared the flag, and a
+        log that never rolled had its directory fsynced in every native round, for ever."""
+        durable = self._advance_durable(plan.target, plan.truncations)
+        if plan.dir_gen >= 0:
+            with self._durable_lock:
+                if self._dir_gen == plan.dir_gen:
+                    self.needs_flush_dir = False
+        return durable
 
     def close(self, sync_snapshot: bool = True) -> str | None:
         """Snapshot producer state (only when it moved since the last snapshot, as Kafka), then
@@ -1083,7 +1104,9 @@ class Log:
             if future.group_commit is not None:             # its dir's flusher syncs them from now
                 self.group_commit = future.group_commit
             self.unflushed_messages = future.unflushed_messages
-            self.needs_flush_dir = future.needs_flush_dir
+            self.needs_flush_dir = False
+            if future.needs_flush_dir:
+                self._dir_changed()
             self.last_flush_time = future.last_flush_time
             self._roll_pending = -1
             self.producer_state.move_to(future.dir)

@@ -117,3 +117,49 @@ def test_a_flush_beside_a_planned_sync_still_syncs_for_itself(manager, monkeypat
     assert plog.durable_offset == 5
     plan.close()
     assert files.power_model_on() is False
+
+
+async def test_the_directory_is_fsynced_once_not_in_every_round(running, monkeypatch):
+    """A new partition's directory needs one fsync; a native round that made it clears the flag,
+    so the rounds after it sync the segment alone. Before, only a flush cleared the flag and a
+    log that never rolled had its directory fsynced in every round (as many fsyncs as fdatasyncs
+    in a produce flood)."""
+    m = running()
+    m.create_topic("t", 1)
+    plog = m.get_log(("t", 0))
+    assert plog.needs_flush_dir                   # a new partition's directory
+    plog.append_as_leader(batch(3))
+    await asyncio.wait_for(m.wait_durable(plog, 3), 10)
+    assert not plog.needs_flush_dir
+    plog.append_as_leader(batch(2))
+    plan = plog.sync_plan()
+    try:
+        assert plan.fds and plan.dir_fd == -1     # the segment, not the directory
+    finally:
+        plan.close()
+    await asyncio.wait_for(m.wait_durable(plog, 5), 10)
+
+
+def test_a_directory_change_after_the_plan_keeps_the_flag(manager):
+    """The round fsyncs the directory it opened at its plan; a roll after the plan (its new segment
+    file) is a change that fsync may not cover: sync_finish leaves the flag for the next sync."""
+    m = manager()
+    m.create_topic("t", 1)
+    plog = m.get_log(("t", 0))
+    plog.append_as_leader(batch(3))
+    plan = plog.sync_plan()
+    assert plan.dir_fd >= 0
+    plog.roll()                                   # after the plan: a new segment file
+    for fd in plan.fds:
+        os.fdatasync(fd)
+    os.fsync(plan.dir_fd)
+    plan.close()
+    plog.sync_finish(plan)
+    assert plog.durable_offset == 3
+    assert plog.needs_flush_dir                   # the roll's file still needs its directory fsync
+    plan = plog.sync_plan()                       # ... which the next round makes, and then clears
+    assert plan.dir_fd >= 0
+    os.fsync(plan.dir_fd)
+    plan.close()
+    plog.sync_finish(plan)
+    assert not plog.needs_flush_dir
