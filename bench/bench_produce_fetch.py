@@ -686,7 +686,7 @@ def _busy_cpu_s(busy: list) -> float:
     return sum(cpu_s(p.pid) for p in busy)
 
 
-def _own_cpu_s() -> float:
+def client_cpu_s() -> float:
     """This process's CPU seconds, every thread: the client's Python loop and librdkafka's."""
     t = os.times()
     return t.user + t.system
@@ -801,14 +801,14 @@ def contention(args) -> None:
                         # process's own counters keep what they used)
                         used = tree_cpu_s if name != "sink" else cpu_s
                         c0, l0, k0 = used(broker.proc.pid), loop_thread_cpu_s(broker.proc.pid), kernel_threads_cpu_s()
-                        m0, b0 = _own_cpu_s(), _busy_cpu_s(busy)
+                        m0, b0 = client_cpu_s(), _busy_cpu_s(busy)
                         pt = produce(broker.bootstrap, topic, n, size, acks)
                         c1, l1, k1 = used(broker.proc.pid), loop_thread_cpu_s(broker.proc.pid), kernel_threads_cpu_s()
-                        m1, b1 = _own_cpu_s(), _busy_cpu_s(busy)
+                        m1, b1 = client_cpu_s(), _busy_cpu_s(busy)
                         wb = writeback_cpu_s(Path(broker.dir, "data"))
-                        k1b, m1b, b1b = kernel_threads_cpu_s(), _own_cpu_s(), _busy_cpu_s(busy)
+                        k1b, m1b, b1b = kernel_threads_cpu_s(), client_cpu_s(), _busy_cpu_s(busy)
                         ft = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF)
-                        c2, k2, m2, b2 = used(broker.proc.pid), kernel_threads_cpu_s(), _own_cpu_s(), _busy_cpu_s(busy)
+                        c2, k2, m2, b2 = used(broker.proc.pid), kernel_threads_cpu_s(), client_cpu_s(), _busy_cpu_s(busy)
                         row = (n / pt, (c1 - c0) / gb, n / ft, (c2 - c1) / gb, max(0.0, c1 - c0 - (l1 - l0)) / gb,
                                (k1 - k0 + wb) / gb, (k2 - k1b) / gb, (m1 - m0) / pt, (m2 - m1b) / ft,
                                (b1 - b0) / pt, (b2 - b1b) / ft)

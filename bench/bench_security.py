@@ -69,8 +69,8 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from bench_produce_fetch import (SHORT_QUEUE_BACKOFF, Broker, _cpu, _results_section, _table,  # noqa: E402
-                                 _write_results, cpu_s, create_topic, fetch, free_port, loop_thread_cpu_s, produce,
-                                 tree_cpu_s)
+                                 _write_results, client_cpu_s, cpu_s, create_topic, fetch, free_port, loop_thread_cpu_s,
+                                 produce, tree_cpu_s)
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-pw";'
 
@@ -647,12 +647,6 @@ def throughput(broker, sides, sizes, args) -> list[str]:
                          f"{med['tls']['workers_' + what]:.2f} |")
             print(lines[-1], flush=True)
     return lines
-
-
-def client_cpu_s() -> float:
-    """CPU seconds of this process (the client: librdkafka's threads and the Python loop)."""
-    t = os.times()
-    return t.user + t.system
 
 
 def setups(broker, ports, ca, args) -> list[str]:
