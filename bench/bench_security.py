@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import hashlib
 import hmac
 import os
@@ -251,6 +252,39 @@ def request_path(n: int) -> None:
 CLIENTS = ("confluent-kafka", "raw", "raw, busy loop")   # --tls-fetch's cases (see the module docstring)
 
 
+@contextlib.contextmanager
+def _checkouts(args, prefix: str):
+    """--tls-fetch, --tls-produce: (the checkouts to run by name: "after" is PYTHONPATH's, and with
+    --before DIR "before" is DIR; the broker's PEM; the CA) in a temporary directory made with
+    `prefix`, the working directory while it lasts (`python -m kompakt` puts the cwd first on
+    sys.path: PYTHONPATH must decide which checkout runs); PYTHONPATH, the cwd and the directory
+    are put back and removed after."""
+    codes = {"after": os.environ.get("PYTHONPATH", "")}
+    if args.before:
+        codes = {"before": os.path.abspath(args.before), **codes}
+    d = tempfile.mkdtemp(prefix=prefix)
+    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
+    try:
+        server_pem, ca = pki(d)
+        os.chdir(d)
+        yield codes, server_pem, ca
+    finally:
+        os.chdir(cwd)
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _tls_broker(checkout: str, server_pem: str, prefix: tuple[str, ...] = ()):
+    """A broker of `checkout` (PYTHONPATH) with a PLAINTEXT and an SSL listener: (broker, SSL port)."""
+    os.environ["PYTHONPATH"] = checkout
+    port = free_port()
+    return Broker(None, (f"listeners=PLAINTEXT://127.0.0.1:{{port}},SSL://127.0.0.1:{port}",
+                         "ssl.keystore.type=PEM", f"ssl.keystore.location={server_pem}"), prefix), port
+
+
 def tls_fetch(args) -> None:
     """--tls-fetch: see the module docstring."""
     n, size = (60_000 if args.quick else 200_000), 1024
@@ -259,61 +293,45 @@ def tls_fetch(args) -> None:
     if len(everything) < 2:
         raise SystemExit("--tls-fetch needs a machine with two CPUs")
     layouts = {"1": (everything[:1], everything[1:2]), "2": (everything[:2], everything[:2])}
-    codes = {"after": os.environ.get("PYTHONPATH", "")}
-    if args.before:
-        codes = {"before": os.path.abspath(args.before), **codes}
-    runs = [(code, layout) for code in codes for layout in layouts]
-    d = tempfile.mkdtemp(prefix="kompakt-bench-tls-")
-    server_pem, ca = pki(d)
-    tls_conf = {"security.protocol": "SSL", "ssl.ca.location": ca, **SHORT_QUEUE_BACKOFF}
-    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
-    os.chdir(d)                    # `python -m kompakt` puts the cwd first on sys.path: PYTHONPATH must decide
-    load0 = os.getloadavg()[0]
     res: dict = {}                 # (client, code, layout) -> [(MB/s, loop, workers, other CPU-s/GB, cores busy)]
-    try:
-        for rnd in range(args.rounds):
-            for code, layout in (runs if rnd % 2 == 0 else runs[::-1]):
-                broker_cpus, client_cpus = layouts[layout]
-                os.environ["PYTHONPATH"] = codes[code]
-                os.sched_setaffinity(0, client_cpus)     # the client's threads start from here
-                port = free_port()
-                broker = Broker(None, (f"listeners=PLAINTEXT://127.0.0.1:{{port}},SSL://127.0.0.1:{port}",
-                                       "ssl.keystore.type=PEM", f"ssl.keystore.location={server_pem}"),
-                                ("taskset", "-c", ",".join(map(str, broker_cpus))))
-                try:
-                    tls = f"127.0.0.1:{port}"
-                    create_topic(broker.bootstrap, "warm-up", 1)
-                    produce(broker.bootstrap, "warm-up", 20_000, size, "1")
-                    fetch(tls, "warm-up", 1, 20_000, tls_conf)
-                    topic = f"tls-{rnd}"
-                    create_topic(broker.bootstrap, topic, 1)
-                    produce(broker.bootstrap, topic, n, size, "1")
-                    create_topic(broker.bootstrap, "busy", 4)
-                    consumers = {"confluent-kafka": lambda: (fetch(tls, topic, 1, n, tls_conf), n * size),
-                                 "raw": lambda: fetch_raw_tls(port, ca, topic, raw_answers),
-                                 "raw, busy loop": lambda: fetch_raw_tls(port, ca, topic, raw_answers // 2)}
-                    for client in CLIENTS:
-                        load = BusyLoad(broker.port, "busy") if "busy" in client else None
-                        try:
-                            row = _measured(broker.proc.pid, consumers[client], load)
-                        finally:
-                            if load is not None:
-                                load.stop()
-                        res.setdefault((client, code, layout), []).append(row)
-                        print(f"round {rnd} {code:6} broker on {layout} CPU(s), {client:15}: TLS fetch {row[0]:7.1f} MB/s, "
-                              f"broker CPU-s/GB loop {row[1]:.2f} + TLS workers {row[2]:.2f} + other threads {row[3]:.2f}, "
-                              f"{row[4]:.2f} cores busy, producers {row[5]:,.0f} req/s (load {os.getloadavg()[0]:.1f})",
-                              flush=True)
-                finally:
-                    broker.stop()
-    finally:
-        os.sched_setaffinity(0, everything)
-        os.chdir(cwd)
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
-        shutil.rmtree(d, ignore_errors=True)
+    with _checkouts(args, "kompakt-bench-tls-") as (codes, server_pem, ca):
+        runs = [(code, layout) for code in codes for layout in layouts]
+        tls_conf = {"security.protocol": "SSL", "ssl.ca.location": ca, **SHORT_QUEUE_BACKOFF}
+        load0 = os.getloadavg()[0]
+        try:
+            for rnd in range(args.rounds):
+                for code, layout in (runs if rnd % 2 == 0 else runs[::-1]):
+                    broker_cpus, client_cpus = layouts[layout]
+                    os.sched_setaffinity(0, client_cpus)     # the client's threads start from here
+                    broker, port = _tls_broker(codes[code], server_pem, ("taskset", "-c", ",".join(map(str, broker_cpus))))
+                    try:
+                        tls = f"127.0.0.1:{port}"
+                        create_topic(broker.bootstrap, "warm-up", 1)
+                        produce(broker.bootstrap, "warm-up", 20_000, size, "1")
+                        fetch(tls, "warm-up", 1, 20_000, tls_conf)
+                        topic = f"tls-{rnd}"
+                        create_topic(broker.bootstrap, topic, 1)
+                        produce(broker.bootstrap, topic, n, size, "1")
+                        create_topic(broker.bootstrap, "busy", 4)
+                        consumers = {"confluent-kafka": lambda: (fetch(tls, topic, 1, n, tls_conf), n * size),
+                                     "raw": lambda: fetch_raw_tls(port, ca, topic, raw_answers),
+                                     "raw, busy loop": lambda: fetch_raw_tls(port, ca, topic, raw_answers // 2)}
+                        for client in CLIENTS:
+                            load = BusyLoad(broker.port, "busy") if "busy" in client else None
+                            try:
+                                row = _measured(broker.proc.pid, consumers[client], load)
+                            finally:
+                                if load is not None:
+                                    load.stop()
+                            res.setdefault((client, code, layout), []).append(row)
+                            print(f"round {rnd} {code:6} broker on {layout} CPU(s), {client:15}: TLS fetch {row[0]:7.1f} MB/s, "
+                                  f"broker CPU-s/GB loop {row[1]:.2f} + TLS workers {row[2]:.2f} + other threads {row[3]:.2f}, "
+                                  f"{row[4]:.2f} cores busy, producers {row[5]:,.0f} req/s (load {os.getloadavg()[0]:.1f})",
+                                  flush=True)
+                    finally:
+                        broker.stop()
+        finally:
+            os.sched_setaffinity(0, everything)
     load1 = os.getloadavg()[0]
     med = {k: [statistics.median(col) for col in zip(*v)] for k, v in res.items()}
     rows = []
@@ -351,23 +369,13 @@ PRODUCERS = ("alone", "busy loop")   # --tls-produce's cases
 def tls_produce(args) -> None:
     """--tls-produce: see the module docstring."""
     n, size = (60_000 if args.quick else 200_000), 1024
-    codes = {"after": os.environ.get("PYTHONPATH", "")}
-    if args.before:
-        codes = {"before": os.path.abspath(args.before), **codes}
-    d = tempfile.mkdtemp(prefix="kompakt-bench-tlsp-")
-    server_pem, ca = pki(d)
-    tls_conf = {"security.protocol": "SSL", "ssl.ca.location": ca}
-    saved, cwd = os.environ.get("PYTHONPATH"), os.getcwd()
-    os.chdir(d)                    # `python -m kompakt` puts the cwd first on sys.path: PYTHONPATH must decide
-    load0 = os.getloadavg()[0]
     res: dict = {}                 # (case, code) -> [(MB/s, loop, workers, other CPU-s/GB, cores busy, req/s)]
-    try:
+    with _checkouts(args, "kompakt-bench-tlsp-") as (codes, server_pem, ca):
+        tls_conf = {"security.protocol": "SSL", "ssl.ca.location": ca}
+        load0 = os.getloadavg()[0]
         for rnd in range(args.rounds):
             for code in (list(codes) if rnd % 2 == 0 else list(codes)[::-1]):
-                os.environ["PYTHONPATH"] = codes[code]
-                port = free_port()
-                broker = Broker(None, (f"listeners=PLAINTEXT://127.0.0.1:{{port}},SSL://127.0.0.1:{port}",
-                                       "ssl.keystore.type=PEM", f"ssl.keystore.location={server_pem}"))
+                broker, port = _tls_broker(codes[code], server_pem)
                 try:
                     tls = f"127.0.0.1:{port}"
                     create_topic(broker.bootstrap, "warm-up", 1)
@@ -389,13 +397,6 @@ def tls_produce(args) -> None:
                               f"{row[5]:,.0f} req/s (load {os.getloadavg()[0]:.1f})", flush=True)
                 finally:
                     broker.stop()
-    finally:
-        os.chdir(cwd)
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
-        shutil.rmtree(d, ignore_errors=True)
     load1 = os.getloadavg()[0]
     rows = []
     for case in PRODUCERS:
