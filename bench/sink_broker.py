@@ -36,6 +36,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kompakt.protocol import codec                   # noqa: E402 - after the path set-up above
+from kompakt.protocol.framing import FrameReader     # noqa: E402
+from kompakt.protocol.framing import frame as framed  # noqa: E402
 
 API_RANGES = [(0, 3, 8), (1, 4, 11), (3, 1, 8), (10, 0, 2), (18, 0, 2), (19, 0, 4)]
 RECORDS_COUNT_AT = 57                                # a v2 batch's int32 record count
@@ -61,7 +63,6 @@ class SinkConnection:
         self.written: dict[int, tuple[bytes, int]] = {}   # region -> (batch, copies written)
 
     def serve(self) -> None:
-        from kompakt.protocol.framing import FrameReader
         reader = FrameReader()
         conn = self.conn
         try:
@@ -98,23 +99,23 @@ class SinkConnection:
             if version > 2:                          # answered in v0's layout: the client retries lower
                 return [codec.encode_api_versions_error(corr, 35, API_RANGES)]
             body = codec.encode_api_versions_error(corr, 0, API_RANGES)
-            return [body if version == 0 else _frame(body[4:] + struct.pack(">i", 0))]
+            return [body if version == 0 else framed(body[4:] + struct.pack(">i", 0))]
         if key == 0:
             return self._produce(header, frame)
         request = codec.decode_request(header, frame)
         if key == 1:
             return self._fetch(header, request)
         if key == 3:
-            return [_frame(self._metadata(corr, version, request))]
+            return [framed(self._metadata(corr, version, request))]
         if key == 19:
-            return [_frame(self._create_topics(corr, version, request))]
+            return [framed(self._create_topics(corr, version, request))]
         if key == 10:
             out = struct.pack(">i", corr)
             if version >= 1:
                 out += struct.pack(">ihh", 0, 0, -1)     # throttle, error, message: null
             else:
                 out += struct.pack(">h", 0)
-            return [_frame(out + struct.pack(">i", 0) + _string("127.0.0.1") + struct.pack(">i", self.state.port))]
+            return [framed(out + struct.pack(">i", 0) + _string("127.0.0.1") + struct.pack(">i", self.state.port))]
         raise SystemExit(f"sink broker: no answer for {header}")
 
     def _produce(self, header, frame) -> list:
@@ -244,10 +245,6 @@ class _Range:
 def _string(s: str) -> bytes:
     b = s.encode()
     return struct.pack(">h", len(b)) + b
-
-
-def _frame(body: bytes) -> bytes:
-    return struct.pack(">i", len(body)) + body
 
 
 def serve(port: int) -> None:
