@@ -136,7 +136,7 @@ def produce_floor(directory: str, total: int, sync: bool, crc: bool) -> float:
     return cpu / (pos / 1e9)
 
 
-def floors(args, rounds: int) -> tuple[list[str], list[list]]:
+def floors(args, rounds: int) -> list[str]:
     total = FLOOR_BYTES // (8 if args.quick else 1)
     names = ["fetch: sendfile, page cache -> socket", "produce: recv + pwrite",
              "produce: recv + pwrite + fdatasync per request", "produce: recv + CRC-32C + pwrite + fdatasync per request"]
@@ -154,7 +154,7 @@ def floors(args, rounds: int) -> tuple[list[str], list[list]]:
             print(f"floors round {rnd}: " + ", ".join(f"{n} {res[n][-1]:.3f}" for n in names)
                   + f" CPU-s/GB (load {os.getloadavg()[0]:.1f})", flush=True)
     rows = [[n, f"{statistics.median(v):.3f}", f"{min(v):.3f}-{max(v):.3f}"] for n, v in res.items()]
-    return B._table(["work (one process, minimal loop)", "CPU-s per GB (median)", "range"], "lrr", rows), rows
+    return B._table(["work (one process, minimal loop)", "CPU-s per GB (median)", "range"], "lrr", rows)
 
 
 def main() -> None:
@@ -168,7 +168,7 @@ def main() -> None:
     busy = [] if args.no_load else B.start_busy_load()
     load0 = os.getloadavg()[0]
     try:
-        table, _ = floors(args, args.rounds)
+        table = floors(args, args.rounds)
     finally:
         for p in busy:
             p.kill()
