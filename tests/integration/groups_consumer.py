@@ -8,6 +8,8 @@ commits (auto.offset.reset=earliest) and writes JSON lines to stdout, each with 
 
     {"event": "assigned", "partitions": [0, 3]}     (after each rebalance: the full assignment)
     {"event": "revoked", "partitions": [0, 3]}
+    {"event": "committing", "records": [...]}   the batch about to be committed (a member
+                                                 killed before the answer leaves it in doubt)
     {"event": "records", "records": [[partition, offset, "value"], ...]}   only after the commit
                                                                            of those records
     {"event": "commit_failed" | "poll_failed", "error": "..."}   (the consumer carries on)
@@ -87,6 +89,7 @@ def run_kafka_python(args, stop: threading.Event) -> None:
             continue
         records = [[r.partition, r.offset, r.value.decode()] for rs in batches.values() for r in rs]
         if records:
+            emit("committing", records=records)
             try:
                 consumer.commit()
             except KafkaError as exc:   # e.g. CommitFailedError during a rebalance
@@ -145,6 +148,7 @@ def run_confluent(args, stop: threading.Event) -> None:
         for partition, offset, _ in records:
             first[partition] = min(offset, first.get(partition, offset))
             last[partition] = max(offset, last.get(partition, -1))
+        emit("committing", records=records)
         try:
             consumer.commit(offsets=[TopicPartition(args.topic, p, o + 1) for p, o in last.items()],
                             asynchronous=False)
@@ -192,6 +196,7 @@ def run_aiokafka(args, stop: threading.Event) -> None:
                 batches = await consumer.getmany(timeout_ms=int(POLL_S * 1000))
                 records = [[r.partition, r.offset, r.value.decode()] for rs in batches.values() for r in rs]
                 if records:
+                    emit("committing", records=records)
                     try:
                         await consumer.commit()
                     except (KafkaError, IllegalStateError) as exc:

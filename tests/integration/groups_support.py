@@ -72,6 +72,18 @@ class Member:
     def values(self) -> list[str]:
         return [r[2] for e in self.snapshot() if e["event"] == "records" for r in e["records"]]
 
+    def in_doubt(self) -> list[str]:
+        """The values of a batch whose commit had no answer when the member stopped: a member
+        killed while its commit was on the wire may or may not have committed them (the broker
+        can append the commit after the kill), so nobody may read them again."""
+        pending: list[str] = []
+        for e in self.snapshot():
+            if e["event"] == "committing":
+                pending = [r[2] for r in e["records"]]
+            elif e["event"] in ("records", "commit_failed"):
+                pending = []
+        return pending
+
     def count(self, event: str) -> int:
         return sum(1 for e in self.snapshot() if e["event"] == event)
 
@@ -197,6 +209,19 @@ class SteadyProducer:
 def consumed(members) -> Counter:
     """How many times the members reported (committed) each value."""
     return Counter(v for m in members for v in m.values())
+
+
+def unconsumed(members, sent) -> str:
+    """For a failed wait: the values sent but neither reported nor in doubt, by partition, with
+    each member's commit failures and rebalances (what a lost record's story needs)."""
+    seen = set(consumed(members)).union(*(m.in_doubt() for m in members))
+    missing = [v for v in sent if v not in seen]
+    lines = [f"{len(missing)} of {len(sent)} unconsumed, first {missing[:10]}"]
+    for i, m in enumerate(members):
+        story = [(e["event"], e.get("partitions") or e.get("error") or len(e.get("records", ())))
+                 for e in m.snapshot() if e["event"] not in ("records", "committing")]
+        lines.append(f"member {i}: in doubt {m.in_doubt()[:5]}, events {story[-20:]}")
+    return "\n".join(lines)
 
 
 def disjoint(members) -> bool:

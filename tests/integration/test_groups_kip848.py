@@ -23,7 +23,7 @@ from collections import Counter
 
 import pytest
 
-from groups_support import Member, SteadyProducer, committed_offsets, consumed, create_topic, disjoint
+from groups_support import Member, SteadyProducer, committed_offsets, consumed, create_topic, disjoint, unconsumed
 from kompakt.testing.poll import wait_until
 from tests.integration.conftest import BrokerProcess
 
@@ -65,10 +65,14 @@ def test_members_join_and_leave_under_load_exactly_once(kbroker, tmp_path):
         wait_until(lambda: first.assignment() == set(range(PARTITIONS)),
                    "the first member to own every partition again")
         sent = producer.stop()
-        wait_until(lambda: set(consumed(members)) >= set(sent), "every record consumed")
+        # The batch whose commit `third` had on the wire when killed may have been committed
+        # without being reported: those records alone may be missing (or read again by `first`).
+        in_doubt = set(third.in_doubt())
+        wait_until(lambda: set(consumed(members)) | in_doubt >= set(sent), "every record consumed",
+                   details=lambda: unconsumed(members, sent))
         counts = consumed(members)
         assert [v for v, n in counts.items() if n > 1] == [], "records consumed twice"
-        assert set(counts) == set(sent)
+        assert set(counts) | in_doubt == set(sent)
         first.close()
     finally:
         producer._stop.set()
