@@ -21,7 +21,8 @@ Measures, against a broker subprocess on a fresh log dir:
     below, and again with `fetch.queue.backoff.ms=10` (librdkafka idles a second whenever its
     queue holds 100 000 records, which a fast broker makes it do every ~0.1 s of 100 B records);
   * produce latency p50/p99 with acks=all at a fixed 5,000 msg/s (linger.ms=0);
-and, for scale, this machine's loopback TCP and sequential disk write/read rates.
+and, for scale, this machine's loopback TCP and sequential disk write/read rates. Each case's
+topic is deleted once read back (here and in `--contention`: `drop_topic` says why).
 `--keyed` measures instead keyed produce (100 B values, 200 K distinct keys, acks=all, one
 partition, linger 5 ms) into a `cleanup.policy=compact` topic against the same producer loop into
 a `delete` topic, per codec, alternating the two in each round so load from other work hits both
@@ -33,7 +34,8 @@ Metadata answer and RSS 2 s later, then RSS again after the console's first page
 `--contention` measures the same produce/fetch matrix (100 B and 1 KiB, 1 and 4 partitions, acks=1
 and acks=all) while a fixed CPU load runs beside the broker: one busy-looping process pinned to
 each core (`sched_setaffinity`), the same for every broker, started before and stopped after all
-of them. Next to each rate it reports the broker's CPU-seconds per GB of values produced and per GB
+of them (`--no-busy-load`: none, for the same figures on an otherwise idle machine). Next to each
+rate it reports the broker's CPU-seconds per GB of values produced and per GB
 fetched: user + system time from /proc/<pid>/stat of the broker's whole process tree (the cleaner's
 worker processes included; children already reaped count through cutime/cstime). Fetch reads with
 `fetch.queue.backoff.ms=10` (the broker's rate, see SHORT_QUEUE_BACKOFF). With `KAFKA_HOME` set to
@@ -184,10 +186,34 @@ class Broker(_BrokerProcess):
         cmd += ["-m", "kompakt", "serve", "--log-level", "WARNING",
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.dir}/data", "--override", "metrics.port=0",
-                "--override", "num.partitions=1", "--override", "offsets.topic.num.partitions=1"]
+                "--override", "num.partitions=1", "--override", "offsets.topic.num.partitions=1",
+                "--override", "log.segment.delete.delay.ms=0"]      # (drop_topic)
         for item in extra:
             cmd += ["--override", item.replace("{port}", str(self.port))]
         self.launch(cmd, "Kompakt", poll_s=0.01)
+
+
+def drop_topic(broker, name: str, timeout: float = 60.0) -> None:
+    """Delete topic `name` and wait until its partition directories are gone from the broker's log
+    dir (both brokers here delete at once: log.segment.delete.delay.ms=0).
+
+    Why: on this project's VM the host backs guest memory lazily and takes back what the guest
+    frees (virtio-balloon free page reporting), so page cache that grows into memory not used
+    lately costs ~3 CPU-s per GB of sys time in whoever writes it (the copy into the page cache
+    runs at ~0.33 GB/s instead of ~4: bench/RESULTS.md, 2026-11-29 02:05). A run that kept every
+    phase's data would make its later produce phases pay that, whichever broker is measured then;
+    a machine whose memory is all in use recycles its page cache and never pays it."""
+    import re
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})     # (held: its futures die with it)
+    admin.delete_topics([name])[name].result(30)
+    data = Path(broker.dir, "data")
+    mine = re.compile(re.escape(name) + r"-\d+($|\.)")
+    deadline = time.monotonic() + timeout
+    while any(mine.match(e) for e in os.listdir(data)):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the files of deleted topic {name} are still in {data} after {timeout:g} s")
+        time.sleep(0.05)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:
@@ -645,7 +671,8 @@ class KafkaBroker(_BrokerProcess):
             "controller.listener.names=CONTROLLER", "inter.broker.listener.name=PLAINTEXT",
             f"log.dirs={self.dir}/data", "num.partitions=1", "offsets.topic.num.partitions=1",
             "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0", ""]))
+            "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0",
+            "log.segment.delete.delay.ms=0", ""]))      # (drop_topic)
         bin_dir = Path(home, "bin")
         cluster = subprocess.run([str(bin_dir / "kafka-storage.sh"), "random-uuid"], check=True,
                                  capture_output=True, text=True).stdout.strip()
@@ -765,7 +792,7 @@ def contention(args) -> None:
     cases = [(size, n, partitions, acks)
              for size, n in ((100, int(1_000_000 * scale)), (1024, int(300_000 * scale)))
              for partitions in (1, 4) for acks in ("1", "all")]
-    busy = start_busy_load()
+    busy = [] if args.no_busy_load else start_busy_load()
     load0 = os.getloadavg()[0]
     res: dict = {}                  # (broker, case) -> [(produce rec/s, CPU-s/GB, fetch rec/s, CPU-s/GB)]
     spy_files = []
@@ -786,6 +813,7 @@ def contention(args) -> None:
                             create_topic(broker.bootstrap, topic, partitions)
                             produce(broker.bootstrap, topic, n, size, acks)
                             fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF)
+                            drop_topic(broker, topic)
                     if name == "kompakt" and args.py_spy:
                         Path(args.py_spy).mkdir(parents=True, exist_ok=True)
                         out = Path(args.py_spy, f"kompakt-{time.strftime('%H%M%S')}.txt")
@@ -809,6 +837,8 @@ def contention(args) -> None:
                         k1b, m1b, b1b = kernel_threads_cpu_s(), client_cpu_s(), _busy_cpu_s(busy)
                         ft = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF)
                         c2, k2, m2, b2 = used(broker.proc.pid), kernel_threads_cpu_s(), client_cpu_s(), _busy_cpu_s(busy)
+                        if name != "sink":           # (it keeps nothing)
+                            drop_topic(broker, topic)
                         row = (n / pt, (c1 - c0) / gb, n / ft, (c2 - c1) / gb, max(0.0, c1 - c0 - (l1 - l0)) / gb,
                                (k1 - k0 + wb) / gb, (k2 - k1b) / gb, (m1 - m0) / pt, (m2 - m1b) / ft,
                                (b1 - b0) / pt, (b2 - b1b) / ft)
@@ -855,9 +885,12 @@ def contention(args) -> None:
               "phase its threads' CPU:", ""] + _bounds_table(cases, med, kafka)
     print("\n".join(table))
     _write_results(args, _results_section(
-        f"Produce/fetch under a fixed CPU load ({_command('--contention', args)})",
-        f"load average {load0:.1f} at the start (busy load included), {load1:.1f} at the end; shared with other "
-        f"work. One busy-looping process pinned per core beside the broker; confluent-kafka {ck.version()} / "
+        f"Produce/fetch {'without' if args.no_busy_load else 'under'} a fixed CPU load "
+        f"({_command('--contention' + (' --no-busy-load' if args.no_busy_load else ''), args)})",
+        f"load average {load0:.1f} at the start{'' if args.no_busy_load else ' (busy load included)'}, "
+        f"{load1:.1f} at the end; shared with other work. "
+        f"{'No busy load (--no-busy-load): the brokers and the client alone' if args.no_busy_load else 'One busy-looping process pinned per core beside the broker'}"
+        f"; confluent-kafka {ck.version()} / "
         f"librdkafka {ck.libversion()[0]}, linger.ms=5, no compression, idempotence off; fetch with "
         f"fetch.queue.backoff.ms=10. CPU-s/GB: the broker process tree's CPU per GB of values; off the "
         f"loop: the part not on Kompakt's event-loop thread (group-commit fdatasyncs and the page writeback "
@@ -1086,6 +1119,8 @@ def main() -> None:
     ap.add_argument("--codecs", default="none,lz4,zstd", help="--keyed: producer compression types")
     ap.add_argument("--contention", action="store_true",
                     help="under a busy process pinned per core: rates and broker CPU-s per GB (Kafka too with KAFKA_HOME)")
+    ap.add_argument("--no-busy-load", action="store_true",
+                    help="--contention without the busy processes: the same table on an otherwise idle machine")
     ap.add_argument("--warm-passes", type=int, default=1,
                     help="--contention: unmeasured passes of the whole matrix per broker before its rounds")
     ap.add_argument("--warm-seconds", type=float, default=12.0,
@@ -1148,6 +1183,7 @@ def main() -> None:
             ft = fetch(broker.bootstrap, topic, partitions, n)
             c2 = cpu_s(broker.proc.pid)
             ft_short = fetch(broker.bootstrap, topic, partitions, n, SHORT_QUEUE_BACKOFF, "-short")
+            drop_topic(broker, topic)
             row = (size, partitions, acks, n, n / pt, n * size / pt / 1e6, (c1 - c0) / pt * 100,
                    n / ft, n * size / ft / 1e6, (c2 - c1) / ft * 100, n / ft_short)
             rows.append(row)
