@@ -524,6 +524,7 @@ def latency_only(args) -> None:
     names = ["kompakt"] + (["kafka"] if kafka_home else [])
     load0 = os.getloadavg()[0]
     rows: dict = {name: [] for name in names}
+    table_rows = []
     for name in names:
         metrics_port = free_port()
         broker = (Broker(None, tuple(args.override) + (f"metrics.port={metrics_port}",)) if name == "kompakt"
@@ -536,23 +537,37 @@ def latency_only(args) -> None:
                 p50, p99, count = latency(broker.bootstrap, "latency", 5000, 6.0)
                 rows[name].append((p50, p99))
                 line = f"{name} round {rnd}: acks=all at 5,000 msg/s p50 {p50:.2f} ms p99 {p99:.2f} ms ({count} msgs)"
+                commit_cells = ["-"] * 4
                 if name == "kompakt":
                     g1 = _group_commit_figures(metrics_port)
                     d = {k: g1.get(k, 0) - g0.get(k, 0) for k in g1}
                     acks, rounds = max(d.get("acks", 0), 1), max(d.get("rounds", 0), 1)
-                    line += (f"; group commit: {d.get('rounds', 0):,.0f} rounds, {d.get('acks', 0) / rounds:.1f} waits a "
+                    commit_cells = [f"{d.get('acks', 0) / rounds:.1f}", f"{d.get('queue_seconds', 0) / acks * 1000:.2f}",
+                                    f"{(d.get('wait_seconds', 0) - d.get('queue_seconds', 0)) / acks * 1000:.2f}",
+                                    f"{d.get('answer_lag_seconds', 0) / acks * 1000:.2f}"]
+                    line += (f"; group commit: {d.get('rounds', 0):,.0f} rounds, {commit_cells[0]} waits a "
                              f"round, {d.get('round_seconds', 0) / rounds * 1000:.2f} ms a round; a wait: "
-                             f"{d.get('queue_seconds', 0) / acks * 1000:.2f} ms until its round started + "
-                             f"{(d.get('wait_seconds', 0) - d.get('queue_seconds', 0)) / acks * 1000:.2f} ms its sync + "
-                             f"{d.get('answer_lag_seconds', 0) / acks * 1000:.2f} ms until the loop answered (means)")
+                             f"{commit_cells[1]} ms until its round started + {commit_cells[2]} ms its sync + "
+                             f"{commit_cells[3]} ms until the loop answered (means)")
                 print(line, flush=True)
+                table_rows.append([name, rnd, f"{p50:.2f}", f"{p99:.2f}", *commit_cells])
         finally:
             broker.stop()
     for name in names:
         print(f"medians {name}: p50 {statistics.median(r[0] for r in rows[name]):.2f} ms "
               f"p99 {statistics.median(r[1] for r in rows[name]):.2f} ms", flush=True)
     print(f"Kafka: {KafkaBroker.describe(kafka_home)}" if kafka_home else kafka_note)
-    print(f"load average {load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
+    load1 = os.getloadavg()[0]
+    print(f"load average {load0:.1f} at the start, {load1:.1f} at the end")
+    table = _table(["broker", "round", "p50 ms", "p99 ms", "waits a round", "until its round started, ms",
+                    "its sync, ms", "until the loop answered, ms"], "lrrrrrrr", table_rows)
+    _write_results(args, _results_section(
+        f"acks=all latency at 5,000 msg/s ({_command('--latency', args)})",
+        f"load average {load0:.1f} at the start, {load1:.1f} at the end. confluent-kafka {ck.version()} / librdkafka "
+        f"{ck.libversion()[0]}, acks=all, linger.ms=0, 100 B values, 6 s a round after {max(args.warm_seconds, 1.0):g} s "
+        f"of the same load unmeasured; the group commit's columns are means per answered wait (Kompakt's metrics). "
+        f"{'Kafka: ' + KafkaBroker.describe(kafka_home) + '.' if kafka_home else kafka_note + '.'}"
+        f"{' Kompakt settings: ' + ', '.join(args.override) + '.' if args.override else ''}", table))
 
 
 def loopback_mb_s(seconds=1.5):
