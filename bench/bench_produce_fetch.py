@@ -187,15 +187,21 @@ class Broker(_BrokerProcess):
                 "--override", f"listeners=PLAINTEXT://127.0.0.1:{self.port}",
                 "--override", f"log.dirs={self.dir}/data", "--override", "metrics.port=0",
                 "--override", "num.partitions=1", "--override", "offsets.topic.num.partitions=1",
-                "--override", "log.segment.delete.delay.ms=0"]      # (drop_topic)
+                "--override", f"log.segment.delete.delay.ms={DELETE_DELAY_MS}"]      # (drop_topic)
         for item in extra:
             cmd += ["--override", item.replace("{port}", str(self.port))]
         self.launch(cmd, "Kompakt", poll_s=0.01)
 
 
+# log.segment.delete.delay.ms of both brokers here: short, so drop_topic waits little, but not 0:
+# Kafka's delete task, with nothing to delete, runs again after max(delay, 1) ms (LogManager's
+# deleteLogs), so 0 would wake a Kafka thread 1,000 times a second through every measured phase.
+DELETE_DELAY_MS = 100
+
+
 def drop_topic(broker, name: str, timeout: float = 60.0) -> None:
     """Delete topic `name` and wait until its partition directories are gone from the broker's log
-    dir (both brokers here delete at once: log.segment.delete.delay.ms=0).
+    dir (both brokers here delete a deleted topic's files DELETE_DELAY_MS after the request).
 
     Why: on this project's VM the host backs guest memory lazily and takes back what the guest
     frees (virtio-balloon free page reporting), so page cache that grows into memory not used
@@ -687,7 +693,7 @@ class KafkaBroker(_BrokerProcess):
             f"log.dirs={self.dir}/data", "num.partitions=1", "offsets.topic.num.partitions=1",
             "offsets.topic.replication.factor=1", "transaction.state.log.replication.factor=1",
             "transaction.state.log.min.isr=1", "group.initial.rebalance.delay.ms=0",
-            "log.segment.delete.delay.ms=0", ""]))      # (drop_topic)
+            f"log.segment.delete.delay.ms={DELETE_DELAY_MS}", ""]))      # (drop_topic)
         bin_dir = Path(home, "bin")
         cluster = subprocess.run([str(bin_dir / "kafka-storage.sh"), "random-uuid"], check=True,
                                  capture_output=True, text=True).stdout.strip()

@@ -211,10 +211,11 @@ def consumed(members) -> Counter:
     return Counter(v for m in members for v in m.values())
 
 
-def unconsumed(members, sent) -> str:
-    """For a failed wait: the values sent but neither reported nor in doubt, by partition, with
-    each member's commit failures and rebalances (what a lost record's story needs)."""
-    seen = set(consumed(members)).union(*(m.in_doubt() for m in members))
+def unconsumed(members, sent, in_doubt=()) -> str:
+    """For a failed wait: the values sent but neither reported nor `in_doubt` (a killed member's
+    last unanswered batch), with each member's commit failures and rebalances (what a lost
+    record's story needs)."""
+    seen = set(consumed(members)) | set(in_doubt)
     missing = [v for v in sent if v not in seen]
     lines = [f"{len(missing)} of {len(sent)} unconsumed, first {missing[:10]}"]
     for i, m in enumerate(members):
