@@ -70,8 +70,8 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from bench_produce_fetch import (SHORT_QUEUE_BACKOFF, Broker, _cpu, _results_section, _table,  # noqa: E402
-                                 _write_results, client_cpu_s, cpu_s, create_topic, fetch, free_port, loop_thread_cpu_s,
-                                 produce, tree_cpu_s)
+                                 _write_results, client_cpu_s, cpu_s, create_topic, drop_topic, fetch, free_port,
+                                 loop_thread_cpu_s, produce, tree_cpu_s)
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-pw";'
 
@@ -635,6 +635,7 @@ def throughput(broker, sides, sizes, args) -> list[str]:
                     got[side]["client_" + what].append((client_cpu_s() - u0) / n * 1e6)
                     got[side]["loop_" + what].append((loop_thread_cpu_s(pid) - l0) / gb)
                     got[side]["workers_" + what].append((named_threads_cpu_s(pid, "kompakt-tls") - w0) / gb)
+                drop_topic(broker, topic)       # no later round writes into fresh memory (drop_topic)
         med = {side: {k: statistics.median(v) for k, v in d.items()} for side, d in got.items()}
         for what in ("produce", "fetch"):
             p, t = med["plaintext"][what], med["tls"][what]
