@@ -347,8 +347,7 @@ def tls_fetch(args) -> None:
     print("\n".join(table))
     before = f" Before: the broker of {args.before}." if args.before else ""
     _write_results(args, _results_section(
-        f"TLS fetch: the event loop's share, one CPU vs two (`python bench/bench_security.py --tls-fetch"
-        f"{' --quick' if args.quick else ''} --rounds {args.rounds}{' --before DIR' if args.before else ''}`)",
+        f"TLS fetch: the event loop's share, one CPU vs two ({_tls_command('--tls-fetch', args)})",
         f"load average {load0:.1f} at the start, {load1:.1f} at the end; shared with other work (other agents' "
         f"builds and tests on the same 2 CPUs).{before} {n:,} records of 1 KiB produced over plaintext, read "
         f"back over TLS (TLS 1.3, AES-256-GCM) by confluent-kafka {ck_version()} (fetch.queue.backoff.ms=10), "
@@ -361,6 +360,12 @@ def tls_fetch(args) -> None:
         f"client too). CPU-s/GB: the broker's CPU per GB received by the client, on its event-loop thread, its "
         f"TLS encryption threads (OS name kompakt-tls) and its other threads. Medians of {args.rounds} "
         f"round(s), the order of checkouts and layouts alternating each round.", table))
+
+
+def _tls_command(mode: str, args) -> str:
+    """The command line of a --tls-fetch / --tls-produce run, in backquotes (its section's title)."""
+    return (f"`python bench/bench_security.py {mode}{' --quick' if args.quick else ''} --rounds {args.rounds}"
+            f"{' --before DIR' if args.before else ''}`")
 
 
 PRODUCERS = ("alone", "busy loop")   # --tls-produce's cases
@@ -409,8 +414,7 @@ def tls_produce(args) -> None:
     print("\n".join(table))
     before = f" Before: the broker of {args.before}." if args.before else ""
     _write_results(args, _results_section(
-        f"TLS produce: the event loop's share (`python bench/bench_security.py --tls-produce"
-        f"{' --quick' if args.quick else ''} --rounds {args.rounds}{' --before DIR' if args.before else ''}`)",
+        f"TLS produce: the event loop's share ({_tls_command('--tls-produce', args)})",
         f"load average {load0:.1f} at the start, {load1:.1f} at the end; shared with other work (other agents' "
         f"builds and tests on the same 2 CPUs).{before} {n:,} records of 1 KiB produced over TLS (TLS 1.3, "
         f"AES-256-GCM) by confluent-kafka {ck_version()} (acks=1, linger.ms=5: requests of ~1 MB), alone and "
