@@ -60,7 +60,7 @@ class SinkConnection:
         self.conn = conn
         self.state = state
         self.fetch_fd = -1                           # this connection's file of fetch answers' batches
-        self.written: dict[int, tuple[bytes, int]] = {}   # region -> (batch, copies written)
+        self.written: dict[int, tuple[bytes, int, int]] = {}   # slot -> (batch, copies, where) written
 
     def serve(self) -> None:
         reader = FrameReader()
@@ -145,7 +145,7 @@ class SinkConnection:
         return [codec.encode_produce_response(header.correlation_id, header.api_version, topics)]
 
     def _fetch(self, header, request) -> list:
-        results, slot = [], 0
+        results, slot, at = [], 0, 0
         if all(p.fetch_offset >= self.state.high_watermark.get((t.topic, p.partition), 0)
                for t in request.topics for p in t.partitions):
             # nothing to send: wait as a broker's long poll does (max_wait_ms), not answer at once
@@ -158,28 +158,30 @@ class SinkConnection:
                 hw = self.state.high_watermark.get(tp, 0)
                 records = b""                  # (None is a null MessageSet: librdkafka refuses it)
                 if p.fetch_offset < hw and tp in self.state.batch:
-                    records = self._records(slot, self.state.batch[tp], p.fetch_offset, hw,
+                    records = self._records(slot, at, self.state.batch[tp], p.fetch_offset, hw,
                                             min(p.partition_max_bytes, request.max_bytes))
                     slot += 1
+                    at += len(records)
                 parts.append(codec.FetchPartitionResult(p.partition, 0, high_watermark=hw, last_stable_offset=hw,
                                                         log_start_offset=0, records=records))
             results.append(codec.FetchTopicResult(topic.topic, None, parts))
         return codec.encode_fetch_response(header.correlation_id, header.api_version, results)
 
-    def _records(self, slot: int, kept: tuple[bytes, int], offset: int, hw: int, max_bytes: int) -> "_Range":
+    def _records(self, slot: int, start: int, kept: tuple[bytes, int], offset: int, hw: int,
+                 max_bytes: int) -> "_Range":
         """Copies of the partition's kept batch from `offset` on, up to max_bytes and the high
-        watermark, in the file region of `slot` (its place in this answer)."""
+        watermark, in the file from `start` on (where the answer's partitions before it end: the
+        regions of one answer never overlap, whatever each partition's batch size). The copies
+        are written again unless this slot's last ones were the same, at the same place."""
         batch, count = kept
         most = max(1, max_bytes // len(batch))
         k = max(1, min(most, -(-(hw - offset) // count)))
-        start = slot * most * len(batch)
         if self.fetch_fd < 0:
             self.fetch_fd, path = tempfile.mkstemp(prefix="kompakt-sink-")
             os.unlink(path)
-        kept_batch, kept = self.written.get(slot, (None, 0))
-        if kept_batch is not batch or kept < k:
+        if self.written.get(slot) != (batch, k, start):
             os.pwrite(self.fetch_fd, batch * k, start)
-            self.written[slot] = (batch, k)
+            self.written[slot] = (batch, k, start)
         for i in range(k):
             # the last copy ends at the high watermark (a broker's log holds nothing past it): it
             # may start below `offset`, whose records the client skips, as in a compacted log
